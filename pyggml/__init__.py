@@ -1,0 +1,1 @@
+"""pyggml: drive the real ggml from Python."""

@@ -1,0 +1,166 @@
+"""Prepare the patched ggml source tree that the package build compiles.
+
+ggml's source is never committed. This script, run by CMakeLists.txt at configure
+time, either
+
+* downloads the sdist pinned in vendor/ggml/pin.toml with pip (once: it is kept
+  in a cache outside the source tree), checks its sha256 and extracts the ggml
+  folder, or
+* copies the ggml checkout named by PYGGML_GGML_SOURCE,
+
+then applies vendor/ggml/patches/*.patch in order. A patch that does not apply
+stops the build with its name. The result is written to --dest and stamped, so a
+reconfigure with the same pin and patches does no work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PIN_FILE = ROOT / "vendor" / "ggml" / "pin.toml"
+PATCH_DIR = ROOT / "vendor" / "ggml" / "patches"
+
+
+class FetchError(RuntimeError):
+    pass
+
+
+def cache_dir() -> Path:
+    if os.environ.get("PYGGML_CACHE_DIR"):
+        return Path(os.environ["PYGGML_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pyggml"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def pip_download(package: str, version: str, into: Path) -> Path:
+    """Download the sdist with pip (the ordinary client, whatever index it is set up for).
+
+    --no-binary names only this package, so pip's own build requirements may still come
+    as wheels; --no-build-isolation keeps pip from installing a build environment just
+    to read the sdist's metadata (scikit-build-core is already present: it builds us).
+    """
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation",
+           "--no-binary", package, f"{package}=={version}", "-d", str(into)]
+    print("pyggml: downloading", f"{package}=={version}", "(sdist, for its ggml)", flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    found = sorted(into.glob("*.tar.gz"))
+    if proc.returncode != 0 or not found:
+        raise FetchError(f"pip could not download the {package}=={version} sdist:\n"
+                         f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return found[0]
+
+
+def cached_sdist(pin: dict) -> Path:
+    cache = cache_dir()
+    name = f"{pin['package'].replace('-', '_')}-{pin['version']}.tar.gz"
+    target = cache / name
+    if target.exists() and sha256_of(target) == pin["sha256"]:
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        got = pip_download(pin["package"], pin["version"], Path(tmp))
+        digest = sha256_of(got)
+        if digest != pin["sha256"]:
+            raise FetchError(f"{got.name}: sha256 {digest} does not match the pin {pin['sha256']} "
+                             f"in {PIN_FILE.relative_to(ROOT)}")
+        os.replace(got, target)
+    return target
+
+
+def extract_ggml(sdist: Path, subdir: str, dest: Path) -> None:
+    with tarfile.open(sdist) as tar:
+        members = []
+        for m in tar.getmembers():
+            parts = m.name.split("/", 1)
+            if len(parts) == 2 and (parts[1] + "/").startswith(subdir.rstrip("/") + "/"):
+                members.append(m.replace(name=parts[1][len(subdir.rstrip("/")) + 1:]))
+        if not members:
+            raise FetchError(f"{sdist.name} has no folder {subdir}")
+        for m in members:
+            if m.name:
+                tar.extract(m, dest, filter="data")
+
+
+def patches() -> list[Path]:
+    return sorted(PATCH_DIR.glob("*.patch"))
+
+
+def apply_patches(tree: Path) -> None:
+    for patch in patches():
+        base = ["patch", "-p1", "--batch", "--forward", "-d", str(tree), "-i", str(patch)]
+        dry = subprocess.run(base + ["--dry-run"], capture_output=True, text=True)
+        if dry.returncode != 0:
+            reverse = subprocess.run(["patch", "-p1", "--batch", "-R", "--dry-run", "-d", str(tree),
+                                      "-i", str(patch)], capture_output=True, text=True)
+            if reverse.returncode == 0:
+                print(f"pyggml: {patch.name} is already in this ggml source, skipped", flush=True)
+                continue
+            raise FetchError(f"patch {patch.name} does not apply to this ggml source:\n{dry.stdout}{dry.stderr}")
+        subprocess.run(base, check=True, capture_output=True)
+        print(f"pyggml: applied {patch.name}", flush=True)
+
+
+def stamp_text(pin: dict, source: str | None) -> str:
+    h = hashlib.sha256()
+    h.update(repr(sorted(pin.items())).encode())
+    h.update((source or "").encode())
+    for p in patches():
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def prepare(dest: Path) -> Path:
+    pin = tomllib.loads(PIN_FILE.read_text())
+    source = os.environ.get("PYGGML_GGML_SOURCE") or None
+    stamp = dest / ".pyggml-stamp"
+    want = stamp_text(pin, source)
+    if stamp.exists() and stamp.read_text() == want:
+        return dest
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    if source:
+        src = Path(source)
+        if not (src / "include" / "ggml.h").exists():
+            raise FetchError(f"PYGGML_GGML_SOURCE={source} is not a ggml source tree (no include/ggml.h)")
+        shutil.copytree(src, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git", "build*"))
+    else:
+        extract_ggml(cached_sdist(pin), pin["subdir"], dest)
+    apply_patches(dest)
+    stamp.write_text(want)
+    return dest
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dest", required=True, type=Path, help="folder to write the patched ggml tree to")
+    args = parser.parse_args()
+    try:
+        prepare(args.dest)
+    except FetchError as e:
+        print(f"pyggml: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

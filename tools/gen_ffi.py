@@ -1,0 +1,112 @@
+"""Generate pyggml's cffi extension source from ggml's own public headers.
+
+Run by CMakeLists.txt at configure time. The cdef is never written by hand: the
+headers are run through the C compiler's preprocessor with stub standard headers
+(so only ggml's declarations remain), the few compiler-specific words cffi's parser
+does not take are removed, and integer macros of ggml (GGML_MAX_DIMS, ...) are kept
+as `#define NAME ...` so cffi reads their values from the real headers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# The standard headers ggml's public headers include. cffi knows their types
+# (int64_t, size_t, bool, FILE, ...), so empty stand-ins are all the preprocessor needs.
+STUB_HEADERS = ["stdint.h", "stddef.h", "stdbool.h", "stdio.h", "stdlib.h", "string.h", "stdarg.h"]
+
+# Callbacks implemented in Python (pyggml/_native.py, pyggml/meta.py).
+PYTHON_CALLBACKS = """
+extern "Python" void pyggml_log_callback(enum ggml_log_level level, const char * text, void * user_data);
+extern "Python" void pyggml_abort_callback(const char * error_message);
+"""
+
+# cffi's parser does not take these; they carry no meaning for the binding.
+STRIP_WORDS = re.compile(r"\b(__restrict__|__restrict|restrict|__inline__|__inline|__extension__)\b")
+
+
+def preprocess(cc: str, include_dir: Path, headers: list[str], extra: list[str]) -> tuple[str, str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        stubs = Path(tmp)
+        for name in STUB_HEADERS:
+            (stubs / name).write_text("")
+        umbrella = stubs / "pyggml_all.h"
+        umbrella.write_text("".join(f'#include "{h}"\n' for h in headers))
+        flags = [cc, "-E", "-nostdinc", "-I", str(stubs), "-I", str(include_dir),
+                 "-D__attribute__(x)=", "-D__declspec(x)=", *extra, str(umbrella)]
+        code = subprocess.run(flags + ["-P"], check=True, capture_output=True, text=True).stdout
+        macros = subprocess.run(flags + ["-dM"], check=True, capture_output=True, text=True).stdout
+    return code, macros
+
+
+def integer_macros(macros: str) -> list[str]:
+    names = []
+    for line in macros.splitlines():
+        m = re.match(r"#define ((?:GGML|GGUF)_[A-Z0-9_]+) (\(?-?(?:0x[0-9a-fA-F]+|[0-9]+)[uUlL]*\)?)$", line)
+        if m:
+            names.append(m.group(1))
+    return sorted(set(names))
+
+
+def drop_repeated_typedefs(code: str) -> str:
+    """C11 allows the same typedef twice (ggml.h and ggml-backend.h both have some); cffi does not."""
+    seen: set[str] = set()
+    out = []
+    for line in code.splitlines():
+        key = " ".join(line.split())
+        if re.fullmatch(r"typedef [^;{}]*;", key):
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(line)
+    return "\n".join(out)
+
+
+def make_cdef(code: str, macros: str) -> str:
+    code = STRIP_WORDS.sub("", code)
+    # `extern` before function declarations is harmless for C but noise for cffi
+    code = re.sub(r"^\s*extern\s+", "", code, flags=re.M)
+    # array sizes written as expressions (64 / sizeof(int32_t)): cffi reads the real size
+    code = re.sub(r"\[([^\]\[]*[^\]\[0-9\s][^\]\[]*)\]", "[...]", code)
+    # constants initialised in the header: cffi reads the value from the compiled header
+    code = re.sub(r"(static const [\w\s\*]+?\b\w+)\s*=[^;]*;", r"\1;", code)
+    code = drop_repeated_typedefs(code)
+    defines = "".join(f"#define {name} ...\n" for name in integer_macros(macros))
+    return code + "\n" + defines + PYTHON_CALLBACKS
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cc", required=True, help="C compiler used for preprocessing")
+    parser.add_argument("--include", required=True, type=Path, help="ggml's include folder")
+    parser.add_argument("--header", action="append", required=True, help="public header to expose (repeatable)")
+    parser.add_argument("--module", default="_pyggml_cffi")
+    parser.add_argument("--out", required=True, type=Path, help="C file to write")
+    parser.add_argument("--cdef-out", type=Path, help="also write the cdef here (for reading)")
+    parser.add_argument("--headers-json", type=Path, help="write the exposed header list here")
+    args = parser.parse_args()
+
+    import cffi
+
+    code, macros = preprocess(args.cc, args.include, args.header, [])
+    cdef = make_cdef(code, macros)
+    ffibuilder = cffi.FFI()
+    ffibuilder.cdef(cdef)
+    ffibuilder.set_source(args.module, "".join(f'#include "{h}"\n' for h in args.header))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    ffibuilder.emit_c_code(str(args.out))
+    if args.cdef_out:
+        args.cdef_out.write_text(cdef)
+    if args.headers_json:
+        args.headers_json.write_text(json.dumps(args.header))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
