@@ -1,1 +1,27 @@
-"""pyggml: drive the real ggml from Python."""
+"""pyggml: drive the real ggml from Python.
+
+    import pyggml as gg
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (2, 3), "a", input=True)     # NumPy-order shape
+    b = ctx.tensor("f32", (2, 3), "b", input=True)
+    out = ctx.mul(ctx.add(a, b), b)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    [y] = gg.Runner("cpu").run(graph, {a: ..., b: ...}, [out])
+
+`pyggml.ffi` / `pyggml.lib` are ggml's whole C API (generated from its headers, unguarded).
+"""
+
+from pyggml._native import build_info, ffi, lib
+from pyggml import ops
+from pyggml.backend import (Backend, Buffer, Device, Gallocr, GGMLError, Scheduler, backend,
+                            cpu_backend, device, devices)
+from pyggml.context import Context
+from pyggml.graph import Graph
+from pyggml.runner import Runner, Unsupported
+from pyggml.tensor import Tensor
+from pyggml.types import DeviceType, Op, SortOrder, Type, UnaryOp
+
+__all__ = ["ffi", "lib", "build_info", "ops", "Backend", "Buffer", "Device", "Gallocr", "GGMLError",
+           "Scheduler", "backend", "cpu_backend", "device", "devices", "Context", "Graph", "Runner",
+           "Unsupported", "Tensor", "DeviceType", "Op", "SortOrder", "Type", "UnaryOp"]
+__version__ = "0.1.0"

@@ -1,0 +1,55 @@
+"""Run a graph on a named backend the way llama.cpp does: through ggml's scheduler.
+
+`Runner("vulkan0")` schedules over [Vulkan0, CPU]; `Runner("cpu")` over [CPU]. Inputs
+(tensors flagged with set_input) land on the CPU's host buffer and are filled there,
+so an input that must be host memory (as the seed's `rs_s_slot_rev`) is host memory on
+every backend; the scheduler copies it to the device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pyggml.backend import Backend, Scheduler, backend, cpu_backend
+from pyggml.graph import Graph
+from pyggml.tensor import Tensor
+
+
+class Unsupported(Exception):
+    """The backend cannot compute some node of the graph (ggml_backend_supports_op says no)."""
+
+
+class Runner:
+    def __init__(self, name: str = "cpu", n_threads: int | None = None, graph_size: int = 8192):
+        self.name = name.lower()
+        if self.name == "cpu":
+            self.backend = cpu_backend(n_threads)
+            self.backends: list[Backend] = [self.backend]
+        else:
+            self.backend = backend(self.name)
+            self.backends = [self.backend, cpu_backend(n_threads)]
+        self.sched = Scheduler(self.backends, graph_size)
+
+    def unsupported(self, graph: Graph) -> list[Tensor]:
+        return self.backend.unsupported(graph)
+
+    def allocate(self, graph: Graph, outputs: list[Tensor] = ()):
+        """Allocate the graph's tensors (outputs kept intact) ready for set_inputs/compute."""
+        bad = self.unsupported(graph)
+        if bad:
+            raise Unsupported(", ".join(sorted({n.op.name for n in bad})))
+        for t in outputs:
+            t.set_output()
+        self.sched.reset()
+        self.sched.alloc_graph(graph)
+
+    def compute(self, graph: Graph):
+        self.sched.compute(graph)
+
+    def run(self, graph: Graph, inputs: dict[Tensor, np.ndarray], outputs: list[Tensor]) -> list[np.ndarray]:
+        """Allocate, set inputs, compute, read outputs."""
+        self.allocate(graph, outputs)
+        for t, values in inputs.items():
+            t.set(values)
+        self.compute(graph)
+        return [t.numpy() for t in outputs]

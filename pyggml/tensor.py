@@ -1,0 +1,209 @@
+"""Tensor: a ggml_tensor seen from Python.
+
+`t.ne` is ggml order (ne[0] innermost), `t.shape` NumPy order (reversed), so a
+contiguous tensor and its NumPy array share one memory layout. Values move in and out
+through `set()` / `numpy()`; a tensor in host memory can also be read without a copy
+(`view()`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pyggml import types
+from pyggml._native import cstr, ffi, lib
+from pyggml.types import Op, Type
+
+MAX_DIMS = lib.GGML_MAX_DIMS
+
+
+class Tensor:
+    __slots__ = ("ptr", "ctx", "__weakref__")
+
+    def __init__(self, ptr, ctx):
+        self.ptr = ptr
+        self.ctx = ctx  # keeps the context (and so the tensor's memory) alive
+
+    # --- identity ------------------------------------------------------------------
+    def __eq__(self, other):
+        return isinstance(other, Tensor) and self.ptr == other.ptr
+
+    def __hash__(self):
+        return hash(int(ffi.cast("uintptr_t", self.ptr)))
+
+    def __repr__(self):
+        name = f" {self.name!r}" if self.name else ""
+        return f"<Tensor{name} {self.type.name} ne={self.ne} op={self.op.name}>"
+
+    # --- description ---------------------------------------------------------------
+    @property
+    def ne(self) -> tuple[int, ...]:
+        return tuple(self.ptr.ne)
+
+    @property
+    def nb(self) -> tuple[int, ...]:
+        return tuple(self.ptr.nb)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """NumPy order, trailing ggml dims of size 1 dropped (at least one dim)."""
+        ne = list(self.ptr.ne)
+        n = lib.ggml_n_dims(self.ptr)
+        return tuple(reversed(ne[:n]))
+
+    @property
+    def ndim(self) -> int:
+        return lib.ggml_n_dims(self.ptr)
+
+    @property
+    def type(self) -> Type:
+        return Type(self.ptr.type)
+
+    @property
+    def op(self) -> Op:
+        return Op(self.ptr.op)
+
+    @property
+    def name(self) -> str:
+        return cstr(lib.ggml_get_name(self.ptr))
+
+    @name.setter
+    def name(self, value: str):
+        raw = value.encode()
+        if len(raw) >= lib.GGML_MAX_NAME:
+            raise ValueError(f"tensor name {value!r} is longer than GGML_MAX_NAME-1 = {lib.GGML_MAX_NAME - 1} bytes")
+        lib.ggml_set_name(self.ptr, raw)
+
+    def set_name(self, value: str) -> "Tensor":
+        self.name = value
+        return self
+
+    @property
+    def src(self) -> list["Tensor"]:
+        return [Tensor(s, self.ctx) for s in self.ptr.src if s != ffi.NULL]
+
+    @property
+    def view_src(self) -> "Tensor | None":
+        return Tensor(self.ptr.view_src, self.ctx) if self.ptr.view_src != ffi.NULL else None
+
+    @property
+    def view_offs(self) -> int:
+        return self.ptr.view_offs
+
+    @property
+    def nelements(self) -> int:
+        return lib.ggml_nelements(self.ptr)
+
+    @property
+    def nrows(self) -> int:
+        return lib.ggml_nrows(self.ptr)
+
+    @property
+    def nbytes(self) -> int:
+        return lib.ggml_nbytes(self.ptr)
+
+    @property
+    def element_size(self) -> int:
+        return lib.ggml_element_size(self.ptr)
+
+    def is_contiguous(self) -> bool:
+        return bool(lib.ggml_is_contiguous(self.ptr))
+
+    def is_permuted(self) -> bool:
+        return bool(lib.ggml_is_permuted(self.ptr))
+
+    def is_transposed(self) -> bool:
+        return bool(lib.ggml_is_transposed(self.ptr))
+
+    @property
+    def is_input(self) -> bool:
+        return bool(self.ptr.flags & lib.GGML_TENSOR_FLAG_INPUT)
+
+    @property
+    def is_output(self) -> bool:
+        return bool(self.ptr.flags & lib.GGML_TENSOR_FLAG_OUTPUT)
+
+    def set_input(self) -> "Tensor":
+        lib.ggml_set_input(self.ptr)
+        return self
+
+    def set_output(self) -> "Tensor":
+        lib.ggml_set_output(self.ptr)
+        return self
+
+    # --- memory --------------------------------------------------------------------
+    @property
+    def buffer(self):
+        """The ggml_backend_buffer_t holding the data (NULL for context memory or none)."""
+        return self.ptr.buffer
+
+    @property
+    def is_allocated(self) -> bool:
+        return self.ptr.data != ffi.NULL
+
+    @property
+    def is_host(self) -> bool:
+        """True when the data is in host memory, directly readable and writable."""
+        if self.ptr.data == ffi.NULL:
+            return False
+        return self.ptr.buffer == ffi.NULL or bool(lib.ggml_backend_buffer_is_host(self.ptr.buffer))
+
+    def _require_allocated(self, what: str):
+        if not self.is_allocated:
+            raise ValueError(f"{what}: tensor {self.name or '(unnamed)'} has no memory yet "
+                             "(allocate its context or graph on a backend first)")
+
+    def set(self, values) -> "Tensor":
+        """Write values (NumPy order shape, or any array with as many elements)."""
+        self._require_allocated("set")
+        if not self.is_contiguous():
+            raise ValueError("set: tensor is not contiguous; write to the tensor it views instead")
+        arr = np.asarray(values)
+        if arr.size != self.nelements:
+            raise ValueError(f"set: {arr.size} values for a tensor of {self.nelements} elements (shape {self.shape})")
+        if arr.shape != self.shape and arr.size > 1 and arr.ndim > 1 and arr.shape[-1] != self.ne[0]:
+            raise ValueError(f"set: array shape {arr.shape} does not match tensor shape {self.shape}")
+        arr = arr.reshape(tuple(reversed(self.ne)))
+        raw = types.encode(self.type, arr)
+        if raw.nbytes != self.nbytes:
+            raise ValueError(f"set: {raw.nbytes} bytes encoded for a tensor of {self.nbytes} bytes")
+        if self.ptr.buffer == ffi.NULL:
+            ffi.memmove(self.ptr.data, ffi.from_buffer(raw), raw.nbytes)
+        else:
+            lib.ggml_backend_tensor_set(self.ptr, ffi.from_buffer(raw), 0, raw.nbytes)
+        return self
+
+    def raw_bytes(self) -> np.ndarray:
+        """A copy of the tensor's bytes (contiguous tensors)."""
+        self._require_allocated("read")
+        out = np.empty(self.nbytes, dtype=np.uint8)
+        if self.ptr.buffer == ffi.NULL:
+            ffi.memmove(ffi.from_buffer(out), self.ptr.data, self.nbytes)
+        else:
+            lib.ggml_backend_tensor_get(self.ptr, ffi.from_buffer(out), 0, self.nbytes)
+        return out
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the values, in NumPy shape `t.shape`."""
+        full = tuple(reversed(self.ne))
+        if self.is_contiguous():
+            return types.decode(self.type, self.raw_bytes(), full).reshape(self.shape).copy()
+        # a strided view: read through its strides, on the host
+        if not types.has_raw_dtype(self.type):
+            raise ValueError(f"numpy: non-contiguous {self.type.name} view; make it contiguous with cont() first")
+        if not self.is_host:
+            raise ValueError("numpy: non-contiguous view outside host memory; make it contiguous with cont() first")
+        span = sum((n - 1) * s for n, s in zip(self.ne, self.nb)) + self.element_size
+        arr = np.ndarray(shape=full, dtype=types.host_dtype(self.type), buffer=ffi.buffer(self.ptr.data, span),
+                         strides=tuple(reversed(self.nb)))
+        return arr.reshape(self.shape).copy()
+
+    def view(self) -> np.ndarray:
+        """A zero-copy NumPy view of a contiguous host tensor of a raw type (writes go to ggml)."""
+        self._require_allocated("view")
+        if not self.is_host:
+            raise ValueError("view: the tensor is not in host memory; use numpy() to copy it")
+        if not self.is_contiguous() or not types.has_raw_dtype(self.type):
+            raise ValueError("view: only contiguous tensors of a raw type (F32, F16, I32, ...) can be viewed")
+        buf = ffi.buffer(self.ptr.data, self.nbytes)
+        return np.frombuffer(buf, dtype=types.host_dtype(self.type)).reshape(self.shape)

@@ -1,0 +1,111 @@
+"""ggml's enums as Python enums, and NumPy conversion for every type pyggml moves data in.
+
+F32, F16, F64, I8, I16, I32 and I64 have a NumPy dtype with the same bytes. BF16 and the
+block-quantized types (Q8_0, Q4_0, ...) do not: they are converted on the way in
+(quantized by ggml's own `ggml_quantize_chunk`) and out (dequantized by the type's
+`to_float`), so NumPy sees float32.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from pyggml._native import ffi, lib
+
+
+def _enum(name: str, c_enum: str, prefix: str) -> type[enum.IntEnum]:
+    members = {k[len(prefix):]: v for k, v in ffi.typeof(c_enum).relements.items()
+               if k.startswith(prefix) and not k.endswith("_COUNT")}
+    return enum.IntEnum(name, members)
+
+
+Type = _enum("Type", "enum ggml_type", "GGML_TYPE_")
+Op = _enum("Op", "enum ggml_op", "GGML_OP_")
+UnaryOp = _enum("UnaryOp", "enum ggml_unary_op", "GGML_UNARY_OP_")
+Status = _enum("Status", "enum ggml_status", "GGML_STATUS_")
+SortOrder = _enum("SortOrder", "enum ggml_sort_order", "GGML_SORT_ORDER_")
+DeviceType = _enum("DeviceType", "enum ggml_backend_dev_type", "GGML_BACKEND_DEVICE_TYPE_")
+
+_DTYPES = {
+    Type.F32: np.float32, Type.F16: np.float16, Type.F64: np.float64,
+    Type.I8: np.int8, Type.I16: np.int16, Type.I32: np.int32, Type.I64: np.int64,
+}
+
+
+def as_type(t) -> Type:
+    """Accept Type, its name ('f32', 'Q8_0') or a NumPy dtype."""
+    if isinstance(t, Type):
+        return t
+    if isinstance(t, str):
+        try:
+            return Type[t.upper()]
+        except KeyError:
+            raise ValueError(f"unknown ggml type {t!r}") from None
+    if isinstance(t, int) and not isinstance(t, bool):
+        return Type(t)
+    dt = np.dtype(t)
+    for k, v in _DTYPES.items():
+        if np.dtype(v) == dt:
+            return k
+    raise TypeError(f"no ggml type for NumPy dtype {dt}")
+
+
+def block_size(t) -> int:
+    return lib.ggml_blck_size(as_type(t))
+
+
+def type_size(t) -> int:
+    return lib.ggml_type_size(as_type(t))
+
+
+def is_quantized(t) -> bool:
+    return bool(lib.ggml_is_quantized(as_type(t)))
+
+
+def host_dtype(t) -> np.dtype:
+    """The NumPy dtype values of this type are read and written as."""
+    return np.dtype(_DTYPES.get(as_type(t), np.float32))
+
+
+def has_raw_dtype(t) -> bool:
+    """True when NumPy can view this type's bytes directly (zero-copy reads)."""
+    return as_type(t) in _DTYPES
+
+
+def row_size(t, n: int) -> int:
+    return lib.ggml_row_size(as_type(t), n)
+
+
+def encode(t, values: np.ndarray) -> bytes | np.ndarray:
+    """Values (host dtype, any shape) -> the tensor's bytes, row-major, innermost dim last."""
+    t = as_type(t)
+    if has_raw_dtype(t):
+        return np.ascontiguousarray(values, dtype=_DTYPES[t])
+    f = np.ascontiguousarray(values, dtype=np.float32)
+    if t == Type.BF16:
+        out = np.empty(f.shape, dtype=np.uint16)
+        lib.ggml_fp32_to_bf16_row(ffi.from_buffer("float[]", f), ffi.cast("ggml_bf16_t *", ffi.from_buffer(out)), f.size)
+        return out
+    n_per_row = f.shape[-1] if f.ndim else 1
+    if n_per_row % block_size(t):
+        raise ValueError(f"{t.name}: a row of {n_per_row} values is not a multiple of the block size {block_size(t)}")
+    nrows = f.size // n_per_row
+    out = np.empty(row_size(t, n_per_row) * nrows, dtype=np.uint8)
+    lib.ggml_quantize_chunk(t, ffi.from_buffer("float[]", f), ffi.from_buffer(out), 0, nrows, n_per_row, ffi.NULL)
+    return out
+
+
+def decode(t, raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The tensor's bytes (uint8 or its raw dtype) -> values of the host dtype, in `shape`."""
+    t = as_type(t)
+    if has_raw_dtype(t):
+        return np.frombuffer(raw, dtype=_DTYPES[t]).reshape(shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    out = np.empty(n, dtype=np.float32)
+    traits = lib.ggml_get_type_traits(t)
+    if traits.to_float == ffi.NULL:
+        raise TypeError(f"ggml has no conversion from {t.name} to float")
+    traits.to_float(ffi.from_buffer(raw), ffi.from_buffer("float[]", out), n)
+    return out.reshape(shape)
