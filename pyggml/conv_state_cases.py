@@ -1,0 +1,1 @@
+"""conv_state cases: the seed's delta-net conv-state rollback (registered by pyggml.conv_state)."""
