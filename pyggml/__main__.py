@@ -1,0 +1,53 @@
+"""pyggml's command line: `info` (what this build has) and `check` (the differential suite)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+
+def info(args) -> int:
+    from pyggml import build_info, devices
+    data = {"build": build_info(), "devices": []}
+    for d in devices():
+        free, total = d.memory()
+        data["devices"].append({"name": d.name, "description": d.description, "type": d.type.name,
+                                "backend": d.backend_name, "memory_free": free, "memory_total": total})
+    if args.json:
+        print(json.dumps(data, indent=1))
+        return 0
+    print("backends built:", ", ".join(data["build"]["backends"]))
+    print("devices:")
+    for d in data["devices"]:
+        mem = f", {d['memory_total'] / 2**30:.1f} GiB" if d["memory_total"] else ""
+        print(f"  {d['name'].lower():<10} {d['type']:<5} {d['description']}{mem}")
+    if "vulkan" in data["build"]["backends"]:
+        print("note: ggml lists CPU-type Vulkan devices (Mesa's lavapipe) only when GGML_VK_VISIBLE_DEVICES "
+              "names them, e.g. GGML_VK_VISIBLE_DEVICES=0 (or 0,0 for the same device twice)")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="pyggml", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="show ggml's log")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_info = sub.add_parser("info", help="list the built backends and their devices")
+    p_info.add_argument("--json", action="store_true", help="print JSON")
+    p_check = sub.add_parser("check", help="run every case on every backend against its NumPy oracle")
+    p_check.add_argument("--backend", action="append", metavar="NAME",
+                         help="backend to run on (cpu, vulkan0, ...; repeatable; default: all available)")
+    p_check.add_argument("--only", metavar="PATTERN", help="cases whose name contains PATTERN (or matches it as a regex)")
+    p_check.add_argument("--json", metavar="FILE", help="write the records (case, backend, status, error, ...) here")
+    p_check.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    if args.command == "info":
+        return info(args)
+    from pyggml import check
+    return check.main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""`python -m pyggml check`: every registered case on every backend, against its NumPy oracle
+and against the other backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from pyggml import cases as case_registry
+from pyggml.backend import devices
+from pyggml.runner import Runner, Unsupported
+from pyggml.types import DeviceType
+
+
+@dataclass
+class Record:
+    case: str
+    backend: str
+    status: str  # pass, fail, unsupported, error
+    error: float | None = None  # NMSE against the oracle (worst output)
+    bound: float | None = None
+    message: str = ""
+    cross: dict = field(default_factory=dict)  # other backend -> NMSE between the two results
+    seconds: float = 0.0
+
+
+def available_backends() -> list[str]:
+    """`cpu` and every non-CPU device of this build (vulkan0, cuda0, ...)."""
+    names = ["cpu"]
+    for d in devices():
+        if d.type != DeviceType.CPU:
+            names.append(d.name.lower())
+    return names
+
+
+def run_case(case, runner: Runner, backend: str) -> tuple[Record, list[np.ndarray] | None]:
+    start = time.perf_counter()
+    try:
+        actual = case.execute(runner)
+    except Unsupported as e:
+        return Record(case.name, backend, "unsupported", message=f"not supported: {e}"), None
+    except Exception as e:  # a failing case must not stop the run
+        return Record(case.name, backend, "error", message=f"{type(e).__name__}: {e}",
+                      seconds=time.perf_counter() - start), None
+    expected = case.expected()
+    if len(actual) != len(expected):
+        return Record(case.name, backend, "fail", message=f"{len(actual)} outputs, oracle has {len(expected)}"), actual
+    worst = 0.0
+    for a, e in zip(actual, expected):
+        if a.shape != e.shape:
+            return Record(case.name, backend, "fail", message=f"shape {a.shape}, oracle {e.shape}"), actual
+        err = (0.0 if np.array_equal(a, e) else float("inf")) if case.nmse_bound == 0 else case_registry.nmse(a, e)
+        worst = max(worst, err)
+    status = "pass" if worst <= case.nmse_bound else "fail"
+    return Record(case.name, backend, status, worst, case.nmse_bound, seconds=time.perf_counter() - start), actual
+
+
+def cross_compare(results: dict[str, list[np.ndarray]]) -> dict[str, float]:
+    """NMSE of every backend's outputs against the first backend's (usually the CPU)."""
+    names = list(results)
+    if len(names) < 2:
+        return {}
+    ref = results[names[0]]
+    out = {}
+    for n in names[1:]:
+        out[n] = max(case_registry.nmse(a, r) for a, r in zip(results[n], ref))
+    return out
+
+
+def run_check(backends: list[str], pattern: str | None = None, progress=sys.stderr) -> list[Record]:
+    selected = case_registry.select(pattern)
+    runners = {}
+    records: list[Record] = []
+    for name in backends:
+        try:
+            runners[name] = Runner(name)
+        except Exception as e:
+            records.append(Record("*", name, "error", message=f"backend unavailable: {e}"))
+    total = len(selected) * len(runners)
+    done = 0
+    for case in selected:
+        outputs = {}
+        case_records = []
+        for name, runner in runners.items():
+            rec, out = run_case(case, runner, name)
+            done += 1
+            if progress is not None and (done % 10 == 0 or done == total or rec.status not in ("pass",)):
+                progress.write(f"\r[{done}/{total}] {case.name} on {name}: {rec.status}        ")
+                progress.flush()
+            if out is not None and rec.status == "pass":
+                outputs[name] = out
+            case_records.append(rec)
+        cross = cross_compare(outputs)
+        for rec in case_records:
+            if rec.backend in cross:
+                rec.cross = {next(iter(outputs)): cross[rec.backend]}
+        records.extend(case_records)
+    if progress is not None:
+        progress.write("\n")
+    return records
+
+
+def fmt_err(x: float | None) -> str:
+    return "" if x is None else ("0" if x == 0 else f"{x:.1e}")
+
+
+def table(records: list[Record]) -> str:
+    backends = list(dict.fromkeys(r.backend for r in records))
+    by = {(r.case, r.backend): r for r in records}
+    names = list(dict.fromkeys(r.case for r in records if r.case != "*"))
+    width = max([len(n) for n in names] + [4])
+    lines = [f"{'case':<{width}}  " + "  ".join(f"{b:<22}" for b in backends)]
+    for n in names:
+        cells = []
+        for b in backends:
+            r = by.get((n, b))
+            if r is None:
+                cells.append(f"{'-':<22}")
+                continue
+            cell = f"{r.status} {fmt_err(r.error)}"
+            if r.cross:
+                cell += f" x{fmt_err(max(r.cross.values()))}"
+            cells.append(f"{cell:<22}")
+        lines.append(f"{n:<{width}}  " + "  ".join(cells))
+    counts = {}
+    for r in records:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    lines.append("")
+    lines.append("  ".join(f"{k}: {v}" for k, v in sorted(counts.items())) +
+                 "   (error = NMSE vs the NumPy oracle; x = largest NMSE vs the first backend)")
+    for r in records:
+        if r.status in ("fail", "error"):
+            lines.append(f"{r.status.upper()}: {r.case} on {r.backend}: {r.message or fmt_err(r.error)}"
+                         + (f" > bound {fmt_err(r.bound)}" if r.status == "fail" and r.bound is not None else ""))
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    backends = [b.lower() for b in (args.backend or available_backends())]
+    records = run_check(backends, args.only, progress=None if args.quiet else sys.stderr)
+    if not records:
+        print(f"no case matches {args.only!r}", file=sys.stderr)
+        return 2
+    print(table(records))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([asdict(r) for r in records], f, indent=1)
+    failed = [r for r in records if r.status in ("fail", "error")]
+    return 1 if failed else 0
