@@ -1,0 +1,225 @@
+"""llama.cpp's delta-net conv-state rollback (the seed change), rebuilt from Python.
+
+With `n_rs_seq > 0` the recurrent memory keeps K = n_rs_seq + 1 rollback slots of every
+sequence's conv window. Each layer's conv cache `conv_states_all` is
+[n_embd_r = (d_conv-1)*channels, mem_size*K]: row `slot*mem_size + cell`.
+
+`build_conv_state` mirrors `llm_build_delta_net_base::build_conv_state`: gather each
+sequence's state (get_rows by `s_copy`), concat it with the new tokens, write the rollback
+windows into the cache, return the conv input. The write has three strategies:
+
+- `host_index` (the seed): one set_rows per layer into the permuted `slots` view, with the
+  I32 index `rs_s_slot_rev` = {Kw-1, ..., 0}, Kw = min(n_seq_tokens+1, K), filled on the
+  host, created once per graph by the first layer and shared by all; slots >= Kw unwritten;
+- `device_index` (what the seed replaced): the same set_rows, the index computed on the
+  device as argsort(arange(Kw), DESC);
+- `copies` (before the seed): K copies, the window start clamped at 0, so when a ubatch has
+  fewer than K-1 tokens the slots >= Kw receive the oldest window (the gathered state)
+  instead of being left alone.
+
+`n_rs_seq == 0` is a single copy into slot 0, for every strategy.
+
+`DeltaNetConv` drives ubatches the way llama.cpp does: a graph built for one ubatch shape
+(n_seq_tokens, n_seqs, kv_head) is reused for the next ubatch of that shape by setting its
+inputs again, and rebuilt when the shape changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pyggml import types
+from pyggml.backend import Backend
+from pyggml.context import Context
+from pyggml.graph import Graph
+from pyggml.runner import Runner
+from pyggml.tensor import Tensor
+from pyggml.types import SortOrder, Type
+
+STRATEGIES = ("host_index", "device_index", "copies")
+SLOT_INDEX_NAME = "rs_s_slot_rev"
+
+
+class RecurrentMemory:
+    """The conv caches of every layer, allocated once in a buffer of `backend`."""
+
+    def __init__(self, backend: Backend, n_layer: int, d_conv: int, channels: int, mem_size: int,
+                 n_rs_seq: int, type="f32"):
+        if n_layer < 1 or d_conv < 2 or channels < 1 or mem_size < 1 or n_rs_seq < 0:
+            raise ValueError("RecurrentMemory needs n_layer >= 1, d_conv >= 2, channels >= 1, "
+                             f"mem_size >= 1, n_rs_seq >= 0 (got {n_layer}, {d_conv}, {channels}, "
+                             f"{mem_size}, {n_rs_seq})")
+        self.type = types.as_type(type)
+        if self.type not in (Type.F32, Type.F16):
+            raise TypeError(f"conv cache type must be F32 or F16, got {self.type.name}")
+        self.n_layer, self.d_conv, self.channels = n_layer, d_conv, channels
+        self.mem_size, self.n_rs_seq = mem_size, n_rs_seq
+        self.K = n_rs_seq + 1
+        self.n_embd_r = (d_conv - 1) * channels
+        self.ctx = Context(n_tensors=n_layer + 1)
+        self.conv_states_all = [self.ctx.new_tensor_2d(self.type, self.n_embd_r, mem_size * self.K,
+                                                       name=f"cache_conv_l{il}") for il in range(n_layer)]
+        self.buffer = backend.alloc_tensors(self.ctx)
+        self.buffer.clear(0)
+
+    @property
+    def n_rows(self) -> int:
+        return self.mem_size * self.K
+
+    def read(self, il: int) -> np.ndarray:
+        """Layer il's cache as stored: (mem_size*K, n_embd_r) of the cache dtype."""
+        return self.conv_states_all[il].numpy()
+
+    def write(self, il: int, values: np.ndarray):
+        self.conv_states_all[il].set(values)
+
+
+@dataclass
+class Ubatch:
+    """One ubatch: n_seqs sequences of n_seq_tokens new tokens each.
+
+    qkv[il] has NumPy shape (n_seqs, n_seq_tokens, channels) (ggml's qkv_mixed
+    [channels, n_seq_tokens, n_seqs]); s_copy[s] is the cache row sequence s's state is
+    read from; the windows are written to cells kv_head .. kv_head+n_seqs-1.
+    """
+    qkv: list[np.ndarray]
+    s_copy: list[int]
+    kv_head: int
+
+    @property
+    def n_seqs(self) -> int:
+        return self.qkv[0].shape[0]
+
+    @property
+    def n_seq_tokens(self) -> int:
+        return self.qkv[0].shape[1]
+
+
+@dataclass
+class GraphInputs:
+    """llm_graph_input_rs: the per-ubatch inputs, and the slot index created by the first layer."""
+    s_copy: Tensor
+    s_slot_rev: Tensor | None = None
+    device_slot_rev: Tensor | None = None  # device_index: argsort(arange), shared by the layers
+
+
+def windows_written(n_seq_tokens: int, K: int) -> int:
+    """Kw: the windows that exist in this ubatch."""
+    return min(n_seq_tokens + 1, K)
+
+
+def build_conv_state(ctx: Context, graph: Graph, inp: GraphInputs, mem: RecurrentMemory, qkv_mixed: Tensor,
+                     kv_head: int, il: int, strategy: str) -> Tensor:
+    """What llm_build_delta_net_base::build_conv_state builds, for one layer."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    conv_states_all = mem.conv_states_all[il]
+    d, C, n_seqs = mem.d_conv, mem.channels, qkv_mixed.ne[2]
+    if not 0 <= kv_head or kv_head + n_seqs > mem.mem_size:
+        raise ValueError(f"cells kv_head={kv_head} .. {kv_head + n_seqs - 1} must lie inside mem_size={mem.mem_size}")
+
+    # build_rs: gather the states of this ubatch's sequences
+    conv_states = ctx.get_rows(conv_states_all, inp.s_copy).set_name(f"conv_states-{il}")
+    conv_states = ctx.reshape_3d(conv_states, d - 1, C, n_seqs)
+    qkv_t = ctx.transpose(qkv_mixed)
+    conv_input = ctx.concat(conv_states, qkv_t, 0).set_name(f"conv_input-{il}")
+
+    row_count = (d - 1) * C
+    row_size = types.row_size(conv_states_all.type, row_count)
+    n = conv_input.ne[0] - conv_states.ne[0]  # n_seq_tokens
+    K = mem.K
+
+    def window_copy(s_idx: int, s_slot: int):
+        last = ctx.view_3d(conv_input, d - 1, C, n_seqs, conv_input.nb[1], conv_input.nb[2],
+                           types.row_size(conv_input.type, s_idx))
+        update = ctx.view_2d(conv_states_all, row_count, n_seqs, conv_states_all.nb[1],
+                             (s_slot * mem.mem_size + kv_head) * row_size)
+        graph.build_forward_expand(ctx.cpy(last, update))
+
+    if mem.n_rs_seq == 0:
+        window_copy(n, 0)
+    elif strategy == "copies":
+        for t in range(1, K + 1):
+            window_copy(max(0, n - K + t), K - t)
+    else:
+        Kw = windows_written(n, K)
+        if strategy == "host_index":
+            if inp.s_slot_rev is None:
+                inp.s_slot_rev = ctx.new_tensor_1d(Type.I32, Kw, name=SLOT_INDEX_NAME).set_input()
+            index = inp.s_slot_rev
+        else:
+            if inp.device_slot_rev is None:
+                inp.device_slot_rev = ctx.argsort(ctx.arange(0, Kw, 1), SortOrder.DESC).set_name("slot_rev_device")
+            index = inp.device_slot_rev
+        # window w starts at column n-(Kw-1)+w (ascending time) and is rollback slot Kw-1-w;
+        # the windows overlap: [d-1, Kw, C, n_seqs] with a one-element stride between windows
+        es = conv_input.element_size
+        windows = ctx.view_nd(conv_input, [d - 1, Kw, C, n_seqs], [es, es, conv_input.nb[1], conv_input.nb[2]],
+                              types.row_size(conv_input.type, n - (Kw - 1)))
+        # [d-1, slot, channel, seq] view of this ubatch's cells
+        slots = ctx.view_4d(conv_states_all, d - 1, K, C, n_seqs,
+                            mem.mem_size * row_size, types.row_size(conv_states_all.type, d - 1),
+                            conv_states_all.nb[1], kv_head * row_size)
+        graph.build_forward_expand(ctx.set_rows(slots, windows, index))
+    return conv_input
+
+
+class ConvStateGraph:
+    """The graph of one ubatch shape: every layer's build_conv_state, its inputs and outputs."""
+
+    def __init__(self, mem: RecurrentMemory, n_seq_tokens: int, n_seqs: int, kv_head: int, strategy: str):
+        self.key = (n_seq_tokens, n_seqs, kv_head)
+        self.mem = mem
+        self.ctx = Context(n_tensors=64 + mem.n_layer * (16 + 4 * mem.K))
+        self.graph = Graph(self.ctx, size=max(256, mem.n_layer * (16 + 4 * mem.K)))
+        self.inp = GraphInputs(self.ctx.new_tensor_1d(Type.I32, n_seqs, name="inp_s_copy").set_input())
+        self.qkv = [self.ctx.new_tensor_3d(Type.F32, mem.channels, n_seq_tokens, n_seqs, name=f"qkv_mixed-{il}")
+                    .set_input() for il in range(mem.n_layer)]
+        self.conv_input = []
+        for il in range(mem.n_layer):
+            out = build_conv_state(self.ctx, self.graph, self.inp, mem, self.qkv[il], kv_head, il, strategy)
+            self.graph.build_forward_expand(out)
+            self.conv_input.append(out.set_output())
+
+    def set_inputs(self, ub: Ubatch):
+        """llm_graph_input_rs::set_input: s_copy, and rs_s_slot_rev filled on the host."""
+        self.inp.s_copy.set(np.asarray(ub.s_copy, dtype=np.int32))
+        for t, x in zip(self.qkv, ub.qkv):
+            t.set(np.asarray(x, dtype=np.float32))
+        s = self.inp.s_slot_rev
+        if s is not None:
+            if not s.is_host:
+                raise RuntimeError(f"{SLOT_INDEX_NAME} is not in host memory (buffer "
+                                   f"{s.buffer}); it must be filled on the host")
+            s.view()[...] = np.arange(s.ne[0] - 1, -1, -1, dtype=np.int32)
+
+
+@dataclass
+class DeltaNetConv:
+    """Runs ubatches through the conv-state graphs with llama.cpp's graph reuse."""
+    mem: RecurrentMemory
+    runner: Runner
+    strategy: str = "host_index"
+    graph: ConvStateGraph | None = None
+    builds: int = 0
+    reuses: int = 0
+    log: list = field(default_factory=list)
+
+    def step(self, ub: Ubatch) -> list[np.ndarray]:
+        """Process one ubatch; returns each layer's conv input, NumPy (n_seqs, channels, d_conv-1+n_seq_tokens)."""
+        if len(ub.qkv) != self.mem.n_layer:
+            raise ValueError(f"ubatch has qkv for {len(ub.qkv)} layers, memory has {self.mem.n_layer}")
+        if len(ub.s_copy) != ub.n_seqs or not all(0 <= c < self.mem.n_rows for c in ub.s_copy):
+            raise ValueError(f"s_copy must hold {ub.n_seqs} rows in 0..{self.mem.n_rows - 1}, got {ub.s_copy}")
+        key = (ub.n_seq_tokens, ub.n_seqs, ub.kv_head)
+        if self.graph is not None and self.graph.key == key:
+            self.reuses += 1
+        else:
+            self.graph = ConvStateGraph(self.mem, *key, self.strategy)
+            self.runner.allocate(self.graph.graph, self.graph.conv_input)
+            self.builds += 1
+        self.graph.set_inputs(ub)
+        self.runner.compute(self.graph.graph)
+        return [t.numpy().reshape(ub.n_seqs, self.mem.channels, -1) for t in self.graph.conv_input]

@@ -1,0 +1,52 @@
+"""NumPy model of the delta-net conv-state update, from the seed's rules (no ggml involved).
+
+The cache of a layer is an array (mem_size*K, n_embd_r) in the cache dtype; row
+`slot*mem_size + cell`, column `channel*(d_conv-1) + j` (ggml order: the window is innermost).
+For each ubatch and layer:
+
+- the state of sequence s is row s_copy[s], seen as (channels, d_conv-1);
+- conv_input[s] = concat(state, qkv[s].T) along time: (channels, d_conv-1+n);
+- n_rs_seq == 0: window conv_input[s][:, n:n+d_conv-1] goes to slot 0 of cell kv_head+s;
+- seed (host_index, device_index): Kw = min(n+1, K); window w (ascending time, starting at
+  column n-(Kw-1)+w) goes to slot Kw-1-w; slots >= Kw keep their bytes;
+- copies (before the seed): for t in 1..K the window starting at max(0, n-K+t) goes to slot K-t.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class ConvStateOracle:
+    def __init__(self, n_layer: int, d_conv: int, channels: int, mem_size: int, n_rs_seq: int,
+                 dtype=np.float32, strategy: str = "host_index", initial: list[np.ndarray] | None = None):
+        self.d_conv, self.channels, self.mem_size = d_conv, channels, mem_size
+        self.n_rs_seq, self.K, self.strategy = n_rs_seq, n_rs_seq + 1, strategy
+        self.dtype = np.dtype(dtype)
+        shape = (mem_size * self.K, (d_conv - 1) * channels)
+        self.caches = [np.array(initial[il], dtype=self.dtype) if initial is not None else np.zeros(shape, self.dtype)
+                       for il in range(n_layer)]
+
+    def slots_written(self, n: int) -> list[tuple[int, int]]:
+        """(window start column, slot) pairs a ubatch of n tokens writes."""
+        if self.n_rs_seq == 0:
+            return [(n, 0)]
+        if self.strategy == "copies":
+            return [(max(0, n - self.K + t), self.K - t) for t in range(1, self.K + 1)]
+        kw = min(n + 1, self.K)
+        return [(n - (kw - 1) + w, kw - 1 - w) for w in range(kw)]
+
+    def step(self, qkv: list[np.ndarray], s_copy: list[int], kv_head: int) -> list[np.ndarray]:
+        d1 = self.d_conv - 1
+        outputs = []
+        for il, cache in enumerate(self.caches):
+            x = np.asarray(qkv[il], dtype=np.float32)          # (n_seqs, n, channels)
+            n_seqs, n, _ = x.shape
+            states = cache[np.asarray(s_copy)].astype(np.float32).reshape(n_seqs, self.channels, d1)
+            conv_input = np.concatenate([states, x.transpose(0, 2, 1)], axis=2)
+            for start, slot in self.slots_written(n):
+                window = conv_input[:, :, start:start + d1].reshape(n_seqs, -1)
+                rows = slot * self.mem_size + kv_head + np.arange(n_seqs)
+                cache[rows] = window.astype(self.dtype)
+            outputs.append(conv_input)
+        return outputs
