@@ -126,9 +126,18 @@ def build_conv_state(ctx: Context, graph: Graph, inp: GraphInputs, mem: Recurren
     qkv_t = ctx.transpose(qkv_mixed)
     conv_input = ctx.concat(conv_states, qkv_t, 0).set_name(f"conv_input-{il}")
 
+    build_conv_write(ctx, graph, inp, mem, conv_input, kv_head, il, strategy)
+    return conv_input
+
+
+def build_conv_write(ctx: Context, graph: Graph, inp: GraphInputs, mem: RecurrentMemory, conv_input: Tensor,
+                     kv_head: int, il: int, strategy: str):
+    """The rollback write alone: conv_input [d_conv-1+n, channels, n_seqs] -> layer il's cache."""
+    conv_states_all = mem.conv_states_all[il]
+    d, C, n_seqs = mem.d_conv, mem.channels, conv_input.ne[2]
     row_count = (d - 1) * C
     row_size = types.row_size(conv_states_all.type, row_count)
-    n = conv_input.ne[0] - conv_states.ne[0]  # n_seq_tokens
+    n = conv_input.ne[0] - (d - 1)  # n_seq_tokens
     K = mem.K
 
     def window_copy(s_idx: int, s_slot: int):
@@ -163,7 +172,6 @@ def build_conv_state(ctx: Context, graph: Graph, inp: GraphInputs, mem: Recurren
                             mem.mem_size * row_size, types.row_size(conv_states_all.type, d - 1),
                             conv_states_all.nb[1], kv_head * row_size)
         graph.build_forward_expand(ctx.set_rows(slots, windows, index))
-    return conv_input
 
 
 class ConvStateGraph:
