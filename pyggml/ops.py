@@ -51,7 +51,28 @@ def _can_repeat(b: Tensor, a: Tensor) -> bool:
 
 
 def _contiguous_rows(x: Tensor) -> bool:
-    return x.ne[0] == 1 or x.nb[0] == x.element_size
+    """ggml_is_contiguous_rows."""
+    return x.ne[0] == types.block_size(x.type) or x.nb[0] == types.type_size(x.type)
+
+
+def _packed_rows(x: Tensor) -> bool:
+    """nb[0] == type size: what the CPU kernels assert as nb00 == sizeof(T)."""
+    return x.nb[0] == types.type_size(x.type)
+
+
+def _padded_1d(x: Tensor) -> bool:
+    """ggml_is_padded_1d: packed rows, evenly spaced (kernels that walk rows as i*nb[1])."""
+    return _packed_rows(x) and x.nb[2] == x.nb[1] * x.ne[1] and x.nb[3] == x.nb[2] * x.ne[2]
+
+
+def _has_vec_dot(t) -> bool:
+    tr = lib.ggml_get_type_traits_cpu(t)
+    return tr != ffi.NULL and tr.vec_dot != ffi.NULL
+
+
+def _has_from_float(t) -> bool:
+    tr = lib.ggml_get_type_traits_cpu(t)
+    return tr != ffi.NULL and tr.from_float != ffi.NULL
 
 
 # --- element-wise binary --------------------------------------------------------------
@@ -60,6 +81,9 @@ def _binary(name: str, c_fn, ctx, a, b) -> Tensor:
     _need(_can_repeat(b, a), name, f"b (ne={b.ne}) must broadcast to a (ne={a.ne}): every a.ne[i] a multiple of b.ne[i]")
     _types(a, FLOAT_TYPES, name, "a")
     _types(b, FLOAT_TYPES, name, "b")
+    _need(b.type in (a.type, Type.F32), name,
+          f"b must be {a.type.name} or F32 (a is {a.type.name}), got {b.type.name}", TypeError)
+    _need(_packed_rows(a), name, "a must have contiguous rows (nb[0] == element size)")
     _room(ctx, name)
     return _new(ctx, c_fn(ctx.ptr, a.ptr, b.ptr))
 
@@ -82,16 +106,16 @@ def div(ctx, a, b):
 
 def scale(ctx, a, s: float):
     a = _t(a, "scale", "a")
-    _need(a.ne[0] * a.element_size == a.nb[1] or a.ne[1] * a.ne[2] * a.ne[3] == 1 or
-          bool(lib.ggml_is_contiguous_1(a.ptr)), "scale", "a must be padded 1d (rows of contiguous elements)")
-    _types(a, (Type.F32,), "scale", "a")
+    _types(a, (Type.F32, Type.BF16), "scale", "a")
+    _need(a.is_contiguous(), "scale", "a must be contiguous (use cont() first)")
     _room(ctx, "scale")
     return _new(ctx, lib.ggml_scale(ctx.ptr, a.ptr, float(s)))
 
 
 def clamp(ctx, a, min: float, max: float):
     a = _t(a, "clamp", "a")
-    _types(a, FLOAT_TYPES, "clamp", "a")
+    _types(a, (Type.F32, Type.F16), "clamp", "a")
+    _need(_padded_1d(a), "clamp", "a must have contiguous, evenly spaced rows (use cont() first)")
     _need(min <= max, "clamp", f"min ({min}) must not exceed max ({max})")
     _room(ctx, "clamp")
     return _new(ctx, lib.ggml_clamp(ctx.ptr, a.ptr, float(min), float(max)))
@@ -101,7 +125,7 @@ def clamp(ctx, a, min: float, max: float):
 def _unary(name: str, c_fn, ctx, a) -> Tensor:
     a = _t(a, name, "a")
     _types(a, FLOAT_TYPES, name, "a")
-    _need(_contiguous_rows(a), name, "a must have contiguous rows (nb[0] == element size)")
+    _need(_packed_rows(a), name, "a must have contiguous rows (nb[0] == element size)")
     _room(ctx, name)
     return _new(ctx, c_fn(ctx.ptr, a.ptr))
 
@@ -128,7 +152,8 @@ del _name
 
 def leaky_relu(ctx, a, negative_slope: float = 0.01):
     a = _t(a, "leaky_relu", "a")
-    _types(a, FLOAT_TYPES, "leaky_relu", "a")
+    _types(a, (Type.F32, Type.F16), "leaky_relu", "a")
+    _need(_padded_1d(a), "leaky_relu", "a must have contiguous, evenly spaced rows (use cont() first)")
     _room(ctx, "leaky_relu")
     return _new(ctx, lib.ggml_leaky_relu(ctx.ptr, a.ptr, float(negative_slope), False))
 
@@ -137,6 +162,7 @@ def leaky_relu(ctx, a, negative_slope: float = 0.01):
 def _reduce(name: str, c_fn, ctx, a, allowed=(Type.F32,)):
     a = _t(a, name, "a")
     _types(a, allowed, name, "a")
+    _need(_packed_rows(a), name, "a must have contiguous rows (nb[0] == element size)")
     _room(ctx, name)
     return _new(ctx, c_fn(ctx.ptr, a.ptr))
 
@@ -146,7 +172,7 @@ def sum(ctx, a):
 
 
 def sum_rows(ctx, a):
-    return _reduce("sum_rows", lib.ggml_sum_rows, ctx, a, FLOAT_TYPES)
+    return _reduce("sum_rows", lib.ggml_sum_rows, ctx, a)
 
 
 def mean(ctx, a):
@@ -163,7 +189,7 @@ def _norm(name: str, c_fn, ctx, a, eps: float):
     a = _t(a, name, "a")
     _types(a, (Type.F32,), name, "a")
     _need(eps >= 0, name, f"eps must be >= 0, got {eps}")
-    _need(_contiguous_rows(a), name, "a must have contiguous rows")
+    _need(_packed_rows(a), name, "a must have contiguous rows (nb[0] == element size)")
     _room(ctx, name)
     return _new(ctx, c_fn(ctx.ptr, a.ptr, float(eps)))
 
@@ -206,6 +232,7 @@ def soft_max_ext(ctx, a, mask=None, scale: float = 1.0, max_bias: float = 0.0):
 def diag_mask_inf(ctx, a, n_past: int):
     a = _t(a, "diag_mask_inf", "a")
     _types(a, (Type.F32,), "diag_mask_inf", "a")
+    _need(a.is_contiguous(), "diag_mask_inf", "a must be contiguous (use cont() first)")
     _need(n_past >= 0, "diag_mask_inf", f"n_past must be >= 0, got {n_past}")
     _room(ctx, "diag_mask_inf")
     return _new(ctx, lib.ggml_diag_mask_inf(ctx.ptr, a.ptr, int(n_past)))
@@ -218,6 +245,9 @@ def rope_ext(ctx, a, pos, freq_factors=None, n_dims: int = 0, mode: int = 0, n_c
     _types(a, (Type.F32, Type.F16), "rope_ext", "a")
     _types(pos, (Type.I32,), "rope_ext", "pos")
     _need(mode & 1 == 0, "rope_ext", "mode & 1 is no longer supported by ggml")
+    _need(mode in (lib.GGML_ROPE_TYPE_NORMAL, lib.GGML_ROPE_TYPE_NEOX), "rope_ext",
+          f"mode must be 0 (normal) or 2 (neox), got {mode} (multi-section modes need ggml_rope_multi)")
+    _need(_packed_rows(a), "rope_ext", "a must have contiguous rows (nb[0] == element size)")
     _need(pos.ne[1] == pos.ne[2] == pos.ne[3] == 1, "rope_ext", f"pos must be a vector, got ne={pos.ne}")
     multi = bool(mode & lib.GGML_ROPE_TYPE_MROPE)
     want = a.ne[2] * 4 if multi else a.ne[2]
@@ -244,6 +274,9 @@ def mul_mat(ctx, a, b):
           f"b.ne[2:4] {b.ne[2:]} must be multiples of a.ne[2:4] {a.ne[2:]} (broadcast)")
     _need(not a.is_transposed(), "mul_mat", "a must not be transposed (make it contiguous with cont())")
     _types(b, FLOAT_TYPES, "mul_mat", "b")
+    _need(_has_vec_dot(a.type), "mul_mat", f"a's type {a.type.name} has no CPU dot product", TypeError)
+    _need(_packed_rows(a), "mul_mat", "a must have contiguous rows (nb[0] == type size)")
+    _need(_packed_rows(b), "mul_mat", "b must have contiguous rows (nb[0] == type size)")
     _room(ctx, "mul_mat")
     return _new(ctx, lib.ggml_mul_mat(ctx.ptr, a.ptr, b.ptr))
 
@@ -258,7 +291,9 @@ def ssm_conv(ctx, sx, c):
     d_conv, d_inner = c.ne[0], c.ne[1]
     _need(sx.ne[0] >= d_conv - 1, "ssm_conv", f"sx.ne[0] ({sx.ne[0]}) must be d_conv-1+n_t >= {d_conv - 1}")
     _need(sx.ne[1] == d_inner, "ssm_conv", f"sx.ne[1] ({sx.ne[1]}) must equal c.ne[1] = d_inner ({d_inner})")
-    _need(sx.nb[0] == sx.element_size, "ssm_conv", "sx must have contiguous rows")
+    _need(sx.nb[0] == sx.element_size and sx.nb[1] == sx.ne[0] * sx.element_size, "ssm_conv",
+          "sx must have contiguous rows, packed (nb[0] == 4, nb[1] == ne[0]*4)")
+    _need(c.is_contiguous(), "ssm_conv", "c must be contiguous")
     _room(ctx, "ssm_conv")
     return _new(ctx, lib.ggml_ssm_conv(ctx.ptr, sx.ptr, c.ptr))
 
@@ -268,6 +303,11 @@ def get_rows(ctx, a, b):
     """Rows b (I32 [n, ne2, ne3]) of a ([ne0, rows, ne2, ne3])."""
     a, b = _t(a, "get_rows", "a"), _t(b, "get_rows", "b")
     _types(b, (Type.I32,), "get_rows", "b (the row index)")
+    _need(a.type in (Type.F32, Type.F16, Type.BF16, Type.I32) or
+          (types.is_quantized(a.type) and lib.ggml_get_type_traits(a.type).to_float != ffi.NULL
+           and a.type != Type.Q8_K), "get_rows",
+          f"a must be F32/F16/BF16/I32 or quantized, got {a.type.name}", TypeError)
+    _need(_packed_rows(a), "get_rows", "a must have contiguous rows (nb[0] == type size)")
     _need(a.ne[2] == b.ne[1], "get_rows", f"a.ne[2] ({a.ne[2]}) must equal b.ne[1] ({b.ne[1]})")
     _need(a.ne[3] == b.ne[2], "get_rows", f"a.ne[3] ({a.ne[3]}) must equal b.ne[2] ({b.ne[2]})")
     _need(b.ne[3] == 1, "get_rows", f"b.ne[3] must be 1, got {b.ne[3]}")
@@ -305,6 +345,7 @@ def arange(ctx, start: float, stop: float, step: float = 1.0):
 def argsort(ctx, a, order=SortOrder.ASC):
     a = _t(a, "argsort", "a")
     _types(a, (Type.F32,), "argsort", "a")
+    _need(_padded_1d(a), "argsort", "a must have contiguous, evenly spaced rows (use cont() first)")
     _need(a.ne[0] <= 2**31 - 1, "argsort", "a.ne[0] must fit in int32")
     if isinstance(order, str):
         order = SortOrder[order.upper()]
@@ -318,20 +359,51 @@ def cpy(ctx, a, b):
     """Copy a into b (same number of elements, converting type); the result is a view of b."""
     a, b = _t(a, "cpy", "a"), _t(b, "cpy", "b")
     _need(a.nelements == b.nelements, "cpy", f"a has {a.nelements} elements, b has {b.nelements}: they must match")
-    _need(not types.is_quantized(a.type) or a.type == b.type, "cpy",
-          f"cannot convert from quantized {a.type.name} to {b.type.name}", TypeError)
+    _copy_check("cpy", a, b)
     _room(ctx, "cpy")
     return _new(ctx, lib.ggml_cpy(ctx.ptr, a.ptr, b.ptr))
 
 
+_CONVERSIONS = {  # the CPU copy kernel (ggml_compute_forward_dup): source type -> destination types
+    Type.F32: (Type.F32, Type.F16, Type.BF16, Type.I32), Type.F16: (Type.F32, Type.F16, Type.BF16),
+    Type.BF16: (Type.F32, Type.F16, Type.BF16), Type.I32: (Type.F32,),
+}
+
+
+def _copy_check(op: str, a: Tensor, b: Tensor | None):
+    """Conditions of ggml's CPU copy kernel for a -> b (b None: a copy of the same type and shape)."""
+    bt = a.type if b is None else b.type
+    qa, qb = types.is_quantized(a.type), types.is_quantized(bt)
+    if qa:
+        _need(bt == a.type or bt == Type.F32, op, f"quantized {a.type.name} converts only to F32, not {bt.name}",
+              TypeError)
+        _need(_packed_rows(a) and a.ne[0] % types.block_size(a.type) == 0, op,
+              f"quantized a must have contiguous rows of whole blocks (a transposed {a.type.name} cannot be copied)")
+        if bt != a.type:
+            _need(a.is_contiguous() and b.is_contiguous(), op, "dequantizing copies need contiguous a and b")
+    elif bt != a.type:
+        if qb:
+            _need(_has_from_float(bt), op, f"no conversion into {bt.name}", TypeError)
+            _need(a.type in (Type.F32, Type.F16, Type.BF16), op, f"only F32/F16/BF16 quantize to {bt.name}", TypeError)
+            _need(_packed_rows(a) and b.is_contiguous(), op,
+                  "quantizing copies need a with contiguous rows and a contiguous b")
+        else:
+            _need(bt in _CONVERSIONS.get(a.type, ()), op, f"no conversion from {a.type.name} to {bt.name}", TypeError)
+    if b is not None and qb and bt == a.type:
+        _need(_packed_rows(b) and b.ne[0] % types.block_size(bt) == 0, op,
+              "quantized b must have contiguous rows of whole blocks")
+
+
 def dup(ctx, a):
     a = _t(a, "dup", "a")
+    _copy_check("dup", a, None)
     _room(ctx, "dup")
     return _new(ctx, lib.ggml_dup(ctx.ptr, a.ptr))
 
 
 def cont(ctx, a):
     a = _t(a, "cont", "a")
+    _copy_check("cont", a, None)
     _room(ctx, "cont")
     return _new(ctx, lib.ggml_cont(ctx.ptr, a.ptr))
 
@@ -339,6 +411,7 @@ def cont(ctx, a):
 def cont_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
     a = _t(a, "cont", "a")
     _need(a.nelements == ne0 * ne1 * ne2 * ne3, "cont", f"{a.nelements} elements do not fit {[ne0, ne1, ne2, ne3]}")
+    _copy_check("cont", a, None)
     _room(ctx, "cont")
     return _new(ctx, lib.ggml_cont_4d(ctx.ptr, a.ptr, ne0, ne1, ne2, ne3))
 
@@ -401,6 +474,8 @@ def concat(ctx, a, b, dim: int):
     a, b = _t(a, "concat", "a"), _t(b, "concat", "b")
     _need(0 <= dim < MAX_DIMS, "concat", f"dim must be in 0..{MAX_DIMS - 1}, got {dim}")
     _need(a.type == b.type, "concat", f"a ({a.type.name}) and b ({b.type.name}) must have the same type", TypeError)
+    if a.type not in (Type.F32, Type.I32, Type.F16, Type.BF16, Type.I16, Type.I8):
+        _need(_contiguous_rows(a) and _contiguous_rows(b), "concat", f"{a.type.name} a and b must have contiguous rows")
     for d in range(MAX_DIMS):
         _need(d == dim or a.ne[d] == b.ne[d], "concat", f"a.ne[{d}] ({a.ne[d]}) must equal b.ne[{d}] ({b.ne[d]})")
     _room(ctx, "concat")
@@ -411,6 +486,8 @@ def repeat(ctx, a, b):
     """Repeat a to b's shape."""
     a, b = _t(a, "repeat", "a"), _t(b, "repeat", "b")
     _need(_can_repeat(a, b), "repeat", f"b.ne {b.ne} must be a multiple of a.ne {a.ne} in every dim")
+    _types(a, (Type.F32, Type.F16, Type.BF16, Type.I16, Type.I32, Type.I64), "repeat", "a")
+    _need(_packed_rows(a), "repeat", "a must have contiguous rows (nb[0] == element size)")
     _room(ctx, "repeat")
     return _new(ctx, lib.ggml_repeat(ctx.ptr, a.ptr, b.ptr))
 

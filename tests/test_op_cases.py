@@ -1,0 +1,50 @@
+"""Every registered OpCase on the CPU backend against its NumPy oracle, and op coverage."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pyggml import ops
+from pyggml.cases import OpCase, REGISTRY, _load_all, nmse
+from pyggml.runner import Runner
+
+_load_all()
+OP_CASES = [c for c in REGISTRY.values() if isinstance(c, OpCase)]
+
+
+def public_ops() -> list[str]:
+    return sorted(n for n in ops.__all__ if callable(getattr(ops, n)) and not isinstance(getattr(ops, n), type)
+                  and n != "set_name")
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return Runner("cpu")
+
+
+@pytest.mark.parametrize("case", OP_CASES, ids=[c.name for c in OP_CASES])
+def test_op_case_cpu(case, cpu):
+    [actual] = case.execute(cpu)
+    [expected] = case.expected()
+    assert actual.size == expected.size, f"{case.name}: {actual.shape} vs oracle {expected.shape}"
+    if case.exact:
+        np.testing.assert_array_equal(actual.reshape(expected.shape), expected, err_msg=case.name)
+    else:
+        err = nmse(actual, expected)
+        assert err <= case.nmse_bound, f"{case.name}: nmse {err:.3g} > {case.nmse_bound:.3g}"
+
+
+def test_case_names():
+    for c in OP_CASES:
+        op, _, rest = c.name.partition("/")
+        assert rest, f"{c.name}: names are <op>/<type>[/<variant>]"
+        assert c.params.get("op"), f"{c.name}: no op= parameter"
+
+
+def test_every_op_has_a_case():
+    covered = {c.params.get("op") for c in OP_CASES}
+    missing = [op for op in public_ops() if op not in covered]
+    assert not missing, f"ops without an oracle case: {missing}"
+    unknown = covered - set(public_ops())
+    assert not unknown, f"cases name unknown ops: {unknown}"
