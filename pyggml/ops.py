@@ -82,7 +82,7 @@ def _binary(name: str, c_fn, ctx, a, b) -> Tensor:
     _types(a, FLOAT_TYPES, name, "a")
     _types(b, FLOAT_TYPES, name, "b")
     _need(b.type in (a.type, Type.F32), name,
-          f"b must be {a.type.name} or F32 (a is {a.type.name}), got {b.type.name}", TypeError)
+          f"b must be {'/'.join(sorted({a.type.name, 'F32'}))} when a is {a.type.name}, got {b.type.name}", TypeError)
     _need(_packed_rows(a), name, "a must have contiguous rows (nb[0] == element size)")
     _room(ctx, name)
     return _new(ctx, c_fn(ctx.ptr, a.ptr, b.ptr))
@@ -207,24 +207,28 @@ def l2_norm(ctx, a, eps: float = 1e-12):
 
 
 def soft_max(ctx, a):
-    return soft_max_ext(ctx, a, None, 1.0, 0.0)
+    return _soft_max("soft_max", ctx, a, None, 1.0, 0.0)
 
 
 def soft_max_ext(ctx, a, mask=None, scale: float = 1.0, max_bias: float = 0.0):
-    a = _t(a, "soft_max_ext", "a")
-    _types(a, (Type.F32,), "soft_max_ext", "a")
-    _need(a.is_contiguous(), "soft_max_ext", "a must be contiguous")
+    return _soft_max("soft_max_ext", ctx, a, mask, scale, max_bias)
+
+
+def _soft_max(op: str, ctx, a, mask, scale: float, max_bias: float):
+    a = _t(a, op, "a")
+    _types(a, (Type.F32,), op, "a")
+    _need(a.is_contiguous(), op, "a must be contiguous")
     if mask is not None:
-        mask = _t(mask, "soft_max_ext", "mask")
-        _types(mask, (Type.F16, Type.F32), "soft_max_ext", "mask")
-        _need(mask.is_contiguous(), "soft_max_ext", "mask must be contiguous")
-        _need(mask.ne[0] == a.ne[0], "soft_max_ext", f"mask.ne[0] ({mask.ne[0]}) must equal a.ne[0] ({a.ne[0]})")
-        _need(mask.ne[1] >= a.ne[1], "soft_max_ext", f"mask.ne[1] ({mask.ne[1]}) must be >= a.ne[1] ({a.ne[1]})")
-        _need(a.ne[2] % mask.ne[2] == 0 and a.ne[3] % mask.ne[3] == 0, "soft_max_ext",
+        mask = _t(mask, op, "mask")
+        _types(mask, (Type.F16, Type.F32), op, "mask")
+        _need(mask.is_contiguous(), op, "mask must be contiguous")
+        _need(mask.ne[0] == a.ne[0], op, f"mask.ne[0] ({mask.ne[0]}) must equal a.ne[0] ({a.ne[0]})")
+        _need(mask.ne[1] >= a.ne[1], op, f"mask.ne[1] ({mask.ne[1]}) must be >= a.ne[1] ({a.ne[1]})")
+        _need(a.ne[2] % mask.ne[2] == 0 and a.ne[3] % mask.ne[3] == 0, op,
               "a.ne[2] and a.ne[3] must be multiples of the mask's")
-    _need(max_bias >= 0, "soft_max_ext", f"max_bias must be >= 0, got {max_bias}")
-    _need(max_bias == 0 or mask is not None, "soft_max_ext", "max_bias > 0 (ALiBi) needs a mask")
-    _room(ctx, "soft_max_ext")
+    _need(max_bias >= 0, op, f"max_bias must be >= 0, got {max_bias}")
+    _need(max_bias == 0 or mask is not None, op, "max_bias > 0 (ALiBi) needs a mask")
+    _room(ctx, op)
     return _new(ctx, lib.ggml_soft_max_ext(ctx.ptr, a.ptr, mask.ptr if mask is not None else ffi.NULL,
                                            float(scale), float(max_bias)))
 
@@ -258,6 +262,7 @@ def rope_ext(ctx, a, pos, freq_factors=None, n_dims: int = 0, mode: int = 0, n_c
         freq_factors = _t(freq_factors, "rope_ext", "freq_factors")
         _types(freq_factors, (Type.F32,), "rope_ext", "freq_factors")
         _need(freq_factors.ne[0] >= n_dims // 2, "rope_ext", "freq_factors.ne[0] must be >= n_dims/2")
+        _need(freq_factors.is_contiguous(), "rope_ext", "freq_factors must be contiguous")
     _room(ctx, "rope_ext")
     return _new(ctx, lib.ggml_rope_ext(ctx.ptr, a.ptr, pos.ptr,
                                        freq_factors.ptr if freq_factors is not None else ffi.NULL,
@@ -348,6 +353,7 @@ def argsort(ctx, a, order=SortOrder.ASC):
     _need(_padded_1d(a), "argsort", "a must have contiguous, evenly spaced rows (use cont() first)")
     _need(a.ne[0] <= 2**31 - 1, "argsort", "a.ne[0] must fit in int32")
     if isinstance(order, str):
+        _need(order.upper() in SortOrder.__members__, "argsort", f"order must be 'asc' or 'desc', got {order!r}")
         order = SortOrder[order.upper()]
     _need(order in (SortOrder.ASC, SortOrder.DESC), "argsort", f"order must be ASC or DESC, got {order}")
     _room(ctx, "argsort")
@@ -387,6 +393,9 @@ def _copy_check(op: str, a: Tensor, b: Tensor | None):
             _need(a.type in (Type.F32, Type.F16, Type.BF16), op, f"only F32/F16/BF16 quantize to {bt.name}", TypeError)
             _need(_packed_rows(a) and b.is_contiguous(), op,
                   "quantizing copies need a with contiguous rows and a contiguous b")
+            _need(a.ne[0] % types.block_size(bt) == 0, op,
+                  f"a.ne[0] ({a.ne[0]}) must be a multiple of {bt.name}'s block size {types.block_size(bt)}: "
+                  "each row of a is quantized on its own")
         else:
             _need(bt in _CONVERSIONS.get(a.type, ()), op, f"no conversion from {a.type.name} to {bt.name}", TypeError)
     if b is not None and qb and bt == a.type:
@@ -408,51 +417,68 @@ def cont(ctx, a):
     return _new(ctx, lib.ggml_cont(ctx.ptr, a.ptr))
 
 
-def cont_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
-    a = _t(a, "cont", "a")
-    _need(a.nelements == ne0 * ne1 * ne2 * ne3, "cont", f"{a.nelements} elements do not fit {[ne0, ne1, ne2, ne3]}")
-    _copy_check("cont", a, None)
-    _room(ctx, "cont")
+def _shape_arg(op: str, ne) -> list[int]:
+    for n in ne:
+        _need(isinstance(n, int) or hasattr(n, "__index__"), op, f"ne must be integers, got {ne}", TypeError)
+    ne = [int(n) for n in ne]
+    _need(all(n >= 0 for n in ne), op, f"ne must be non-negative, got {ne}")
+    return ne
+
+
+def _cont_nd(op: str, ctx, a, ne) -> Tensor:
+    a = _t(a, op, "a")
+    ne0, ne1, ne2, ne3 = _shape_arg(op, ne)
+    _need(a.nelements == ne0 * ne1 * ne2 * ne3, op, f"{a.nelements} elements do not fit {[ne0, ne1, ne2, ne3]}")
+    _copy_check(op, a, None)
+    _room(ctx, op)
     return _new(ctx, lib.ggml_cont_4d(ctx.ptr, a.ptr, ne0, ne1, ne2, ne3))
 
 
 def cont_1d(ctx, a, ne0):
-    return cont_4d(ctx, a, ne0)
+    return _cont_nd("cont_1d", ctx, a, (ne0, 1, 1, 1))
 
 
 def cont_2d(ctx, a, ne0, ne1):
-    return cont_4d(ctx, a, ne0, ne1)
+    return _cont_nd("cont_2d", ctx, a, (ne0, ne1, 1, 1))
 
 
 def cont_3d(ctx, a, ne0, ne1, ne2):
-    return cont_4d(ctx, a, ne0, ne1, ne2)
+    return _cont_nd("cont_3d", ctx, a, (ne0, ne1, ne2, 1))
 
 
-def reshape_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
-    a = _t(a, "reshape", "a")
-    _need(a.is_contiguous(), "reshape", "a must be contiguous (use cont() first)")
-    _need(a.nelements == ne0 * ne1 * ne2 * ne3, "reshape",
-          f"{a.nelements} elements cannot be reshaped to {[ne0, ne1, ne2, ne3]}")
-    _room(ctx, "reshape")
+def cont_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
+    return _cont_nd("cont_4d", ctx, a, (ne0, ne1, ne2, ne3))
+
+
+def _reshape_nd(op: str, ctx, a, ne) -> Tensor:
+    a = _t(a, op, "a")
+    ne0, ne1, ne2, ne3 = _shape_arg(op, ne)
+    _need(a.is_contiguous(), op, "a must be contiguous (use cont() first)")
+    _need(a.nelements == ne0 * ne1 * ne2 * ne3, op, f"{a.nelements} elements cannot be reshaped to {[ne0, ne1, ne2, ne3]}")
+    _room(ctx, op)
     return _new(ctx, lib.ggml_reshape_4d(ctx.ptr, a.ptr, ne0, ne1, ne2, ne3))
 
 
 def reshape_1d(ctx, a, ne0):
-    return reshape_4d(ctx, a, ne0)
+    return _reshape_nd("reshape_1d", ctx, a, (ne0, 1, 1, 1))
 
 
 def reshape_2d(ctx, a, ne0, ne1):
-    return reshape_4d(ctx, a, ne0, ne1)
+    return _reshape_nd("reshape_2d", ctx, a, (ne0, ne1, 1, 1))
 
 
 def reshape_3d(ctx, a, ne0, ne1, ne2):
-    return reshape_4d(ctx, a, ne0, ne1, ne2)
+    return _reshape_nd("reshape_3d", ctx, a, (ne0, ne1, ne2, 1))
+
+
+def reshape_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
+    return _reshape_nd("reshape_4d", ctx, a, (ne0, ne1, ne2, ne3))
 
 
 def reshape(ctx, a, b):
     """Reshape a to b's shape, like ggml_reshape."""
     b = _t(b, "reshape", "b")
-    return reshape_4d(ctx, a, *b.ne)
+    return _reshape_nd("reshape", ctx, a, b.ne)
 
 
 def permute(ctx, a, axis0: int, axis1: int, axis2: int, axis3: int):
@@ -500,20 +526,22 @@ def pad(ctx, a, p0: int, p1: int = 0, p2: int = 0, p3: int = 0):
     return _new(ctx, lib.ggml_pad(ctx.ptr, a.ptr, p0, p1, p2, p3))
 
 
-def _view(ctx, a, ne: list[int], nb: list[int], offset: int) -> Tensor:
-    a = _t(a, "view", "a")
-    _need(all(n >= 0 for n in ne), "view", f"ne must be non-negative, got {ne}")
-    _need(offset >= 0, "view", f"offset must be non-negative, got {offset}")
+def _view(op: str, ctx, a, ne: list[int], nb: list[int], offset: int) -> Tensor:
+    a = _t(a, op, "a")
+    _need(all(n >= 0 for n in ne), op, f"ne must be non-negative, got {ne}")
+    _need(offset >= 0, op, f"offset must be non-negative, got {offset}")
+    _need(ne[0] % types.block_size(a.type) == 0, op,
+          f"ne[0] ({ne[0]}) must be a multiple of {a.type.name}'s block size {types.block_size(a.type)}")
     size = types.row_size(a.type, ne[0])
     for n in ne[1:]:
         size *= n
-    _need(size == 0 or size + offset <= a.nbytes, "view",
+    _need(size == 0 or size + offset <= a.nbytes, op,
           f"the view ({size} bytes at offset {offset}) must lie inside a ({a.nbytes} bytes)")
     if all(n > 0 for n in ne):
         strides = [types.type_size(a.type)] + list(nb)
         span = offset + types.row_size(a.type, ne[0]) + builtins.sum((n - 1) * s for n, s in zip(ne[1:], strides[1:]))
-        _need(span <= a.nbytes, "view", f"the strides reach byte {span}, past the end of a ({a.nbytes} bytes)")
-    _room(ctx, "view")
+        _need(span <= a.nbytes, op, f"the strides reach byte {span}, past the end of a ({a.nbytes} bytes)")
+    _room(ctx, op)
     if len(ne) == 1:
         ptr = lib.ggml_view_1d(ctx.ptr, a.ptr, ne[0], offset)
     elif len(ne) == 2:
@@ -526,19 +554,19 @@ def _view(ctx, a, ne: list[int], nb: list[int], offset: int) -> Tensor:
 
 
 def view_1d(ctx, a, ne0, offset=0):
-    return _view(ctx, a, [ne0], [], offset)
+    return _view("view_1d", ctx, a, [ne0], [], offset)
 
 
 def view_2d(ctx, a, ne0, ne1, nb1, offset=0):
-    return _view(ctx, a, [ne0, ne1], [nb1], offset)
+    return _view("view_2d", ctx, a, [ne0, ne1], [nb1], offset)
 
 
 def view_3d(ctx, a, ne0, ne1, ne2, nb1, nb2, offset=0):
-    return _view(ctx, a, [ne0, ne1, ne2], [nb1, nb2], offset)
+    return _view("view_3d", ctx, a, [ne0, ne1, ne2], [nb1, nb2], offset)
 
 
 def view_4d(ctx, a, ne0, ne1, ne2, ne3, nb1, nb2, nb3, offset=0):
-    return _view(ctx, a, [ne0, ne1, ne2, ne3], [nb1, nb2, nb3], offset)
+    return _view("view_4d", ctx, a, [ne0, ne1, ne2, ne3], [nb1, nb2, nb3], offset)
 
 
 def view_nd(ctx, a, ne, nb, offset=0):

@@ -1,0 +1,337 @@
+"""Bad calls raise ValueError/TypeError naming the op and the failed condition, in-process: none of them
+reaches a GGML_ASSERT (which would kill the interpreter running these tests).
+
+Every public op of pyggml.ops has at least one entry in BAD. Many entries are calls that ggml's graph
+functions accept but its CPU kernels abort on (type combinations, strided rows); GOOD holds edge calls
+next to those that the kernels do accept, computed on the CPU to show the checks are not too strict.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyggml as gg
+from pyggml import lib, ops
+from pyggml.context import Context
+from pyggml.graph import Graph
+from pyggml.runner import Runner
+
+
+def public_ops() -> list[str]:
+    return sorted(n for n in ops.__all__ if callable(getattr(ops, n)) and not isinstance(getattr(ops, n), type)
+                  and n != "set_name")
+
+
+class T:
+    """Tensor factory over one context: T(ctx)("f32", (3, 4)) is a NumPy-order shape."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def __call__(self, type, shape):
+        return self.ctx.tensor(type, shape)
+
+
+# (op, call(ctx, t), exception, words the message must hold besides "<op>:")
+BAD = []
+
+
+def _add_bad(op, fn, exc, words):
+    BAD.append((op, fn, exc, words))
+
+
+# --- element-wise binary ---------------------------------------------------------------------------
+for _op in ("add", "sub", "mul", "div"):
+    _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, t("f32", (3, 8)), t("f32", (2, 8))),
+             ValueError, "must broadcast")
+    _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, t("f32", (3, 8)), t("f16", (3, 8))),
+             TypeError, "b must be F32")
+    _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, np.zeros((3, 8), np.float32), t("f32", (3, 8))),
+             TypeError, "a must be a Tensor")
+    _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, ops.transpose(c, t("f32", (8, 8))), t("f32", (8, 8))),
+             ValueError, "contiguous rows")
+_add_bad("add", lambda c, t: ops.add(c, t("i32", (3, 8)), t("i32", (3, 8))), TypeError, "a must be F32/F16/BF16")
+
+_add_bad("scale", lambda c, t: ops.scale(c, t("f16", (3, 8)), 2.0), TypeError, "a must be F32/BF16")
+_add_bad("scale", lambda c, t: ops.scale(c, ops.transpose(c, t("f32", (3, 8))), 2.0), ValueError, "contiguous")
+_add_bad("clamp", lambda c, t: ops.clamp(c, t("f32", (3, 8)), 1.0, -1.0), ValueError, "must not exceed max")
+_add_bad("clamp", lambda c, t: ops.clamp(c, t("bf16", (3, 8)), -1.0, 1.0), TypeError, "a must be F32/F16")
+
+# --- element-wise unary ----------------------------------------------------------------------------
+for _op in ops.UNARY_OPS:
+    _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, t("i32", (3, 8))), TypeError, "a must be F32/F16/BF16")
+    _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, [1.0, 2.0]), TypeError, "a must be a Tensor")
+_add_bad("exp", lambda c, t: ops.exp(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous rows")
+_add_bad("leaky_relu", lambda c, t: ops.leaky_relu(c, t("bf16", (3, 8))), TypeError, "a must be F32/F16")
+_add_bad("leaky_relu", lambda c, t: ops.leaky_relu(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "rows")
+
+# --- reductions, norms, softmax ---------------------------------------------------------------------
+_add_bad("sum", lambda c, t: ops.sum(c, t("i32", (3, 8))), TypeError, "a must be F32/F16/BF16")
+_add_bad("sum", lambda c, t: ops.sum(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous rows")
+_add_bad("sum_rows", lambda c, t: ops.sum_rows(c, t("f16", (3, 8))), TypeError, "a must be F32")
+_add_bad("sum_rows", lambda c, t: ops.sum_rows(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous rows")
+_add_bad("mean", lambda c, t: ops.mean(c, t("f16", (3, 8))), TypeError, "a must be F32")
+_add_bad("argmax", lambda c, t: ops.argmax(c, t("f32", (2, 3, 8))), ValueError, "a must be a matrix")
+_add_bad("argmax", lambda c, t: ops.argmax(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous rows")
+for _op in ("norm", "rms_norm", "l2_norm"):
+    _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, t("f32", (3, 8)), -1.0), ValueError, "eps must be >= 0")
+    _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, t("f16", (3, 8))), TypeError, "a must be F32")
+    _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, ops.transpose(c, t("f32", (3, 8)))), ValueError,
+             "contiguous rows")
+_add_bad("soft_max", lambda c, t: ops.soft_max(c, t("f16", (3, 8))), TypeError, "a must be F32")
+_add_bad("soft_max", lambda c, t: ops.soft_max(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
+_add_bad("soft_max_ext", lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), t("f32", (3, 4))), ValueError,
+         "mask.ne[0] (4) must equal a.ne[0] (8)")
+_add_bad("soft_max_ext", lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), t("f32", (2, 8))), ValueError,
+         "mask.ne[1] (2) must be >= a.ne[1] (3)")
+_add_bad("soft_max_ext", lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), None, 1.0, 8.0), ValueError, "needs a mask")
+_add_bad("soft_max_ext", lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), t("i32", (3, 8))), TypeError,
+         "mask must be F16/F32")
+_add_bad("diag_mask_inf", lambda c, t: ops.diag_mask_inf(c, t("f32", (3, 8)), -1), ValueError, "n_past must be >= 0")
+_add_bad("diag_mask_inf", lambda c, t: ops.diag_mask_inf(c, ops.transpose(c, t("f32", (8, 8))), 0), ValueError,
+         "contiguous")
+
+# --- rope, matrix ------------------------------------------------------------------------------------
+_add_bad("rope_ext", lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (3,)), n_dims=8), ValueError,
+         "pos.ne[0] (3) must be a.ne[2] (4)")
+_add_bad("rope_ext", lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), n_dims=7), ValueError,
+         "must be even")
+_add_bad("rope_ext", lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (16,)), n_dims=8, mode=8), ValueError,
+         "mode must be 0 (normal) or 2 (neox)")
+_add_bad("rope_ext", lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), n_dims=8, mode=4), ValueError,
+         "mode must be 0 (normal) or 2 (neox)")
+_add_bad("rope_ext", lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("f32", (4,)), n_dims=8), TypeError,
+         "pos must be I32")
+_add_bad("rope_ext", lambda c, t: ops.rope_ext(c, ops.permute(c, t("f32", (4, 8, 8)), 1, 0, 2, 3), t("i32", (4,)),
+                                               n_dims=8), ValueError, "contiguous rows")
+_add_bad("mul_mat", lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), t("f32", (3, 16))), ValueError,
+         "a.ne[0] (32) must equal b.ne[0] (16)")
+_add_bad("mul_mat", lambda c, t: ops.mul_mat(c, t("f32", (3, 4, 32)), t("f32", (2, 3, 32))), ValueError, "broadcast")
+_add_bad("mul_mat", lambda c, t: ops.mul_mat(c, t("i32", (4, 32)), t("f32", (3, 32))), TypeError, "no CPU dot product")
+_add_bad("mul_mat", lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), ops.transpose(c, t("f32", (32, 3)))), ValueError,
+         "b must have contiguous rows")
+_add_bad("mul_mat", lambda c, t: ops.mul_mat(c, ops.transpose(c, t("f32", (32, 4))), t("f32", (3, 32))), ValueError,
+         "a must not be transposed")
+_add_bad("ssm_conv", lambda c, t: ops.ssm_conv(c, t("f32", (2, 5, 8)), t("f32", (6, 4))), ValueError,
+         "sx.ne[1] (5) must equal c.ne[1] = d_inner (6)")
+_add_bad("ssm_conv", lambda c, t: ops.ssm_conv(c, t("f32", (2, 6, 2)), t("f32", (6, 4))), ValueError,
+         "must be d_conv-1+n_t")
+_add_bad("ssm_conv", lambda c, t: ops.ssm_conv(c, t("f32", (1, 3, 4)), ops.transpose(c, t("f32", (2, 3)))),
+         ValueError, "c must be contiguous")
+_add_bad("ssm_conv", lambda c, t: ops.ssm_conv(c, ops.view_3d(c, t("f32", (1, 3, 8)), 4, 3, 1, 32, 96, 0),
+                                               t("f32", (3, 2))), ValueError, "sx must have contiguous rows, packed")
+
+# --- index ops -----------------------------------------------------------------------------------------
+_add_bad("get_rows", lambda c, t: ops.get_rows(c, t("f32", (10, 8)), t("f32", (3,))), TypeError,
+         "b (the row index) must be I32")
+_add_bad("get_rows", lambda c, t: ops.get_rows(c, t("f32", (2, 10, 8)), t("i32", (3,))), ValueError,
+         "a.ne[2] (2) must equal b.ne[1] (1)")
+_add_bad("get_rows", lambda c, t: ops.get_rows(c, t("i16", (10, 8)), t("i32", (3,))), TypeError,
+         "a must be F32/F16/BF16/I32 or quantized")
+_add_bad("set_rows", lambda c, t: ops.set_rows(c, t("f32", (10, 8)), t("f32", (3, 8)), t("f32", (3,))), TypeError,
+         "c (the row index) must be I32/I64")
+_add_bad("set_rows", lambda c, t: ops.set_rows(c, t("f32", (10, 8)), t("f32", (3, 8)), t("i64", (2,))), ValueError,
+         "b.ne[1] (3) must equal c.ne[0] (2)")
+_add_bad("set_rows", lambda c, t: ops.set_rows(c, t("f32", (10, 8)), t("f32", (3, 4)), t("i64", (3,))), ValueError,
+         "a.ne[0] (8) must equal b.ne[0] (4)")
+_add_bad("set_rows", lambda c, t: ops.set_rows(c, t("i32", (10, 8)), t("f32", (3, 8)), t("i64", (3,))), TypeError,
+         "no conversion from F32")
+_add_bad("arange", lambda c, t: ops.arange(c, 5.0, 1.0), ValueError, "stop (1.0) must be greater than start (5.0)")
+_add_bad("arange", lambda c, t: ops.arange(c, 0.0, 1.0, -0.5), ValueError, "step must be positive")
+_add_bad("argsort", lambda c, t: ops.argsort(c, t("f32", (3, 8)), "sideways"), ValueError, "order must be")
+_add_bad("argsort", lambda c, t: ops.argsort(c, t("f32", (3, 8)), 7), ValueError, "order must be ASC or DESC")
+_add_bad("argsort", lambda c, t: ops.argsort(c, t("i32", (3, 8))), TypeError, "a must be F32")
+_add_bad("argsort", lambda c, t: ops.argsort(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "rows")
+
+# --- copies, shapes, views ---------------------------------------------------------------------------------
+_add_bad("cpy", lambda c, t: ops.cpy(c, t("f32", (3, 8)), t("f32", (3, 7))), ValueError, "they must match")
+_add_bad("cpy", lambda c, t: ops.cpy(c, t("f16", (3, 8)), t("i32", (3, 8))), TypeError, "no conversion from F16 to I32")
+_add_bad("cpy", lambda c, t: ops.cpy(c, t("q8_0", (2, 64)), t("f16", (2, 64))), TypeError, "converts only to F32")
+_add_bad("cpy", lambda c, t: ops.cpy(c, t("i32", (3, 8)), t("i64", (3, 8))), TypeError, "no conversion from I32 to I64")
+_add_bad("cpy", lambda c, t: ops.cpy(c, t("f32", (4, 16)), t("q8_0", (1, 64))), ValueError, "multiple of Q8_0's block size")
+_add_bad("dup", lambda c, t: ops.dup(c, ops.transpose(c, t("q8_0", (2, 64)))), ValueError, "whole blocks")
+_add_bad("dup", lambda c, t: ops.dup(c, "a"), TypeError, "a must be a Tensor")
+_add_bad("cont", lambda c, t: ops.cont(c, ops.transpose(c, t("q4_0", (2, 64)))), ValueError, "whole blocks")
+_add_bad("cont", lambda c, t: ops.cont(c, None), TypeError, "a must be a Tensor")
+_CONT_ARGS = {1: (25,), 2: (5, 5), 3: (5, 1, 5), 4: (5, 1, 5, 1)}
+for _n, _ne in _CONT_ARGS.items():
+    _add_bad(f"cont_{_n}d", lambda c, t, _n=_n, _ne=_ne: getattr(ops, f"cont_{_n}d")(c, t("f32", (3, 8)), *_ne),
+             ValueError, "24 elements do not fit")
+    _add_bad(f"reshape_{_n}d", lambda c, t, _n=_n, _ne=_ne: getattr(ops, f"reshape_{_n}d")(c, t("f32", (3, 8)), *_ne),
+             ValueError, "24 elements cannot be reshaped")
+    _add_bad(f"reshape_{_n}d", lambda c, t, _n=_n: getattr(ops, f"reshape_{_n}d")(
+        c, ops.transpose(c, t("f32", (3, 8))), *((24,) + (1,) * (_n - 1))), ValueError, "a must be contiguous")
+_add_bad("cont_2d", lambda c, t: ops.cont_2d(c, t("f32", (3, 8)), 2.5, 8), TypeError, "ne must be integers")
+_add_bad("reshape_2d", lambda c, t: ops.reshape_2d(c, t("f32", (3, 8)), -3, -8), ValueError, "ne must be non-negative")
+_add_bad("reshape", lambda c, t: ops.reshape(c, t("f32", (3, 8)), t("f32", (5, 5))), ValueError,
+         "24 elements cannot be reshaped")
+_add_bad("reshape", lambda c, t: ops.reshape(c, t("f32", (3, 8)), (8, 3)), TypeError, "b must be a Tensor")
+_add_bad("permute", lambda c, t: ops.permute(c, t("f32", (3, 8)), 0, 0, 1, 2), ValueError, "must be a permutation")
+_add_bad("permute", lambda c, t: ops.permute(c, t("f32", (3, 8)), 0, 1, 2, 4), ValueError, "must be a permutation")
+_add_bad("transpose", lambda c, t: ops.transpose(c, np.eye(3)), TypeError, "a must be a Tensor")
+_add_bad("concat", lambda c, t: ops.concat(c, t("f32", (3, 8)), t("f32", (3, 8)), 4), ValueError, "dim must be in 0..3")
+_add_bad("concat", lambda c, t: ops.concat(c, t("f32", (3, 8)), t("f32", (3, 8)), -1), ValueError, "dim must be in 0..3")
+_add_bad("concat", lambda c, t: ops.concat(c, t("f32", (3, 8)), t("f16", (3, 8)), 0), TypeError, "same type")
+_add_bad("concat", lambda c, t: ops.concat(c, t("f32", (3, 8)), t("f32", (2, 4)), 1), ValueError,
+         "a.ne[0] (8) must equal b.ne[0] (4)")
+_add_bad("repeat", lambda c, t: ops.repeat(c, t("f32", (3, 8)), t("f32", (4, 8))), ValueError, "must be a multiple")
+_add_bad("repeat", lambda c, t: ops.repeat(c, t("q8_0", (1, 32)), t("q8_0", (2, 32))), TypeError, "a must be")
+_add_bad("repeat", lambda c, t: ops.repeat(c, ops.transpose(c, t("f32", (4, 4))), t("f32", (8, 8))), ValueError,
+         "contiguous rows")
+_add_bad("pad", lambda c, t: ops.pad(c, t("f32", (3, 8)), -1), ValueError, "padding must be non-negative")
+_add_bad("pad", lambda c, t: ops.pad(c, t("f16", (3, 8)), 1), TypeError, "a must be F32")
+_add_bad("view_1d", lambda c, t: ops.view_1d(c, t("f32", (3, 8)), 20, 4 * 8), ValueError, "must lie inside a")
+_add_bad("view_1d", lambda c, t: ops.view_1d(c, t("f32", (3, 8)), 4, -4), ValueError, "offset must be non-negative")
+_add_bad("view_1d", lambda c, t: ops.view_1d(c, t("q8_0", (2, 64)), 16), ValueError, "block size")
+_add_bad("view_2d", lambda c, t: ops.view_2d(c, t("f32", (3, 8)), 8, 3, 40), ValueError, "past the end of a")
+_add_bad("view_2d", lambda c, t: ops.view_2d(c, t("f32", (3, 8)), -1, 3, 32), ValueError, "ne must be non-negative")
+_add_bad("view_3d", lambda c, t: ops.view_3d(c, t("f32", (2, 3, 8)), 8, 3, 3, 32, 96), ValueError, "must lie inside a")
+_add_bad("view_4d", lambda c, t: ops.view_4d(c, t("f32", (2, 3, 8)), 8, 3, 2, 1, 32, 100, 192), ValueError,
+         "past the end of a")
+_add_bad("view_nd", lambda c, t: ops.view_nd(c, t("f32", (3, 8)), [8, 3], [4, 32]), ValueError, "must have 4 entries")
+_add_bad("view_nd", lambda c, t: ops.view_nd(c, t("f32", (3, 8)), [4, 7, 1, 1], [4, 16, 96, 96]), ValueError,
+         "past the end of a")
+_add_bad("view_nd", lambda c, t: ops.view_nd(c, t("f32", (3, 8)), [4, 3, 1, 1], [2, 32, 96, 96]), ValueError,
+         "nb[0] must be at least the element size")
+
+
+# --- the table ------------------------------------------------------------------------------------------------
+def _run_bad(op, fn, exc, words):
+    ctx = Context()
+    with pytest.raises((ValueError, TypeError)) as info:
+        fn(ctx, T(ctx))
+    msg = str(info.value)
+    assert isinstance(info.value, exc), f"{op}: expected {exc.__name__}, got {type(info.value).__name__}: {msg}"
+    assert msg.startswith(f"{op}:"), f"message does not name {op}: {msg}"
+    assert words in msg, f"{op}: message {msg!r} lacks {words!r}"
+
+
+@pytest.mark.parametrize("op,fn,exc,words", BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)])
+def test_bad_call(op, fn, exc, words):
+    _run_bad(op, fn, exc, words)
+
+
+def test_every_op_has_a_bad_call():
+    covered = {b[0] for b in BAD}
+    missing = [op for op in public_ops() if op not in covered]
+    assert not missing, f"ops without a bad-input check: {missing}"
+    assert covered <= set(public_ops()), f"unknown ops in BAD: {covered - set(public_ops())}"
+
+
+# --- guards outside the ops -----------------------------------------------------------------------------------
+def test_context_full():
+    ctx = Context(mem_size=2 * lib.ggml_tensor_overhead())
+    a = ctx.tensor("f32", (4,))
+    ctx.tensor("f32", (4,))
+    with pytest.raises(MemoryError, match="context is full"):
+        ctx.tensor("f32", (4,))
+    with pytest.raises(MemoryError, match="context is full: add"):
+        ops.add(ctx, a, a)
+
+
+def test_context_full_with_data():
+    ctx = Context(mem_size=lib.ggml_tensor_overhead() + 1024, no_alloc=False)
+    with pytest.raises(MemoryError, match="context is full"):
+        ctx.tensor("f32", (1024,))
+
+
+def test_graph_too_small():
+    ctx = Context()
+    a = ctx.tensor("f32", (4,), input=True)
+    out = ops.exp(ctx, ops.neg(ctx, ops.abs(ctx, a)))
+    graph = Graph(ctx, size=2)
+    with pytest.raises(ValueError, match="graph is full"):
+        graph.build_forward_expand(out)
+
+
+def test_graph_not_a_tensor():
+    ctx = Context()
+    with pytest.raises(TypeError, match="build_forward_expand: expected a Tensor"):
+        Graph(ctx).build_forward_expand(np.zeros(3))
+
+
+def test_tensor_set_wrong_size():
+    ctx = Context(mem_size=1 << 20, no_alloc=False)
+    t = ctx.tensor("f32", (3, 4))
+    with pytest.raises(ValueError, match="set: 5 values for a tensor of 12 elements"):
+        t.set(np.zeros(5, np.float32))
+    with pytest.raises(ValueError, match="does not match tensor shape"):
+        t.set(np.zeros((4, 3), np.float32))
+
+
+def test_tensor_set_unallocated():
+    ctx = Context()
+    t = ctx.tensor("f32", (3, 4))
+    with pytest.raises(ValueError, match="has no memory yet"):
+        t.set(np.zeros((3, 4), np.float32))
+
+
+def test_tensor_name_too_long():
+    ctx = Context()
+    t = ctx.tensor("f32", (3,))
+    with pytest.raises(ValueError, match="longer than GGML_MAX_NAME"):
+        t.name = "x" * lib.GGML_MAX_NAME
+    with pytest.raises(ValueError, match="longer than GGML_MAX_NAME"):
+        ops.set_name(ctx, t, "y" * 200)
+    with pytest.raises(ValueError, match="longer than GGML_MAX_NAME"):
+        ctx.tensor("f32", (3,), "z" * 100)
+    t.name = "x" * (lib.GGML_MAX_NAME - 1)
+    assert t.name == "x" * (lib.GGML_MAX_NAME - 1)
+
+
+def test_unknown_device():
+    with pytest.raises(ValueError, match="no device named 'no-such-device'"):
+        gg.device("no-such-device")
+    with pytest.raises(ValueError, match="no device named"):
+        Runner("no-such-device")
+
+
+def test_unknown_type():
+    ctx = Context()
+    with pytest.raises(ValueError, match="unknown ggml type"):
+        ctx.tensor("f33", (3,))
+
+
+# --- still alive ----------------------------------------------------------------------------------------------
+def test_alive_after_every_bad_call():
+    """All the bad calls in one process, then a correct graph still computes the right values."""
+    for op, fn, exc, words in BAD:
+        _run_bad(op, fn, exc, words)
+    ctx = Context()
+    a = ctx.tensor("f32", (3, 8), "a", input=True)
+    b = ctx.tensor("f32", (1, 8), "b", input=True)
+    out = ops.mul_mat(ctx, ops.add(ctx, a, b), a)
+    graph = Graph(ctx).build_forward_expand(out)
+    rng = np.random.default_rng(0)
+    av, bv = rng.standard_normal((3, 8), dtype=np.float32), rng.standard_normal((1, 8), dtype=np.float32)
+    [y] = Runner("cpu").run(graph, {a: av, b: bv}, [out])
+    np.testing.assert_allclose(y, av @ (av + bv).T, rtol=1e-5, atol=1e-5)
+
+
+# --- the checks do not reject what the kernels accept ------------------------------------------------------------
+GOOD = [
+    ("add f16 + f32", lambda c, x: ops.add(c, x["h"], x["f"])),
+    ("scale bf16", lambda c, x: ops.scale(c, x["bf"], 2.0)),
+    ("cpy q8_0 -> f32", lambda c, x: ops.cpy(c, x["q"], c.new_tensor("f32", [64, 2]))),
+    ("cont of a permuted f32", lambda c, x: ops.cont(c, ops.permute(c, x["f"], 1, 0, 2, 3))),
+    ("clamp of a padded-row view", lambda c, x: ops.clamp(c, ops.view_2d(c, x["f"], 4, 3, 32), 0.0, 0.5)),
+    ("unary of a padded-row view", lambda c, x: ops.tanh(c, ops.view_2d(c, x["f"], 4, 3, 32))),
+    ("repeat i32", lambda c, x: ops.repeat(c, x["i"], c.new_tensor("i32", [8, 6]))),
+    ("concat of a transposed f32", lambda c, x: ops.concat(c, ops.transpose(c, x["sq"]), x["sq"], 1)),
+]
+
+
+@pytest.mark.parametrize("name,build", GOOD, ids=[g[0] for g in GOOD])
+def test_good_edge_calls_compute(name, build):
+    ctx = Context()
+    x = {"h": ctx.tensor("f16", (3, 8), "h", input=True), "f": ctx.tensor("f32", (3, 8), "f", input=True),
+         "bf": ctx.tensor("bf16", (3, 8), "bf", input=True), "q": ctx.tensor("q8_0", (2, 64), "q", input=True),
+         "i": ctx.tensor("i32", (3, 8), "i", input=True), "sq": ctx.tensor("f32", (8, 8), "sq", input=True)}
+    out = build(ctx, x)
+    graph = Graph(ctx).build_forward_expand(out)
+    used = {t for t in x.values() if t in graph.leafs()}
+    rng = np.random.default_rng(1)
+    vals = {t: rng.uniform(-1, 1, t.shape).astype(np.float32) for t in used}
+    [y] = Runner("cpu").run(graph, vals, [out])
+    assert np.isfinite(y).all()
