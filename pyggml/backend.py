@@ -26,6 +26,18 @@ def _check_status(status: int, what: str):
 
 
 # --- devices -------------------------------------------------------------------------------
+def enable_cpu_vulkan_devices(spec: str = "0") -> str:
+    """Let ggml-vulkan list CPU-type Vulkan devices (Mesa's lavapipe, a software Vulkan).
+
+    ggml-vulkan skips such devices unless GGML_VK_VISIBLE_DEVICES names them ("0", or "0,0"
+    for the same device twice, which gives two devices on a machine with one). ggml reads
+    the variable once, when it first lists devices, so call this before anything else.
+    An explicit GGML_VK_VISIBLE_DEVICES in the environment wins. Returns the value in force.
+    """
+    return os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", spec)
+
+
+
 @dataclass(frozen=True)
 class Device:
     ptr: object

@@ -11,9 +11,9 @@ from pyggml.conv_state_oracle import ConvStateOracle
 L, D, C, M = 3, 4, 5, 6
 
 
-def setup(strategy, K, dtype="f32", seed=0):
+def setup(strategy, K, dtype="f32", seed=0, backend_name="cpu"):
     rng = np.random.default_rng(seed)
-    runner = gg.Runner("cpu")
+    runner = gg.Runner(backend_name)
     mem = RecurrentMemory(runner.backend, L, D, C, M, K - 1, dtype)
     npd = np.float16 if dtype == "f16" else np.float32
     initial = [rng.standard_normal((M * K, (D - 1) * C)).astype(npd) for _ in range(L)]
@@ -31,8 +31,8 @@ def ubatch(rng, n, n_seqs, kv_head, K):
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 @pytest.mark.parametrize("K", range(1, 9))
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_strategy_matches_the_model_bit_for_bit(strategy, K, dtype):
-    rng, model, oracle, _ = setup(strategy, K, dtype, seed=K)
+def test_strategy_matches_the_model_bit_for_bit(strategy, K, dtype, backend_name):
+    rng, model, oracle, _ = setup(strategy, K, dtype, seed=K, backend_name=backend_name)
     # token counts below, at and above K-1; kv_head != 0; mem_size > n_seqs; a repeated shape
     for n, n_seqs, kv_head in [(1, 2, 3), (K - 1 or 1, 3, 1), (K + 1, 2, 4), (K + 1, 2, 4), (2, 4, 2)]:
         ub = ubatch(rng, n, n_seqs, kv_head, K)
@@ -45,14 +45,14 @@ def test_strategy_matches_the_model_bit_for_bit(strategy, K, dtype):
 
 
 @pytest.mark.parametrize("K", [3, 4, 8])
-def test_copies_differ_from_the_seed_only_where_documented(K):
+def test_copies_differ_from_the_seed_only_where_documented(K, backend_name):
     """n < K-1: the seed leaves slots >= Kw alone; the old copies write the oldest window there."""
     n, n_seqs, kv_head = 1, 2, 1
     Kw = windows_written(n, K)
     assert Kw < K
     results = {}
     for strategy in ("host_index", "copies"):
-        rng, model, _, initial = setup(strategy, K, seed=7)
+        rng, model, _, initial = setup(strategy, K, seed=7, backend_name=backend_name)
         ub = ubatch(rng, n, n_seqs, kv_head, K)
         model.step(ub)
         results[strategy] = [model.mem.read(il) for il in range(L)]
@@ -99,8 +99,8 @@ def test_device_index_and_copies_graphs():
         assert ops["CPY"] == L and ops["SET_ROWS"] == 0  # n_rs_seq == 0: a single copy into slot 0
 
 
-def test_index_is_filled_on_the_host_with_the_reversed_slots():
-    rng, model, _, _ = setup("host_index", 4)
+def test_index_is_filled_on_the_host_with_the_reversed_slots(backend_name):
+    rng, model, _, _ = setup("host_index", 4, backend_name=backend_name)
     model.step(ubatch(rng, 1, 2, 0, 4))
     index = model.graph.inp.s_slot_rev
     assert index.is_host
