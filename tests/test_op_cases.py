@@ -1,4 +1,4 @@
-"""Every registered OpCase on the CPU backend against its NumPy oracle, and op coverage."""
+"""Every registered OpCase on every available backend against its NumPy oracle, and op coverage."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from pyggml import ops
 from pyggml.cases import OpCase, REGISTRY, _load_all, nmse
-from pyggml.runner import Runner
+from pyggml.runner import Runner, Unsupported
 
 _load_all()
 OP_CASES = [c for c in REGISTRY.values() if isinstance(c, OpCase)]
@@ -18,14 +18,21 @@ def public_ops() -> list[str]:
                   and n != "set_name")
 
 
-@pytest.fixture(scope="module")
-def cpu():
-    return Runner("cpu")
+_RUNNERS: dict[str, Runner] = {}
+
+
+def runner_for(name: str) -> Runner:
+    if name not in _RUNNERS:
+        _RUNNERS[name] = Runner(name)
+    return _RUNNERS[name]
 
 
 @pytest.mark.parametrize("case", OP_CASES, ids=[c.name for c in OP_CASES])
-def test_op_case_cpu(case, cpu):
-    [actual] = case.execute(cpu)
+def test_op_case(case, backend_name):
+    try:
+        [actual] = case.execute(runner_for(backend_name))
+    except Unsupported as e:
+        pytest.skip(f"{backend_name} does not support {e}")
     [expected] = case.expected()
     assert actual.size == expected.size, f"{case.name}: {actual.shape} vs oracle {expected.shape}"
     if case.exact:
