@@ -13,6 +13,7 @@ import numpy as np
 from pyggml.backend import Backend, Scheduler, backend, cpu_backend
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
+from pyggml.types import Op
 
 
 class Unsupported(Exception):
@@ -48,8 +49,28 @@ class Runner:
 
     def run(self, graph: Graph, inputs: dict[Tensor, np.ndarray], outputs: list[Tensor]) -> list[np.ndarray]:
         """Allocate, set inputs, compute, read outputs."""
+        check_row_indices(graph, inputs)
         self.allocate(graph, outputs)
         for t, values in inputs.items():
             t.set(values)
         self.compute(graph)
         return [t.numpy() for t in outputs]
+
+
+def check_row_indices(graph: Graph, inputs: dict[Tensor, np.ndarray]):
+    """get_rows / set_rows abort inside ggml on an index outside the rows they address:
+    check index inputs before they reach it."""
+    for node in graph.nodes:
+        if node.op == Op.GET_ROWS:
+            index, n_rows, what = node.src[1], node.src[0].ne[1], "get_rows"
+        elif node.op == Op.SET_ROWS:
+            index, n_rows, what = node.src[1], node.src[2].ne[1], "set_rows"
+        else:
+            continue
+        values = inputs.get(index)
+        if values is None:
+            continue
+        v = np.asarray(values)
+        if v.size and (v.min() < 0 or v.max() >= n_rows):
+            raise ValueError(f"{what}: index input {index.name or '(unnamed)'} holds {int(v.min())}..{int(v.max())}, "
+                             f"outside the {n_rows} rows it addresses")

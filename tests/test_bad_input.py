@@ -335,3 +335,17 @@ def test_good_edge_calls_compute(name, build):
     vals = {t: rng.uniform(-1, 1, t.shape).astype(np.float32) for t in used}
     [y] = Runner("cpu").run(graph, vals, [out])
     assert np.isfinite(y).all()
+
+
+def test_out_of_range_row_indices_are_rejected_before_ggml():
+    import pyggml as gg
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (4, 3), "a", input=True)
+    idx = ctx.tensor("i32", (2,), "idx", input=True)
+    out = ctx.get_rows(a, idx)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    with pytest.raises(ValueError, match="get_rows: index input idx holds 1..4, outside the 4 rows"):
+        gg.Runner("cpu").run(graph, {a: np.zeros((4, 3), np.float32), idx: np.array([1, 4])}, [out])
+    [rows] = gg.Runner("cpu").run(graph, {a: np.arange(12, dtype=np.float32).reshape(4, 3), idx: np.array([3, 0])},
+                                  [out])
+    np.testing.assert_array_equal(rows, [[9, 10, 11], [0, 1, 2]])
