@@ -8,6 +8,7 @@ printed before the process ends.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -65,6 +66,7 @@ lib.ggml_log_set(lib.pyggml_log_callback, ffi.NULL)
 lib.ggml_set_abort_callback(lib.pyggml_abort_callback)
 
 
+@functools.cache
 def build_info() -> dict:
     """What this build of pyggml contains: headers, backends, declared-but-undefined functions."""
     return json.loads(install_dir().joinpath("_build_info.json").read_text())

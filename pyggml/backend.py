@@ -8,6 +8,7 @@ which on a 2-core machine makes a tiny graph hundreds of times slower).
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass
 
 from pyggml._native import cstr, ffi, lib
@@ -99,6 +100,7 @@ class Backend:
         self.ptr = ffi.gc(ptr, lib.ggml_backend_free)
         self.device = dev if dev is not None else Device(lib.ggml_backend_get_device(ptr))
         self.n_threads = None
+        self._checked_graph = (lambda: None, 0)  # (weak ref to the graph, its node count) compute() checked last
         if self.is_cpu:
             self.set_n_threads(n_threads or os.cpu_count() or 1)
 
@@ -141,7 +143,17 @@ class Backend:
         return buf
 
     def compute(self, graph: Graph):
-        """Compute a graph whose tensors are all allocated in memory this backend can use."""
+        """Compute a graph whose tensors are all allocated in memory this backend can use.
+
+        The graph is checked (memory, supported ops) once per graph and node count, not at
+        every compute of a reused graph."""
+        last, n_nodes = self._checked_graph
+        if last() is not graph or n_nodes != graph.n_nodes:
+            self._check_graph(graph)
+            self._checked_graph = (weakref.ref(graph), graph.n_nodes)
+        _check_status(lib.ggml_backend_graph_compute(self.ptr, graph.ptr), f"{self.name} graph compute")
+
+    def _check_graph(self, graph: Graph):
         for n in graph.nodes:
             if n.ptr.data == ffi.NULL and n.ptr.view_src == ffi.NULL:
                 raise ValueError(f"compute: node {n.name or n.op.name} has no memory; allocate the graph first")
@@ -149,7 +161,6 @@ class Backend:
         if bad:
             names = ", ".join(f"{n.op.name}({n.name})" for n in bad[:5])
             raise ValueError(f"compute: {self.name} does not support {len(bad)} node(s): {names}")
-        _check_status(lib.ggml_backend_graph_compute(self.ptr, graph.ptr), f"{self.name} graph compute")
 
     def synchronize(self):
         lib.ggml_backend_synchronize(self.ptr)

@@ -33,13 +33,6 @@ class Context:
         self.no_alloc = no_alloc
         self._keep: list = []  # buffers and allocators whose memory this context's tensors use
 
-    def __getattr__(self, name):
-        from pyggml import ops
-        fn = getattr(ops, name, None)
-        if fn is None or name.startswith("_"):
-            raise AttributeError(f"Context has no attribute or op {name!r}")
-        return lambda *args, **kw: fn(self, *args, **kw)
-
     def keep_alive(self, obj):
         self._keep.append(obj)
 
@@ -104,9 +97,22 @@ class Context:
             t = lib.ggml_get_next_tensor(self.ptr, t)
         return out
 
-    def tensor_count(self) -> int:
+    def max_tensor_count(self) -> int:
+        """An upper bound of the tensors created in this context (its used memory / one tensor's)."""
         return self.used_mem // lib.ggml_tensor_overhead()
 
     def get_tensor(self, name: str) -> Tensor | None:
         t = lib.ggml_get_tensor(self.ptr, name.encode())
         return Tensor(t, self) if t != ffi.NULL else None
+
+
+def _bind_ops():
+    """Every op of pyggml.ops as a method: ctx.add(a, b) is ops.add(ctx, a, b)."""
+    from pyggml import ops
+    for name in ops.__all__:
+        fn = getattr(ops, name)
+        if callable(fn) and not isinstance(fn, type) and not hasattr(Context, name):
+            setattr(Context, name, fn)
+
+
+_bind_ops()

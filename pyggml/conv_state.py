@@ -117,7 +117,7 @@ def build_conv_state(ctx: Context, graph: Graph, inp: GraphInputs, mem: Recurren
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     conv_states_all = mem.conv_states_all[il]
     d, C, n_seqs = mem.d_conv, mem.channels, qkv_mixed.ne[2]
-    if not 0 <= kv_head or kv_head + n_seqs > mem.mem_size:
+    if kv_head < 0 or kv_head + n_seqs > mem.mem_size:
         raise ValueError(f"cells kv_head={kv_head} .. {kv_head + n_seqs - 1} must lie inside mem_size={mem.mem_size}")
 
     # build_rs: gather the states of this ubatch's sequences

@@ -40,7 +40,7 @@ class Graph:
 
     def _n_new_upper_bound(self, t: Tensor) -> int:
         # every tensor of the context could become a node: a cheap bound, walked only when it is too big
-        return t.ctx.tensor_count() if t.ctx is self.ctx else self.size + 1
+        return t.ctx.max_tensor_count() if t.ctx is self.ctx else self.size + 1
 
     def _count_new(self, t: Tensor) -> int:
         """Nodes ggml_build_forward_expand would add for t (ggml asserts the graph has room for them)."""

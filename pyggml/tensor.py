@@ -161,7 +161,7 @@ class Tensor:
         arr = np.asarray(values)
         if arr.size != self.nelements:
             raise ValueError(f"set: {arr.size} values for a tensor of {self.nelements} elements (shape {self.shape})")
-        if arr.shape != self.shape and arr.size > 1 and arr.ndim > 1 and arr.shape[-1] != self.ne[0]:
+        if arr.ndim > 1 and _strip_leading_ones(arr.shape) != _strip_leading_ones(self.shape):
             raise ValueError(f"set: array shape {arr.shape} does not match tensor shape {self.shape}")
         arr = arr.reshape(tuple(reversed(self.ne)))
         raw = types.encode(self.type, arr)
@@ -187,7 +187,7 @@ class Tensor:
         """A copy of the values, in NumPy shape `t.shape`."""
         full = tuple(reversed(self.ne))
         if self.is_contiguous():
-            return types.decode(self.type, self.raw_bytes(), full).reshape(self.shape).copy()
+            return types.decode(self.type, self.raw_bytes(), full).reshape(self.shape)
         # a strided view: read through its strides, on the host
         if not types.has_raw_dtype(self.type):
             raise ValueError(f"numpy: non-contiguous {self.type.name} view; make it contiguous with cont() first")
@@ -207,3 +207,10 @@ class Tensor:
             raise ValueError("view: only contiguous tensors of a raw type (F32, F16, I32, ...) can be viewed")
         buf = ffi.buffer(self.ptr.data, self.nbytes)
         return np.frombuffer(buf, dtype=types.host_dtype(self.type)).reshape(self.shape)
+
+
+def _strip_leading_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
+    i = 0
+    while i < len(shape) - 1 and shape[i] == 1:
+        i += 1
+    return tuple(shape[i:])

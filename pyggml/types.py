@@ -101,7 +101,7 @@ def decode(t, raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """The tensor's bytes (uint8 or its raw dtype) -> values of the host dtype, in `shape`."""
     t = as_type(t)
     if has_raw_dtype(t):
-        return np.frombuffer(raw, dtype=_DTYPES[t]).reshape(shape)
+        return raw.view(_DTYPES[t]).reshape(shape)
     n = int(np.prod(shape, dtype=np.int64))
     out = np.empty(n, dtype=np.float32)
     traits = lib.ggml_get_type_traits(t)
