@@ -26,7 +26,7 @@ inputs again, and rebuilt when the shape changes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -174,20 +174,52 @@ def build_conv_write(ctx: Context, graph: Graph, inp: GraphInputs, mem: Recurren
         graph.build_forward_expand(ctx.set_rows(slots, windows, index))
 
 
-class ConvStateGraph:
-    """The graph of one ubatch shape: every layer's build_conv_state, its inputs and outputs."""
+class QkvProjection:
+    """Identity projection weights w_qkv-{il} [channels, channels], one per layer.
 
-    def __init__(self, mem: RecurrentMemory, n_seq_tokens: int, n_seqs: int, kv_head: int, strategy: str):
+    In the model, qkv_mixed comes out of a projection whose weight is split by output
+    channels over a meta device's devices, so qkv_mixed arrives split like the conv cache.
+    With identity weights the projection is exact, so the NumPy model stays bit-exact.
+    """
+
+    def __init__(self, backend: Backend, n_layer: int, channels: int):
+        self.ctx = Context(n_tensors=n_layer + 1)
+        self.w_qkv = [self.ctx.new_tensor_2d(Type.F32, channels, channels, name=f"w_qkv-{il}") for il in range(n_layer)]
+        self.buffer = backend.alloc_tensors(self.ctx)
+        for w in self.w_qkv:
+            w.set(np.eye(channels, dtype=np.float32))
+
+
+def split_policy(d_conv: int, n_devices: int):
+    """llama.cpp-like meta split of the seed's static tensors: the conv caches by channels
+    (whole windows of d_conv-1 values) on axis 0, the qkv projections by output channel."""
+    from pyggml.meta import Split
+    return [("cache_conv_l*", lambda t: Split.even(0, t.ne[0], n_devices, d_conv - 1)),
+            ("w_qkv-*", lambda t: Split.even(1, t.ne[1], n_devices))]
+
+
+class ConvStateGraph:
+    """The graph of one ubatch shape: every layer's build_conv_state, its inputs and outputs.
+
+    qkv_mixed is an input per layer, or, with a QkvProjection, the projection of an input
+    `x_mixed` (the values of the ubatch's qkv either way)."""
+
+    def __init__(self, mem: RecurrentMemory, n_seq_tokens: int, n_seqs: int, kv_head: int, strategy: str,
+                 projection: QkvProjection | None = None):
         self.key = (n_seq_tokens, n_seqs, kv_head)
         self.mem = mem
         self.ctx = Context(n_tensors=64 + mem.n_layer * (16 + 4 * mem.K))
         self.graph = Graph(self.ctx, size=max(256, mem.n_layer * (16 + 4 * mem.K)))
         self.inp = GraphInputs(self.ctx.new_tensor_1d(Type.I32, n_seqs, name="inp_s_copy").set_input())
-        self.qkv = [self.ctx.new_tensor_3d(Type.F32, mem.channels, n_seq_tokens, n_seqs, name=f"qkv_mixed-{il}")
+        name = "x_mixed" if projection else "qkv_mixed"
+        self.qkv = [self.ctx.new_tensor_3d(Type.F32, mem.channels, n_seq_tokens, n_seqs, name=f"{name}-{il}")
                     .set_input() for il in range(mem.n_layer)]
         self.conv_input = []
         for il in range(mem.n_layer):
-            out = build_conv_state(self.ctx, self.graph, self.inp, mem, self.qkv[il], kv_head, il, strategy)
+            qkv_mixed = self.qkv[il]
+            if projection:
+                qkv_mixed = self.ctx.mul_mat(projection.w_qkv[il], qkv_mixed).set_name(f"qkv_mixed-{il}")
+            out = build_conv_state(self.ctx, self.graph, self.inp, mem, qkv_mixed, kv_head, il, strategy)
             self.graph.build_forward_expand(out)
             self.conv_input.append(out.set_output())
 
@@ -210,10 +242,10 @@ class DeltaNetConv:
     mem: RecurrentMemory
     runner: Runner
     strategy: str = "host_index"
+    projection: QkvProjection | None = None
     graph: ConvStateGraph | None = None
     builds: int = 0
     reuses: int = 0
-    log: list = field(default_factory=list)
 
     def step(self, ub: Ubatch) -> list[np.ndarray]:
         """Process one ubatch; returns each layer's conv input, NumPy (n_seqs, channels, d_conv-1+n_seq_tokens)."""
@@ -225,7 +257,7 @@ class DeltaNetConv:
         if self.graph is not None and self.graph.key == key:
             self.reuses += 1
         else:
-            self.graph = ConvStateGraph(self.mem, *key, self.strategy)
+            self.graph = ConvStateGraph(self.mem, *key, self.strategy, self.projection)
             self.runner.allocate(self.graph.graph, self.graph.conv_input)
             self.builds += 1
         self.graph.set_inputs(ub)

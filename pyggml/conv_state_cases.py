@@ -4,6 +4,11 @@ Each case runs a sequence of ubatches (varying token counts, shorter and longer 
 several sequences, kv_head != 0, mem_size > n_seqs, two layers, a repeated shape so the
 graph is reused) and compares every conv input and the whole final cache of every layer
 with the NumPy model, bit for bit: the writes are copies.
+
+On a meta backend ("meta:cpu,cpu", "meta:vulkan0,vulkan1") the case uses the seed's split
+policy (conv caches by channels) and computes qkv_mixed with a projection split by output
+channel, as the model does; the projection is the identity and the new tokens' values are
+exact in F16, so every backend's matmul reproduces them exactly.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyggml.cases import Case, register
-from pyggml.conv_state import STRATEGIES, DeltaNetConv, RecurrentMemory, Ubatch
+from pyggml.conv_state import STRATEGIES, DeltaNetConv, QkvProjection, RecurrentMemory, Ubatch, split_policy
 from pyggml.conv_state_oracle import ConvStateOracle
 from pyggml.runner import Runner
 
@@ -46,17 +51,23 @@ class ConvStateCase(Case):
         shapes = [(1, 3, 2), (3, 3, 2), (3, 3, 2), (self.K + 2, 2, 4), (max(self.K - 2, 1), 4, 0), (1, 3, 2)]
         ubatches = []
         for n, n_seqs, kv_head in shapes:
-            qkv = [rng.standard_normal((n_seqs, n, CHANNELS)).astype(np.float32) for _ in range(N_LAYER)]
+            qkv = [rng.standard_normal((n_seqs, n, CHANNELS)).astype(np.float16).astype(np.float32)
+                   for _ in range(N_LAYER)]
             s_copy = [int(c) for c in rng.integers(0, rows, n_seqs)]
             ubatches.append((qkv, s_copy, kv_head))
         return initial, ubatches
 
     def execute(self, runner: Runner) -> list[np.ndarray]:
         initial, ubatches = self.scenario()
+        if runner.meta is not None:  # before the static tensors are allocated
+            runner.set_policy(split_policy(D_CONV, runner.n_devices))
         mem = RecurrentMemory(runner.backend, N_LAYER, D_CONV, CHANNELS, MEM_SIZE, self.K - 1, self.dtype)
         for il, values in enumerate(initial):
             mem.write(il, values)
-        model = DeltaNetConv(mem, runner, self.strategy)
+        projection = None
+        if runner.meta is not None:
+            projection = QkvProjection(runner.backend, N_LAYER, CHANNELS)
+        model = DeltaNetConv(mem, runner, self.strategy, projection)
         out = []
         for qkv, s_copy, kv_head in ubatches:
             out.extend(model.step(Ubatch(qkv, s_copy, kv_head)))

@@ -1,6 +1,8 @@
 """Run a graph on a named backend the way llama.cpp does: through ggml's scheduler.
 
-`Runner("vulkan0")` schedules over [Vulkan0, CPU]; `Runner("cpu")` over [CPU]. Inputs
+`Runner("vulkan0")` schedules over [Vulkan0, CPU]; `Runner("cpu")` over [CPU];
+`Runner("meta:vulkan0,vulkan1")` over [a meta device of those devices, CPU], its split
+policy settable with `set_policy` (mirrored by default). Inputs
 (tensors flagged with set_input) land on the CPU's host buffer and are filled there,
 so an input that must be host memory (as the seed's `rs_s_slot_rev`) is host memory on
 every backend; the scheduler copies it to the device.
@@ -20,16 +22,34 @@ class Unsupported(Exception):
     """The backend cannot compute some node of the graph (ggml_backend_supports_op says no)."""
 
 
+META_PREFIX = "meta:"
+
+
 class Runner:
     def __init__(self, name: str = "cpu", n_threads: int | None = None, graph_size: int = 8192):
         self.name = name.lower()
+        self.meta = None
         if self.name == "cpu":
             self.backend = cpu_backend(n_threads)
             self.backends: list[Backend] = [self.backend]
         else:
-            self.backend = backend(self.name)
+            if self.name.startswith(META_PREFIX):
+                from pyggml.meta import MetaDevice
+                self.meta = MetaDevice([d for d in self.name[len(META_PREFIX):].split(",") if d])
+                self.backend = self.meta.init()
+            else:
+                self.backend = backend(self.name)
             self.backends = [self.backend, cpu_backend(n_threads)]
         self.sched = Scheduler(self.backends, graph_size)
+
+    @property
+    def n_devices(self) -> int:
+        return self.meta.n_devices if self.meta else 1
+
+    def set_policy(self, policy):
+        """The split policy of a meta runner's static tensors (None: all mirrored); no-op otherwise."""
+        if self.meta is not None:
+            self.meta.set_policy(policy)
 
     def unsupported(self, graph: Graph) -> list[Tensor]:
         return self.backend.unsupported(graph)
@@ -46,6 +66,8 @@ class Runner:
 
     def compute(self, graph: Graph):
         self.sched.compute(graph)
+        if self.meta is not None:
+            self.meta.raise_pending()
 
     def run(self, graph: Graph, inputs: dict[Tensor, np.ndarray], outputs: list[Tensor]) -> list[np.ndarray]:
         """Allocate, set inputs, compute, read outputs."""

@@ -25,6 +25,7 @@ STUB_HEADERS = ["stdint.h", "stddef.h", "stdbool.h", "stdio.h", "stdlib.h", "str
 PYTHON_CALLBACKS = """
 extern "Python" void pyggml_log_callback(enum ggml_log_level level, const char * text, void * user_data);
 extern "Python" void pyggml_abort_callback(const char * error_message);
+extern "Python" struct ggml_backend_meta_split_state pyggml_meta_split_state(const struct ggml_tensor * tensor, void * userdata);
 """
 
 # cffi's parser does not take these; they carry no meaning for the binding.

@@ -1,0 +1,226 @@
+"""ggml's meta backend from Python: one graph split over several devices.
+
+A meta device wraps simple devices (`cpu`, `vulkan0`, ...). Every statically allocated
+tensor gets a split state from a *policy* written in Python; ggml derives the split of
+every computed tensor from those. A policy is a callable `policy(tensor) -> Split | None`
+or a list of `(name pattern, Split or callable)` pairs, first match wins; None (and no
+match) means mirrored: every device holds the whole tensor.
+
+ggml calls the policy through one C callback (`pyggml_meta_split_state`), possibly from
+its own threads: cffi takes the GIL for it, and the callback touches no state but the
+policy's. A split that cannot be right (a bad axis, sizes that do not add up to the
+tensor's extent, a wrong device count) raises ValueError in Python before ggml sees it:
+`MetaDevice.check(ctx)` runs the policy over a context's tensors, and `alloc_tensors`
+does so before allocating.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pyggml._native import ffi, lib
+from pyggml.backend import Backend, Buffer, Device, GGMLError, device
+from pyggml.tensor import MAX_DIMS, Tensor
+
+MAX_DEVICES = lib.GGML_BACKEND_META_MAX_DEVICES
+MIRRORED = "mirrored"
+PARTIAL = "partial"
+_AXES = {MIRRORED: lib.GGML_BACKEND_SPLIT_AXIS_MIRRORED, PARTIAL: lib.GGML_BACKEND_SPLIT_AXIS_PARTIAL}
+
+
+@dataclass(frozen=True)
+class Split:
+    """How a static tensor is spread over the meta device's devices.
+
+    axis: 0..3 (ggml order), "mirrored" or "partial".
+    sizes: for a split axis, the extent each device holds, one list per segment
+    (a single flat list is one segment); repeats: how often each segment repeats.
+    """
+    axis: int | str
+    sizes: tuple = ()
+    repeats: tuple = ()
+
+    @staticmethod
+    def even(axis: int, extent: int, n_devices: int, granularity: int = 1) -> "Split":
+        """Split `extent` over the devices as evenly as `granularity` allows (earlier devices get more)."""
+        if extent % granularity:
+            raise ValueError(f"extent {extent} is not a multiple of the granularity {granularity}")
+        blocks = extent // granularity
+        sizes = [(blocks // n_devices + (i < blocks % n_devices)) * granularity for i in range(n_devices)]
+        return Split(axis, tuple(sizes))
+
+    def segments(self) -> list[list[int]]:
+        if not self.sizes:
+            return []
+        if isinstance(self.sizes[0], (list, tuple)):
+            return [list(s) for s in self.sizes]
+        return [list(self.sizes)]
+
+    def validate(self, tensor: Tensor, n_devices: int) -> None:
+        where = f"split of tensor {tensor.name or '(unnamed)'} ne={tensor.ne}"
+        if self.axis in _AXES:
+            return
+        if not isinstance(self.axis, int) or not 0 <= self.axis < MAX_DIMS:
+            raise ValueError(f"{where}: axis must be 0..{MAX_DIMS - 1}, 'mirrored' or 'partial', got {self.axis!r}")
+        segs = self.segments()
+        if not segs:
+            raise ValueError(f"{where}: a split along axis {self.axis} needs per-device sizes")
+        if len(segs) > 16:
+            raise ValueError(f"{where}: at most 16 segments, got {len(segs)}")
+        repeats = list(self.repeats) or [1] * len(segs)
+        if len(repeats) != len(segs) or any(r < 1 for r in repeats):
+            raise ValueError(f"{where}: repeats {repeats} must give a count >= 1 for each of the {len(segs)} segments")
+        for seg in segs:
+            if len(seg) != n_devices:
+                raise ValueError(f"{where}: each segment needs one size per device ({n_devices}), got {seg}")
+            if any(s < 0 for s in seg):
+                raise ValueError(f"{where}: sizes must be non-negative, got {seg}")
+        total = sum(sum(seg) * r for seg, r in zip(segs, repeats))
+        if total != tensor.ne[self.axis]:
+            raise ValueError(f"{where}: sizes add up to {total} along axis {self.axis}, "
+                             f"the tensor has {tensor.ne[self.axis]}")
+
+    def to_c(self, out) -> None:
+        """Fill a struct ggml_backend_meta_split_state."""
+        if self.axis in _AXES:
+            out.axis = _AXES[self.axis]
+            out.n_segments = 1
+            out.nr[0] = 1
+            return
+        out.axis = self.axis
+        segs = self.segments()
+        repeats = list(self.repeats) or [1] * len(segs)
+        out.n_segments = len(segs)
+        k = 0
+        for s, seg in enumerate(segs):
+            out.nr[s] = repeats[s]
+            for size in seg:
+                out.ne[k] = size
+                k += 1
+
+
+Policy = Callable[[Tensor], "Split | None"] | Sequence[tuple[str, "Split | Callable[[Tensor], Split | None]"]]
+
+
+def _as_callable(policy) -> Callable[[Tensor], Split | None]:
+    if policy is None:
+        return lambda t: None
+    if callable(policy):
+        return policy
+    rules = [(re.compile(fnmatch.translate(pattern)), rule) for pattern, rule in policy]
+
+    def by_name(t: Tensor):
+        for rx, rule in rules:
+            if rx.match(t.name):
+                return rule(t) if callable(rule) else rule
+        return None
+    return by_name
+
+
+# meta devices live as long as the process (ggml caches them by (devices, callback, userdata))
+_DEVICES: list["MetaDevice"] = []
+
+
+class MetaDevice:
+    """A meta device over `devices` (names or Device objects) with a split policy."""
+
+    def __init__(self, devices: Sequence[str | Device], policy: Policy | None = None):
+        devs = [d if isinstance(d, Device) else device(d) for d in devices]
+        if not 1 <= len(devs) <= MAX_DEVICES:
+            raise ValueError(f"a meta device needs 1 to {MAX_DEVICES} devices, got {len(devs)}")
+        self.devices = devs
+        self.set_policy(policy)
+        self._lock = threading.Lock()
+        self._errors: list[BaseException] = []
+        self._handle = ffi.new_handle(self)
+        arr = ffi.new("ggml_backend_dev_t[]", [d.ptr for d in devs])
+        ptr = lib.ggml_backend_meta_device(arr, len(devs), lib.pyggml_meta_split_state, self._handle)
+        if ptr == ffi.NULL:
+            raise GGMLError("could not create the meta device")
+        self.device = Device(ptr)
+        _DEVICES.append(self)
+
+    @property
+    def name(self) -> str:
+        return self.device.name
+
+    def set_policy(self, policy: Policy | None):
+        """Replace the split policy; it applies to static tensors allocated from now on."""
+        self.policy = _as_callable(policy)
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.devices)
+
+    def split_of(self, t: Tensor) -> Split:
+        """The policy's split for a static tensor, checked."""
+        split = self.policy(t)
+        if split is None:
+            split = Split(MIRRORED)
+        if not isinstance(split, Split):
+            raise TypeError(f"the split policy returned {type(split).__name__} for {t.name!r}, not a Split or None")
+        split.validate(t, self.n_devices)
+        return split
+
+    def check(self, ctx) -> dict[str, Split]:
+        """Run the policy over every tensor of a context; raises on the first impossible split."""
+        return {t.name: self.split_of(t) for t in ctx.tensors()}
+
+    def _split_state(self, tensor_ptr, out) -> None:
+        try:
+            self.split_of(Tensor(tensor_ptr, None)).to_c(out)
+        except BaseException as e:  # noqa: BLE001 - it is re-raised in the calling Python thread
+            with self._lock:
+                self._errors.append(e)
+            Split(MIRRORED).to_c(out)
+
+    def raise_pending(self):
+        """Re-raise an error the policy raised while ggml called it."""
+        with self._lock:
+            errors, self._errors = self._errors, []
+        if errors:
+            raise errors[0]
+
+    def init(self) -> "MetaBackend":
+        ptr = lib.ggml_backend_dev_init(self.device.ptr, ffi.NULL)
+        if ptr == ffi.NULL:
+            raise GGMLError(f"could not initialise a backend on {self.name}")
+        return MetaBackend(ptr, self)
+
+    def __repr__(self):
+        return f"<MetaDevice {self.name}>"
+
+
+@ffi.def_extern()
+def pyggml_meta_split_state(tensor, userdata):
+    out = ffi.new("struct ggml_backend_meta_split_state *")
+    ffi.from_handle(userdata)._split_state(tensor, out)
+    return out[0]
+
+
+class MetaBackend(Backend):
+    """The backend of a meta device; the policy's errors surface as Python exceptions."""
+
+    def __init__(self, ptr, meta: MetaDevice):
+        self.meta = meta
+        super().__init__(ptr, meta.device)
+
+    @property
+    def is_cpu(self) -> bool:
+        return False
+
+    def alloc_tensors(self, ctx) -> Buffer:
+        self.meta.check(ctx)
+        buf = super().alloc_tensors(ctx)
+        self.meta.raise_pending()
+        return buf
+
+    def compute(self, graph):
+        try:
+            super().compute(graph)
+        finally:
+            self.meta.raise_pending()
