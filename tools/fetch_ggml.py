@@ -99,12 +99,12 @@ def extract_ggml(sdist: Path, subdir: str, dest: Path) -> None:
                 tar.extract(m, dest, filter="data")
 
 
-def patches() -> list[Path]:
-    return sorted(PATCH_DIR.glob("*.patch"))
+def patches(skip: frozenset[str] = frozenset()) -> list[Path]:
+    return [p for p in sorted(PATCH_DIR.glob("*.patch")) if p.name not in skip]
 
 
-def apply_patches(tree: Path) -> None:
-    for patch in patches():
+def apply_patches(tree: Path, skip: frozenset[str]) -> None:
+    for patch in patches(skip):
         base = ["patch", "-p1", "--batch", "--forward", "-d", str(tree), "-i", str(patch)]
         dry = subprocess.run(base + ["--dry-run"], capture_output=True, text=True)
         if dry.returncode != 0:
@@ -118,21 +118,24 @@ def apply_patches(tree: Path) -> None:
         print(f"pyggml: applied {patch.name}", flush=True)
 
 
-def stamp_text(pin: dict, source: str | None) -> str:
+def stamp_text(pin: dict, source: str | None, skip: frozenset[str]) -> str:
     h = hashlib.sha256()
     h.update(repr(sorted(pin.items())).encode())
     h.update((source or "").encode())
-    for p in patches():
+    for p in patches(skip):
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()
 
 
-def prepare(dest: Path) -> Path:
+def prepare(dest: Path, skip: frozenset[str] = frozenset()) -> Path:
     pin = tomllib.loads(PIN_FILE.read_text())
     source = os.environ.get("PYGGML_GGML_SOURCE") or None
+    unknown = skip - {p.name for p in patches()}
+    if unknown:
+        raise FetchError(f"no patch named {', '.join(sorted(unknown))} in {PATCH_DIR.relative_to(ROOT)}")
     stamp = dest / ".pyggml-stamp"
-    want = stamp_text(pin, source)
+    want = stamp_text(pin, source, skip)
     if stamp.exists() and stamp.read_text() == want:
         return dest
     if dest.exists():
@@ -145,7 +148,7 @@ def prepare(dest: Path) -> Path:
         shutil.copytree(src, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git", "build*"))
     else:
         extract_ggml(cached_sdist(pin), pin["subdir"], dest)
-    apply_patches(dest)
+    apply_patches(dest, skip)
     stamp.write_text(want)
     return dest
 
@@ -153,9 +156,11 @@ def prepare(dest: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", required=True, type=Path, help="folder to write the patched ggml tree to")
+    parser.add_argument("--skip", default="", help="patches to leave out, comma-separated file names "
+                        "(for tests that show what a patch fixes)")
     args = parser.parse_args()
     try:
-        prepare(args.dest)
+        prepare(args.dest, frozenset(n for n in args.skip.split(",") if n))
     except FetchError as e:
         print(f"pyggml: {e}", file=sys.stderr)
         return 1
