@@ -41,9 +41,10 @@ def main(argv=None) -> int:
     p_check.add_argument("--only", metavar="PATTERN", help="cases whose name contains PATTERN (or matches it as a regex)")
     p_check.add_argument("--json", metavar="FILE", help="write the records (case, backend, status, error, ...) here")
     p_check.add_argument("-q", "--quiet", action="store_true", help="no progress")
-    parser.add_argument("--vk-devices", metavar="LIST", default="0",
-                        help="GGML_VK_VISIBLE_DEVICES when it is not set (default 0): ggml lists CPU-type Vulkan "
-                             "devices such as lavapipe only when named; 0,0 shows device 0 twice")
+    for sub_parser in (p_info, p_check):
+        sub_parser.add_argument("--vk-devices", metavar="LIST", default="0",
+                                help="GGML_VK_VISIBLE_DEVICES when it is not set (default 0): ggml lists CPU-type "
+                                     "Vulkan devices such as lavapipe only when named; 0,0 shows device 0 twice")
     args = parser.parse_args(argv)
     from pyggml.backend import enable_cpu_vulkan_devices
     enable_cpu_vulkan_devices(args.vk_devices)

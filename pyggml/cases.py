@@ -53,10 +53,6 @@ class Case:
     def expected(self) -> list[np.ndarray]:
         raise NotImplementedError
 
-    def known_failure(self, backend: str) -> str | None:
-        """Why this case is not run on that backend (a crash of ggml's own), or None."""
-        return None
-
     def rng(self) -> np.random.Generator:
         return np.random.default_rng(zlib.crc32(self.name.encode()))
 

@@ -30,15 +30,6 @@ class ConvStateCase(Case):
         self.params = {"op": "conv_state", "strategy": strategy, "type": dtype, "K": K}
         self.nmse_bound = 0.0  # exact
 
-    def known_failure(self, backend: str) -> str | None:
-        # ggml-vulkan's set_rows corrupts the heap when its source is the seed's overlapping
-        # windows view (nb[1] == element size): the process aborts a few cases later with
-        # "corrupted double-linked list". With the windows made contiguous it does not.
-        if backend.startswith("vulkan") and self.strategy != "copies" and self.K > 1:
-            return ("ggml-vulkan set_rows with an overlapping-window source corrupts the heap "
-                    "(pyggml/conv_state_cases.py explains); not run")
-        return None
-
     @property
     def np_dtype(self):
         return np.float16 if self.dtype == "f16" else np.float32

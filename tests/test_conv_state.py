@@ -6,16 +6,12 @@ import pytest
 import pyggml as gg
 from pyggml.conv_state import (SLOT_INDEX_NAME, STRATEGIES, ConvStateGraph, DeltaNetConv, RecurrentMemory, Ubatch,
                                windows_written)
-from pyggml.conv_state_cases import ConvStateCase
 from pyggml.conv_state_oracle import ConvStateOracle
 
 L, D, C, M = 3, 4, 5, 6
 
 
 def setup(strategy, K, dtype="f32", seed=0, backend_name="cpu"):
-    reason = ConvStateCase(strategy, dtype, K).known_failure(backend_name)
-    if reason:
-        pytest.skip(reason)
     rng = np.random.default_rng(seed)
     runner = gg.Runner(backend_name)
     mem = RecurrentMemory(runner.backend, L, D, C, M, K - 1, dtype)

@@ -116,9 +116,9 @@ def test_errors_raised_inside_the_callback_surface_in_python():
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 @pytest.mark.parametrize("K", [1, 2, 4, 8])
 @pytest.mark.parametrize("strategy", ["host_index", "device_index", "copies"])
-def test_seed_graph_on_meta_cpu_cpu_matches_the_model(strategy, K, dtype):
+def test_seed_graph_on_meta_matches_the_model(strategy, K, dtype, meta_backend_name):
     case = ConvStateCase(strategy, dtype, K)
-    runner = gg.Runner("meta:cpu,cpu")
+    runner = gg.Runner(meta_backend_name)
     got = case.execute(runner)
     for g, want in zip(got, case.expected()):
         np.testing.assert_array_equal(g, want)
@@ -136,3 +136,22 @@ def test_split_equivalence_fuzz():
     for r in records:
         if r["status"] == "unsplittable":  # named, with ggml's reason, not skipped silently
             assert r["graph"] and r["message"]
+
+
+def test_check_runs_the_seed_cases_on_the_meta_backends(tmp_path):
+    """The command of the meta issue's acceptance, as a user types it."""
+    import json
+    import subprocess
+    import sys
+    backends = ["--backend", "meta:cpu,cpu"]
+    from pyggml.check import available_backends
+    if {"vulkan0", "vulkan1"} <= set(available_backends()):
+        backends = ["--backend", "meta:vulkan0,vulkan1"] + backends
+    report = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "pyggml", "check", "--vk-devices", "0,0", *backends,
+                           "--only", "conv_state", "--json", str(report), "-q"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = json.loads(report.read_text())
+    assert len(records) == 24 * (len(backends) // 2)
+    assert {r["status"] for r in records} == {"pass"}
