@@ -21,9 +21,10 @@ class GGMLError(RuntimeError):
     """A ggml call reported failure (a status, or a NULL where an object was expected)."""
 
 
-def _check_status(status: int, what: str):
+def _check_status(status: int, what):
+    """what: a text, or a callable giving it (formatted only on failure: compute is a hot path)."""
     if status != lib.GGML_STATUS_SUCCESS:
-        raise GGMLError(f"{what} failed: {Status(status).name}")
+        raise GGMLError(f"{what() if callable(what) else what} failed: {Status(status).name}")
 
 
 # --- devices -------------------------------------------------------------------------------
@@ -151,7 +152,7 @@ class Backend:
         if last() is not graph or n_nodes != graph.n_nodes:
             self._check_graph(graph)
             self._checked_graph = (weakref.ref(graph), graph.n_nodes)
-        _check_status(lib.ggml_backend_graph_compute(self.ptr, graph.ptr), f"{self.name} graph compute")
+        _check_status(lib.ggml_backend_graph_compute(self.ptr, graph.ptr), lambda: f"{self.name} graph compute")
 
     def _check_graph(self, graph: Graph):
         for n in graph.nodes:

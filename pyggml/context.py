@@ -31,6 +31,8 @@ class Context:
             raise MemoryError(f"ggml_init could not allocate {mem_size} bytes")
         self.ptr = ffi.gc(ptr, lib.ggml_free)
         self.no_alloc = no_alloc
+        self._mem_size = mem_size
+        self._overhead = lib.ggml_tensor_overhead()
         self._keep: list = []  # buffers and allocators whose memory this context's tensors use
 
     def keep_alive(self, obj):
@@ -46,8 +48,8 @@ class Context:
         return lib.ggml_used_mem(self.ptr)
 
     def require_room(self, data_bytes: int = 0, what: str = "tensor"):
-        need = lib.ggml_tensor_overhead() + (0 if self.no_alloc else data_bytes + lib.GGML_MEM_ALIGN)
-        if self.mem_size - self.used_mem < need:
+        need = self._overhead if self.no_alloc else self._overhead + data_bytes + lib.GGML_MEM_ALIGN
+        if self._mem_size - lib.ggml_used_mem(self.ptr) < need:
             raise MemoryError(f"context is full: {what} needs {need} bytes, {self.mem_size - self.used_mem} left "
                               f"of {self.mem_size} (create the Context with a larger mem_size or n_tensors)")
 

@@ -15,6 +15,9 @@ from pyggml._native import cstr, ffi, lib
 from pyggml.types import Op, Type
 
 MAX_DIMS = lib.GGML_MAX_DIMS
+# plain dict lookups: Enum(value) costs several times more, and op building reads types a lot
+_TYPE_OF = {int(t): t for t in Type}
+_OP_OF = {int(o): o for o in Op}
 
 
 class Tensor:
@@ -57,11 +60,11 @@ class Tensor:
 
     @property
     def type(self) -> Type:
-        return Type(self.ptr.type)
+        return _TYPE_OF[self.ptr.type]
 
     @property
     def op(self) -> Op:
-        return Op(self.ptr.op)
+        return _OP_OF[self.ptr.op]
 
     @property
     def name(self) -> str:
@@ -155,22 +158,26 @@ class Tensor:
 
     def set(self, values) -> "Tensor":
         """Write values (NumPy order shape, or any array with as many elements)."""
-        self._require_allocated("set")
-        if not self.is_contiguous():
+        p = self.ptr
+        if p.data == ffi.NULL:
+            self._require_allocated("set")
+        if not lib.ggml_is_contiguous(p):
             raise ValueError("set: tensor is not contiguous; write to the tensor it views instead")
         arr = np.asarray(values)
-        if arr.size != self.nelements:
+        if arr.size != lib.ggml_nelements(p):
             raise ValueError(f"set: {arr.size} values for a tensor of {self.nelements} elements (shape {self.shape})")
         if arr.ndim > 1 and _strip_leading_ones(arr.shape) != _strip_leading_ones(self.shape):
             raise ValueError(f"set: array shape {arr.shape} does not match tensor shape {self.shape}")
-        arr = arr.reshape(tuple(reversed(self.ne)))
-        raw = types.encode(self.type, arr)
-        if raw.nbytes != self.nbytes:
-            raise ValueError(f"set: {raw.nbytes} bytes encoded for a tensor of {self.nbytes} bytes")
-        if self.ptr.buffer == ffi.NULL:
-            ffi.memmove(self.ptr.data, ffi.from_buffer(raw), raw.nbytes)
+        t = _TYPE_OF[p.type]
+        # raw types keep their bytes in C order whatever the shape; the others convert row by row
+        raw = types.encode(t, arr if types.has_raw_dtype(t) else arr.reshape(tuple(reversed(self.ne))))
+        nbytes = lib.ggml_nbytes(p)
+        if raw.nbytes != nbytes:
+            raise ValueError(f"set: {raw.nbytes} bytes encoded for a tensor of {nbytes} bytes")
+        if p.buffer == ffi.NULL:
+            ffi.memmove(p.data, ffi.from_buffer(raw), nbytes)
         else:
-            lib.ggml_backend_tensor_set(self.ptr, ffi.from_buffer(raw), 0, raw.nbytes)
+            lib.ggml_backend_tensor_set(p, ffi.from_buffer(raw), 0, nbytes)
         return self
 
     def raw_bytes(self) -> np.ndarray:
@@ -185,9 +192,21 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """A copy of the values, in NumPy shape `t.shape`."""
+        p = self.ptr
+        if lib.ggml_is_contiguous(p):
+            t = _TYPE_OF[p.type]
+            if not types.has_raw_dtype(t):
+                return types.decode(t, self.raw_bytes(), tuple(reversed(self.ne))).reshape(self.shape)
+            # raw types: one copy, straight into the array
+            if p.data == ffi.NULL:
+                self._require_allocated("read")
+            out = np.empty(self.shape, dtype=types.host_dtype(t))
+            if p.buffer == ffi.NULL:
+                ffi.memmove(ffi.from_buffer(out), p.data, out.nbytes)
+            else:
+                lib.ggml_backend_tensor_get(p, ffi.from_buffer(out), 0, out.nbytes)
+            return out
         full = tuple(reversed(self.ne))
-        if self.is_contiguous():
-            return types.decode(self.type, self.raw_bytes(), full).reshape(self.shape)
         # a strided view: read through its strides, on the host
         if not types.has_raw_dtype(self.type):
             raise ValueError(f"numpy: non-contiguous {self.type.name} view; make it contiguous with cont() first")

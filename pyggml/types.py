@@ -36,7 +36,7 @@ _DTYPES = {
 
 def as_type(t) -> Type:
     """Accept Type, its name ('f32', 'Q8_0') or a NumPy dtype."""
-    if isinstance(t, Type):
+    if type(t) is Type:
         return t
     if isinstance(t, str):
         try:
@@ -52,12 +52,16 @@ def as_type(t) -> Type:
     raise TypeError(f"no ggml type for NumPy dtype {dt}")
 
 
+_BLOCK_SIZE = {t: lib.ggml_blck_size(t) for t in Type}
+_TYPE_SIZE = {t: lib.ggml_type_size(t) for t in Type}
+
+
 def block_size(t) -> int:
-    return lib.ggml_blck_size(as_type(t))
+    return _BLOCK_SIZE[as_type(t)]
 
 
 def type_size(t) -> int:
-    return lib.ggml_type_size(as_type(t))
+    return _TYPE_SIZE[as_type(t)]
 
 
 def is_quantized(t) -> bool:
