@@ -143,6 +143,7 @@ GGML_PYTHON_SCRIPT = textwrap.dedent("""
     import json, sys, time, statistics, ctypes
     import numpy as np
     import ggml
+    import ggml.utils
     n_ops = int(sys.argv[1])
     def build():
         params = ggml.ggml_init_params(mem_size=(n_ops + 16) * ggml.ggml_tensor_overhead()
