@@ -4,10 +4,8 @@ and against the other backends."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
-import traceback
 from dataclasses import asdict, dataclass, field
 
 import numpy as np

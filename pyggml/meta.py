@@ -209,10 +209,6 @@ class MetaBackend(Backend):
         self.meta = meta
         super().__init__(ptr, meta.device)
 
-    @property
-    def is_cpu(self) -> bool:
-        return False
-
     def alloc_tensors(self, ctx) -> Buffer:
         self.meta.check(ctx)
         buf = super().alloc_tensors(ctx)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import pyggml
-from pyggml import ffi, lib
+from pyggml import lib
 from pyggml._native import build_info, install_dir
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pyggml as gg
-from pyggml import ffi, lib
+from pyggml import lib
 from pyggml.conv_state_cases import ConvStateCase
 from pyggml.meta import MetaDevice, Split
 
