@@ -155,3 +155,13 @@ def test_check_runs_the_seed_cases_on_the_meta_backends(tmp_path):
     records = json.loads(report.read_text())
     assert len(records) == 24 * (len(backends) // 2)
     assert {r["status"] for r in records} == {"pass"}
+
+
+def test_soft_max_along_a_split_dim_is_refused_not_wrong():
+    """Fuzz trial 28 gave a silently wrong result before patch 0007."""
+    from pyggml.meta_fuzz import describe, make_trial, run_in_child
+    trial = make_trial(28)
+    assert describe(trial).startswith("mul_mat(1) -> soft_max")
+    record = run_in_child(trial, "cpu,cpu")
+    assert record["status"] == "unsplittable"
+    assert "SOFT_MAX of a tensor split along dim 0" in record["message"]
