@@ -13,15 +13,16 @@
 
 from pyggml._native import build_info, ffi, lib
 from pyggml import ops
-from pyggml.backend import (Backend, Buffer, Device, Gallocr, GGMLError, Scheduler, backend,
+from pyggml.errors import GGMLError, GraphError, OpError, Unsplittable, Unsupported
+from pyggml.backend import (Backend, Buffer, Device, Gallocr, Scheduler, backend,
                             cpu_backend, device, devices, enable_cpu_vulkan_devices)
 from pyggml.context import Context
 from pyggml.graph import Graph
-from pyggml.runner import Runner, Unsupported
+from pyggml.runner import Runner
 from pyggml.tensor import Tensor
 from pyggml.types import DeviceType, Op, SortOrder, Type, UnaryOp
 
 __all__ = ["ffi", "lib", "build_info", "ops", "Backend", "Buffer", "Device", "Gallocr", "GGMLError",
            "Scheduler", "backend", "cpu_backend", "device", "devices", "enable_cpu_vulkan_devices", "Context", "Graph", "Runner",
-           "Unsupported", "Tensor", "DeviceType", "Op", "SortOrder", "Type", "UnaryOp"]
+           "Unsupported", "GraphError", "OpError", "Unsplittable", "Tensor", "DeviceType", "Op", "SortOrder", "Type", "UnaryOp"]
 __version__ = "0.1.0"

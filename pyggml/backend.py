@@ -12,13 +12,10 @@ import weakref
 from dataclasses import dataclass
 
 from pyggml._native import cstr, ffi, lib
+from pyggml.errors import GGMLError
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 from pyggml.types import DeviceType, Status
-
-
-class GGMLError(RuntimeError):
-    """A ggml call reported failure (a status, or a NULL where an object was expected)."""
 
 
 def _check_status(status: int, what):

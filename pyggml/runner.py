@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyggml.errors import Unsupported
 from pyggml.backend import Backend, Scheduler, backend, cpu_backend
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 from pyggml.types import Op
-
-
-class Unsupported(Exception):
-    """The backend cannot compute some node of the graph (ggml_backend_supports_op says no)."""
 
 
 META_PREFIX = "meta:"

@@ -1,0 +1,35 @@
+"""pyggml's exceptions.
+
+A wrong call through the Python layer raises one of these (or a plain TypeError for an
+argument of the wrong kind), never kills the process:
+
+- `GGMLError`: ggml reported a failure (a status, a NULL where an object was expected).
+- `OpError`: an op's precondition failed while the graph was being built; the message
+  names the op and ggml's own condition (GGML_ASSERT turned into an exception).
+- `GraphError`: a graph cannot be computed as it is (the preflight every compute entry
+  point runs: memory, node kinds the backend's kernels abort on, index ranges).
+- `Unsupported`: a backend does not support some node (`ggml_backend_supports_op`).
+- `Unsplittable`: a meta device cannot split the graph with the given split states.
+"""
+
+from __future__ import annotations
+
+
+class GGMLError(RuntimeError):
+    """A ggml call reported failure (a status, or a NULL where an object was expected)."""
+
+
+class OpError(ValueError):
+    """A ggml op's precondition failed while building a graph."""
+
+
+class GraphError(ValueError):
+    """A graph cannot be computed as it is; raised before ggml runs it."""
+
+
+class Unsupported(GraphError):
+    """The backend cannot compute some node of the graph (ggml_backend_supports_op says no)."""
+
+
+class Unsplittable(GraphError):
+    """A meta device cannot split this graph with these split states (ggml's reason in the message)."""
