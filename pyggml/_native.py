@@ -4,6 +4,12 @@
 process. Two hooks make that bearable: ggml's log goes to the `logging` logger
 "pyggml.ggml", and when ggml aborts (GGML_ASSERT, GGML_ABORT) the Python call site is
 printed before the process ends.
+
+`checked` is ggml.h's part of the API (graph building: contexts, tensors, ops, graphs)
+with ggml's own asserts turned into `OpError`: each function has a generated C twin
+`lib.pyggml_guarded_<name>` that arms a thread-local jump buffer, and the abort hook
+jumps back to it instead of letting ggml abort (tools/gen_ffi.py says why that is safe
+for ggml.h's pure-C functions). The checked op wrappers of `pyggml.ops` call those twins.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import sys
 import threading
 import traceback
 from pathlib import Path
+
+from pyggml.errors import OpError
 
 try:
     from pyggml import _pyggml_cffi
@@ -63,7 +71,59 @@ def pyggml_abort_callback(error_message):
 
 
 lib.ggml_log_set(lib.pyggml_log_callback, ffi.NULL)
-lib.ggml_set_abort_callback(lib.pyggml_abort_callback)
+# the C hook: inside a guarded call it jumps back; elsewhere it calls pyggml_abort_callback
+lib.ggml_set_abort_callback(ffi.addressof(lib, "pyggml_abort_hook"))
+
+
+def guard_error(op: str) -> Exception | None:
+    """The exception for the last guarded call on this thread, or None if it succeeded.
+    ggml's message is "path/ggml.c:LINE: GGML_ASSERT(cond) failed": the op, the condition
+    and where it is in ggml are kept, the build path dropped. A full context (ggml asserts
+    that a new object fits in the arena) is a MemoryError."""
+    msg = lib.pyggml_guard_error()
+    if msg == ffi.NULL:
+        return None
+    text = describe_abort(ffi.string(msg).decode("utf-8", "replace"))
+    if text.startswith("ggml requires obj_new "):
+        return MemoryError(f"context is full: {op} does not fit in the context's memory pool "
+                           "(create the Context with a larger mem_size or n_tensors)")
+    return OpError(f"{op}: {text}")
+
+
+def describe_abort(message: str) -> str:
+    where, _, what = message.partition(": ")
+    if not what:
+        return message
+    what = what.strip()
+    if what.startswith("GGML_ASSERT(") and what.endswith(") failed"):
+        what = f"ggml requires {what[len('GGML_ASSERT('):-len(') failed')]}"
+    return f"{what} ({Path(where).name})"
+
+
+class _Checked:
+    """ggml.h with asserts as exceptions: `checked.ggml_add(ctx, a, b)` is `lib.ggml_add`,
+    but a failed GGML_ASSERT raises OpError naming the function and the condition."""
+
+    def __getattr__(self, name: str):
+        guarded = getattr(lib, f"pyggml_guarded_{name}", None)
+        if guarded is None:
+            raise AttributeError(f"{name} is not a guarded ggml.h function (use pyggml.lib for the rest)")
+        returns_void = ffi.typeof(getattr(lib, name)).result is ffi.typeof("void")
+
+        def call(*args):
+            out = guarded(*args)
+            if (out == ffi.NULL if isinstance(out, ffi.CData) else True):
+                err = guard_error(name)
+                if err is not None:
+                    raise err
+            return None if returns_void else out
+        call.__name__ = name
+        call.__doc__ = f"{name}, guarded: a failed GGML_ASSERT raises OpError."
+        setattr(self, name, call)
+        return call
+
+
+checked = _Checked()
 
 
 @functools.cache

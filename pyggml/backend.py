@@ -12,7 +12,8 @@ import weakref
 from dataclasses import dataclass
 
 from pyggml._native import cstr, ffi, lib
-from pyggml.errors import GGMLError
+from pyggml import preflight
+from pyggml.errors import GGMLError, GraphError, Unsupported
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 from pyggml.types import DeviceType, Status
@@ -98,7 +99,6 @@ class Backend:
         self.ptr = ffi.gc(ptr, lib.ggml_backend_free)
         self.device = dev if dev is not None else Device(lib.ggml_backend_get_device(ptr))
         self.n_threads = None
-        self._checked_graph = (lambda: None, 0)  # (weak ref to the graph, its node count) compute() checked last
         if self.is_cpu:
             self.set_n_threads(n_threads or os.cpu_count() or 1)
 
@@ -140,25 +140,25 @@ class Backend:
         ctx.keep_alive(buf)
         return buf
 
+    @property
+    def runs_on_cpu(self) -> bool:
+        """A CPU device computes (some of) this backend's nodes: the CPU kernels' rules apply."""
+        return self.is_cpu
+
     def compute(self, graph: Graph):
         """Compute a graph whose tensors are all allocated in memory this backend can use.
 
-        The graph is checked (memory, supported ops) once per graph and node count, not at
-        every compute of a reused graph."""
-        last, n_nodes = self._checked_graph
-        if last() is not graph or n_nodes != graph.n_nodes:
-            self._check_graph(graph)
-            self._checked_graph = (weakref.ref(graph), graph.n_nodes)
-        _check_status(lib.ggml_backend_graph_compute(self.ptr, graph.ptr), lambda: f"{self.name} graph compute")
-
-    def _check_graph(self, graph: Graph):
-        for n in graph.nodes:
-            if n.ptr.data == ffi.NULL and n.ptr.view_src == ffi.NULL:
-                raise ValueError(f"compute: node {n.name or n.op.name} has no memory; allocate the graph first")
-        bad = self.unsupported(graph)
+        The preflight (pyggml.preflight) checks the graph first; its structural part runs once
+        per graph and node count, not at every compute of a reused graph."""
+        if not isinstance(graph, Graph):
+            raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
+        preflight.check(graph, on_cpu=self.runs_on_cpu, key=id(self))
+        bad = self.unsupported(graph) if (id(self), graph.n_nodes) not in _supported_seen(graph) else []
         if bad:
             names = ", ".join(f"{n.op.name}({n.name})" for n in bad[:5])
-            raise ValueError(f"compute: {self.name} does not support {len(bad)} node(s): {names}")
+            raise Unsupported(f"compute: {self.name} does not support {len(bad)} node(s): {names}")
+        _supported_seen(graph).add((id(self), graph.n_nodes))
+        _check_status(lib.ggml_backend_graph_compute(self.ptr, graph.ptr), lambda: f"{self.name} graph compute")
 
     def synchronize(self):
         lib.ggml_backend_synchronize(self.ptr)
@@ -178,6 +178,13 @@ def cpu_backend(n_threads: int | None = None) -> Backend:
     if ptr == ffi.NULL:
         raise GGMLError("could not initialise the CPU backend")
     return Backend(ptr, None, n_threads)
+
+
+def _supported_seen(graph) -> set:
+    seen = getattr(graph, "_supported_by", None)
+    if seen is None:
+        seen = graph._supported_by = set()
+    return seen
 
 
 # --- buffers and allocation -----------------------------------------------------------------
@@ -201,23 +208,91 @@ class Buffer:
         lib.ggml_backend_buffer_clear(self.ptr, value)
 
 
-class Gallocr:
+SCHED_MAX_BACKENDS = 16  # GGML_SCHED_MAX_BACKENDS of ggml-backend.cpp (not in a public header)
+
+
+class _Lender:
+    """An allocator that lends its memory to one graph at a time (Gallocr, Scheduler).
+
+    Allocating a graph gives memory to the graph's tensors that had none. When the allocator
+    then allocates another graph (or the graph is allocated elsewhere), that memory is reused
+    or freed, so those tensors are given back first: their data pointers are cleared, and
+    reading or computing them raises instead of touching memory that is no longer theirs.
+    Every context of the graph keeps the allocator alive while its tensors may use it.
+    """
+
+    generation = 0
+    _lent = None  # (contexts of the graph, tensors given memory)
+
+    def _before_alloc(self, graph: Graph) -> list:
+        if not isinstance(graph, Graph):
+            raise TypeError(f"alloc_graph: expected a Graph, got {type(graph).__name__}")
+        if graph.broken:
+            raise GraphError(f"alloc_graph: the graph must not be allocated: {graph.broken}")
+        if graph.allocation is not None and graph.allocation[0] is not self:
+            graph.allocation[0].release()
+        self.release()
+        graph.allocation = None
+        return [t for t in graph_tensors(graph) if t.data == ffi.NULL]
+
+    def _after_alloc(self, graph: Graph, fresh: list):
+        contexts = graph.ctx.contexts()
+        for c in contexts:
+            c.keep_alive(self)
+        self._lent = (contexts, fresh)
+        self.generation += 1
+        graph.allocation = (self, self.generation)
+
+    def release(self):
+        """Take the memory back from the graph allocated last (its tensors lose their data)."""
+        if self._lent is not None:
+            _, fresh = self._lent
+            for t in fresh:
+                t.data = ffi.NULL
+                t.buffer = ffi.NULL
+            self._lent = None
+            self.generation += 1
+
+
+def graph_tensors(graph: Graph) -> list:
+    """Every tensor of the graph: nodes, what they read and what they view (C pointers, once each)."""
+    seen, out = set(), []
+    for i in range(graph.n_nodes):
+        stack = [lib.ggml_graph_node(graph.ptr, i)]
+        while stack:
+            t = stack.pop()
+            key = int(ffi.cast("uintptr_t", t))
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(t)
+            stack.extend(s for s in t.src if s != ffi.NULL)
+            if t.view_src != ffi.NULL:
+                stack.append(t.view_src)
+    return out
+
+
+class Gallocr(_Lender):
     """ggml_gallocr: allocates a graph's tensors in one buffer type, reusing memory between nodes."""
 
     def __init__(self, buffer_type):
-        self.ptr = ffi.gc(lib.ggml_gallocr_new(buffer_type), lib.ggml_gallocr_free)
+        ptr = lib.ggml_gallocr_new(buffer_type)
+        if ptr == ffi.NULL:
+            raise GGMLError("could not create the graph allocator")
+        self.ptr = ffi.gc(ptr, lib.ggml_gallocr_free)
 
     def reserve(self, graph: Graph):
         if not lib.ggml_gallocr_reserve(self.ptr, graph.ptr):
             raise GGMLError("gallocr: reserving the graph's memory failed")
 
     def alloc_graph(self, graph: Graph):
+        fresh = self._before_alloc(graph)
         if not lib.ggml_gallocr_alloc_graph(self.ptr, graph.ptr):
             raise GGMLError("gallocr: allocating the graph failed")
-        graph.ctx.keep_alive(self)
+        self._after_alloc(graph, fresh)
 
 
-class Scheduler:
+class Scheduler(_Lender):
     """ggml_backend_sched over several backends; the last one must be the CPU.
 
     Graph inputs (tensors flagged with set_input) are placed on the last backend, so they
@@ -228,16 +303,31 @@ class Scheduler:
                  parallel: bool = False):
         if not backends:
             raise ValueError("Scheduler needs at least one backend")
+        if not all(isinstance(b, Backend) for b in backends):
+            raise TypeError("Scheduler: backends must be Backend objects")
         if not backends[-1].is_cpu:
             raise ValueError("Scheduler: the last backend must be the CPU (ggml places inputs there)")
+        if len(backends) > SCHED_MAX_BACKENDS:
+            raise ValueError(f"Scheduler: at most {SCHED_MAX_BACKENDS} backends, got {len(backends)}")
+        if isinstance(graph_size, bool) or not hasattr(graph_size, "__index__") or graph_size.__index__() < 1:
+            raise ValueError(f"Scheduler: graph_size must be a positive integer, got {graph_size!r}")
         self.backends = list(backends)
+        self.graph_size = graph_size.__index__()
         arr = ffi.new("ggml_backend_t[]", [b.ptr for b in backends])
-        ptr = lib.ggml_backend_sched_new(arr, ffi.NULL, len(backends), graph_size, parallel, True)
+        ptr = lib.ggml_backend_sched_new(arr, ffi.NULL, len(backends), self.graph_size, parallel, True)
         if ptr == ffi.NULL:
             raise GGMLError("could not create the scheduler")
         self.ptr = ffi.gc(ptr, lib.ggml_backend_sched_free)
 
+    def _check_size(self, graph: Graph, what: str):
+        # ggml asserts its hash set (graph_size entries) holds every node and leaf
+        n = graph.n_nodes + len(graph.leafs())
+        if n > self.graph_size:
+            raise GraphError(f"{what}: the graph has {n} nodes and leafs, more than the scheduler's graph_size "
+                             f"{self.graph_size} (create it with a larger graph_size)")
+
     def reserve(self, graph: Graph):
+        self._check_size(graph, "scheduler reserve")
         if not lib.ggml_backend_sched_reserve(self.ptr, graph.ptr):
             raise GGMLError("scheduler: reserving the graph failed")
 
@@ -245,12 +335,30 @@ class Scheduler:
         lib.ggml_backend_sched_reset(self.ptr)
 
     def alloc_graph(self, graph: Graph):
+        fresh = self._before_alloc(graph)
+        self._check_size(graph, "scheduler alloc_graph")
+        lib.ggml_backend_sched_reset(self.ptr)  # ggml asserts the scheduler is not allocated already
         if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
             raise GGMLError("scheduler: allocating the graph failed")
-        graph.ctx.keep_alive(self)
+        self._after_alloc(graph, fresh)
 
     def compute(self, graph: Graph):
+        if not isinstance(graph, Graph):
+            raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
+        if graph.allocation is None or graph.allocation[0] is not self:
+            raise GraphError("scheduler compute: the graph is not allocated by this scheduler "
+                             "(alloc_graph it here first)")
+        preflight.check(graph, on_cpu=self._on_cpu, key=("sched", id(self), self.generation))
         _check_status(lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr), "scheduler graph compute")
+
+    def _on_cpu(self, p) -> bool:
+        b = lib.ggml_backend_sched_get_tensor_backend(self.ptr, p)
+        if b == ffi.NULL:
+            return True
+        for backend in self.backends:
+            if backend.ptr == b:
+                return backend.runs_on_cpu
+        return True
 
     def set_tensor_backend(self, t: Tensor, b: Backend):
         lib.ggml_backend_sched_set_tensor_backend(self.ptr, t.ptr, b.ptr)

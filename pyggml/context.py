@@ -12,8 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyggml import types
-from pyggml._native import ffi, lib
+from pyggml._native import ffi, guard_error, lib
 from pyggml.tensor import MAX_DIMS, Tensor
+
+# ggml sizes memory in size_t and tensor extents in int64_t; keep both well inside range
+MAX_MEM_SIZE = 2**48
+MAX_TENSOR_BYTES = 2**62
 
 
 class Context:
@@ -22,23 +26,44 @@ class Context:
         """mem_size defaults to room for `n_tensors` tensor descriptions and one graph of `graph_size`."""
         if mem_size is None:
             mem_size = n_tensors * lib.ggml_tensor_overhead() + lib.ggml_graph_overhead_custom(graph_size, False)
-        if mem_size <= 0:
-            raise ValueError(f"mem_size must be positive, got {mem_size}")
+        if isinstance(mem_size, bool) or not hasattr(mem_size, "__index__"):
+            raise TypeError(f"mem_size must be an integer, got {type(mem_size).__name__}")
+        mem_size = mem_size.__index__()
+        if not 0 < mem_size <= MAX_MEM_SIZE:
+            raise ValueError(f"mem_size must be in 1..{MAX_MEM_SIZE} bytes, got {mem_size}")
         params = ffi.new("struct ggml_init_params *", {"mem_size": mem_size, "mem_buffer": ffi.NULL,
-                                                        "no_alloc": no_alloc})
-        ptr = lib.ggml_init(params[0])
-        if ptr == ffi.NULL:
+                                                        "no_alloc": bool(no_alloc)})
+        ptr = lib.pyggml_guarded_ggml_init(params[0])
+        if ptr == ffi.NULL:  # ggml asserts its malloc succeeded
             raise MemoryError(f"ggml_init could not allocate {mem_size} bytes")
         self.ptr = ffi.gc(ptr, lib.ggml_free)
-        self.no_alloc = no_alloc
+        self.no_alloc = bool(no_alloc)
         self._mem_size = mem_size
-        self._overhead = lib.ggml_tensor_overhead()
-        self._keep: list = []  # buffers and allocators whose memory this context's tensors use
+        # what this context's tensors may touch and must outlive them: buffers and allocators
+        # that hold their data, and the contexts of tensors they were computed from (a set,
+        # so running a graph again adds nothing)
+        self._keep: set = set()
 
     def keep_alive(self, obj):
-        self._keep.append(obj)
+        self._keep.add(obj)
 
-    # --- memory accounting: ggml aborts when the arena is full, we raise first ---------
+    def adopt(self, t: Tensor):
+        """A tensor of this context refers to t: keep t's context (and so its memory) alive."""
+        if t.ctx is not None:
+            self._keep.add(t.ctx)
+
+    def contexts(self) -> list["Context"]:
+        """This context and every context it keeps alive, transitively."""
+        out, stack, seen = [], [self], set()
+        while stack:
+            c = stack.pop()
+            if id(c) in seen:
+                continue
+            seen.add(id(c))
+            out.append(c)
+            stack.extend(k for k in c._keep if isinstance(k, Context))
+        return out
+
     @property
     def mem_size(self) -> int:
         return lib.ggml_get_mem_size(self.ptr)
@@ -47,29 +72,32 @@ class Context:
     def used_mem(self) -> int:
         return lib.ggml_used_mem(self.ptr)
 
-    def require_room(self, data_bytes: int = 0, what: str = "tensor"):
-        need = self._overhead if self.no_alloc else self._overhead + data_bytes + lib.GGML_MEM_ALIGN
-        if self._mem_size - lib.ggml_used_mem(self.ptr) < need:
-            raise MemoryError(f"context is full: {what} needs {need} bytes, {self.mem_size - self.used_mem} left "
-                              f"of {self.mem_size} (create the Context with a larger mem_size or n_tensors)")
-
     # --- tensors -------------------------------------------------------------------
     def new_tensor(self, type, ne: Sequence[int], name: str | None = None) -> Tensor:
         """A new tensor of ggml shape `ne` (ne[0] innermost), like ggml_new_tensor."""
         t = types.as_type(type)
-        ne = [int(n) for n in ne]
+        ne = list(ne)
         if not 1 <= len(ne) <= MAX_DIMS:
             raise ValueError(f"ne must have 1 to {MAX_DIMS} dims, got {len(ne)}")
+        for n in ne:
+            if isinstance(n, bool) or not hasattr(n, "__index__"):
+                raise TypeError(f"ne must be integers, got {ne}")
+        ne = [n.__index__() for n in ne]
         if any(n < 0 for n in ne):
             raise ValueError(f"ne must be non-negative, got {ne}")
         if ne[0] % types.block_size(t):
             raise ValueError(f"ne[0] = {ne[0]} is not a multiple of {t.name}'s block size {types.block_size(t)}")
-        nbytes = types.row_size(t, ne[0])
+        # ggml computes the byte size in size_t/int64 without overflow checks
+        nbytes = ne[0] // types.block_size(t) * types.type_size(t)
         for n in ne[1:]:
             nbytes *= n
-        self.require_room(nbytes)
+        if nbytes > MAX_TENSOR_BYTES or any(n > MAX_TENSOR_BYTES for n in ne):
+            raise ValueError(f"a {t.name} tensor of ne={ne} would take {nbytes} bytes, more than ggml can address")
         arr = ffi.new("int64_t[]", ne)
-        out = Tensor(lib.ggml_new_tensor(self.ptr, t, len(ne), arr), self)
+        ptr = lib.pyggml_guarded_ggml_new_tensor(self.ptr, t, len(ne), arr)
+        if ptr == ffi.NULL:
+            raise guard_error("new_tensor") or MemoryError("ggml_new_tensor failed")
+        out = Tensor(ptr, self)
         if name:
             out.name = name
         return out
@@ -98,10 +126,6 @@ class Context:
             out.append(Tensor(t, self))
             t = lib.ggml_get_next_tensor(self.ptr, t)
         return out
-
-    def max_tensor_count(self) -> int:
-        """An upper bound of the tensors created in this context (its used memory / one tensor's)."""
-        return self.used_mem // lib.ggml_tensor_overhead()
 
     def get_tensor(self, name: str) -> Tensor | None:
         t = lib.ggml_get_tensor(self.ptr, name.encode())

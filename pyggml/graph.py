@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pyggml._native import ffi, lib
+from pyggml._native import ffi, guard_error, lib
 from pyggml.tensor import Tensor
 from pyggml.types import Op
 
@@ -15,47 +15,36 @@ def _addr(ptr) -> int:
 
 class Graph:
     def __init__(self, ctx, size: int = lib.GGML_DEFAULT_GRAPH_SIZE):
-        need = lib.ggml_graph_overhead_custom(size, False)
-        if ctx.mem_size - ctx.used_mem < need:
-            raise MemoryError(f"context is full: a graph of size {size} needs {need} bytes, "
-                              f"{ctx.mem_size - ctx.used_mem} left")
+        if isinstance(size, bool) or not hasattr(size, "__index__") or size.__index__() < 1:
+            raise ValueError(f"Graph: size must be a positive integer, got {size!r}")
+        size = size.__index__()
+        ptr = lib.pyggml_guarded_ggml_new_graph_custom(ctx.ptr, size, False)
+        if ptr == ffi.NULL:
+            raise guard_error("Graph") or MemoryError(f"Graph: no room for a graph of size {size}")
         self.ctx = ctx
         self.size = size
-        self.ptr = lib.ggml_new_graph_custom(ctx.ptr, size, False)
+        self.ptr = ptr
+        self.broken = None  # why the graph must not be computed (an expand that failed half-way)
+        self.allocation = None  # (allocator, its generation) that gave this graph its memory
 
     def build_forward_expand(self, *tensors: Tensor) -> "Graph":
         """Add the tensors and everything they depend on (ggml_build_forward_expand)."""
         for t in tensors:
             if not isinstance(t, Tensor):
                 raise TypeError(f"build_forward_expand: expected a Tensor, got {type(t).__name__}")
-            if self.n_nodes + self._n_new_upper_bound(t) > self.size:
-                missing = self._count_new(t)
-                if self.n_nodes + missing > self.size:
-                    raise ValueError(f"graph is full: {self.n_nodes} nodes + {missing} new exceed its size "
-                                     f"{self.size} (create the Graph with a larger size)")
-            lib.ggml_build_forward_expand(self.ptr, t.ptr)
+            if lib.pyggml_guarded_ggml_build_forward_expand(self.ptr, t.ptr):
+                err = guard_error("build_forward_expand")
+                # ggml stops where the graph filled up: what it holds is not what was asked for
+                self.broken = f"an expand failed half-way ({err})"
+                if "n_nodes < cgraph->size" in str(err):
+                    raise ValueError(f"build_forward_expand: graph is full: it holds {self.size} nodes "
+                                     f"(create the Graph with a larger size); {err}")
+                raise err
+            if t.ctx is not self.ctx:
+                self.ctx.adopt(t)
         return self
 
     expand = build_forward_expand
-
-    def _n_new_upper_bound(self, t: Tensor) -> int:
-        # every tensor of the context could become a node: a cheap bound, walked only when it is too big
-        return t.ctx.max_tensor_count() if t.ctx is self.ctx else self.size + 1
-
-    def _count_new(self, t: Tensor) -> int:
-        """Nodes ggml_build_forward_expand would add for t (ggml asserts the graph has room for them)."""
-        in_graph = {_addr(lib.ggml_graph_node(self.ptr, i)) for i in range(self.n_nodes)}
-        seen, stack, count = set(), [t.ptr], 0
-        while stack:
-            p = stack.pop()
-            key = _addr(p)
-            if key in seen or key in in_graph:
-                continue
-            seen.add(key)
-            if p.op != lib.GGML_OP_NONE or p.flags & lib.GGML_TENSOR_FLAG_PARAM:
-                count += 1
-            stack.extend(s for s in p.src if s != ffi.NULL)
-        return count
 
     @property
     def n_nodes(self) -> int:
@@ -65,6 +54,7 @@ class Graph:
         n = self.n_nodes
         if not -n <= i < n:
             raise IndexError(f"graph has {n} nodes, no node {i}")
+        # the graph's context keeps alive every context the graph's tensors live in
         return Tensor(lib.ggml_graph_node(self.ptr, i), self.ctx)
 
     @property

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyggml._native import ffi
+
 from pyggml.errors import Unsupported
 from pyggml.backend import Backend, Scheduler, backend, cpu_backend
 from pyggml.graph import Graph
@@ -53,43 +55,36 @@ class Runner:
 
     def allocate(self, graph: Graph, outputs: list[Tensor] = ()):
         """Allocate the graph's tensors (outputs kept intact) ready for set_inputs/compute."""
+        if not isinstance(graph, Graph):
+            raise TypeError(f"allocate: expected a Graph, got {type(graph).__name__}")
         bad = self.unsupported(graph)
         if bad:
             raise Unsupported(", ".join(sorted({n.op.name for n in bad})))
         for t in outputs:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"allocate: outputs must be Tensors, got {type(t).__name__}")
             t.set_output()
-        self.sched.reset()
         self.sched.alloc_graph(graph)
 
     def compute(self, graph: Graph):
-        self.sched.compute(graph)
-        if self.meta is not None:
-            self.meta.raise_pending()
+        """Compute the graph allocated last (the preflight refuses any other)."""
+        try:
+            self.sched.compute(graph)
+        finally:
+            if self.meta is not None:
+                self.meta.raise_pending()
 
     def run(self, graph: Graph, inputs: dict[Tensor, np.ndarray], outputs: list[Tensor]) -> list[np.ndarray]:
         """Allocate, set inputs, compute, read outputs."""
-        check_row_indices(graph, inputs)
+        if not isinstance(inputs, dict):
+            raise TypeError(f"run: inputs must be a dict of Tensor -> values, got {type(inputs).__name__}")
+        for t in inputs:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"run: input keys must be Tensors, got {type(t).__name__}")
         self.allocate(graph, outputs)
         for t, values in inputs.items():
+            if t.ptr.data == ffi.NULL:
+                raise ValueError(f"run: input {t.name or '(unnamed)'} is not part of the graph (it got no memory)")
             t.set(values)
         self.compute(graph)
         return [t.numpy() for t in outputs]
-
-
-def check_row_indices(graph: Graph, inputs: dict[Tensor, np.ndarray]):
-    """get_rows / set_rows abort inside ggml on an index outside the rows they address:
-    check index inputs before they reach it."""
-    for node in graph.nodes:
-        if node.op == Op.GET_ROWS:
-            index, n_rows, what = node.src[1], node.src[0].ne[1], "get_rows"
-        elif node.op == Op.SET_ROWS:
-            index, n_rows, what = node.src[1], node.src[2].ne[1], "set_rows"
-        else:
-            continue
-        values = inputs.get(index)
-        if values is None:
-            continue
-        v = np.asarray(values)
-        if v.size and (v.min() < 0 or v.max() >= n_rows):
-            raise ValueError(f"{what}: index input {index.name or '(unnamed)'} holds {int(v.min())}..{int(v.max())}, "
-                             f"outside the {n_rows} rows it addresses")

@@ -51,7 +51,9 @@ class Tensor:
     def shape(self) -> tuple[int, ...]:
         """NumPy order, trailing ggml dims of size 1 dropped (at least one dim)."""
         ne = list(self.ptr.ne)
-        n = lib.ggml_n_dims(self.ptr)
+        n = MAX_DIMS
+        while n > 1 and ne[n - 1] == 1:  # not ggml_n_dims: it drops a trailing dim of 0 as well
+            n -= 1
         return tuple(reversed(ne[:n]))
 
     @property
@@ -164,11 +166,15 @@ class Tensor:
         if not lib.ggml_is_contiguous(p):
             raise ValueError("set: tensor is not contiguous; write to the tensor it views instead")
         arr = np.asarray(values)
+        t = _TYPE_OF[p.type]
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"set: values of dtype {arr.dtype} cannot be written to a {t.name} tensor")
+        if types.is_integer(t) and arr.size:
+            _check_integer_values(arr, t)
         if arr.size != lib.ggml_nelements(p):
             raise ValueError(f"set: {arr.size} values for a tensor of {self.nelements} elements (shape {self.shape})")
         if arr.ndim > 1 and _strip_leading_ones(arr.shape) != _strip_leading_ones(self.shape):
             raise ValueError(f"set: array shape {arr.shape} does not match tensor shape {self.shape}")
-        t = _TYPE_OF[p.type]
         # raw types keep their bytes in C order whatever the shape; the others convert row by row
         raw = types.encode(t, arr if types.has_raw_dtype(t) else arr.reshape(tuple(reversed(self.ne))))
         nbytes = lib.ggml_nbytes(p)
@@ -224,8 +230,32 @@ class Tensor:
             raise ValueError("view: the tensor is not in host memory; use numpy() to copy it")
         if not self.is_contiguous() or not types.has_raw_dtype(self.type):
             raise ValueError("view: only contiguous tensors of a raw type (F32, F16, I32, ...) can be viewed")
-        buf = ffi.buffer(self.ptr.data, self.nbytes)
-        return np.frombuffer(buf, dtype=types.host_dtype(self.type)).reshape(self.shape)
+        # the array's base holds this tensor, so the memory outlives every view of it
+        return np.asarray(_HostMemory(self, types.host_dtype(self.type)))
+
+
+def _check_integer_values(arr: np.ndarray, t: Type):
+    """NumPy would wrap values beyond the type's range, and cast NaN to anything: refuse both."""
+    info = np.iinfo(types.host_dtype(t))
+    if arr.dtype.kind == "f":
+        if not np.isfinite(arr).all():
+            raise ValueError(f"set: NaN or infinite values for a {t.name} tensor")
+        if not np.array_equal(arr, np.trunc(arr)):
+            raise ValueError(f"set: non-integer values for a {t.name} tensor")
+    lo, hi = arr.min(), arr.max()
+    if lo < info.min or hi > info.max:
+        raise ValueError(f"set: values {lo}..{hi} do not fit in {t.name} ({info.min}..{info.max})")
+
+
+class _HostMemory:
+    """A tensor's host memory as NumPy sees it (the array interface), holding the tensor."""
+
+    def __init__(self, tensor: Tensor, dtype: np.dtype):
+        self.tensor = tensor
+        self.__array_interface__ = {
+            "shape": tensor.shape, "typestr": dtype.str, "version": 3,
+            "data": (int(ffi.cast("uintptr_t", tensor.ptr.data)), False),
+        }
 
 
 def _strip_leading_ones(shape: tuple[int, ...]) -> tuple[int, ...]:

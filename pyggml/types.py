@@ -68,6 +68,23 @@ def is_quantized(t) -> bool:
     return bool(lib.ggml_is_quantized(as_type(t)))
 
 
+_INTEGER = {Type.I8, Type.I16, Type.I32, Type.I64}
+
+
+def is_integer(t) -> bool:
+    return as_type(t) in _INTEGER
+
+
+def can_quantize(t) -> str | None:
+    """None if ggml_quantize_chunk can write type t from floats, else the reason it cannot."""
+    t = as_type(t)
+    if lib.ggml_quantize_requires_imatrix(t):
+        return f"{t.name} needs an importance matrix to be quantized"
+    if lib.ggml_get_type_traits(t).from_float_ref == ffi.NULL:
+        return f"ggml has no quantizer for {t.name}"
+    return None
+
+
 def host_dtype(t) -> np.dtype:
     """The NumPy dtype values of this type are read and written as."""
     return np.dtype(_DTYPES.get(as_type(t), np.float32))
@@ -92,12 +109,20 @@ def encode(t, values: np.ndarray) -> bytes | np.ndarray:
         out = np.empty(f.shape, dtype=np.uint16)
         lib.ggml_fp32_to_bf16_row(ffi.from_buffer("float[]", f), ffi.cast("ggml_bf16_t *", ffi.from_buffer(out)), f.size)
         return out
+    reason = can_quantize(t)
+    if reason:
+        raise TypeError(reason)
     n_per_row = f.shape[-1] if f.ndim else 1
     if n_per_row % block_size(t):
         raise ValueError(f"{t.name}: a row of {n_per_row} values is not a multiple of the block size {block_size(t)}")
     nrows = f.size // n_per_row
     out = np.empty(row_size(t, n_per_row) * nrows, dtype=np.uint8)
-    lib.ggml_quantize_chunk(t, ffi.from_buffer("float[]", f), ffi.from_buffer(out), 0, nrows, n_per_row, ffi.NULL)
+    if lib.pyggml_guarded_ggml_quantize_chunk(t, ffi.from_buffer("float[]", f), ffi.from_buffer(out), 0, nrows,
+                                              n_per_row, ffi.NULL) == 0 and out.size:
+        from pyggml._native import guard_error
+        err = guard_error("quantize")
+        if err is not None:
+            raise TypeError(str(err))
     return out
 
 

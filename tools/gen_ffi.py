@@ -28,6 +28,95 @@ extern "Python" void pyggml_abort_callback(const char * error_message);
 extern "Python" struct ggml_backend_meta_split_state pyggml_meta_split_state(const struct ggml_tensor * tensor, void * userdata);
 """
 
+# The guard: ggml.h's functions are pure C (ggml.c) and report a broken precondition with
+# GGML_ASSERT -> ggml_abort -> the abort callback -> abort(). Each is wrapped in a
+# `pyggml_guarded_<name>` that arms a thread-local jmp_buf; pyggml's abort callback jumps
+# back to it instead of returning (so abort() is never reached) and the wrapper reports
+# failure. That is safe for these functions because they run on the calling thread, hold
+# no lock and allocate nothing that a jump would leak beyond a tensor header left in the
+# context's arena (see GUARD_EXCLUDED for the exceptions). Anywhere else (C++ backends,
+# compute threads) no jmp_buf is armed and the callback prints the Python call site as
+# before, then ggml aborts.
+GUARD_HEADER = "ggml.h"
+GUARD_EXCLUDED = {
+    "ggml_abort": "variadic, and is the abort itself",
+    "ggml_set_abort_callback": "installs the hook the guard relies on",
+    "ggml_log_set": "global hook, nothing to guard",
+    "ggml_quantize_init": "asserts inside ggml's critical section: a jump would leave it locked",
+    "ggml_quantize_free": "runs inside ggml's critical section",
+    "ggml_print_backtrace": "diagnostic, nothing to guard",
+}
+
+GUARD_PRELUDE = r"""
+#include <setjmp.h>
+#include <string.h>
+
+/* The guard of ggml.h's functions (see tools/gen_ffi.py). */
+static __thread jmp_buf * pyggml_guard_jmp;
+static __thread int pyggml_guard_failed;
+static __thread char pyggml_guard_msg[2048];
+
+static void pyggml_abort_callback(const char * error_message);  /* extern "Python", below */
+
+static void pyggml_abort_hook(const char * message) {
+    jmp_buf * env = pyggml_guard_jmp;
+    if (env != NULL) {
+        pyggml_guard_jmp = NULL;
+        strncpy(pyggml_guard_msg, message, sizeof(pyggml_guard_msg) - 1);
+        pyggml_guard_msg[sizeof(pyggml_guard_msg) - 1] = 0;
+        pyggml_guard_failed = 1;
+        longjmp(*env, 1);
+    }
+    pyggml_abort_callback(message);  /* unguarded: say where Python was; ggml aborts next */
+}
+
+/* The message of the last guarded call on this thread that failed, or NULL if it succeeded. */
+static const char * pyggml_guard_error(void) {
+    return pyggml_guard_failed ? pyggml_guard_msg : NULL;
+}
+"""
+
+GUARD_CDEF = """
+void pyggml_abort_hook(const char * message);
+const char * pyggml_guard_error(void);
+"""
+
+
+def guarded_functions(cdef: str, names: set[str]) -> tuple[str, str]:
+    """C source and cdef of `pyggml_guarded_<name>` for each function named. A wrapper returns
+    what the function returns (NULL for a pointer, 0 otherwise, when the guard caught an
+    assert: pyggml_guard_error() tells); a void function's wrapper returns 1 on failure."""
+    import cffi
+    from cffi import model
+    parser = cffi.FFI()
+    parser.cdef(cdef)
+    src, decls = [], []
+    for key, (tp, _) in sorted(parser._parser._declarations.items()):
+        if not key.startswith("function "):
+            continue
+        name = key.split(" ", 1)[1]
+        if name not in names or name in GUARD_EXCLUDED or tp.ellipsis:
+            continue
+        params = ", ".join(a.get_c_name(f" a{i}") for i, a in enumerate(tp.args)) or "void"
+        call = f"{name}({', '.join(f'a{i}' for i in range(len(tp.args)))})"
+        is_void = isinstance(tp.result, model.VoidType)
+        result = "int" if is_void else tp.result.get_c_name()
+        proto = (tp.result.get_c_name(f" pyggml_guarded_{name}({params})") if not is_void
+                 else f"int pyggml_guarded_{name}({params})")
+        failed = "1" if is_void else ("NULL" if isinstance(tp.result, model.PointerType) else "0")
+        body = (f"{call}; pyggml_guard_jmp = prev; return 0;" if is_void
+                else f"{result} r = {call}; pyggml_guard_jmp = prev; return r;")
+        if not is_void and isinstance(tp.result, model.StructOrUnion):
+            failed = f"({result}){{0}}"
+        src.append(f"static {proto} {{\n"
+                   f"    jmp_buf env; jmp_buf * prev = pyggml_guard_jmp;\n"
+                   f"    pyggml_guard_failed = 0; pyggml_guard_jmp = &env;\n"
+                   f"    if (setjmp(env)) {{ pyggml_guard_jmp = prev; return {failed}; }}\n"
+                   f"    {body}\n}}\n")
+        decls.append(proto + ";")
+    return "".join(src), "\n".join(decls) + "\n"
+
+
 # cffi's parser does not take these; they carry no meaning for the binding.
 STRIP_WORDS = re.compile(r"\b(__restrict__|__restrict|restrict|__inline__|__inline|__extension__)\b")
 
@@ -130,9 +219,13 @@ def main() -> int:
         defined = defined_symbols(args.lib)
         missing = [f for f in declared_functions(cdef) if f not in defined]
         cdef = drop_declarations(cdef, missing)
+    # the functions of ggml.h (pure C) get a guarded twin
+    guard_names = set(declared_functions(make_cdef(*preprocess(args.cc, args.include, [GUARD_HEADER], []))))
+    guard_src, guard_cdef = guarded_functions(cdef, guard_names)
+    cdef += GUARD_CDEF + guard_cdef
     ffibuilder = cffi.FFI()
     ffibuilder.cdef(cdef)
-    ffibuilder.set_source(args.module, "".join(f'#include "{h}"\n' for h in args.header))
+    ffibuilder.set_source(args.module, "".join(f'#include "{h}"\n' for h in args.header) + GUARD_PRELUDE + guard_src)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     ffibuilder.emit_c_code(str(args.out))
     if args.cdef_out:

@@ -1,0 +1,367 @@
+"""The one check every compute entry point runs before ggml sees a graph.
+
+`Runner`, `Backend.compute` and `Scheduler.compute` call `check(graph, ...)`; it raises
+`GraphError` (or its subclass `Unsupported`) naming the node and the reason. It covers what
+the op wrappers cannot know when a node is built, because it depends on where and with what
+the graph runs:
+
+- memory: every node and every tensor a node reads has data, from an allocation that is still
+  current (an allocator that since gave its memory to another graph makes this one stale);
+- a graph whose expand failed half-way, and empty (zero-element) nodes, which ggml's kernels
+  do not handle;
+- the CPU kernels' own rules (types, row strides): ggml-cpu says it supports every op and
+  then aborts inside the kernel, on a worker thread, where no guard can catch it. These
+  rules are CPU facts, so they apply only when a CPU device runs the graph (alone or inside
+  a meta device); other backends answer `supports_op` themselves;
+- row-index values of get_rows/set_rows that are graph inputs (read from their memory at
+  every compute: they change between runs).
+
+The structural part runs once per graph and node count (a reused graph pays it once); the
+index values are read at every compute.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from pyggml import types
+from pyggml._native import ffi, lib
+from pyggml.errors import GraphError
+from pyggml.tensor import Tensor
+from pyggml.types import Op, Type
+
+_NULL = ffi.NULL
+_FLOAT = {int(Type.F32), int(Type.F16), int(Type.BF16)}
+_F32, _F16, _BF16, _I32, _I64 = (int(t) for t in (Type.F32, Type.F16, Type.BF16, Type.I32, Type.I64))
+_VIEW_OPS = {int(Op.VIEW), int(Op.RESHAPE), int(Op.PERMUTE), int(Op.TRANSPOSE), int(Op.NONE)}
+
+
+
+def _name(p) -> str:
+    name = ffi.string(p.name).decode("utf-8", "replace")
+    op = Op(p.op).name.lower()
+    return f"{op} node {name!r}" if name else f"{op} node"
+
+
+def _tname(t: int) -> str:
+    return Type(t).name
+
+
+def _nelements(p) -> int:
+    return p.ne[0] * p.ne[1] * p.ne[2] * p.ne[3]
+
+
+def _packed_rows(p) -> bool:
+    return p.nb[0] == lib.ggml_type_size(p.type)
+
+
+def _padded_1d(p) -> bool:
+    return _packed_rows(p) and p.nb[2] == p.nb[1] * p.ne[1] and p.nb[3] == p.nb[2] * p.ne[2]
+
+
+def _contiguous(p) -> bool:
+    return bool(lib.ggml_is_contiguous(p))
+
+
+def _has_vec_dot(t: int) -> bool:
+    tr = lib.ggml_get_type_traits_cpu(t)
+    return tr != _NULL and tr.vec_dot != _NULL
+
+
+def _has_from_float(t: int) -> bool:
+    tr = lib.ggml_get_type_traits_cpu(t)
+    return tr != _NULL and tr.from_float != _NULL
+
+
+def _quantized(t: int) -> bool:
+    return bool(lib.ggml_is_quantized(t))
+
+
+# --- the CPU kernels' rules: op -> function(node) -> reason or None -------------------------------------
+def _float_src0(p, allowed=_FLOAT, rows=_packed_rows):
+    a = p.src[0]
+    if a.type not in allowed:
+        return f"the CPU kernel takes {'/'.join(sorted(_tname(t) for t in allowed))} input, got {_tname(a.type)}"
+    if not rows(a):
+        return "the CPU kernel needs an input with contiguous rows (nb[0] == element size; use cont() first)"
+    return None
+
+
+def _binary(p):
+    a, b = p.src[0], p.src[1]
+    if a.type not in _FLOAT or b.type not in _FLOAT:
+        return f"the CPU kernel takes F32/F16/BF16 inputs, got {_tname(a.type)} and {_tname(b.type)}"
+    if b.type != a.type and b.type != _F32:
+        return f"the CPU kernel takes b of a's type or F32, got a {_tname(a.type)} and b {_tname(b.type)}"
+    if not _packed_rows(a) or not _packed_rows(b):
+        return "the CPU kernel needs inputs with contiguous rows (nb[0] == element size; use cont() first)"
+    return None
+
+
+def _mul_mat(p):
+    a, b = p.src[0], p.src[1]
+    if b.type not in _FLOAT:
+        return f"the CPU kernel takes b as F32/F16/BF16, got {_tname(b.type)}"
+    if not _has_vec_dot(a.type):
+        return f"the CPU has no dot product for a of type {_tname(a.type)}"
+    if not _packed_rows(a) or not _packed_rows(b):
+        return "the CPU kernel needs a and b with contiguous rows (nb[0] == type size; use cont() first)"
+    if lib.ggml_is_transposed(a):
+        return "the CPU kernel cannot read a transposed a (use cont() first)"
+    return None
+
+
+def _copy(p):
+    """ggml_compute_forward_dup: src0 -> the node (of the node's type)."""
+    a, dst = p.src[0], p
+    if _quantized(a.type):
+        if dst.type not in (a.type, _F32):
+            return f"quantized {_tname(a.type)} converts only to F32 or itself, not {_tname(dst.type)}"
+        if not (_packed_rows(a) and a.ne[0] % lib.ggml_blck_size(a.type) == 0):
+            return f"a quantized {_tname(a.type)} source needs contiguous rows of whole blocks"
+        if dst.type == a.type and a.ne[0] != dst.ne[0] and not (_contiguous(a) and _contiguous(dst)):
+            return "a quantized copy that changes the row length needs contiguous source and destination"
+        if dst.type != a.type and not (_contiguous(a) and _contiguous(dst)):
+            return "dequantizing copies need a contiguous source and destination"
+    elif dst.type != a.type:
+        if _quantized(dst.type):
+            if not _has_from_float(dst.type):
+                return f"the CPU cannot quantize into {_tname(dst.type)}"
+            if a.type not in _FLOAT:
+                return f"only F32/F16/BF16 quantize to {_tname(dst.type)}, not {_tname(a.type)}"
+            if not (_packed_rows(a) and _contiguous(dst)):
+                return "quantizing copies need a source with contiguous rows and a contiguous destination"
+            if a.ne[0] % lib.ggml_blck_size(dst.type):
+                return (f"the source rows ({a.ne[0]}) must be a multiple of {_tname(dst.type)}'s block size "
+                        f"{lib.ggml_blck_size(dst.type)}")
+        elif dst.type not in _CONVERSIONS.get(a.type, ()):
+            return f"the CPU has no conversion from {_tname(a.type)} to {_tname(dst.type)}"
+    if _quantized(dst.type) and not (_packed_rows(dst) and dst.ne[0] % lib.ggml_blck_size(dst.type) == 0):
+        return f"a quantized {_tname(dst.type)} destination needs contiguous rows of whole blocks"
+    return None
+
+
+_CONVERSIONS = {_F32: (_F32, _F16, _BF16, _I32), _F16: (_F32, _F16, _BF16), _BF16: (_F32, _F16, _BF16),
+                _I32: (_F32, _I32)}
+
+
+def _soft_max(p):
+    a, mask = p.src[0], p.src[1]
+    if a.type != _F32 or not _contiguous(a):
+        return "the CPU kernel takes a contiguous F32 input"
+    if mask != _NULL and (mask.type not in (_F16, _F32) or not _contiguous(mask)):
+        return "the CPU kernel takes a contiguous F16/F32 mask"
+    return None
+
+
+def _rope(p):
+    a, pos = p.src[0], p.src[1]
+    if a.type not in (_F32, _F16) or not _packed_rows(a):
+        return "the CPU kernel takes F32/F16 input with contiguous rows"
+    n_dims = ffi.cast("int32_t *", p.op_params)[1]
+    if n_dims > a.ne[0]:
+        return f"n_dims ({n_dims}) must not exceed a.ne[0] ({a.ne[0]})"
+    if pos.type != _I32:
+        return "pos must be I32"
+    if p.src[2] != _NULL:
+        ff = p.src[2]
+        if ff.type != _F32 or not _contiguous(ff) or ff.ne[0] < n_dims // 2:
+            return "freq_factors must be a contiguous F32 vector of at least n_dims/2 values"
+    return None
+
+
+def _get_rows(p):
+    a = p.src[0]
+    if not (a.type in (_F32, _F16, _BF16, _I32) or (_quantized(a.type) and lib.ggml_get_type_traits(a.type).to_float
+                                                        != _NULL and a.type != int(Type.Q8_K))):
+        return f"the CPU kernel reads rows of F32/F16/BF16/I32 or quantized types, not {_tname(a.type)}"
+    if not _packed_rows(a):
+        return "the CPU kernel needs a with contiguous rows"
+    return None
+
+
+def _set_rows(p):
+    b, dst = p.src[0], p.src[2]
+    if b.type not in (_F32, _F16):
+        return f"the CPU kernel writes F32/F16 rows, got {_tname(b.type)}"
+    if not (dst.type in _FLOAT or _quantized(dst.type) and _has_from_float(dst.type)):
+        return f"the CPU kernel cannot convert rows into {_tname(dst.type)}"
+    return None
+
+
+def _ssm_conv(p):
+    sx, c = p.src[0], p.src[1]
+    if sx.type != _F32 or c.type != _F32:
+        return "the CPU kernel takes F32 sx and c"
+    if not (sx.nb[0] == 4 and sx.nb[1] == sx.ne[0] * 4) or not _contiguous(c):
+        return "the CPU kernel needs sx with packed rows (nb[1] == ne[0]*4) and a contiguous c"
+    return None
+
+
+def _concat(p):
+    a, b = p.src[0], p.src[1]
+    if a.type not in (_F32, _I32, _F16, _BF16, int(Type.I16), int(Type.I8)):
+        if not (_packed_rows(a) and _packed_rows(b)):
+            return f"{_tname(a.type)} inputs need contiguous rows"
+    return None
+
+
+def _argmax(p):
+    a = p.src[0]
+    if a.type != _F32 or not _packed_rows(a):
+        return "the CPU kernel takes F32 input with contiguous rows"
+    return None
+
+
+_CPU_RULES = {
+    Op.ADD: _binary, Op.SUB: _binary, Op.MUL: _binary, Op.DIV: _binary,
+    Op.SCALE: lambda p: _float_src0(p, {_F32, _BF16}, _padded_1d),
+    Op.CLAMP: lambda p: _float_src0(p, {_F32, _F16}, _padded_1d),
+    Op.LEAKY_RELU: lambda p: _float_src0(p, {_F32, _F16}, _padded_1d),
+    Op.UNARY: _float_src0, Op.SQR: _float_src0, Op.SQRT: _float_src0, Op.LOG: _float_src0,
+    Op.SIN: _float_src0, Op.COS: _float_src0,
+    Op.SUM: _float_src0,
+    Op.SUM_ROWS: lambda p: _float_src0(p, {_F32}),
+    Op.MEAN: lambda p: _float_src0(p, {_F32}),
+    Op.ARGMAX: _argmax,
+    Op.NORM: lambda p: _float_src0(p, {_F32}),
+    Op.RMS_NORM: lambda p: _float_src0(p, {_F32}),
+    Op.L2_NORM: lambda p: _float_src0(p, {_F32}),
+    Op.SOFT_MAX: _soft_max,
+    Op.DIAG_MASK_INF: lambda p: _float_src0(p, {_F32}, _contiguous),
+    Op.ROPE: _rope,
+    Op.MUL_MAT: _mul_mat,
+    Op.SSM_CONV: _ssm_conv,
+    Op.GET_ROWS: _get_rows,
+    Op.SET_ROWS: _set_rows,
+    Op.ARGSORT: lambda p: _float_src0(p, {_F32}, _padded_1d),
+    Op.CPY: _copy, Op.DUP: _copy, Op.CONT: _copy,
+    Op.REPEAT: lambda p: _float_src0(p, {_F32, _F16, _BF16, int(Type.I16), _I32, _I64}),
+    Op.PAD: lambda p: _float_src0(p, {_F32}),
+    Op.CONCAT: _concat,
+}
+_CPU_RULES = {int(k): v for k, v in _CPU_RULES.items()}
+
+
+# --- the checks ------------------------------------------------------------------------------------------
+def _structure(nodes, on_cpu):
+    for p in nodes:
+        if _nelements(p) == 0:
+            raise GraphError(f"compute: {_name(p)} has no elements (ne={tuple(p.ne)}); "
+                             "ggml's kernels do not handle empty tensors")
+        for s in p.src:
+            if s != _NULL and _nelements(s) == 0:
+                raise GraphError(f"compute: {_name(p)} reads an empty tensor (ne={tuple(s.ne)})")
+        if on_cpu(p):
+            # ops without rules here are ones pyggml has no wrapper for: built through the raw
+            # layer, whose contract is ggml's own
+            rule = _CPU_RULES.get(p.op)
+            why = rule(p) if rule is not None else None
+            if why:
+                raise GraphError(f"compute: {_name(p)}: {why}")
+
+
+def _memory(nodes):
+    for p in nodes:
+        for t in (p, *p.src):
+            if t != _NULL and t.data == _NULL:
+                raise GraphError(f"compute: {_name(p)}: a tensor it uses has no memory; allocate the graph first")
+
+
+def _index_inputs(nodes) -> list:
+    """(index tensor, rows it addresses, op) of get_rows/set_rows whose index the graph does not compute."""
+    computed = {int(ffi.cast("uintptr_t", p)) for p in nodes if p.op not in _VIEW_OPS}
+    out = []
+    for p in nodes:
+        if p.op == Op.GET_ROWS:
+            index, n_rows, what = p.src[1], p.src[0].ne[1], "get_rows"
+        elif p.op == Op.SET_ROWS:
+            index, n_rows, what = p.src[1], p.src[2].ne[1], "set_rows"
+        else:
+            continue
+        root = index
+        while root.view_src != _NULL:
+            root = root.view_src
+        if int(ffi.cast("uintptr_t", root)) not in computed and int(ffi.cast("uintptr_t", index)) not in computed:
+            out.append((index, n_rows, what))
+    return out
+
+
+def _index_values(index_inputs):
+    """get_rows / set_rows abort inside ggml on an index outside the rows they address."""
+    for index, n_rows, what in index_inputs:
+        v = _read(index)
+        if v is None or not v.size:
+            continue
+        lo, hi = int(v.min()), int(v.max())
+        if lo < 0 or hi >= n_rows:
+            name = ffi.string(index.name).decode("utf-8", "replace") or "(unnamed)"
+            raise GraphError(f"{what}: index {name} holds {lo}..{hi}, outside the {n_rows} rows it addresses")
+
+
+def _read(p) -> np.ndarray | None:
+    if p.data == _NULL:
+        return None
+    t = Tensor(p, None)
+    try:
+        if lib.ggml_is_contiguous(p) or t.is_host:
+            return t.numpy()
+    except ValueError:
+        pass
+    return None
+
+
+def _ALWAYS(p):
+    return True
+
+
+def _NEVER(p):
+    return False
+
+
+class _State:
+    """What is known of one graph: structure checked for (key, node count); memory checked
+    for (allocation, node count); its index inputs."""
+    __slots__ = ("marks", "memory", "index_inputs", "__weakref__")
+
+    def __init__(self):
+        self.marks, self.memory, self.index_inputs = set(), None, []
+
+
+def _nodes(graph) -> list:
+    return [lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)]
+
+
+def check(graph, *, on_cpu, key):
+    """Raise GraphError unless `graph` can be computed now. on_cpu(node): a CPU device computes
+    that node (True/False for all). `key` names the compute path (a backend, a scheduler):
+    the structural check is cached per key and node count."""
+    if on_cpu is True or on_cpu is False:
+        on_cpu = _ALWAYS if on_cpu else _NEVER
+    st = _states.get(graph)
+    if st is None:
+        st = _states[graph] = _State()
+    n = graph.n_nodes
+    nodes = None
+    if graph.broken:
+        raise GraphError(f"compute: the graph must not be computed: {graph.broken}")
+    if (key, n) not in st.marks:
+        nodes = _nodes(graph)
+        _structure(nodes, on_cpu)
+        st.index_inputs = _index_inputs(nodes)
+        st.memory = None
+        st.marks.add((key, n))
+    alloc = graph.allocation
+    if alloc is not None and alloc[0].generation != alloc[1]:
+        raise GraphError("compute: the graph's memory was since given to another graph by the same allocator; "
+                         "allocate this graph again")
+    if st.memory != (alloc, n):
+        _memory(nodes if nodes is not None else _nodes(graph))
+        st.memory = (alloc, n)
+    if st.index_inputs:
+        _index_values(st.index_inputs)
+
+
+_states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
