@@ -337,6 +337,8 @@ class Scheduler(_Lender):
     def alloc_graph(self, graph: Graph):
         fresh = self._before_alloc(graph)
         self._check_size(graph, "scheduler alloc_graph")
+        if graph.index_inputs is None:
+            graph.index_inputs = preflight.index_inputs(graph)
         lib.ggml_backend_sched_reset(self.ptr)  # ggml asserts the scheduler is not allocated already
         if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
             raise GGMLError("scheduler: allocating the graph failed")

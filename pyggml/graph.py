@@ -26,6 +26,7 @@ class Graph:
         self.ptr = ptr
         self.broken = None  # why the graph must not be computed (an expand that failed half-way)
         self.allocation = None  # (allocator, its generation) that gave this graph its memory
+        self.index_inputs = None  # set by a scheduler before it rewires the graph (pyggml.preflight)
 
     def build_forward_expand(self, *tensors: Tensor) -> "Graph":
         """Add the tensors and everything they depend on (ggml_build_forward_expand)."""

@@ -270,8 +270,14 @@ def _memory(nodes):
                 raise GraphError(f"compute: {_name(p)}: a tensor it uses has no memory; allocate the graph first")
 
 
+def index_inputs(graph) -> list:
+    """(index tensor, rows it addresses, op) of get_rows/set_rows whose index the graph does not compute.
+    A scheduler rewires the nodes to its own copies of the inputs (filled only during compute),
+    so it records this list before it allocates the graph (graph.index_inputs)."""
+    return _index_inputs(_nodes(graph))
+
+
 def _index_inputs(nodes) -> list:
-    """(index tensor, rows it addresses, op) of get_rows/set_rows whose index the graph does not compute."""
     computed = {int(ffi.cast("uintptr_t", p)) for p in nodes if p.op not in _VIEW_OPS}
     out = []
     for p in nodes:
@@ -360,8 +366,8 @@ def check(graph, *, on_cpu, key):
     if st.memory != (alloc, n):
         _memory(nodes if nodes is not None else _nodes(graph))
         st.memory = (alloc, n)
-    if st.index_inputs:
-        _index_values(st.index_inputs)
+    recorded = graph.index_inputs
+    _index_values(recorded if recorded is not None else st.index_inputs)
 
 
 _states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
