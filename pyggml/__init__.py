@@ -8,10 +8,11 @@
     graph = gg.Graph(ctx).build_forward_expand(out)
     [y] = gg.Runner("cpu").run(graph, {a: ..., b: ...}, [out])
 
-`pyggml.ffi` / `pyggml.lib` are ggml's whole C API (generated from its headers, unguarded).
+`pyggml.ffi` / `pyggml.lib` are ggml's whole C API (generated from its headers, unguarded);
+`pyggml.checked` is ggml.h's part of it with GGML_ASSERT turned into `OpError`.
 """
 
-from pyggml._native import build_info, ffi, lib
+from pyggml._native import build_info, checked, ffi, lib
 from pyggml import ops
 from pyggml.errors import GGMLError, GraphError, OpError, Unsplittable, Unsupported
 from pyggml.backend import (Backend, Buffer, Device, Gallocr, Scheduler, backend,
@@ -22,7 +23,7 @@ from pyggml.runner import Runner
 from pyggml.tensor import Tensor
 from pyggml.types import DeviceType, Op, SortOrder, Type, UnaryOp
 
-__all__ = ["ffi", "lib", "build_info", "ops", "Backend", "Buffer", "Device", "Gallocr", "GGMLError",
+__all__ = ["ffi", "lib", "checked", "build_info", "ops", "Backend", "Buffer", "Device", "Gallocr", "GGMLError",
            "Scheduler", "backend", "cpu_backend", "device", "devices", "enable_cpu_vulkan_devices", "Context", "Graph", "Runner",
            "Unsupported", "GraphError", "OpError", "Unsplittable", "Tensor", "DeviceType", "Op", "SortOrder", "Type", "UnaryOp"]
 __version__ = "0.1.0"

@@ -227,8 +227,7 @@ class _Lender:
     def _before_alloc(self, graph: Graph) -> list:
         if not isinstance(graph, Graph):
             raise TypeError(f"alloc_graph: expected a Graph, got {type(graph).__name__}")
-        if graph.broken:
-            raise GraphError(f"alloc_graph: the graph must not be allocated: {graph.broken}")
+        preflight.check_allocatable(graph)
         if graph.allocation is not None and graph.allocation[0] is not self:
             graph.allocation[0].release()
         self.release()

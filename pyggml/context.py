@@ -116,7 +116,7 @@ class Context:
 
     def tensor(self, type, shape: Sequence[int], name: str | None = None, *, input: bool = False) -> Tensor:
         """A new tensor of NumPy shape `shape` (outermost first); `input=True` marks it a graph input."""
-        out = self.new_tensor(type, list(reversed([int(s) for s in shape])) or [1], name)
+        out = self.new_tensor(type, list(reversed(list(shape))) or [1], name)
         return out.set_input() if input else out
 
     def tensors(self) -> list[Tensor]:

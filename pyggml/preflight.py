@@ -246,6 +246,13 @@ _CPU_RULES = {int(k): v for k, v in _CPU_RULES.items()}
 
 
 # --- the checks ------------------------------------------------------------------------------------------
+def check_allocatable(graph):
+    """What must hold before an allocator sees the graph (ggml's allocators assert on empty tensors)."""
+    if graph.broken:
+        raise GraphError(f"the graph must not be allocated or computed: {graph.broken}")
+    _structure(_nodes(graph), _NEVER)
+
+
 def _structure(nodes, on_cpu):
     for p in nodes:
         if _nelements(p) == 0:

@@ -122,7 +122,7 @@ def encode(t, values: np.ndarray) -> bytes | np.ndarray:
         from pyggml._native import guard_error
         err = guard_error("quantize")
         if err is not None:
-            raise TypeError(str(err))
+            raise TypeError(f"ggml cannot quantize floats to {t.name}: {err}")
     return out
 
 

@@ -1,0 +1,267 @@
+"""Regression tests for the ways a Python user could crash the interpreter or get a silently
+wrong answer through pyggml's Python layer (issue: no crash, no silent wrong answer). Each
+fails on the code before the fix: a segfault or abort (run in a child process where the old
+behaviour was a death), a wrong value, or growing memory."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import pyggml as gg
+from pyggml import checked, ffi, lib
+
+
+def run_child(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+
+
+# --- 1. ownership -----------------------------------------------------------------------------------
+def _weights(backend):
+    wctx = gg.Context()
+    w = wctx.tensor("f32", (4, 8), "w")
+    backend.alloc_tensors(wctx)
+    w.set(np.arange(32, dtype=np.float32).reshape(4, 8) / 10)
+    return w  # wctx is only reachable through w
+
+
+def test_weights_from_a_helper_context_outlive_it():
+    runner = gg.Runner("cpu")
+    w = _weights(runner.backend)
+    ctx = gg.Context()
+    x = ctx.tensor("f32", (2, 8), "x", input=True)
+    out = ctx.mul_mat(w, x)
+    del w
+    gc.collect()
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    xv = np.ones((2, 8), np.float32)
+    [y] = runner.run(graph, {x: xv}, [out])
+    np.testing.assert_allclose(y, xv @ (np.arange(32, dtype=np.float32).reshape(4, 8) / 10).T, rtol=1e-6)
+    # reached through the graph: src and leafs keep the weights' context too
+    [w_again] = [t for t in graph.leafs() if t.name == "w"]
+    del ctx, out, x
+    gc.collect()
+    np.testing.assert_allclose(w_again.numpy()[0, :3], [0.0, 0.1, 0.2], rtol=1e-6)
+
+
+def test_numpy_view_keeps_the_tensor_alive():
+    ctx = gg.Context(mem_size=1 << 16, no_alloc=False)
+    t = ctx.tensor("f32", (4, 4))
+    t.set(np.full((4, 4), 7.0, np.float32))
+    arr = t.view()
+    del t, ctx
+    gc.collect()
+    for _ in range(50):  # memory churn that would reuse a freed arena
+        junk = gg.Context(mem_size=1 << 16, no_alloc=False).tensor("f32", (4, 4))
+        junk.set(np.zeros((4, 4), np.float32))
+    np.testing.assert_array_equal(arr, np.full((4, 4), 7.0, np.float32))
+
+
+def test_memory_is_constant_however_often_a_graph_runs():
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (4,), "a", input=True)
+    out = ctx.exp(a)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    runner = gg.Runner("cpu")
+    runner.run(graph, {a: np.zeros(4)}, [out])
+    kept = len(ctx._keep)
+    for _ in range(200):
+        runner.run(graph, {a: np.zeros(4)}, [out])
+    assert len(ctx._keep) == kept
+
+
+# --- 2. preconditions ggml asserts: exceptions, from ggml's own checks -----------------------------
+def test_ggml_asserts_become_op_errors():
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (3, 8))
+    with pytest.raises(gg.OpError, match=r"^scale: ggml requires ggml_is_padded_1d\(a\)"):
+        ctx.scale(ctx.view_3d(ctx.tensor("f32", (2, 3, 8)), 8, 2, 2, 32, 96, 0), 2.0)  # rows packed, planes not
+    with pytest.raises(gg.OpError, match="add: ggml requires ggml_can_repeat"):
+        ctx.add(a, ctx.tensor("f32", (2, 8)))
+    with pytest.raises(gg.OpError, match="ggml_add: ggml requires ggml_can_repeat"):
+        checked.ggml_add(ctx.ptr, a.ptr, ctx.tensor("f32", (2, 8)).ptr)
+    assert checked.ggml_nbytes(a.ptr) == 96
+
+
+def test_guard_is_per_thread():
+    errors, ok = [], []
+
+    def work(i):
+        ctx = gg.Context()
+        a = ctx.tensor("f32", (3, 8))
+        for _ in range(200):
+            try:
+                ctx.add(a, ctx.tensor("f32", (2, 8)) if i % 2 else a)
+                ok.append(i)
+            except gg.OpError as e:
+                errors.append(str(e))
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 600 and len(ok) == 600
+    assert all("ggml_can_repeat" in e for e in errors)
+
+
+def test_context_full_is_a_memory_error():
+    ctx = gg.Context(mem_size=lib.ggml_tensor_overhead() + 1024, no_alloc=False)
+    with pytest.raises(MemoryError, match="context is full"):
+        ctx.tensor("f32", (1024,))
+    small = gg.Context(mem_size=3 * lib.ggml_tensor_overhead() + 256, no_alloc=False)
+    a = small.tensor("f32", (16,))
+    with pytest.raises(MemoryError, match="context is full: add"):
+        for _ in range(10):
+            small.add(a, a)
+
+
+def test_sizes_ggml_cannot_address():
+    ctx = gg.Context()
+    with pytest.raises(ValueError, match="more than ggml can address"):
+        ctx.tensor("f32", (2**40, 2**40))
+    with pytest.raises(ValueError, match="mem_size"):
+        gg.Context(mem_size=2**62)
+    with pytest.raises(TypeError, match="ne must be integers"):
+        ctx.tensor("f32", (2.5, 3))
+
+
+@pytest.mark.parametrize("type_name", ["q8_k", "q8_1", "iq1_s", "iq2_xs", "iq2_xxs"])
+def test_set_on_types_ggml_cannot_quantize_from_floats(type_name):
+    ctx = gg.Context(mem_size=1 << 20, no_alloc=False)
+    t = ctx.tensor(type_name, (2, 256))
+    with pytest.raises(TypeError, match=gg.Type[type_name.upper()].name):
+        t.set(np.zeros((2, 256), np.float32))
+
+
+# --- 3. graphs that died at compute ------------------------------------------------------------------
+def test_zero_element_tensors():
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (0, 4), "a", input=True)
+    assert a.shape == (0, 4)
+    out = ctx.exp(a)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    with pytest.raises(gg.GraphError, match="no elements"):
+        gg.Runner("cpu").run(graph, {a: np.zeros((0, 4))}, [out])
+
+
+def test_cont_of_quantized_is_refused_or_right():
+    ctx = gg.Context()
+    q = ctx.tensor("q8_0", (2, 64), "q", input=True)
+    out = ctx.cont_2d(q, 32, 4)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    vals = np.linspace(-1, 1, 128, dtype=np.float32).reshape(2, 64)
+    try:
+        [y] = gg.Runner("cpu").run(graph, {q: vals}, [out])
+    except gg.GraphError:
+        return
+    np.testing.assert_allclose(y.reshape(-1), vals.reshape(-1), atol=0.02)
+
+
+def test_bad_views_and_ranges():
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (4, 4))
+    with pytest.raises(ValueError, match="must be non-negative"):
+        ctx.view_nd(a, [-1, 4, 1, 1], [4, 16, 64, 64])
+    with pytest.raises(ValueError, match="finite"):
+        ctx.arange(0, float("inf"))
+    with pytest.raises(ValueError, match="past the end"):
+        ctx.view_2d(a, 4, 4, 20, 0)
+
+
+def test_index_view_cannot_bypass_the_range_check():
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (4, 3), "a", input=True)
+    idx = ctx.tensor("i32", (4,), "idx", input=True)
+    out = ctx.get_rows(a, ctx.view_1d(idx, 2, 8))  # the last two indices, through a view
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    with pytest.raises(gg.GraphError, match="outside the 4 rows"):
+        gg.Runner("cpu").run(graph, {a: np.zeros((4, 3)), idx: np.array([0, 1, 2, 99])}, [out])
+    [y] = gg.Runner("cpu").run(graph, {a: np.arange(12).reshape(4, 3), idx: np.array([0, 1, 3, 2])}, [out])
+    np.testing.assert_array_equal(y, [[9, 10, 11], [6, 7, 8]])
+
+
+def test_scheduler_graph_size_too_small():
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (4,), "a", input=True)
+    out = ctx.exp(ctx.neg(ctx.abs(a)))
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    with pytest.raises(gg.GraphError, match="graph_size"):
+        gg.Runner("cpu", graph_size=1).run(graph, {a: np.zeros(4)}, [out])
+
+
+def test_graph_too_small_is_refused_and_never_computed():
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (4,), "a", input=True)
+    out = ctx.exp(ctx.neg(ctx.abs(a)))
+    graph = gg.Graph(ctx, size=2)
+    with pytest.raises(ValueError, match="graph is full"):
+        graph.build_forward_expand(out)
+    with pytest.raises(gg.GraphError, match="expand failed"):
+        gg.Runner("cpu").run(graph, {a: np.zeros(4)}, [out])
+
+
+# --- 4. runner state ------------------------------------------------------------------------------------
+def _chain(n):
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (64,), "a", input=True)
+    out = a
+    for _ in range(n):
+        out = ctx.add(out, a)
+    return ctx, a, out, gg.Graph(ctx).build_forward_expand(out)
+
+
+def test_one_graph_on_two_runners_then_a_bigger_graph():
+    r1, r2 = gg.Runner("cpu"), gg.Runner("cpu")
+    _, a, out, g = _chain(3)
+    x = np.ones(64, np.float32)
+    [y1] = r1.run(g, {a: x}, [out])
+    [y2] = r2.run(g, {a: x}, [out])
+    _, b, out_big, g_big = _chain(200)
+    [y3] = r1.run(g_big, {b: x}, [out_big])  # r1 reallocates: g must not use its old memory
+    [y4] = r2.run(g, {a: 2 * x}, [out])
+    np.testing.assert_array_equal(y1, 4 * x)
+    np.testing.assert_array_equal(y2, 4 * x)
+    np.testing.assert_array_equal(y3, 201 * x)
+    np.testing.assert_array_equal(y4, 8 * x)
+
+
+def test_compute_of_a_graph_that_is_not_the_one_allocated():
+    runner = gg.Runner("cpu")
+    _, a, out1, g1 = _chain(1)
+    _, b, out2, g2 = _chain(2)
+    runner.allocate(g1, [out1])
+    runner.allocate(g2, [out2])
+    with pytest.raises(gg.GraphError, match="allocate this graph again"):
+        runner.compute(g1)
+    with pytest.raises(ValueError, match="no memory"):
+        out1.numpy()
+
+
+# --- 6. values --------------------------------------------------------------------------------------------
+def test_set_refuses_values_an_integer_type_cannot_hold():
+    ctx = gg.Context(mem_size=1 << 16, no_alloc=False)
+    t = ctx.tensor("i32", (2,))
+    with pytest.raises(ValueError, match="do not fit in I32"):
+        t.set(np.array([1, 2**40], np.int64))
+    with pytest.raises(ValueError, match="NaN"):
+        t.set(np.array([1.0, np.nan]))
+    t.set(np.array([-(2**31), 2**31 - 1], np.int64))
+    np.testing.assert_array_equal(t.numpy(), [-(2**31), 2**31 - 1])
+
+
+# --- the raw layer still aborts, with the Python call site ---------------------------------------------------
+def test_raw_layer_abort_prints_the_call_site():
+    res = run_child("""
+        import pyggml as gg
+        ctx = gg.Context()
+        a = ctx.tensor("f32", (3, 8)); b = ctx.tensor("f32", (2, 8))
+        gg.lib.ggml_add(ctx.ptr, a.ptr, b.ptr)
+    """)
+    assert res.returncode != 0
+    assert "ggml aborted" in res.stderr and "ggml_can_repeat" in res.stderr
