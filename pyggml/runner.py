@@ -10,8 +10,11 @@ every backend; the scheduler copies it to the device.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
+from pyggml._native import ffi, lib
 from pyggml.errors import Unsupported
 from pyggml.backend import Backend, Scheduler, backend, cpu_backend
 from pyggml.graph import Graph
@@ -20,6 +23,35 @@ from pyggml.types import Op
 
 
 META_PREFIX = "meta:"
+
+# The scheduler rewrites the graph it allocates: a node's source on another backend is replaced by
+# the scheduler's copy of it (ggml_backend_sched_split_graph), and the allocator leaves data and
+# buffer pointers in the tensors it places. ggml expects a new graph for every allocation. Run again
+# as it is, a graph kept reading the first run's copy of its inputs (the meta runner returned the
+# first run's mul_mat result) and pointers into buffers that may have moved. So every allocation
+# starts from the graph as it was first seen: per tensor address, its sources and placement.
+_PRISTINE: "weakref.WeakKeyDictionary[Graph, dict[int, tuple]]" = weakref.WeakKeyDictionary()
+
+
+def _addr(p) -> int:
+    return int(ffi.cast("uintptr_t", p))
+
+
+def restore_graph(graph: Graph):
+    """Undo what a previous allocation wrote into the graph's tensors (see _PRISTINE)."""
+    saved = _PRISTINE.setdefault(graph, {})
+    for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
+        node = lib.ggml_graph_node(graph.ptr, i)
+        for t in (node, *node.src):
+            if t == ffi.NULL:
+                continue
+            state = saved.get(_addr(t))
+            if state is None:
+                saved[_addr(t)] = (tuple(t.src), t.data, t.buffer, t.extra)
+                continue
+            srcs, t.data, t.buffer, t.extra = state
+            for j, s in enumerate(srcs):
+                t.src[j] = s
 
 
 class Runner:
@@ -53,9 +85,12 @@ class Runner:
 
     def allocate(self, graph: Graph, outputs: list[Tensor] = ()):
         """Allocate the graph's tensors (outputs kept intact) ready for set_inputs/compute."""
+        restore_graph(graph)
         bad = self.unsupported(graph)
         if bad:
             raise Unsupported(", ".join(sorted({n.op.name for n in bad})))
+        if self.meta is not None:
+            self.meta.check_graph(graph)  # before ggml's meta code aborts on a node it cannot split
         for t in outputs:
             t.set_output()
         self.sched.reset()
@@ -68,6 +103,7 @@ class Runner:
 
     def run(self, graph: Graph, inputs: dict[Tensor, np.ndarray], outputs: list[Tensor]) -> list[np.ndarray]:
         """Allocate, set inputs, compute, read outputs."""
+        restore_graph(graph)  # the index guard must see the graph's own index tensors
         check_row_indices(graph, inputs)
         self.allocate(graph, outputs)
         for t, values in inputs.items():
