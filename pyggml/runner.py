@@ -29,8 +29,10 @@ META_PREFIX = "meta:"
 # buffer pointers in the tensors it places. ggml expects a new graph for every allocation. Run again
 # as it is, a graph kept reading the first run's copy of its inputs (the meta runner returned the
 # first run's mul_mat result) and pointers into buffers that may have moved. So every allocation
-# starts from the graph as it was first seen: per tensor address, its sources and placement.
-_PRISTINE: "weakref.WeakKeyDictionary[Graph, dict[int, tuple]]" = weakref.WeakKeyDictionary()
+# starts from the graph as it was first seen: per tensor address, its sources and placement. The
+# record is kept per context of the graph, not per graph: graphs of one context share tensors (an
+# input seen first by a second graph would otherwise be recorded with the first graph's placement).
+_PRISTINE: "weakref.WeakKeyDictionary[object, dict[int, tuple]]" = weakref.WeakKeyDictionary()
 
 
 def _addr(p) -> int:
@@ -39,7 +41,7 @@ def _addr(p) -> int:
 
 def restore_graph(graph: Graph):
     """Undo what a previous allocation wrote into the graph's tensors (see _PRISTINE)."""
-    saved = _PRISTINE.setdefault(graph, {})
+    saved = _PRISTINE.setdefault(graph.ctx, {})
     for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
         node = lib.ggml_graph_node(graph.ptr, i)
         for t in (node, *node.src):
