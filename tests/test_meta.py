@@ -302,3 +302,26 @@ def test_the_split_check_runs_once_per_graph():
     assert len(runner.meta._checked[graph]) == 1
     runner.run(graph, {x: np.ones(4, np.float32)}, [y])
     assert len(runner.meta._checked[graph]) == 1
+
+
+_PERMUTED_VIEW = """
+import pytest, pyggml as gg
+from pyggml.meta import Split
+runner = gg.Runner("meta:cpu,cpu")
+runner.set_policy([("w", Split(1, (1, 1)))])
+wctx = gg.Context()
+w = wctx.tensor("f32", (4, 2, 4), "w")
+runner.backend.alloc_tensors(wctx)
+ctx = gg.Context()
+p = ctx.permute(w, 1, 2, 0, 3)
+y = ctx.scale(ctx.cont(ctx.view_2d(p, 2, 2, p.ptr.nb[1], 0)), 2.0)
+graph = gg.Graph(ctx).build_forward_expand(y)
+with pytest.raises(gg.errors.Unsplittable, match="view of permuted tensor not implemented"):
+    runner.run(graph, {}, [y])
+print("ok")
+"""
+
+
+def test_a_view_of_a_permuted_split_is_refused_with_ggml_reason():
+    """GGML_ABORT("view of permuted tensor not implemented") killed the process before patch 0009."""
+    _run_child(_PERMUTED_VIEW)
