@@ -208,6 +208,8 @@ class Buffer:
         lib.ggml_backend_buffer_clear(self.ptr, value)
 
 
+# graph context -> {node address: its sources as built} (Scheduler.restore)
+_PRISTINE_SOURCES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 SCHED_MAX_BACKENDS = 16  # GGML_SCHED_MAX_BACKENDS of ggml-backend.cpp (not in a public header)
 
 
@@ -333,11 +335,31 @@ class Scheduler(_Lender):
     def reset(self):
         lib.ggml_backend_sched_reset(self.ptr)
 
+    def restore(self, graph: Graph):
+        """Give the graph back the sources it was built with.
+
+        The scheduler rewrites the graph it allocates: a node's source on another backend is
+        replaced by the scheduler's copy of it (ggml_backend_sched_split_graph), and ggml
+        expects a new graph for every allocation. Allocated again as it is, a graph kept
+        reading the first run's copies of its inputs (a meta runner returned the first run's
+        mul_mat result). The sources are recorded per context of the graph, at a tensor's
+        first allocation: graphs of one context share tensors."""
+        saved = _PRISTINE_SOURCES.setdefault(graph.ctx, {})
+        for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
+            node = lib.ggml_graph_node(graph.ptr, i)
+            key = int(ffi.cast("uintptr_t", node))
+            srcs = saved.get(key)
+            if srcs is None:
+                saved[key] = tuple(node.src)
+            else:
+                for j, s in enumerate(srcs):
+                    node.src[j] = s
+
     def alloc_graph(self, graph: Graph):
+        self.restore(graph)
         fresh = self._before_alloc(graph)
         self._check_size(graph, "scheduler alloc_graph")
-        if graph.index_inputs is None:
-            graph.index_inputs = preflight.index_inputs(graph)
+        graph.index_inputs = preflight.index_inputs(graph)  # before the scheduler rewires the sources
         lib.ggml_backend_sched_reset(self.ptr)  # ggml asserts the scheduler is not allocated already
         if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
             raise GGMLError("scheduler: allocating the graph failed")

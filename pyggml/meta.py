@@ -19,12 +19,15 @@ from __future__ import annotations
 import fnmatch
 import re
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyggml._native import ffi, lib
 from pyggml.backend import Backend, Buffer, Device, GGMLError, device
+from pyggml.errors import Unsplittable
 from pyggml.tensor import MAX_DIMS, Tensor
+from pyggml.types import DeviceType
 
 MAX_DEVICES = lib.GGML_BACKEND_META_MAX_DEVICES
 MIRRORED = "mirrored"
@@ -66,6 +69,9 @@ class Split:
             return
         if not isinstance(self.axis, int) or not 0 <= self.axis < MAX_DIMS:
             raise ValueError(f"{where}: axis must be 0..{MAX_DIMS - 1}, 'mirrored' or 'partial', got {self.axis!r}")
+        if self.axis == MAX_DIMS - 1:
+            # ggml's meta buffer sets and gets a split tensor chunk-wise along axes 0..2 only
+            raise ValueError(f"{where}: ggml's meta backend cannot set or get a tensor split along axis 3")
         segs = self.segments()
         if not segs:
             raise ValueError(f"{where}: a split along axis {self.axis} needs per-device sizes")
@@ -83,6 +89,17 @@ class Split:
         if total != tensor.ne[self.axis]:
             raise ValueError(f"{where}: sizes add up to {total} along axis {self.axis}, "
                              f"the tensor has {tensor.ne[self.axis]}")
+        if len(segs) > 1 or repeats != [1]:
+            # ggml derives a computed tensor's split with one segment (the per-device totals: the FIXME
+            # in ggml_backend_meta_get_split_state), so a mul_mat of a several-segment weight put the
+            # rows of each device in the wrong places: silently wrong (max error 2.8 in issue 9)
+            raise ValueError(f"{where}: {len(segs)} segments with repeats {repeats}: ggml's meta backend "
+                             f"loses the segment layout in computed tensors (wrong results); use one segment")
+        block = lib.ggml_blck_size(tensor.ptr.type)
+        if self.axis == 0 and any(s % block for s in segs[0]):
+            # ggml asserts it at allocation: a device's slice along axis 0 must hold whole quantized blocks
+            raise ValueError(f"{where}: sizes {segs[0]} along axis 0 must be multiples of the block size "
+                             f"{block} of type {ffi.string(lib.ggml_type_name(tensor.ptr.type)).decode()}")
 
     def to_c(self, out) -> None:
         """Fill a struct ggml_backend_meta_split_state."""
@@ -136,6 +153,7 @@ class MetaDevice:
         self.set_policy(policy)
         self._lock = threading.Lock()
         self._errors: list[BaseException] = []
+        self._checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> {(n_nodes, policy)}
         self._handle = ffi.new_handle(self)
         arr = ffi.new("ggml_backend_dev_t[]", [d.ptr for d in devs])
         ptr = lib.ggml_backend_meta_device(arr, len(devs), lib.pyggml_meta_split_state, self._handle)
@@ -165,6 +183,24 @@ class MetaDevice:
             raise TypeError(f"the split policy returned {type(split).__name__} for {t.name!r}, not a Split or None")
         split.validate(t, self.n_devices)
         return split
+
+    def check_graph(self, graph) -> None:
+        """Raise Unsplittable, with ggml's reason, if ggml's meta code cannot split some node of graph.
+
+        ggml derives every computed tensor's split from the static tensors' (as allocated, so allocate
+        static tensors first); where it cannot, it aborts at allocation or compute and the process
+        dies. ggml_backend_meta_graph_check (patch 0009) runs the same derivation and reports instead.
+        Run once per graph, node count and policy: a reused graph costs one dictionary lookup.
+        """
+        key = (graph.n_nodes, id(self.policy))
+        if key in self._checked.get(graph, ()):
+            return
+        reason = ffi.new("char[]", 1024)
+        ok = lib.ggml_backend_meta_graph_check(self.device.ptr, graph.ptr, reason, len(reason))
+        self.raise_pending()
+        if not ok:
+            raise Unsplittable(f"{self.name} cannot split this graph: {ffi.string(reason).decode(errors='replace')}")
+        self._checked.setdefault(graph, set()).add(key)
 
     def check(self, ctx) -> dict[str, Split]:
         """Run the policy over every tensor of a context; raises on the first impossible split."""
@@ -209,6 +245,11 @@ class MetaBackend(Backend):
         self.meta = meta
         super().__init__(ptr, meta.device)
 
+    @property
+    def runs_on_cpu(self) -> bool:
+        """The CPU kernels' rules apply when any device of the meta device is a CPU."""
+        return any(d.type == DeviceType.CPU for d in self.meta.devices)
+
     def alloc_tensors(self, ctx) -> Buffer:
         self.meta.check(ctx)
         buf = super().alloc_tensors(ctx)
@@ -216,6 +257,7 @@ class MetaBackend(Backend):
         return buf
 
     def compute(self, graph):
+        self.meta.check_graph(graph)
         try:
             super().compute(graph)
         finally:

@@ -57,9 +57,12 @@ class Runner:
         """Allocate the graph's tensors (outputs kept intact) ready for set_inputs/compute."""
         if not isinstance(graph, Graph):
             raise TypeError(f"allocate: expected a Graph, got {type(graph).__name__}")
+        self.sched.restore(graph)  # supports_op and the meta check must see the graph as built
         bad = self.unsupported(graph)
         if bad:
             raise Unsupported(", ".join(sorted({n.op.name for n in bad})))
+        if self.meta is not None:
+            self.meta.check_graph(graph)  # before ggml's meta code aborts on a node it cannot split
         for t in outputs:
             if not isinstance(t, Tensor):
                 raise TypeError(f"allocate: outputs must be Tensors, got {type(t).__name__}")

@@ -165,3 +165,163 @@ def test_soft_max_along_a_split_dim_is_refused_not_wrong():
     record = run_in_child(trial, "cpu,cpu")
     assert record["status"] == "unsplittable"
     assert "SOFT_MAX of a tensor split along dim 0" in record["message"]
+
+
+# --- issue 9, item 5: the meta backend gives the single-device answer or raises ----------------
+
+def _weight_on(runner, split, shape=(4, 4), dtype="f32"):
+    runner.set_policy([("w", split)])
+    wctx = gg.Context()
+    w = wctx.tensor(dtype, shape, "w")
+    runner.backend.alloc_tensors(wctx)
+    return wctx, w
+
+
+@pytest.mark.parametrize("split", [Split("mirrored"), Split(1, (2, 2))])
+def test_a_rerun_with_new_inputs_gives_the_new_answer(split):
+    """The scheduler's copy of x stayed in the graph: every rerun returned the first run's result."""
+    runner = gg.Runner("meta:cpu,cpu")
+    wctx, w = _weight_on(runner, split)
+    W = np.arange(1, 17, dtype=np.float32).reshape(4, 4)
+    w.set(W)
+    ctx = gg.Context()
+    x = ctx.tensor("f32", (1, 4), "x", input=True)
+    y = ctx.mul_mat(w, x)
+    graph = gg.Graph(ctx).build_forward_expand(y)
+    for k in range(1, 4):
+        X = np.full((1, 4), k, np.float32)
+        np.testing.assert_array_equal(runner.run(graph, {x: X}, [y])[0], (X @ W.T)[0])
+
+
+@pytest.mark.parametrize("sizes, repeats", [(((2, 2), (2, 2)), ()), (((2, 2),), (2,)), (((1, 1), (2, 2)), (2, 1))])
+def test_a_split_with_several_segments_is_refused(sizes, repeats):
+    """ggml collapses the segments of a computed tensor: mul_mat was silently wrong (max error 3)."""
+    runner = gg.Runner("meta:cpu,cpu")
+    with pytest.raises(ValueError, match="loses the segment layout"):
+        _weight_on(runner, Split(1, sizes, repeats), shape=(8, 4))
+
+
+def _run_child(code: str):
+    """Run a test body in a child: before its fix, ggml aborted and would have killed pytest."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+_QUANT_BLOCKS = """
+import pytest, pyggml as gg
+from pyggml.meta import Split
+runner = gg.Runner("meta:cpu,cpu")
+for sizes in [(16, 48), (32, 32)]:
+    runner.set_policy([("w", Split(0, sizes))])
+    wctx = gg.Context()
+    w = wctx.tensor("q8_0", (2, 64), "w")
+    if sizes == (16, 48):
+        with pytest.raises(ValueError, match="multiples of the block size 32 of type q8_0"):
+            runner.backend.alloc_tensors(wctx)
+    else:
+        runner.backend.alloc_tensors(wctx)  # whole blocks are fine
+print("ok")
+"""
+
+
+def test_a_split_through_quantized_blocks_is_refused():
+    """ggml aborted at allocation on a Q8_0 slice that is not whole blocks of 32 along axis 0."""
+    _run_child(_QUANT_BLOCKS)
+
+
+def test_a_split_along_axis_3_is_refused():
+    runner = gg.Runner("meta:cpu,cpu")
+    with pytest.raises(ValueError, match="along axis 3"):
+        _weight_on(runner, Split(3, (1, 1)), shape=(2, 1, 1, 4))
+
+
+_ALL_VIEWS = """
+import numpy as np, pyggml as gg
+runner = gg.Runner("meta:cpu,cpu")
+ctx = gg.Context()
+x = ctx.tensor("f32", (4, 4), "x", input=True)
+X = np.arange(16, dtype=np.float32).reshape(4, 4)
+for y, want in [(ctx.view_1d(x, 8, 32), X.ravel()[8:]), (ctx.reshape_1d(x, 16), X.ravel()),
+                (ctx.cont(ctx.transpose(x)), X.T)]:
+    graph = gg.Graph(ctx).build_forward_expand(y)
+    np.testing.assert_array_equal(runner.run(graph, {x: X}, [y])[0], want)
+print("ok")
+"""
+
+
+def test_a_graph_of_views_runs_on_the_meta_device():
+    """Before patch 0008 ggml aborted: GGML_ASSERT(i_start == cgraph->n_nodes)."""
+    _run_child(_ALL_VIEWS)
+
+
+_UNSPLITTABLE = """
+import numpy as np, pytest, pyggml as gg
+from pyggml.meta import Split
+runner = gg.Runner("meta:cpu,cpu")
+runner.set_policy([("w", Split(0, (2, 2)))])
+wctx = gg.Context()
+w = wctx.tensor("f32", (4, 4), "w")
+runner.backend.alloc_tensors(wctx)
+ctx = gg.Context()
+x = ctx.tensor("f32", (1, 4), "x", input=True)
+y = ctx.mul_mat(w, x)
+graph = gg.Graph(ctx).build_forward_expand(y)
+with pytest.raises(gg.errors.Unsplittable, match="unsupported mul_mat split states"):
+    runner.run(graph, {x: np.ones((1, 4), np.float32)}, [y])
+with pytest.raises(gg.errors.Unsplittable, match="MUL_MAT"):  # MetaBackend.compute checks too
+    runner.backend.compute(graph)
+# the process lives on, and the same device splits what it can
+runner.set_policy([("v", Split(1, (2, 2)))])
+vctx = gg.Context()
+v = vctx.tensor("f32", (4, 4), "v")
+runner.backend.alloc_tensors(vctx)
+V = np.arange(16, dtype=np.float32).reshape(4, 4)
+v.set(V)
+y2 = ctx.mul_mat(v, x)
+graph2 = gg.Graph(ctx).build_forward_expand(y2)
+np.testing.assert_array_equal(runner.run(graph2, {x: np.ones((1, 4), np.float32)}, [y2])[0], V.sum(1))
+print("ok")
+"""
+
+
+def test_an_unsplittable_graph_is_refused_in_process_with_ggml_reason():
+    """mul_mat of a weight split along axis 0 with a mirrored x: ggml aborted at allocation (child: it
+    killed the process before patch 0009); now Unsplittable, and the same process goes on."""
+    _run_child(_UNSPLITTABLE)
+
+
+def test_the_split_check_runs_once_per_graph():
+    runner = gg.Runner("meta:cpu,cpu")
+    ctx = gg.Context()
+    x = ctx.tensor("f32", (4,), "x", input=True)
+    y = ctx.scale(x, 2.0)
+    graph = gg.Graph(ctx).build_forward_expand(y)
+    runner.run(graph, {x: np.ones(4, np.float32)}, [y])
+    assert len(runner.meta._checked[graph]) == 1
+    runner.run(graph, {x: np.ones(4, np.float32)}, [y])
+    assert len(runner.meta._checked[graph]) == 1
+
+
+_PERMUTED_VIEW = """
+import pytest, pyggml as gg
+from pyggml.meta import Split
+runner = gg.Runner("meta:cpu,cpu")
+runner.set_policy([("w", Split(1, (1, 1)))])
+wctx = gg.Context()
+w = wctx.tensor("f32", (4, 2, 4), "w")
+runner.backend.alloc_tensors(wctx)
+ctx = gg.Context()
+p = ctx.permute(w, 1, 2, 0, 3)
+y = ctx.scale(ctx.cont(ctx.view_2d(p, 2, 2, p.ptr.nb[1], 0)), 2.0)
+graph = gg.Graph(ctx).build_forward_expand(y)
+with pytest.raises(gg.errors.Unsplittable, match="view of permuted tensor not implemented"):
+    runner.run(graph, {}, [y])
+print("ok")
+"""
+
+
+def test_a_view_of_a_permuted_split_is_refused_with_ggml_reason():
+    """GGML_ABORT("view of permuted tensor not implemented") killed the process before patch 0009."""
+    _run_child(_PERMUTED_VIEW)
