@@ -358,6 +358,7 @@ class Scheduler(_Lender):
     def alloc_graph(self, graph: Graph):
         self.restore(graph)
         fresh = self._before_alloc(graph)
+        preflight.check_placeable(graph)
         self._check_size(graph, "scheduler alloc_graph")
         graph.index_inputs = preflight.index_inputs(graph)  # before the scheduler rewires the sources
         lib.ggml_backend_sched_reset(self.ptr)  # ggml asserts the scheduler is not allocated already

@@ -62,7 +62,8 @@ def _padded_1d(p) -> bool:
 
 
 def _contiguous(p) -> bool:
-    return bool(lib.ggml_is_contiguous(p))
+    # ggml_is_contiguous skips dims of extent 1, the kernels also assert nb[0] == element size
+    return bool(lib.ggml_is_contiguous(p)) and _packed_rows(p)
 
 
 def _has_vec_dot(t: int) -> bool:
@@ -217,7 +218,7 @@ def _argmax(p):
 
 _CPU_RULES = {
     Op.ADD: _binary, Op.SUB: _binary, Op.MUL: _binary, Op.DIV: _binary,
-    Op.SCALE: lambda p: _float_src0(p, {_F32, _BF16}, _padded_1d),
+    Op.SCALE: lambda p: _float_src0(p, {_F32, _BF16}, _contiguous),
     Op.CLAMP: lambda p: _float_src0(p, {_F32, _F16}, _padded_1d),
     Op.LEAKY_RELU: lambda p: _float_src0(p, {_F32, _F16}, _padded_1d),
     Op.UNARY: _float_src0, Op.SQR: _float_src0, Op.SQRT: _float_src0, Op.LOG: _float_src0,
@@ -238,7 +239,7 @@ _CPU_RULES = {
     Op.SET_ROWS: _set_rows,
     Op.ARGSORT: lambda p: _float_src0(p, {_F32}, _padded_1d),
     Op.CPY: _copy, Op.DUP: _copy, Op.CONT: _copy,
-    Op.REPEAT: lambda p: _float_src0(p, {_F32, _F16, _BF16, int(Type.I16), _I32, _I64}),
+    Op.REPEAT: lambda p: _float_src0(p, {_F32, _F16, _BF16, int(Type.I16), _I32}),
     Op.PAD: lambda p: _float_src0(p, {_F32}),
     Op.CONCAT: _concat,
 }
@@ -246,10 +247,24 @@ _CPU_RULES = {int(k): v for k, v in _CPU_RULES.items()}
 
 
 # --- the checks ------------------------------------------------------------------------------------------
+def check_placeable(graph):
+    """A scheduler places a tensor without memory only if it is an input or something computes it:
+    a leaf that is neither has no backend, and ggml's allocator asserts."""
+    for i in range(graph.n_nodes):
+        for s in lib.ggml_graph_node(graph.ptr, i).src:
+            if s != _NULL and s.op == lib.GGML_OP_NONE and s.data == _NULL and s.view_src == _NULL \
+                    and not s.flags & lib.GGML_TENSOR_FLAG_INPUT:
+                name = ffi.string(s.name).decode("utf-8", "replace") or "(unnamed)"
+                raise GraphError(f"leaf {name} has no memory and is not an input: mark it with set_input() "
+                                 "(or input=True), or allocate it on a backend first")
+
+
 def check_allocatable(graph):
     """What must hold before an allocator sees the graph (ggml's allocators assert on empty tensors)."""
     if graph.broken:
         raise GraphError(f"the graph must not be allocated or computed: {graph.broken}")
+    if graph.n_nodes == 0:  # ggml's allocator asserts on a graph of leafs only
+        raise GraphError("the graph has no nodes to compute (it holds only leafs: inputs or weights)")
     _structure(_nodes(graph), _NEVER)
 
 
