@@ -70,7 +70,10 @@ def select(pattern: str | None = None) -> list[Case]:
     cases = list(REGISTRY.values())
     if not pattern:
         return cases
-    rx = re.compile(pattern)
+    try:
+        rx = re.compile(pattern)
+    except re.error:  # not a regular expression: a plain substring then
+        return [c for c in cases if pattern in c.name]
     return [c for c in cases if pattern in c.name or rx.search(c.name)]
 
 

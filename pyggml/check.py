@@ -141,13 +141,24 @@ def table(records: list[Record]) -> str:
 
 def main(args) -> int:
     backends = [b.lower() for b in (args.backend or available_backends())]
+    if args.json:  # found out now, not after the whole run
+        try:
+            with open(args.json, "a"):
+                pass
+        except OSError as e:
+            print(f"check: cannot write the JSON report {args.json!r}: {e.strerror}", file=sys.stderr)
+            return 2
     records = run_check(backends, args.only, progress=None if args.quiet else sys.stderr)
     if not records:
         print(f"no case matches {args.only!r}", file=sys.stderr)
         return 2
     print(table(records))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump([asdict(r) for r in records], f, indent=1)
+        try:
+            with open(args.json, "w") as f:
+                json.dump([asdict(r) for r in records], f, indent=1)
+        except OSError as e:
+            print(f"check: writing the JSON report {args.json!r} failed: {e.strerror}", file=sys.stderr)
+            return 2
     failed = [r for r in records if r.status in ("fail", "error")]
     return 1 if failed else 0

@@ -123,17 +123,27 @@ def run_in_child(trial: dict, devices: str, timeout: float = 120) -> dict:
     if proc.returncode == 0 and proc.stdout.strip():
         record.update(json.loads(proc.stdout.strip().splitlines()[-1]))
         return record
-    m = re.search(r"ggml aborted: (.*)", proc.stderr)
-    reason = m.group(1).split(": ", 1)[-1] if m else (proc.stderr.strip().splitlines() or ["no output"])[-1]
-    record.update(status="unsplittable", message=reason)
+    # only ggml's own refusal counts as unsplittable: in-process (Unsplittable) or an abort of its
+    # meta code; any other error or death is a failure of the trial
+    m = re.search(r"ggml aborted: (.*ggml-backend-meta.*)", proc.stderr)
+    last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    if m:
+        record.update(status="unsplittable", message=m.group(1).split(": ", 1)[-1])
+    else:
+        record.update(status="fail", message=f"exit {proc.returncode}: {last}")
     return record
 
 
 def _child(trial_json: str, devices: str) -> int:
     from pyggml.cases import nmse
+    from pyggml.errors import Unsplittable
     trial = json.loads(trial_json)
     single = run_trial(trial, "cpu")
-    split = run_trial(trial, f"meta:{devices}")
+    try:
+        split = run_trial(trial, f"meta:{devices}")
+    except Unsplittable as e:
+        print(json.dumps({"status": "unsplittable", "message": str(e)}))
+        return 0
     err = nmse(split, single)
     print(json.dumps({"status": "pass" if err <= 1e-6 else "fail", "error": err}))
     return 0
@@ -145,8 +155,13 @@ def fuzz(seed: int, trials: int, devices: str) -> list[dict]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--trials", type=int, default=20)
+    def natural(text):
+        v = int(text)
+        if v < 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+        return v
+    parser.add_argument("--seed", type=natural, default=0)
+    parser.add_argument("--trials", type=natural, default=20)
     parser.add_argument("--devices", default="cpu,cpu", help="the meta device's devices (default cpu,cpu)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a single trial, in a child process
     args = parser.parse_args(argv)
@@ -154,7 +169,7 @@ def main(argv=None) -> int:
         return _child(args.one, args.devices)
     records = fuzz(args.seed, args.trials, args.devices)
     for r in records:
-        detail = f"nmse {r['error']:.1e}" if "error" in r else r["message"]
+        detail = f"nmse {r['error']:.1e}" if r.get("error") is not None else r.get("message", "")
         print(f"{r['seed']:>5}  {r['status']:<12} {r['graph']}  [{detail}]")
     counts = {s: sum(r["status"] == s for r in records) for s in ("pass", "fail", "unsplittable")}
     print("  ".join(f"{k}: {v}" for k, v in counts.items()))
