@@ -83,8 +83,10 @@ class Context:
             if isinstance(n, bool) or not hasattr(n, "__index__"):
                 raise TypeError(f"ne must be integers, got {ne}")
         ne = [n.__index__() for n in ne]
-        if any(n < 0 for n in ne):
-            raise ValueError(f"ne must be non-negative, got {ne}")
+        if any(n <= 0 for n in ne):
+            # ggml allows empty tensors, but its shape checks divide by extents (a SIGFPE) and
+            # its kernels do not handle them
+            raise ValueError(f"ne must be positive, got {ne} (ggml does not handle empty tensors)")
         if ne[0] % types.block_size(t):
             raise ValueError(f"ne[0] = {ne[0]} is not a multiple of {t.name}'s block size {types.block_size(t)}")
         # ggml computes the byte size in size_t/int64 without overflow checks

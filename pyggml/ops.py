@@ -335,8 +335,8 @@ def _shape_arg(op: str, ne) -> list[int]:
         if isinstance(n, bool) or not hasattr(n, "__index__"):
             raise TypeError(f"{op}: ne must be integers, got {list(ne)}")
         out.append(n.__index__())
-    if any(n < 0 for n in out):
-        raise ValueError(f"{op}: ne must be non-negative, got {out}")
+    if any(n <= 0 for n in out):
+        raise ValueError(f"{op}: ne must be positive, got {out} (ggml does not handle empty tensors)")
     return out
 
 
@@ -371,12 +371,12 @@ _reshape_4d = _guarded("reshape_4d")
 def _reshape_nd(op: str, ctx, a, ne0, ne1, ne2, ne3) -> Tensor:
     try:
         # ggml checks only that the element counts agree, which two negative extents also do
-        negative = (ne0 | ne1 | ne2 | ne3) < 0
+        negative = (ne0 | ne1 | ne2 | ne3) < 0 or not (ne0 and ne1 and ne2 and ne3)
     except TypeError:
         _shape_arg(op, (ne0, ne1, ne2, ne3))
         raise
     if negative:
-        raise ValueError(f"{op}: ne must be non-negative, got {[ne0, ne1, ne2, ne3]}")
+        raise ValueError(f"{op}: ne must be positive, got {[ne0, ne1, ne2, ne3]}")
     try:
         r = _reshape_4d(ctx.ptr, a.ptr, ne0, ne1, ne2, ne3)
     except _ARG_ERRORS as e:
@@ -456,9 +456,9 @@ def _view(op: str, ctx, a, ne: tuple, nb: tuple, offset) -> Tensor:
             raise TypeError(f"{op}: a must be a Tensor, got {type(a).__name__}") from None
         _shape_arg(op, ne), [_index(op, "nb", n) for n in nb], _index(op, "offset", offset)
         raise
-    if negative:
-        raise ValueError(f"{op}: ne, strides and offset must be non-negative, got ne={list(ne)}, nb={list(nb)}, "
-                         f"offset={offset}")
+    if negative or not all(ne):
+        raise ValueError(f"{op}: ne must be positive and strides and offset non-negative (ggml does not handle "
+                         f"empty tensors), got ne={list(ne)}, nb={list(nb)}, offset={offset}")
     t = p.type
     blck = _BLOCK[t]
     if ne[0] % blck:
@@ -509,7 +509,7 @@ def view_2d(ctx, a, ne0, ne1, nb1, offset=0):
     # the view most graphs use, written out: the generic _view costs twice as much
     try:
         p = a.ptr
-        if ne0 < 0 or ne1 < 0 or nb1 < 0 or offset < 0:
+        if ne0 <= 0 or ne1 <= 0 or nb1 < 0 or offset < 0:
             raise ValueError
         t = p.type
         blck = _BLOCK[t]

@@ -250,10 +250,13 @@ _CPU_RULES = {int(k): v for k, v in _CPU_RULES.items()}
 def check_placeable(graph):
     """A scheduler places a tensor without memory only if it is an input or something computes it:
     a leaf that is neither has no backend, and ggml's allocator asserts."""
-    for i in range(graph.n_nodes):
-        for s in lib.ggml_graph_node(graph.ptr, i).src:
+    nodes = _nodes(graph)
+    # a leaf a node views (cpy's destination, set_rows' target) is placed with that node
+    viewed = {int(ffi.cast("uintptr_t", p.view_src)) for p in nodes if p.view_src != _NULL}
+    for p in nodes:
+        for s in p.src:
             if s != _NULL and s.op == lib.GGML_OP_NONE and s.data == _NULL and s.view_src == _NULL \
-                    and not s.flags & lib.GGML_TENSOR_FLAG_INPUT:
+                    and not s.flags & lib.GGML_TENSOR_FLAG_INPUT and int(ffi.cast("uintptr_t", s)) not in viewed:
                 name = ffi.string(s.name).decode("utf-8", "replace") or "(unnamed)"
                 raise GraphError(f"leaf {name} has no memory and is not an input: mark it with set_input() "
                                  "(or input=True), or allocate it on a backend first")

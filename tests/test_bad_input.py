@@ -165,7 +165,7 @@ for _n, _ne in _CONT_ARGS.items():
     _add_bad(f"reshape_{_n}d", lambda c, t, _n=_n: getattr(ops, f"reshape_{_n}d")(
         c, ops.transpose(c, t("f32", (3, 8))), *((24,) + (1,) * (_n - 1))), ValueError, "ggml_is_contiguous(a)")
 _add_bad("cont_2d", lambda c, t: ops.cont_2d(c, t("f32", (3, 8)), 2.5, 8), TypeError, "ne must be integers")
-_add_bad("reshape_2d", lambda c, t: ops.reshape_2d(c, t("f32", (3, 8)), -3, -8), ValueError, "must be non-negative")
+_add_bad("reshape_2d", lambda c, t: ops.reshape_2d(c, t("f32", (3, 8)), -3, -8), ValueError, "must be positive")
 _add_bad("reshape", lambda c, t: ops.reshape(c, t("f32", (3, 8)), t("f32", (5, 5))), ValueError,
          "ggml_nelements(a) == ")
 _add_bad("reshape", lambda c, t: ops.reshape(c, t("f32", (3, 8)), (8, 3)), TypeError, "b must be a Tensor")
@@ -184,10 +184,10 @@ _add_bad("repeat", lambda c, t: ops.repeat(c, ops.transpose(c, t("f32", (4, 4)))
 _add_bad("pad", lambda c, t: ops.pad(c, t("f32", (3, 8)), -1), ValueError, "padding must be non-negative")
 _add_bad("pad", lambda c, t: ops.pad(c, t("f16", (3, 8)), 1), ValueError, "the CPU kernel takes")
 _add_bad("view_1d", lambda c, t: ops.view_1d(c, t("f32", (3, 8)), 20, 4 * 8), ValueError, "past the end of a")
-_add_bad("view_1d", lambda c, t: ops.view_1d(c, t("f32", (3, 8)), 4, -4), ValueError, "must be non-negative")
+_add_bad("view_1d", lambda c, t: ops.view_1d(c, t("f32", (3, 8)), 4, -4), ValueError, "offset non-negative")
 _add_bad("view_1d", lambda c, t: ops.view_1d(c, t("q8_0", (2, 64)), 16), ValueError, "block size")
 _add_bad("view_2d", lambda c, t: ops.view_2d(c, t("f32", (3, 8)), 8, 3, 40), ValueError, "past the end of a")
-_add_bad("view_2d", lambda c, t: ops.view_2d(c, t("f32", (3, 8)), -1, 3, 32), ValueError, "must be non-negative")
+_add_bad("view_2d", lambda c, t: ops.view_2d(c, t("f32", (3, 8)), -1, 3, 32), ValueError, "must be positive")
 _add_bad("view_3d", lambda c, t: ops.view_3d(c, t("f32", (2, 3, 8)), 8, 3, 3, 32, 96), ValueError, "past the end of a")
 _add_bad("view_4d", lambda c, t: ops.view_4d(c, t("f32", (2, 3, 8)), 8, 3, 2, 1, 32, 100, 192), ValueError,
          "past the end of a")
