@@ -372,7 +372,7 @@ class Scheduler(_Lender):
         if graph.allocation is None or graph.allocation[0] is not self:
             raise GraphError("scheduler compute: the graph is not allocated by this scheduler "
                              "(alloc_graph it here first)")
-        preflight.check(graph, on_cpu=self._on_cpu, key=("sched", id(self), self.generation))
+        preflight.check(graph, on_cpu=self._on_cpu, key=(("sched", id(self)), self.generation))
         _check_status(lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr), "scheduler graph compute")
 
     def _on_cpu(self, p) -> bool:

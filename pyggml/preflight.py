@@ -358,7 +358,7 @@ class _State:
     __slots__ = ("marks", "memory", "index_inputs", "__weakref__")
 
     def __init__(self):
-        self.marks, self.memory, self.index_inputs = set(), None, []
+        self.marks, self.memory, self.index_inputs = {}, None, []
 
 
 def _nodes(graph) -> list:
@@ -378,12 +378,13 @@ def check(graph, *, on_cpu, key):
     nodes = None
     if graph.broken:
         raise GraphError(f"compute: the graph must not be computed: {graph.broken}")
-    if (key, n) not in st.marks:
+    path, version = key if isinstance(key, tuple) else (key, None)
+    if st.marks.get(path) != (version, n):  # one entry per compute path: constant memory over reruns
         nodes = _nodes(graph)
         _structure(nodes, on_cpu)
         st.index_inputs = _index_inputs(nodes)
         st.memory = None
-        st.marks.add((key, n))
+        st.marks[path] = (version, n)
     alloc = graph.allocation
     if alloc is not None and alloc[0].generation != alloc[1]:
         raise GraphError("compute: the graph's memory was since given to another graph by the same allocator; "
