@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pyggml._native import cstr, ffi, lib
 from pyggml import preflight
+from pyggml._args import instance, integer
 from pyggml.errors import GGMLError, GraphError, Unsupported
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
@@ -100,7 +101,7 @@ class Backend:
         self.device = dev if dev is not None else Device(lib.ggml_backend_get_device(ptr))
         self.n_threads = None
         if self.is_cpu:
-            self.set_n_threads(n_threads or os.cpu_count() or 1)
+            self.set_n_threads((os.cpu_count() or 1) if n_threads is None else n_threads)
 
     @property
     def name(self) -> str:
@@ -111,8 +112,7 @@ class Backend:
         return bool(lib.ggml_backend_is_cpu(self.ptr))
 
     def set_n_threads(self, n: int):
-        if n < 1:
-            raise ValueError(f"n_threads must be >= 1, got {n}")
+        n = integer("n_threads", n, 1, MAX_THREADS)
         if not self.is_cpu:
             raise ValueError(f"{self.name} is not a CPU backend; threads are set on CPU backends")
         lib.ggml_backend_cpu_set_n_threads(self.ptr, n)
@@ -123,14 +123,17 @@ class Backend:
         return lib.ggml_backend_get_default_buffer_type(self.ptr)
 
     def supports_op(self, t: Tensor) -> bool:
-        return bool(lib.ggml_backend_supports_op(self.ptr, t.ptr))
+        return bool(lib.ggml_backend_supports_op(self.ptr, instance("supports_op: t", t, Tensor).ptr))
 
     def unsupported(self, graph: Graph) -> list[Tensor]:
         """Nodes of the graph this backend cannot compute."""
+        instance("unsupported: graph", graph, Graph)
         return [n for n in graph.nodes if n.op.name != "NONE" and not self.supports_op(n)]
 
     def alloc_tensors(self, ctx) -> "Buffer":
         """Allocate every tensor of a no_alloc context in one buffer of this backend."""
+        from pyggml.context import Context
+        instance("alloc_tensors: ctx", ctx, Context)
         if not ctx.no_alloc:
             raise ValueError("alloc_tensors: the context already holds its tensors' data (no_alloc=False)")
         ptr = lib.ggml_backend_alloc_ctx_tensors(ctx.ptr, self.ptr)
@@ -205,12 +208,15 @@ class Buffer:
         return bool(lib.ggml_backend_buffer_is_host(self.ptr))
 
     def clear(self, value: int = 0):
-        lib.ggml_backend_buffer_clear(self.ptr, value)
+        """Set every byte of the buffer to `value` (0..255)."""
+        lib.ggml_backend_buffer_clear(self.ptr, integer("Buffer.clear: value", value, 0, 255))
 
 
 # graph context -> {node address: its sources as built} (Scheduler.restore)
 _PRISTINE_SOURCES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-SCHED_MAX_BACKENDS = 16  # GGML_SCHED_MAX_BACKENDS of ggml-backend.cpp (not in a public header)
+SCHED_MAX_BACKENDS = 16
+MAX_GRAPH_SIZE = 2**24  # nodes of one graph: far beyond any model's, well inside what ggml can size
+MAX_THREADS = 4096  # GGML_SCHED_MAX_BACKENDS of ggml-backend.cpp (not in a public header)
 
 
 class _Lender:
@@ -283,6 +289,8 @@ class Gallocr(_Lender):
         self.ptr = ffi.gc(ptr, lib.ggml_gallocr_free)
 
     def reserve(self, graph: Graph):
+        instance("gallocr reserve: graph", graph, Graph)
+        preflight.check_allocatable(graph)
         if not lib.ggml_gallocr_reserve(self.ptr, graph.ptr):
             raise GGMLError("gallocr: reserving the graph's memory failed")
 
@@ -310,10 +318,10 @@ class Scheduler(_Lender):
             raise ValueError("Scheduler: the last backend must be the CPU (ggml places inputs there)")
         if len(backends) > SCHED_MAX_BACKENDS:
             raise ValueError(f"Scheduler: at most {SCHED_MAX_BACKENDS} backends, got {len(backends)}")
-        if isinstance(graph_size, bool) or not hasattr(graph_size, "__index__") or graph_size.__index__() < 1:
-            raise ValueError(f"Scheduler: graph_size must be a positive integer, got {graph_size!r}")
+        # ggml mallocs tables of graph_size entries per backend and aborts if that fails
+        graph_size = integer("Scheduler: graph_size", graph_size, 1, MAX_GRAPH_SIZE)
         self.backends = list(backends)
-        self.graph_size = graph_size.__index__()
+        self.graph_size = graph_size
         arr = ffi.new("ggml_backend_t[]", [b.ptr for b in backends])
         ptr = lib.ggml_backend_sched_new(arr, ffi.NULL, len(backends), self.graph_size, parallel, True)
         if ptr == ffi.NULL:
@@ -328,6 +336,10 @@ class Scheduler(_Lender):
                              f"{self.graph_size} (create it with a larger graph_size)")
 
     def reserve(self, graph: Graph):
+        instance("scheduler reserve: graph", graph, Graph)
+        self.restore(graph)
+        preflight.check_allocatable(graph)
+        preflight.check_placeable(graph)
         self._check_size(graph, "scheduler reserve")
         if not lib.ggml_backend_sched_reserve(self.ptr, graph.ptr):
             raise GGMLError("scheduler: reserving the graph failed")
@@ -385,9 +397,13 @@ class Scheduler(_Lender):
         return True
 
     def set_tensor_backend(self, t: Tensor, b: Backend):
+        instance("set_tensor_backend: t", t, Tensor)
+        if not any(b is own for own in self.backends):
+            raise ValueError("set_tensor_backend: b must be one of the scheduler's backends")
         lib.ggml_backend_sched_set_tensor_backend(self.ptr, t.ptr, b.ptr)
 
     def tensor_backend(self, t: Tensor) -> str | None:
+        instance("tensor_backend: t", t, Tensor)
         p = lib.ggml_backend_sched_get_tensor_backend(self.ptr, t.ptr)
         return cstr(lib.ggml_backend_name(p)) if p != ffi.NULL else None
 

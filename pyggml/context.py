@@ -49,6 +49,8 @@ class Context:
 
     def adopt(self, t: Tensor):
         """A tensor of this context refers to t: keep t's context (and so its memory) alive."""
+        if not isinstance(t, Tensor):
+            raise TypeError(f"adopt: expected a Tensor, got {type(t).__name__}")
         if t.ctx is not None:
             self._keep.add(t.ctx)
 
@@ -130,6 +132,8 @@ class Context:
         return out
 
     def get_tensor(self, name: str) -> Tensor | None:
+        if not isinstance(name, str):
+            raise TypeError(f"get_tensor: name must be a str, got {type(name).__name__}")
         t = lib.ggml_get_tensor(self.ptr, name.encode())
         return Tensor(t, self) if t != ffi.NULL else None
 

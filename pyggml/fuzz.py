@@ -1,21 +1,22 @@
-"""Random calls through pyggml's Python layer: it must raise or be right, never die.
+"""Random-call fuzzer of pyggml's Python layer.
 
-    python -m pyggml.fuzz --calls N --seed S [--batch B] [--no-meta] [--json FILE]
+    python -m pyggml.fuzz --calls 3000 --seed 1 [--batch 100] [--no-meta] [--json FILE]
 
-Call i is reproducible from (seed, i) alone: a fresh context, a few random tensors (random
-types incl. quantized, shapes with odd, 0, 1 and huge sizes, views, permutations,
-transposes, tensors of a foreign context), then one public op or method with random valid
-and invalid arguments (types, extents, strides, offsets, axes, indices, NaN and infinite
-scalars). What builds is computed on the CPU and, unless --no-meta, on a two-CPU meta
-device, with random inputs; results are compared with NumPy where an oracle is at hand and
-the meta result with the CPU's.
+Each call is a short Python program of pyggml calls, written as it runs: tensors of random
+types and shapes (odd, zero, huge), views with random strides and offsets, permutations,
+tensors of a foreign context, then one op of `pyggml.ops` or one public method of Context,
+Tensor, Graph, Backend, Buffer, Gallocr, Scheduler, Runner, MetaDevice, Split or conv_state,
+with valid and invalid arguments. What builds is computed on the CPU (`Runner("cpu")`) and,
+with --meta (the default), again on a two-CPU meta device, and compared with a NumPy oracle
+(pyggml.oracles) where one applies, and the meta result with the CPU one.
 
-Outcomes: `ok`, `raised` (a documented exception: TypeError, ValueError and its subclasses
-OpError/GraphError/Unsupported/Unsplittable, MemoryError, GGMLError), `off-contract` (any
-other exception), `wrong` (a result that disagrees), `death` (the process died). Calls run
-in batches, each in a child process; when a batch dies, its calls are replayed one by one to
-find the one that kills, and a standalone reproducer is printed. Exit status 1 if anything
-died, was wrong or off-contract.
+Outcomes of a call: `raised` (a documented exception: TypeError, ValueError and its
+subclasses OpError/GraphError/Unsupported/Unsplittable, MemoryError, GGMLError), `off-contract`
+(any other exception), `wrong` (a result that disagrees with the oracle or the CPU), `death`
+(the process died: abort, signal, or a hang). Calls run in batches, each in a child process;
+a death ends only its batch, which then resumes after the dying call, and the dying call's
+program is printed as a standalone reproducer. Every call is deterministic from (seed, index).
+Exit status: 1 if any death, wrong or off-contract result, else 0.
 """
 
 from __future__ import annotations
@@ -23,309 +24,1020 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import math
+import os
+import random
+import re
+import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections import Counter
 
-import numpy as np
+# the module's own name, so that children (and the oracle lines) use this very file even when it
+# is run under another name or against another checkout
+MODULE = __spec__.name if __spec__ is not None and __spec__.name != "__main__" else "pyggml.fuzz"
+PRELUDE = ["import numpy as np", "import pyggml as gg", "from pyggml import ops, oracles, conv_state",
+           "from pyggml.meta import MetaDevice, Split"]
+MAX_BYTES = 1 << 24  # a graph touching more than this is built but never computed (huge sizes stay symbolic)
+TENSOR_PARAMS = {"a", "b", "c", "mask", "pos", "freq_factors", "sx"}
+COMMON_TYPES = ["F32"] * 10 + ["F16"] * 3 + ["BF16", "I32", "I32"]
+RARE_TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K", "Q8_K", "Q8_1", "IQ2_XXS", "IQ2_XS",
+              "IQ1_S", "IQ4_NL", "IQ4_XS", "TQ1_0", "MXFP4", "I8", "I16", "I64", "F64"]
+SMALL = [1, 1, 2, 2, 3, 4, 5, 7, 8, 16]
+WEIRD_INTS = [0, -1, -7, 2**31, 2**40, 2**63, -(2**63), 2**64]
+WEIRD_FLOATS = ["float('nan')", "float('inf')", "float('-inf')", "-1.0", "0.0", "1e38", "1e-45"]
+WEIRD_VALUES = ["None", "'x'", "1.5", "[1, 2]", "True", "object()", "np.float32(2)", "{}", "(3,)"]
+# ops whose result the NumPy oracle of the same name, called with the same arguments, predicts
+ORACLE_SKIP = {"rope_ext", "set_name", "arange"}
 
-DOCUMENTED = (TypeError, ValueError, MemoryError)  # OpError, GraphError, ... are ValueErrors
-TYPES = ("f32", "f32", "f32", "f16", "bf16", "i32", "q8_0", "q4_0", "q4_k", "q8_k", "i64")
-SIZES = (1, 1, 2, 3, 4, 5, 7, 8, 13, 32, 64)
-INTS = (-1, 0, 0, 1, 1, 2, 3, 4, 5, 7, 8, 16, 32, 64, 96, 2**31, 2**62, -(2**63))
-FLOATS = (0.0, 1.0, -1.0, 0.5, 2.0, 1e-6, float("nan"), float("inf"), -float("inf"), 1e30)
-TENSOR_ARGS = {"a", "b", "c", "sx", "pos", "mask", "freq_factors"}
-ELEMENTWISE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
-UNARY_ORACLE = {"abs": np.abs, "neg": np.negative, "sqr": np.square, "relu": lambda x: np.maximum(x, 0),
-                "exp": np.exp, "tanh": np.tanh}
+
+# --- documented exceptions -------------------------------------------------------------------
+def documented() -> tuple[type, ...]:
+    from pyggml.errors import GGMLError
+    return (TypeError, ValueError, MemoryError, GGMLError)
 
 
-class Call:
-    """One random call: the script that reproduces it, and what it did."""
+# --- the program of one call -------------------------------------------------------------------
+class Raised(Exception):
+    """A line of the program raised `exc` (kept apart from errors of the fuzzer itself)."""
 
-    def __init__(self, seed: int, index: int):
-        self.rng = np.random.default_rng([seed, index])
-        self.lines = ["import numpy as np", "import pyggml as gg", "from pyggml import ops",
-                      "ctx = gg.Context()", "other = gg.Context()"]
+    def __init__(self, exc: BaseException, line: str):
+        super().__init__(line)
+        self.exc = exc
+        self.line = line
 
-    def say(self, line: str):
+
+class Script:
+    """Code lines executed one by one in one namespace, each echoed before it runs, so the
+    lines of a call that kills the process are on record (the parent reads the echo).
+    `lines` holds the lines that ran through; a line that raised is left out, so the
+    program can be run again (the meta pass rebuilds it) and stays a valid script."""
+
+    def __init__(self, echo=None):
+        self.lines: list[str] = []
+        self.echo = echo
+        self.ns: dict = {}
+        for line in PRELUDE:
+            exec(line, self.ns)
+
+    def run(self, line: str):
+        if self.echo:
+            self.echo(f"@code {json.dumps(line)}")
+        try:
+            exec(line, self.ns)
+        except Exception as e:  # noqa: BLE001 - the caller classifies it
+            raise Raised(e, line) from e
         self.lines.append(line)
 
-    def pick(self, seq):
-        return seq[int(self.rng.integers(len(seq)))]
+    def __getitem__(self, var):
+        return self.ns[var]
 
 
-def _tensor(call: Call, gg, ctx, cname: str, k: int):
-    """A random tensor in ctx (named t{k} in the script), sometimes a view, permutation or transpose."""
-    rng = call.rng
-    t = call.pick(TYPES)
-    ndim = int(rng.integers(1, 5))
-    shape = [call.pick(SIZES) for _ in range(ndim)]
-    if rng.random() < 0.05:
-        shape[int(rng.integers(ndim))] = call.pick((0, 2**40))
-    if t.startswith("q") and rng.random() < 0.8:
-        shape[-1] = call.pick((32, 64, 256))
-    call.say(f"t{k} = {cname}.tensor({t!r}, {tuple(shape)!r})")
-    x = ctx.tensor(t, tuple(shape))
-    r = rng.random()
-    if r < 0.1 and x.ne[1] > 1:
-        call.say(f"t{k} = ops.transpose({cname}, t{k})")
-        x = gg.ops.transpose(ctx, x)
-    elif r < 0.2:
-        axes = tuple(int(a) for a in rng.permutation(4))
-        call.say(f"t{k} = ops.permute({cname}, t{k}, *{axes})")
-        x = gg.ops.permute(ctx, x, *axes)
-    elif r < 0.3 and x.ne[0] > 1:
-        ne0 = int(rng.integers(1, x.ne[0] + 1))
-        call.say(f"t{k} = ops.view_2d({cname}, t{k}, {ne0}, {x.ne[1]}, {x.nb[1]}, 0)")
-        x = gg.ops.view_2d(ctx, x, ne0, x.ne[1], x.nb[1], 0)
-    return x
+def float_code(x: float) -> str:
+    return f"float('{x}')" if not math.isfinite(x) else repr(float(x))
 
 
-def _argument(call: Call, name: str, param, pool: list):
-    """A random value for one parameter, with the script text that makes it."""
-    rng = call.rng
-    if name in TENSOR_ARGS or name == "a":
-        if param.default is None and rng.random() < 0.3:
-            return None, "None"
-        if rng.random() < 0.04:
-            return call.pick(([1.0], "t", 3)), repr(call.pick(([1.0], "t", 3)))
-        i = int(rng.integers(len(pool)))
-        return pool[i], f"t{i}"
-    if name in ("ne", "nb"):
-        vals = [call.pick(INTS) if rng.random() < 0.3 else call.pick(SIZES) * (4 if name == "nb" else 1)
-                for _ in range(call.pick((4, 4, 4, 2)))]
-        return vals, repr(vals)
-    if name == "order":
-        v = call.pick(("asc", "desc", "sideways", 0, 1, 7))
-        return v, repr(v)
-    if name == "name":
-        v = call.pick(("x", "y" * 100, ""))
-        return v, repr(v)
-    if param.annotation in ("float",) or name in ("s", "eps", "scale", "max_bias", "min", "max", "start", "stop",
-                                                    "step", "negative_slope") or name.startswith(("freq_", "ext_",
-                                                                                                    "attn_", "beta_")):
-        v = call.pick(FLOATS) if rng.random() < 0.5 else float(rng.uniform(-4, 4))
-        return v, repr(v)
-    if rng.random() < 0.03:
-        v = call.pick((2.5, "3", None))
-        return v, repr(v)
-    v = call.pick(INTS) if rng.random() < 0.3 else call.pick((0, 1, 2, 3, 4, 8, 16, 32))
-    return v, repr(v)
+class Gen:
+    """Random arguments for one call, chosen by parameter name and by the live tensors made so far."""
 
+    def __init__(self, rng: random.Random, script: Script):
+        self.rng = rng
+        self.s = script
+        self.n = 0
+        self.tensors: list[str] = []      # base tensors (graph inputs)
+        self.np: dict[str, str | None] = {}  # tensor var -> NumPy expression of its values (None: unknown)
+        self.contig: dict[str, bool] = {}    # the NumPy value is in the tensor's memory order
+        self.limit: dict[str, int] = {}      # index tensors: values drawn below this
+        self.distinct: set[str] = set()      # index tensors whose values must not repeat (set_rows)
+        self.chosen: dict[str, str] = {}     # parameter name -> tensor var, for this call
 
-def _inputs(rng, graph) -> dict:
-    vals = {}
-    for leaf in graph.leafs():
-        if leaf.ptr.view_src:  # views read their source's memory
-            continue
-        leaf.set_input()
-        t = leaf.type.name
-        if t in ("I32", "I64"):
-            vals[leaf] = rng.integers(0, 3, size=leaf.shape)
+    def chance(self, p: float) -> bool:
+        return self.rng.random() < p
+
+    # --- tensors ---------------------------------------------------------------------
+    def rand_type(self) -> str:
+        return self.rng.choice(COMMON_TYPES if self.chance(0.85) else RARE_TYPES)
+
+    def rand_ne(self, type_name: str) -> list[int]:
+        from pyggml import types
+        ndim = self.rng.choice([1, 2, 2, 3, 3, 4])
+        ne = [self.rng.choice(SMALL) for _ in range(ndim)]
+        if self.chance(0.03):
+            ne[self.rng.randrange(ndim)] = 0
+        if self.chance(0.02):
+            ne[self.rng.randrange(ndim)] = 2**40
+        blck = types.block_size(type_name)
+        if blck > 1 and self.chance(0.9):
+            ne[0] = blck * self.rng.choice([1, 1, 2])
+        return ne + [1] * (4 - ndim)
+
+    def new_tensor(self, type_name: str, ne: list[int], ctx: str = "ctx") -> str:
+        var = f"t{self.n}"
+        self.n += 1
+        ndim = max([i + 1 for i, n in enumerate(ne) if n != 1] + [1])
+        shape = tuple(reversed(ne[:ndim]))
+        self.s.run(f"{var} = {ctx}.tensor({type_name!r}, {shape}, {var!r}, input=True)")
+        self.tensors.append(var)
+        self.np[var] = f"R_{var}"
+        self.contig[var] = True
+        return var
+
+    def tensor(self, like: str | None = None) -> str:
+        """A base tensor: like another one (same type and shape) or random; sometimes from a foreign context."""
+        if like is not None and self.chance(0.6):
+            t = self.s[like]
+            type_name, ne = t.type.name, list(t.ne)
         else:
-            vals[leaf] = rng.uniform(-2, 2, size=leaf.shape).astype(np.float32)
-    return vals
+            type_name = self.rand_type()
+            ne = self.rand_ne(type_name)
+        ctx = "ctx"
+        if self.chance(0.05):
+            if "ctx2" not in self.s.ns:
+                self.s.run("ctx2 = gg.Context()")
+            ctx = "ctx2"
+        return self.new_tensor(type_name, ne, ctx)
+
+    def derive(self, var: str) -> str:
+        """A view, permutation, transpose or reshape of var (the derived call may itself raise)."""
+        t = self.s[var]
+        out = f"t{self.n}"
+        self.n += 1
+        kind = self.rng.choice(["view", "view", "permute", "transpose", "reshape", "cont"])
+        src_np, contig = self.np.get(var), self.contig.get(var, False)
+        if kind == "view":
+            dims = self.rng.randint(1, 4)
+            name = f"view_{dims}d"
+            args = [self.int_arg(name, p, var) for p in (["ne0", "ne1", "ne2", "ne3"][:dims]
+                                                       + ["nb1", "nb2", "nb3"][:dims - 1] + ["offset"])]
+            self.s.run(f"{out} = ctx.{name}({var}, {', '.join(args)})")
+            ok = src_np and contig and self.raw(var) and aligned(self, var, name, args)
+            self.np[out] = f"oracles.{name}({src_np}, {', '.join(args)})" if ok else None
+            self.contig[out] = False
+        elif kind in ("permute", "transpose"):
+            axes = [0, 1, 2, 3]
+            self.rng.shuffle(axes)
+            rest = f", {', '.join(map(str, axes))}" if kind == "permute" else ""
+            self.s.run(f"{out} = ctx.{kind}({var}{rest})")
+            self.np[out] = f"oracles.{kind}({src_np}{rest})" if src_np else None
+            self.contig[out] = False
+        elif kind == "reshape":
+            ne = list(t.ne)
+            self.rng.shuffle(ne)
+            self.s.run(f"{out} = ctx.reshape_4d({var}, {', '.join(map(str, ne))})")
+            self.np[out] = f"oracles.reshape({src_np}, {ne})" if src_np and contig else None
+            self.contig[out] = contig
+        else:
+            self.s.run(f"{out} = ctx.cont({var})")
+            self.np[out] = src_np
+            self.contig[out] = True
+        return out
+
+    def try_derive(self, var: str) -> str:
+        try:
+            return self.derive(var)
+        except Raised as e:
+            if classify(e.exc) != "raised":
+                raise
+            return var  # the derived tensor was refused (documented): keep the base one
+
+    def raw(self, var: str) -> bool:
+        from pyggml import types
+        return types.has_raw_dtype(self.s[var].type)
+
+    # --- arguments by parameter name --------------------------------------------------------
+    def weird(self) -> str:
+        return self.rng.choice(WEIRD_VALUES + WEIRD_FLOATS + [str(i) for i in WEIRD_INTS] + ["np.zeros((2, 3))"])
+
+    def tensor_arg(self, op: str, param: str) -> str:
+        """A tensor for `param` of `op`: shaped to fit the other arguments (a hint) or random."""
+        first = next(iter(self.chosen.values()), None)
+        hint = HINTS.get((op, param)) if self.chance(0.85) else None
+        var = None
+        if hint is not None:
+            try:
+                var = hint(self)
+            except KeyError:  # the hint needs an earlier argument that was not a tensor
+                var = None
+        if var is None:
+            var = self.tensor(like=first)
+        if self.chance(0.2):
+            var = self.try_derive(var)
+        self.chosen[param] = var
+        return var
+
+    def int_arg(self, op: str, param: str, a: str | None = None) -> str:
+        if self.chance(0.06):
+            return str(self.rng.choice(WEIRD_INTS))
+        t = self.s[a] if a else None
+        m = re.fullmatch(r"(ne|nb|axis|p)(\d)", param)
+        if t is not None and m and m.group(1) == "ne":
+            i = int(m.group(2))
+            return str(self.rng.randint(0, t.ne[i]) if self.chance(0.3) else t.ne[i])
+        if t is not None and m and m.group(1) == "nb":
+            i = int(m.group(2))
+            return str(t.nb[i] if self.chance(0.7) else self.rng.choice([0, t.nb[0], t.nb[i] * 2, t.nb[i] - 1]))
+        if param == "offset":
+            es = t.nb[0] if t is not None else 4
+            return str(self.rng.choice([0, 0, 0, es, 2 * es, 1, -es]))
+        if m and m.group(1) == "axis":
+            return str(self.rng.randrange(4) if self.chance(0.9) else self.rng.choice([-1, 4]))
+        if m and m.group(1) == "p":
+            return str(self.rng.choice([0, 0, 1, 2, 3, -1]))
+        if param == "dim":
+            return str(self.rng.choice([0, 1, 2, 3, 3, -1, 4]))
+        if param in ("n_past",):
+            return str(self.rng.choice([0, 1, 2, -1]))
+        if param == "n_dims":
+            return str(t.ne[0] if t is not None and self.chance(0.7) else self.rng.choice([0, 2, 4, 3, -2]))
+        if param == "mode":
+            return str(self.rng.choice([0, 0, 2, 1, 8, 24, 40]))
+        return str(self.rng.choice(SMALL + [0, -1]))
+
+    def float_arg(self, param: str) -> str:
+        if self.chance(0.08):
+            return self.rng.choice(WEIRD_FLOATS)
+        if param == "min":
+            return "-0.5"
+        if param == "max":
+            return "0.5"
+        if param == "eps":
+            return self.rng.choice(["1e-6", "1e-5", "0.0"])
+        if param == "max_bias":
+            return self.rng.choice(["0.0", "0.0", "8.0"])
+        if param == "start":
+            return self.rng.choice(["0.0", "1.0", "-2.5"])
+        if param == "stop":
+            return self.rng.choice(["5.0", "8.0", "1.0"])
+        if param == "step":
+            return self.rng.choice(["1.0", "0.5", "3.0"])
+        if param == "freq_base":
+            return "10000.0"
+        if param in ("freq_scale", "attn_factor"):
+            return "1.0"
+        if param == "ext_factor":
+            return "0.0"
+        if param == "beta_fast":
+            return "32.0"
+        if param == "beta_slow":
+            return "1.0"
+        return float_code(round(self.rng.uniform(-2, 2), 3))
+
+    def arg(self, op: str, p: inspect.Parameter) -> str:
+        name = p.name
+        if self.chance(0.04):
+            return self.weird()
+        if name in TENSOR_PARAMS:
+            if p.default is None and self.chance(0.4):
+                return "None"
+            return self.tensor_arg(op, name)
+        a = self.chosen.get("a")
+        if name == "order":
+            return self.rng.choice(["gg.SortOrder.ASC", "gg.SortOrder.DESC", "'asc'", "'desc'", "'up'", "7"])
+        if name == "name":
+            return self.rng.choice(["'x'", "'y' * 80", "''", "'é'"])
+        if name in ("ne", "nb"):
+            t = self.s[a] if a else None
+            if t is not None and self.chance(0.7):
+                vals = list(t.ne) if name == "ne" else list(t.nb)
+                if name == "ne" and self.chance(0.3):
+                    vals[self.rng.randrange(4)] = self.rng.choice([0, -1, 1])
+                return str(vals)
+            return str([self.rng.choice(SMALL + [0, -1]) for _ in range(self.rng.choice([4, 4, 3]))])
+        if p.annotation in ("float", float) or isinstance(p.default, float):
+            return self.float_arg(name)
+        return self.int_arg(op, name, a)
 
 
-def _oracle(op: str, args: list, inputs: dict):
-    """The NumPy answer for the ops with an obvious one on contiguous F32 inputs, else None."""
-    srcs = [a for a in args if hasattr(a, "ptr")]
-    if not srcs or any(s not in inputs or s.type.name != "F32" for s in srcs):
+# --- shape hints: arguments shaped to fit, so that most calls build ----------------------------------
+def _like(g: Gen, var: str, type_name=None, **dims) -> str:
+    t = g.s[var]
+    ne = list(t.ne)
+    for k, v in dims.items():
+        ne[int(k[2])] = v
+    return g.new_tensor(type_name or t.type.name, ne)
+
+
+
+def _mul_mat_a(g: Gen) -> str:
+    type_name = g.rng.choice(["F32"] * 4 + ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "IQ4_NL", "Q8_K"])
+    return g.new_tensor(type_name, g.rand_ne(type_name))
+
+
+def _mul_mat_b(g: Gen) -> str:
+    a = g.s[g.chosen["a"]]
+    return g.new_tensor("F32", [a.ne[0], g.rng.choice(SMALL), a.ne[2] * g.rng.choice([1, 1, 2]), a.ne[3]])
+
+
+def _get_rows_a(g: Gen) -> str:
+    type_name = g.rng.choice(["F32"] * 4 + ["F16", "BF16", "I32", "Q8_0", "Q4_0", "Q4_K"])
+    return g.new_tensor(type_name, g.rand_ne(type_name)[:3] + [1])
+
+
+def _index(g: Gen, ne: list[int], limit: int, type_name="I32", distinct=False) -> str:
+    var = g.new_tensor(type_name, ne)
+    g.limit[var] = limit
+    if distinct:
+        g.distinct.add(var)
+    return var
+
+
+def _get_rows_b(g: Gen) -> str:
+    a = g.s[g.chosen["a"]]
+    return _index(g, [g.rng.choice(SMALL), a.ne[2], a.ne[3], 1], a.ne[1])
+
+
+def _set_rows_a(g: Gen) -> str:
+    type_name = g.rng.choice(["F32"] * 4 + ["F16", "BF16", "Q8_0", "Q4_0"])
+    return g.new_tensor(type_name, g.rand_ne(type_name)[:3] + [1])
+
+
+def _set_rows_b(g: Gen) -> str:
+    a = g.s[g.chosen["a"]]
+    return g.new_tensor(g.rng.choice(["F32", "F32", "F16"]), [a.ne[0], g.rng.randint(1, max(1, a.ne[1])), a.ne[2], a.ne[3]])
+
+
+def _set_rows_c(g: Gen) -> str:
+    a, b = g.s[g.chosen["a"]], g.s[g.chosen["b"]]
+    return _index(g, [b.ne[1], 1, 1, 1], a.ne[1], g.rng.choice(["I32", "I64"]), distinct=True)
+
+
+def _rope_a(g: Gen) -> str:
+    return g.new_tensor(g.rng.choice(["F32", "F32", "F16"]), [g.rng.choice([2, 4, 8]), g.rng.choice(SMALL),
+                                                              g.rng.choice(SMALL), 1])
+
+
+HINTS = {
+    ("mul_mat", "a"): _mul_mat_a, ("mul_mat", "b"): _mul_mat_b,
+    ("get_rows", "a"): _get_rows_a, ("get_rows", "b"): _get_rows_b,
+    ("set_rows", "a"): _set_rows_a, ("set_rows", "b"): _set_rows_b, ("set_rows", "c"): _set_rows_c,
+    ("rope_ext", "a"): _rope_a,
+    ("rope_ext", "pos"): lambda g: _index(g, [g.s[g.chosen["a"]].ne[2], 1, 1, 1], 64),
+    ("rope_ext", "freq_factors"): lambda g: g.new_tensor("F32", [max(1, g.s[g.chosen["a"]].ne[0] // 2), 1, 1, 1]),
+    ("soft_max_ext", "mask"): lambda g: _like(g, g.chosen["a"], g.rng.choice(["F32", "F16"]), ne2=1, ne3=1),
+    ("ssm_conv", "sx"): lambda g: g.new_tensor("F32", [g.rng.choice([3, 4, 6]), g.rng.choice(SMALL), g.rng.choice([1, 2]), 1]),
+    ("ssm_conv", "c"): lambda g: g.new_tensor("F32", [g.rng.choice([2, 3, 4]), g.s[g.chosen["sx"]].ne[1], 1, 1]),
+    ("concat", "b"): lambda g: _like(g, g.chosen["a"]),
+    ("repeat", "b"): lambda g: _like(g, g.chosen["a"], ne1=g.s[g.chosen["a"]].ne[1] * 2),
+    ("cpy", "b"): lambda g: _like(g, g.chosen["a"], g.rng.choice(["F32", "F16", "BF16", "Q8_0"])),
+    ("reshape", "b"): lambda g: g.new_tensor("F32", [g.s[g.chosen["a"]].nelements, 1, 1, 1]),
+}
+for _op in ("add", "sub", "mul", "div"):
+    HINTS[(_op, "b")] = lambda g: _like(g, g.chosen["a"], "F32", ne1=1) if g.chance(0.3) else _like(g, g.chosen["a"])
+
+
+# --- one op call ----------------------------------------------------------------------------------
+def public_ops() -> list[str]:
+    from pyggml import ops
+    return sorted(n for n in ops.__all__ if callable(getattr(ops, n)) and not isinstance(getattr(ops, n), type))
+
+
+def op_call(g: Gen, name: str) -> dict:
+    """Build `out = ops.<name>(ctx, ...)`; returns what compute and check need to know."""
+    from pyggml import ops
+    params = list(inspect.signature(getattr(ops, name)).parameters.values())[1:]
+    if g.chance(0.03):
+        ctx = g.rng.choice(["None", "gg.Context()", "ctx2"])
+        if ctx == "ctx2":
+            g.s.run("ctx2 = gg.Context(n_tensors=2)")
+    else:
+        ctx = "ctx"
+    args = [g.arg(name, p) for p in params]
+    g.s.run(f"out = ops.{name}({ctx}, {', '.join(args)})")
+    return {"op": name, "args": args}
+
+
+def oracle_code(g: Gen, name: str, args: list[str]) -> str | None:
+    """The oracle expression of `ops.<name>(ctx, *args)`, or None when no oracle applies."""
+    from pyggml import oracles
+    if name in ORACLE_SKIP:
         return None
-    if op in ELEMENTWISE and len(srcs) == 2:
-        a, b = inputs[srcs[0]].reshape(tuple(reversed(srcs[0].ne))), inputs[srcs[1]].reshape(tuple(reversed(srcs[1].ne)))
-        reps = tuple(x // y for x, y in zip(a.shape, b.shape))
-        return ELEMENTWISE[op](a, np.tile(b, reps))
-    if op in UNARY_ORACLE and len(srcs) == 1:
-        return UNARY_ORACLE[op](inputs[srcs[0]])
-    if op == "mul_mat" and len(srcs) == 2 and all(s.ne[2] == s.ne[3] == 1 for s in srcs):
-        a, b = (inputs[s].reshape(s.ne[1], s.ne[0]) for s in srcs)
-        return b @ a.T
+    np_args = []
+    for a in args:
+        if a in g.np:
+            if g.np[a] is None:
+                return None
+            np_args.append(g.np[a])
+        else:
+            np_args.append(a)
+    m = re.fullmatch(r"(cont|reshape)_(\d)d", name)
+    if m:
+        return f"oracles.reshape({np_args[0]}, [{', '.join(np_args[1:])}])"
+    if name in ("reshape", "repeat"):
+        return f"oracles.{name}({np_args[0]}, {list(g.s[args[1]].ne)})"
+    if name == "cpy":
+        from pyggml import types
+        dtype = types.host_dtype(g.s[args[1]].type).name
+        return f"oracles.reshape(oracles.cpy({np_args[0]}, {dtype!r}), {list(g.s[args[1]].ne)})"
+    if name == "argsort" and args[1] not in ("gg.SortOrder.ASC", "gg.SortOrder.DESC", "'asc'", "'desc'"):
+        return None  # the oracle reads only these spellings of the order
+    if name.startswith("view_") and not (g.contig.get(args[0], False) and g.raw(args[0])
+                                         and aligned(g, args[0], name, args[1:])):
+        return None
+    fn = getattr(oracles, name, None)
+    if fn is None or len(inspect.signature(fn).parameters) < len(np_args):
+        return None
+    return f"oracles.{name}({', '.join(np_args)})"
+
+
+def aligned(g: Gen, var: str, op: str, args: list[str]) -> bool:
+    """Byte strides and offset of a view op that are whole elements: the NumPy view oracle cannot
+    express others (a view at byte offset 1 of F32 data reads parts of two floats)."""
+    from pyggml import ops
+    names = list(inspect.signature(getattr(ops, op)).parameters)[2:]
+    es = g.s[var].element_size
+    for name, a in zip(names, args):
+        if name.startswith("nb") or name == "offset":
+            try:
+                if int(a) % es:
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+# --- compute and check ----------------------------------------------------------------------------
+def reachable(out) -> set[int]:
+    """Addresses of every tensor out depends on (sources and view sources)."""
+    from pyggml._native import ffi
+    seen, stack = set(), [out.ptr]
+    while stack:
+        p = stack.pop()
+        key = int(ffi.cast("uintptr_t", p))
+        if p == ffi.NULL or key in seen:
+            continue
+        seen.add(key)
+        stack.extend(s for s in p.src if s != ffi.NULL)
+        if p.view_src != ffi.NULL:
+            stack.append(p.view_src)
+    return seen
+
+
+def input_code(g: Gen, var: str) -> str:
+    """NumPy code of random values for a base tensor (NumPy shape)."""
+    t = g.s[var]
+    shape = tuple(reversed(t.ne))
+    name = t.type.name
+    if name in ("I32", "I64", "I16", "I8"):
+        limit = g.limit.get(var, 8)
+        if var in g.distinct and t.ne[0] <= limit:
+            return f"rng.permutation({limit})[:{t.ne[0]}].reshape({shape}).astype(np.int{name[1:]})"
+        return f"rng.integers(0, {max(1, limit)}, {shape}).astype(np.int{name[1:]})"
+    dtype = "np.float64" if name == "F64" else "np.float32"
+    return f"rng.uniform(-1, 1, {shape}).astype({dtype})"
+
+
+def py_nbytes(t) -> int:
+    """A tensor's size by its shape, in Python ints (ggml_nbytes wraps around for huge shapes)."""
+    from pyggml import types
+    n = types.type_size(t.type) * (t.ne[0] // max(1, types.block_size(t.type)) + 1)
+    for d in t.ne[1:]:
+        n *= d
+    return n
+
+
+def computable(g: Gen, out) -> bool:
+    """Compute what builds, zero-element tensors included, but never allocate huge ones."""
+    from pyggml.tensor import Tensor
+    if not isinstance(out, Tensor) or not out.ctx.no_alloc:
+        return False
+    vars_ = [v for v in g.np if v in g.s.ns]
+    return all(py_nbytes(g.s[v]) <= MAX_BYTES for v in vars_) and py_nbytes(out) <= MAX_BYTES
+
+
+def compute_lines(g: Gen, runner: str, seed: int) -> list[str]:
+    used = reachable(g.s["out"])
+    from pyggml._native import ffi
+    inputs = [v for v in g.tensors if int(ffi.cast("uintptr_t", g.s[v].ptr)) in used]
+    lines = ["graph = gg.Graph(out.ctx).build_forward_expand(out)", f"rng = np.random.default_rng({seed})"]
+    lines += [f"X_{v} = {input_code(g, v)}" for v in inputs]
+    lines.append("inputs = {" + ", ".join(f"{v}: X_{v}" for v in inputs) + "}")
+    lines.append(f"[y] = gg.Runner({runner!r}).run(graph, inputs, [out])")
+    return lines
+
+
+def roundtrip(type_name: str, x):
+    """The values a tensor of this type holds after `Tensor.set(x)`."""
+    import numpy as np
+    from pyggml import types
+    x = np.asarray(x)
+    return types.decode(type_name, types.encode(type_name, x), x.shape).astype(
+        types.host_dtype(type_name)).copy()
+
+
+def bound_of(g: Gen, name: str) -> float:
+    """NMSE bound by the types involved: F32 arithmetic, half precision, or quantized data."""
+    from pyggml import types
+    names = {g.s[v].type.name for v in g.np if v in g.s.ns} | {g.s["out"].type.name}
+    if any(types.is_quantized(n) for n in names) or "Q8_0" in names:
+        return 1e-2
+    if "BF16" in names:
+        return 1e-3
+    if "F16" in names or name == "mul_mat":
+        return 1e-4
+    return 1e-5
+
+
+def mismatch(actual, expected, bound: float) -> str | None:
+    """None when actual matches expected: same shape (up to leading 1s), same NaN/inf places, NMSE <= bound."""
+    import numpy as np
+    a = np.asarray(actual)
+    e = np.asarray(expected)
+    if a.size != e.size:
+        return f"shape {a.shape}, expected {e.shape}"
+    if a.dtype.kind == "f" and a.dtype.itemsize < 4:
+        with np.errstate(all="ignore"):
+            e = e.astype(a.dtype)  # expected rounded (and overflowed) as the output type holds it
+    a = a.astype(np.float64).ravel()
+    e = e.astype(np.float64).ravel()
+    fa, fe = np.isfinite(a), np.isfinite(e)
+    if (fa != fe).any() or (np.isnan(a) != np.isnan(e)).any() or (a[~fa & ~np.isnan(a)] != e[~fe & ~np.isnan(e)]).any():
+        i = int(np.flatnonzero((fa != fe) | (np.isnan(a) != np.isnan(e)))[:1].sum())
+        return f"non-finite values differ (first at flat index {i}: {a[i]} vs {e[i]})"
+    num = float(np.sum((a[fa] - e[fa]) ** 2))
+    den = float(np.sum(e[fa] ** 2))
+    err = num / den if den > 0 else num
+    if err > bound:
+        i = int(np.argmax(np.abs(a - e) * fa))
+        return f"NMSE {err:.2e} > {bound:.0e} (worst at flat index {i}: {a[i]} vs {e[i]})"
     return None
 
 
-def _compare(got: np.ndarray, want: np.ndarray, tol: float) -> bool:
-    got, want = np.asarray(got, np.float64).reshape(-1), np.asarray(want, np.float64).reshape(-1)
-    if got.shape != want.shape:
-        return False
-    nan = np.isnan(got) | np.isnan(want)
-    if not np.array_equal(np.isnan(got), np.isnan(want)):
-        return False
-    scale = max(1.0, float(np.max(np.abs(np.where(np.isfinite(want) & ~nan, want, 0)))))
-    ok = np.isclose(got, want, rtol=tol, atol=tol * scale) | nan | (got == want)
-    return bool(ok.all())
+# --- method calls ---------------------------------------------------------------------------------
+def setup_objects(g: Gen, kind: str) -> str:
+    """Lines that make an object of `kind`; returns its variable."""
+    s = g.s
+    if kind == "Context":
+        g.tensor()
+        return "ctx"
+    if kind == "Tensor":
+        var = g.tensor()
+        if g.chance(0.5) and s[var].nbytes <= MAX_BYTES and s[var].ctx is s["ctx"]:
+            s.run("buf = gg.cpu_backend().alloc_tensors(ctx)")
+        if g.chance(0.2):
+            var = g.try_derive(var)
+        return var
+    t0 = g.new_tensor("F32", [g.rng.choice(SMALL), g.rng.choice(SMALL), 1, 1])
+    s.run(f"out = ops.add(ctx, {t0}, {t0})")
+    s.run("graph = gg.Graph(ctx).build_forward_expand(out)")
+    if kind == "Graph":
+        return "graph"
+    s.run("be = gg.cpu_backend()")
+    if kind == "Backend":
+        return "be"
+    if kind == "Buffer":
+        s.run("buf = be.alloc_tensors(ctx)")
+        return "buf"
+    if kind == "Gallocr":
+        s.run("galloc = gg.Gallocr(be.buffer_type)")
+        return "galloc"
+    if kind == "Scheduler":
+        s.run("sched = gg.Scheduler([be])")
+        return "sched"
+    if kind == "Runner":
+        s.run(f"runner = gg.Runner({g.rng.choice(['cpu', 'meta:cpu,cpu'])!r})")
+        return "runner"
+    if kind == "MetaDevice":
+        s.run("meta = MetaDevice(['cpu', 'cpu'])")
+        return "meta"
+    if kind == "Split":
+        axis = g.rng.choice(["0", "1", "2", "'mirrored'", "'partial'", "5"])
+        sizes = g.rng.choice(["(1, 1)", "(2, 0)", "((1, 1), (1, 1))", "()", "(-1, 3)", "(1,)"])
+        s.run(f"split = Split({axis}, {sizes})")
+        return "split"
+    raise ValueError(kind)
 
 
-def run_one(seed: int, index: int, meta: bool) -> dict:
-    """Make and run call `index`; returns its record (outcome, op, reproducer)."""
-    import pyggml as gg
-    from pyggml import ops
-    call = Call(seed, index)
-    rng = call.rng
-    record = {"index": index, "op": "", "outcome": "ok", "message": "", "computed": False, "checked": False}
+METHOD_KINDS = ["Context", "Tensor", "Graph", "Backend", "Buffer", "Gallocr", "Scheduler", "Runner",
+                "MetaDevice", "Split"]
+
+
+def method_arg(g: Gen, name: str) -> str:
+    """An argument for a method parameter, chosen by its name (random values, sometimes absurd)."""
+    if g.chance(0.08):
+        return g.weird()
+    tensor_like = next((v for v in reversed(g.tensors)), None)
+    table = {
+        "graph": lambda: "graph" if "graph" in g.s.ns else "None",
+        "t": lambda: tensor_like or "None", "tensor": lambda: tensor_like or "None",
+        "ctx": lambda: "ctx",
+        "values": lambda: g.rng.choice([
+            f"np.ones({tuple(reversed(g.s[tensor_like].ne))})" if tensor_like else "np.ones(3)",
+            "np.full(6, np.nan)", "np.arange(6) * 2**40", "[1, 2, 3]", "np.zeros((0,))", "'abc'",
+            f"np.linspace(-1, 1, {g.s[tensor_like].nelements if tensor_like else 4})"]),
+        "value": lambda: g.rng.choice(["0", "255", "-1", "256", "'x'"]),
+        "name": lambda: g.rng.choice(["'w'", "'q' * 100", "'é'", "''", "'cpu'", "'meta:cpu'", "'vulkan9'"]),
+        "type": lambda: g.rng.choice(["'f32'", "'q8_0'", "'nope'", "gg.Type.F16", "99", "np.float32", "np.int8"]),
+        "ne": lambda: g.rng.choice(["[3, 2]", "[0]", "[2**40, 2**40]", "[-1, 2]", "[1, 1, 1, 1, 1]", "[]", "[32]"]),
+        "shape": lambda: g.rng.choice(["(2, 3)", "()", "(0, 4)", "(2**40,)", "(-3,)", "(1, 1, 1, 1, 2)"]),
+        "inputs": lambda: f"{{{tensor_like}: np.ones({tuple(reversed(g.s[tensor_like].ne))})}}" if tensor_like else "{}",
+        "outputs": lambda: "[out]" if "out" in g.s.ns else "[]",
+        "policy": lambda: g.rng.choice(["None", "[('t*', Split(0, (1, 1)))]", "lambda t: Split(7)", "lambda t: 1 / 0",
+                                        "[('*', lambda t: Split.even(0, t.ne[0], 2))]"]),
+        "backends": lambda: g.rng.choice(["[be]", "[]", "[be, be]", "[gg.cpu_backend()]"]) if "be" in g.s.ns else "[]",
+        "b": lambda: "be" if "be" in g.s.ns else "None",
+        "buffer_type": lambda: "be.buffer_type" if "be" in g.s.ns else "None",
+        "devices": lambda: g.rng.choice(["['cpu', 'cpu']", "['cpu']", "[]", "['cpu'] * 20", "['nope']"]),
+        "n_devices": lambda: g.rng.choice(["2", "1", "0", "-1"]),
+        "i": lambda: g.rng.choice(["0", "-1", "5", "2**63"]),
+        "what": lambda: "'x'",
+        "obj": lambda: "object()",
+    }
+    if name in table:
+        return table[name]()
+    return g.rng.choice(["0", "1", "2", "3", "-1", "2**40", "4096", "True"])
+
+
+def method_call(g: Gen, kind: str) -> dict:
+    obj = setup_objects(g, kind)
+    o = g.s[obj]
+    names = sorted(n for n in dir(type(o)) if not n.startswith("_"))
+    if kind == "Context":  # the op methods are fuzzed as ops
+        from pyggml import ops
+        names = [n for n in names if n not in ops.__all__]
+    name = g.rng.choice(names)
+    attr = inspect.getattr_static(type(o), name)
+    if isinstance(attr, property):
+        if attr.fset is not None and g.chance(0.5):
+            g.s.run(f"{obj}.{name} = {method_arg(g, name)}")
+        else:
+            g.s.run(f"r = {obj}.{name}")
+        return {"op": f"{kind}.{name}"}
+    fn = getattr(o, name)
+    if not callable(fn):
+        g.s.run(f"r = {obj}.{name}")
+        return {"op": f"{kind}.{name}"}
     try:
-        ctx, other = gg.Context(), gg.Context()
-        pool = []
-        for k in range(int(rng.integers(1, 4))):
-            foreign = rng.random() < 0.1
-            pool.append(_tensor(call, gg, other if foreign else ctx, "other" if foreign else "ctx", k))
-        names = sorted(n for n in ops.__all__ if callable(getattr(ops, n)))
-        op = call.pick(names)
-        record["op"] = op
-        fn = getattr(ops, op)
-        args, texts = [], []
-        for pname, param in list(inspect.signature(fn).parameters.items())[1:]:
-            if param.default is not inspect.Parameter.empty and rng.random() < 0.4:
-                continue
-            v, text = _argument(call, pname, param, pool)
-            args.append(v)
-            texts.append(text)
-        target_ctx = ctx if rng.random() < 0.97 else "not a context"
-        call.say(f"out = ops.{op}({'ctx' if target_ctx is ctx else repr(target_ctx)}, {', '.join(texts)})")
-        out = fn(target_ctx, *args)
-        if not isinstance(out, gg.Tensor) or rng.random() < 0.2:
-            return record
-        call.say("graph = gg.Graph(ctx).build_forward_expand(out)")
-        graph = gg.Graph(ctx).build_forward_expand(out)
-        inputs = _inputs(rng, graph)
-        call.say("inputs = {t: np.random.default_rng(0).uniform(-2, 2, t.shape) for t in graph.leafs() "
-                 "if not t.ptr.view_src}")
-        call.say("[y] = gg.Runner('cpu').run(graph, inputs, [out])")
-        [y] = gg.Runner("cpu").run(graph, inputs, [out])
-        record["computed"] = True
-        want = _oracle(op, args, inputs)
-        if want is not None:
-            record["checked"] = True
-            if not _compare(y, want, 1e-3 if out.type.name == "F32" else 3e-2):
-                record.update(outcome="wrong", message="the CPU disagrees with NumPy")
-                return record
-        if meta:
-            call.say("[z] = gg.Runner('meta:cpu,cpu').run(graph, inputs, [out])")
-            [z] = gg.Runner("meta:cpu,cpu").run(graph, inputs, [out])
-            if not _compare(z, y, 1e-5):
-                record.update(outcome="wrong", message="meta:cpu,cpu disagrees with the CPU")
-    except DOCUMENTED as e:
-        record.update(outcome="raised", message=f"{type(e).__name__}: {e}"[:300])
-    except Exception as e:  # noqa: BLE001 - classifying is the point
-        from pyggml.errors import GGMLError
-        outcome = "raised" if isinstance(e, GGMLError) else "off-contract"
-        record.update(outcome=outcome, message=f"{type(e).__name__}: {e}"[:300])
-    finally:
-        record["reproducer"] = "\n".join(call.lines)
-    return record
+        params = [p for p in inspect.signature(fn).parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY)]
+    except (TypeError, ValueError):
+        params = []
+    args = [method_arg(g, p.name) for p in params if p.default is inspect.Parameter.empty or g.chance(0.5)]
+    g.s.run(f"r = {obj}.{name}({', '.join(args)})")
+    return {"op": f"{kind}.{name}"}
 
 
-def _child(seed: int, start: int, count: int, meta: bool):
-    """Run calls start..start+count-1 here; one JSON line per call, flushed (a death loses none)."""
-    for i in range(start, start + count):
-        rec = run_one(seed, i, meta)
-        sys.stdout.write(json.dumps(rec) + "\n")
-        sys.stdout.flush()
+def constructor_call(g: Gen) -> dict:
+    """A class or a conv_state entry point called with random arguments."""
+    s = g.s
+    kind = g.rng.choice(["Context", "Graph", "Runner", "Scheduler", "MetaDevice", "Split.even", "RecurrentMemory",
+                         "DeltaNetConv", "windows_written", "split_policy", "tensor"])
+    r = g.rng
+    if kind == "Context":
+        s.run(f"r = gg.Context({r.choice(['None', '0', '-5', '2**62', '2**20', '100'])}, "
+              f"n_tensors={r.choice(['1', '0', '-1', '4096', '2**40'])}, no_alloc={r.choice(['True', 'False'])})")
+    elif kind == "tensor":
+        s.run(f"r = ctx.tensor({method_arg(g, 'type')}, {method_arg(g, 'shape')})")
+    elif kind == "Graph":
+        s.run(f"r = gg.Graph(ctx, {r.choice(['1', '0', '-1', '2**31', '2**40', '8'])})")
+    elif kind == "Runner":
+        s.run(f"r = gg.Runner({method_arg(g, 'name')}, n_threads={r.choice(['None', '0', '-1', '1', '2**31'])}, "
+              f"graph_size={r.choice(['1', '0', '-1', '64', '2**40'])})")
+    elif kind == "Scheduler":
+        s.run("be = gg.cpu_backend()")
+        s.run(f"r = gg.Scheduler({method_arg(g, 'backends')}, {r.choice(['1', '0', '-1', '64', '2**40'])})")
+    elif kind == "MetaDevice":
+        s.run(f"r = MetaDevice({method_arg(g, 'devices')}, {method_arg(g, 'policy')})")
+    elif kind == "Split.even":
+        s.run(f"r = Split.even({r.choice(['0', '1', '5', '-1'])}, {r.choice(['8', '7', '0', '-4'])}, "
+              f"{r.choice(['2', '0', '-1', '3'])}, {r.choice(['1', '2', '0', '-1'])})")
+    elif kind == "windows_written":
+        s.run(f"r = conv_state.windows_written({r.choice(['0', '3', '-1', '2**63'])}, {r.choice(['1', '4', '0', '-2'])})")
+    elif kind == "split_policy":
+        s.run(f"r = conv_state.split_policy({r.choice(['4', '1', '0', '-1'])}, {r.choice(['2', '0', '1'])})")
+    elif kind in ("RecurrentMemory", "DeltaNetConv"):
+        s.run("be = gg.cpu_backend()")
+        dims = [r.choice(["1", "2", "0", "-1"]), r.choice(["4", "2", "1", "0"]), r.choice(["8", "3", "0", "2**40"]),
+                r.choice(["2", "1", "0"]), r.choice(["1", "0", "3", "-1"])]
+        cache_type = r.choice(["'f32'", "'f16'", "'q8_0'"])
+        s.run(f"mem = conv_state.RecurrentMemory(be, {', '.join(dims)}, type={cache_type})")
+        if kind == "DeltaNetConv":
+            runner = r.choice(["cpu", "cpu", "meta:cpu,cpu"])
+            strategy = r.choice(["'host_index'", "'device_index'", "'copies'", "'nope'"])
+            s.run(f"dn = conv_state.DeltaNetConv(mem, gg.Runner({runner!r}), {strategy})")
+            n_tok, n_seq = r.choice([1, 2, 3, 0]), r.choice([1, 2, 3])
+            layers = r.choice(["mem.n_layer", "mem.n_layer + 1"])
+            s.run(f"ub = conv_state.Ubatch([np.ones(({n_seq}, {n_tok}, mem.channels), np.float32)] * {layers}, "
+                  f"{[r.choice([0, 1, 5, -1]) for _ in range(n_seq)]}, {r.choice([0, 1, -1, 7])})")
+            s.run("r = dn.step(ub)")
+    return {"op": kind}
 
 
-def _spawn(seed: int, start: int, count: int, meta: bool) -> tuple[list[dict], int]:
-    cmd = [sys.executable, "-m", "pyggml.fuzz", "--child", "--seed", str(seed), "--start", str(start),
-           "--calls", str(count)] + ([] if meta else ["--no-meta"])
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    records = []
-    for line in res.stdout.splitlines():
+# --- one call, start to end -----------------------------------------------------------------------
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def classify(e: BaseException) -> str:
+    """raised (documented), off-contract (undocumented, from inside pyggml) or internal (the
+    program's own code failed, e.g. an oracle or NumPy line: a limit of the fuzzer, not a finding)."""
+    if isinstance(e, documented()):
+        return "raised"
+    tb, inside = e.__traceback__, False
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        inside |= f.startswith(PACKAGE_DIR) and os.path.abspath(f) != os.path.abspath(__file__)
+        tb = tb.tb_next
+    return "off-contract" if inside else "internal"
+
+
+def describe_exc(e: BaseException) -> str:
+    msg = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {msg[:300]}"
+
+
+def pass_header(echo, which: str):
+    if echo:
+        echo(f"@pass {which}")
+
+
+def run_call(seed: int, k: int, meta: bool = True, echo=None, selftest_death: int | None = None) -> dict:
+    """Make and run call k of this seed; returns its record (outcome, phase, target, message, code)."""
+    rng = random.Random(f"pyggml.fuzz:{seed}:{k}")
+    rec = {"call": k, "outcome": "raised", "phase": "build", "target": "", "message": "", "code": [],
+           "built": False, "computed": False, "checked": False}
+    script = Script(echo)
+    pass_header(echo, "build")
+    g = Gen(rng, script)
+    if selftest_death == k:  # a deliberate raw death: tests that the reproducer machinery works
+        rec["target"] = "selftest"
+        script.run("import os")
+        script.run("os.abort()")
+    try:
+        script.run(f"ctx = {rng.choice(['gg.Context()'] * 18 + ['gg.Context(no_alloc=False, mem_size=1 << 16)', 'gg.Context(n_tensors=3)'])}")
+        roll = rng.random()
+        if roll < 0.72:
+            info = op_call(g, rng.choice(public_ops()))
+        elif roll < 0.9:
+            info = method_call(g, rng.choice(METHOD_KINDS))
+        else:
+            info = constructor_call(g)
+    except Raised as e:
+        return failed(rec, "build", e, script)
+    except Exception as e:  # noqa: BLE001 - a bug of the fuzzer itself, not of pyggml
+        rec.update(outcome="internal", message=describe_exc(e), code=list(script.lines),
+                   traceback=traceback.format_exc(limit=-4))
+        return rec
+    rec.update(target=info["op"], built=True, outcome="built", code=list(script.lines))
+    if "args" not in info or not computable(g, script["out"]):
+        return rec
+    build_lines = list(script.lines)
+    input_seed = rng.randrange(2**32)
+    results = {}
+    for runner in ["cpu", "meta:cpu,cpu"] if meta else ["cpu"]:
+        if runner != "cpu":  # a fresh build of the same program: a graph is allocated by one scheduler
+            script = Script(echo)
+            pass_header(echo, runner)
+            try:
+                for line in build_lines:
+                    script.run(line)
+            except Raised as e:
+                rec = failed(rec, f"rebuild {runner}", e, script)
+                rec.update(outcome="off-contract", message="the same program failed on its second run: " + rec["message"])
+                return rec
+        if echo:
+            echo(f"@phase compute {runner}")
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass
-    return records, res.returncode
+            for line in compute_lines(g, runner, input_seed):
+                script.run(line)
+        except Raised as e:
+            return failed(rec, "compute " + runner, e, script)
+        results[runner] = script["y"]
+        rec.update(computed=True, outcome="computed", code=list(script.lines))
+    return check(g, info, script, results, rec)
 
 
-def fuzz(calls: int, seed: int, batch: int, meta: bool, progress=sys.stderr) -> dict:
-    counts: Counter = Counter()
-    findings: list[dict] = []
-    start_time = time.time()
-    for start in range(0, calls, batch):
-        count = min(batch, calls - start)
-        records, rc = _spawn(seed, start, count, meta)
-        if len(records) < count:  # the call after the last record killed the child
-            dead = start + len(records)
-            counts["death"] += 1
-            findings.append({"index": dead, "outcome": "death", "returncode": rc,
-                             "reproducer": _reproducer(seed, dead, meta)})
-            rest, _ = _spawn(seed, dead + 1, start + count - dead - 1, meta) if dead + 1 < start + count else ([], 0)
-            records += rest  # (a second death in the same batch is counted on the next run)
-        for r in records:
-            counts[r["outcome"]] += 1
-            counts["computed"] += r["computed"]
-            counts["checked"] += r["checked"]
-            if r["outcome"] in ("wrong", "off-contract"):
-                findings.append(r)
-        if progress and progress.isatty():
-            progress.write(f"\r{min(start + batch, calls)}/{calls} calls, {counts['death']} deaths")
-            progress.flush()
-    if progress and progress.isatty():
-        progress.write("\n")
-    counts["calls"] = calls
-    return {"seed": seed, "counts": dict(counts), "findings": findings, "seconds": round(time.time() - start_time, 1)}
+def failed(rec: dict, phase: str, e: Raised, script: Script) -> dict:
+    rec.update(phase=phase, outcome=classify(e.exc), message=describe_exc(e.exc), code=script.lines + [e.line])
+    if not rec["target"]:
+        rec["target"] = _target_of_lines([e.line])
+    if rec["outcome"] == "off-contract":
+        rec["traceback"] = "".join(traceback.format_exception(e.exc, limit=-4))
+    return rec
 
 
-def _reproducer(seed: int, index: int, meta: bool) -> str:
-    """The script of a call that killed its process (its text is made without running it)."""
-    res = subprocess.run([sys.executable, "-m", "pyggml.fuzz", "--script", "--seed", str(seed), "--start", str(index)]
-                         + ([] if meta else ["--no-meta"]), capture_output=True, text=True, timeout=120)
-    return res.stdout.strip() or f"python -m pyggml.fuzz --child --seed {seed} --start {index} --calls 1"
-
-
-def _script(seed: int, index: int, meta: bool):
-    """Print call `index`'s reproducer: the call is made with compute disabled, then its script shown."""
-    import pyggml as gg
-    real_run = gg.Runner.run
-    gg.Runner.run = lambda self, *a, **k: (_ for _ in ()).throw(_Stop())  # the script up to the compute
+def check(g: Gen, info: dict, script: Script, results: dict, rec: dict) -> dict:
+    """The oracle's answer against the CPU's, and the meta result against the CPU's."""
+    y = results["cpu"]
+    if "meta:cpu,cpu" in results:
+        bad = mismatch(results["meta:cpu,cpu"], y, 1e-9)
+        if bad:
+            rec.update(outcome="wrong", phase="meta vs cpu", message=bad)
+            return rec
+    expr = oracle_code(g, info["op"], info["args"])
+    if expr is None:
+        return rec
     try:
-        rec = run_one(seed, index, meta)
-    finally:
-        gg.Runner.run = real_run
-    print(rec["reproducer"])
+        script.run(f"from {MODULE} import roundtrip")
+        for v in g.tensors:
+            if f"X_{v}" in script.ns:
+                script.run(f"R_{v} = roundtrip({script[v].type.name!r}, X_{v})")
+            else:
+                script.run(f"R_{v} = None")
+        script.run(f"expected = {expr}")
+    except Raised as e:  # the oracle does not model this call: no check
+        rec["oracle_error"] = describe_exc(e.exc)
+        return rec
+    bad = mismatch(y, script["expected"], bound_of(g, info["op"]))
+    rec["code"] = list(script.lines)
+    if bad:
+        rec.update(outcome="wrong", phase="oracle", message=bad)
+    else:
+        rec["checked"] = True
+        rec["outcome"] = "checked"
+    return rec
 
 
-class _Stop(Exception):
-    pass
+# --- child: one batch ---------------------------------------------------------------------------------
+def child(seed: int, start: int, stop: int, meta: bool, selftest_death: int | None) -> int:
+    import faulthandler
+    import logging
+    faulthandler.enable()  # a segfault prints the Python stack to stderr
+    logging.disable(logging.CRITICAL)  # ggml's log of refused calls is noise here
+    import warnings
+    warnings.simplefilter("ignore")
+
+    def echo(line):
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    for k in range(start, stop):
+        echo(f"@call {k}")
+        rec = run_call(seed, k, meta, echo, selftest_death)
+        echo("@result " + json.dumps(rec, default=str))
+    return 0
+
+
+# --- parent: batches, deaths, summary ---------------------------------------------------------------
+def parse_stream(text: str) -> tuple[list[dict], int | None, list[str], str]:
+    """Records of the finished calls; the call that was running at the end, its current pass's code and name."""
+    records, running, code, which = [], None, [], ""
+    for line in text.splitlines():
+        if line.startswith("@call "):
+            running, code, which = int(line.split()[1]), [], ""
+        elif line.startswith("@pass "):
+            code, which = [], line[6:]
+        elif line.startswith("@phase "):
+            which = line[7:]
+        elif line.startswith("@code "):
+            code.append(json.loads(line[6:]))
+        elif line.startswith("@result "):
+            records.append(json.loads(line[8:]))
+            running = None
+    return records, running, code, which
+
+
+def death_reason(rc: int, stderr: str) -> str:
+    m = re.search(r"ggml aborted: (.*)", stderr) or re.search(r"(GGML_ASSERT\(.*)", stderr)
+    if m:  # ggml's source path shortened to its file name: the same assert reads the same anywhere
+        return "ggml abort: " + re.sub(r"\S*/([^/\s]+:\d+)", r"\1", m.group(1).strip())
+    m = re.search(r"Fatal Python error: (\w+.*)", stderr)
+    if m:
+        return m.group(1).strip()
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    return f"exit status {rc}" + (f": {tail[-1][:200]}" if tail else "")
+
+
+def run_batch(seed: int, start: int, stop: int, meta: bool, timeout: float, selftest_death: int | None) -> list[dict]:
+    """Run calls start..stop in children; a death ends a child, the next child resumes after it."""
+    records = []
+    while start < stop:
+        cmd = [sys.executable, "-m", MODULE, "--child", "--seed", str(seed), "--start", str(start),
+               "--stop", str(stop), "--meta" if meta else "--no-meta"]
+        if selftest_death is not None:
+            cmd += ["--selftest-death", str(selftest_death)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            out, err, rc = proc.stdout, proc.stderr, proc.returncode
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+            rc = None
+        done, running, code, which = parse_stream(out)
+        records.extend(done)
+        if rc == 0 and running is None:
+            break
+        if running is None:  # died between calls: nothing to blame, stop this batch
+            records.append({"call": done[-1]["call"] + 1 if done else start, "outcome": "death", "phase": "harness",
+                            "target": "", "message": death_reason(rc or -9, err), "code": []})
+            break
+        reason = "hang (timeout)" if rc is None else death_reason(rc, err)
+        records.append({"call": running, "outcome": "death", "phase": which or "build", "target": _target_of_lines(code),
+                        "message": reason, "code": code, "stderr": err[-2000:]})
+        start = running + 1
+    return records
+
+
+def _target_of_lines(code: list[str]) -> str:
+    for line in reversed(code):
+        m = re.match(r"(?:\[?\w+\]? = )?(ops\.\w+|gg\.Runner\(.*\)\.run|\w+\.\w+|[\w.]+)\(", line)
+        if m:
+            return m.group(1)
+    return ""
+
+
+def reproducer(rec: dict) -> str:
+    return "\n".join(PRELUDE + rec.get("code", []))
+
+
+def cause_key(rec: dict) -> tuple:
+    """Deduplicate findings by cause: the same kind and the same message once numbers are blanked
+    (a ggml assert reads the same whichever op reached it; the targets are listed apart)."""
+    msg = re.sub(r"0x[0-9a-f]+|-?\d+(\.\d+)?(e[-+]?\d+)?", "N", rec.get("message", ""))
+    return rec["outcome"], msg[:160]
+
+
+def summarize(records: list[dict], calls: int, seconds: float) -> dict:
+    c = Counter(r["outcome"] for r in records)
+    return {"calls": calls, "built": sum(bool(r.get("built")) for r in records),
+            "computed": sum(bool(r.get("computed")) for r in records),
+            "checked": sum(bool(r.get("checked")) for r in records),
+            "raised": c["raised"], "off-contract": c["off-contract"], "wrong": c["wrong"], "deaths": c["death"],
+            "internal": c["internal"], "seconds": round(seconds, 1)}
+
+
+def report(records: list[dict], summary: dict, out=sys.stdout, max_causes: int = 40):
+    bad = [r for r in records if r["outcome"] in ("death", "off-contract", "wrong", "internal")]
+    groups: dict[tuple, list[dict]] = {}
+    for r in bad:
+        groups.setdefault(cause_key(r), []).append(r)
+    for i, (key, recs) in enumerate(sorted(groups.items(), key=lambda kv: (kv[0][0], -len(kv[1])))):
+        if i >= max_causes:
+            out.write(f"... {len(groups) - max_causes} more distinct causes (see --json)\n")
+            break
+        first = min(recs, key=lambda r: len(r.get("code", [])))
+        where = ", ".join(f"{t} x{n}" for t, n in Counter(f"{r.get('phase', '')}: {r.get('target', '')}"
+                                                           for r in recs).most_common(6))
+        out.write(f"\n=== {key[0].upper()} x{len(recs)}: {first.get('message', '')}\n# where: {where}\n")
+        out.write(f"# calls: {', '.join(str(r['call']) for r in recs[:10])}{' ...' if len(recs) > 10 else ''}\n")
+        out.write(reproducer(first) + "\n")
+    out.write("\nsummary: " + "  ".join(f"{k}: {v}" for k, v in summary.items()) + "\n")
+
+
+def positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
+    return n
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pyggml.fuzz", description=__doc__.splitlines()[0])
-
-    def natural(text):
-        v = int(text)
-        if v < 0:
-            raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-        return v
-    ap.add_argument("--calls", type=natural, default=1000)
-    ap.add_argument("--seed", type=natural, default=0)
-    ap.add_argument("--batch", type=natural, default=250, help="calls per child process")
-    ap.add_argument("--no-meta", dest="meta", action="store_false", help="skip the meta:cpu,cpu runs")
-    ap.add_argument("--json", metavar="FILE", help="write the summary and findings here")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--script", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--start", type=natural, default=0, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.batch < 1:
-        ap.error("--batch must be >= 1")
+    parser = argparse.ArgumentParser(prog="python -m pyggml.fuzz", description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=positive_int, default=1000)
+    parser.add_argument("--seed", type=non_negative_int, default=0)
+    parser.add_argument("--batch", type=positive_int, default=200, help="calls per child process (default 200)")
+    parser.add_argument("--meta", action=argparse.BooleanOptionalAction, default=True,
+                        help="also compute on a two-CPU meta device and compare (default on)")
+    parser.add_argument("--json", metavar="FILE", help="write the summary and every finding here")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds a batch may run before it counts as a hang")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--stop", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--selftest-death", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
     if args.child:
-        _child(args.seed, args.start, args.calls, args.meta)
-        return 0
-    if args.script:
-        _script(args.seed, args.start, args.meta)
-        return 0
-    summary = fuzz(args.calls, args.seed, args.batch, args.meta)
-    c = summary["counts"]
-    print(f"fuzz: seed {args.seed}, {c['calls']} calls in {summary['seconds']} s: built-and-computed {c.get('computed', 0)}, "
-          f"checked {c.get('checked', 0)}, ok {c.get('ok', 0)}, raised {c.get('raised', 0)}, "
-          f"off-contract {c.get('off-contract', 0)}, wrong {c.get('wrong', 0)}, deaths {c.get('death', 0)}")
-    for f in summary["findings"]:
-        print(f"\n--- {f['outcome']} (call {f['index']}): {f.get('message', '')}\n{f['reproducer']}")
+        return child(args.seed, args.start, args.stop, args.meta, args.selftest_death)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(summary, fh, indent=1)
-    return 1 if c.get("death") or c.get("wrong") or c.get("off-contract") else 0
+        try:  # fail now, not after the run
+            with open(args.json, "a"):
+                pass
+        except OSError as e:
+            parser.error(f"cannot write --json {args.json}: {e.strerror}")
+    t0 = time.perf_counter()
+    records = []
+    for start in range(0, args.calls, args.batch):
+        stop = min(args.calls, start + args.batch)
+        records.extend(run_batch(args.seed, start, stop, args.meta, args.timeout, args.selftest_death))
+        sys.stderr.write(f"\r[{stop}/{args.calls}] deaths so far: {sum(r['outcome'] == 'death' for r in records)}   ")
+        sys.stderr.flush()
+    sys.stderr.write("\n")
+    summary = summarize(records, args.calls, time.perf_counter() - t0)
+    report(records, summary)
+    if args.json:
+        findings = [r for r in records if r["outcome"] in ("death", "off-contract", "wrong")]
+        try:
+            with open(args.json, "w") as f:
+                json.dump({"seed": args.seed, "summary": summary, "findings": findings}, f, indent=1, default=str)
+        except OSError as e:
+            print(f"error: could not write {args.json}: {e.strerror}", file=sys.stderr)
+            return 2
+    return 1 if summary["deaths"] or summary["wrong"] or summary["off-contract"] else 0
 
 
 if __name__ == "__main__":

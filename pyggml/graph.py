@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from pyggml._args import instance, integer, text
 from pyggml._native import ffi, guard_error, lib
 from pyggml.tensor import Tensor
 from pyggml.types import Op
@@ -15,9 +16,14 @@ def _addr(ptr) -> int:
 
 class Graph:
     def __init__(self, ctx, size: int = lib.GGML_DEFAULT_GRAPH_SIZE):
-        if isinstance(size, bool) or not hasattr(size, "__index__") or size.__index__() < 1:
-            raise ValueError(f"Graph: size must be a positive integer, got {size!r}")
-        size = size.__index__()
+        from pyggml.backend import MAX_GRAPH_SIZE
+        from pyggml.context import Context
+        instance("Graph: ctx", ctx, Context)
+        size = integer("Graph: size", size, 1, MAX_GRAPH_SIZE)
+        need = lib.ggml_graph_overhead_custom(size, False)
+        if ctx.mem_size - ctx.used_mem < need:  # ggml (before patch 0010) dereferenced NULL here
+            raise MemoryError(f"context is full: a graph of size {size} needs {need} bytes, "
+                              f"{ctx.mem_size - ctx.used_mem} left (create the Context with a larger mem_size)")
         ptr = lib.pyggml_guarded_ggml_new_graph_custom(ctx.ptr, size, False)
         if ptr == ffi.NULL:
             raise guard_error("Graph") or MemoryError(f"Graph: no room for a graph of size {size}")
@@ -52,6 +58,7 @@ class Graph:
         return lib.ggml_graph_n_nodes(self.ptr)
 
     def node(self, i: int) -> Tensor:
+        i = integer("Graph.node: i", i)
         n = self.n_nodes
         if not -n <= i < n:
             raise IndexError(f"graph has {n} nodes, no node {i}")
@@ -78,7 +85,7 @@ class Graph:
         return Counter(Op(n.op).name for n in (lib.ggml_graph_node(self.ptr, i) for i in range(self.n_nodes)))
 
     def get_tensor(self, name: str) -> Tensor | None:
-        p = lib.ggml_graph_get_tensor(self.ptr, name.encode())
+        p = lib.ggml_graph_get_tensor(self.ptr, text("Graph.get_tensor: name", name).encode())
         return Tensor(p, self.ctx) if p != ffi.NULL else None
 
     def inputs(self) -> list[Tensor]:

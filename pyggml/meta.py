@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from pyggml._native import ffi, lib
 from pyggml.backend import Backend, Buffer, Device, GGMLError, device
+from pyggml._args import instance, integer
 from pyggml.errors import Unsplittable
 from pyggml.tensor import MAX_DIMS, Tensor
 from pyggml.types import DeviceType
@@ -50,6 +51,9 @@ class Split:
     @staticmethod
     def even(axis: int, extent: int, n_devices: int, granularity: int = 1) -> "Split":
         """Split `extent` over the devices as evenly as `granularity` allows (earlier devices get more)."""
+        extent = integer("Split.even: extent", extent, 0, 2**62)
+        n_devices = integer("Split.even: n_devices", n_devices, 1, MAX_DEVICES)
+        granularity = integer("Split.even: granularity", granularity, 1, 2**62)
         if extent % granularity:
             raise ValueError(f"extent {extent} is not a multiple of the granularity {granularity}")
         blocks = extent // granularity
@@ -64,6 +68,8 @@ class Split:
         return [list(self.sizes)]
 
     def validate(self, tensor: Tensor, n_devices: int) -> None:
+        instance("Split.validate: tensor", tensor, Tensor)
+        n_devices = integer("Split.validate: n_devices", n_devices, 1, MAX_DEVICES)
         where = f"split of tensor {tensor.name or '(unnamed)'} ne={tensor.ne}"
         if self.axis in _AXES:
             return
@@ -77,10 +83,12 @@ class Split:
             raise ValueError(f"{where}: a split along axis {self.axis} needs per-device sizes")
         if len(segs) > 16:
             raise ValueError(f"{where}: at most 16 segments, got {len(segs)}")
-        repeats = list(self.repeats) or [1] * len(segs)
+        repeats = [integer(f"{where}: a repeat count", r) for r in self.repeats] or [1] * len(segs)
         if len(repeats) != len(segs) or any(r < 1 for r in repeats):
             raise ValueError(f"{where}: repeats {repeats} must give a count >= 1 for each of the {len(segs)} segments")
         for seg in segs:
+            for s in seg:
+                integer(f"{where}: a size", s)
             if len(seg) != n_devices:
                 raise ValueError(f"{where}: each segment needs one size per device ({n_devices}), got {seg}")
             if any(s < 0 for s in seg):
@@ -102,7 +110,9 @@ class Split:
                              f"{block} of type {ffi.string(lib.ggml_type_name(tensor.ptr.type)).decode()}")
 
     def to_c(self, out) -> None:
-        """Fill a struct ggml_backend_meta_split_state."""
+        """Fill a struct ggml_backend_meta_split_state (validate first)."""
+        if not isinstance(out, ffi.CData) or ffi.typeof(out) is not ffi.typeof("struct ggml_backend_meta_split_state *"):
+            raise TypeError("Split.to_c: out must be a struct ggml_backend_meta_split_state * (cdata)")
         if self.axis in _AXES:
             out.axis = _AXES[self.axis]
             out.n_segments = 1
@@ -184,6 +194,28 @@ class MetaDevice:
         split.validate(t, self.n_devices)
         return split
 
+    def _check_partial_views(self, graph) -> None:
+        """ggml's meta code gives a view of a split static tensor each device's share of the view,
+        scaling its offset and extent per device (right for llama.cpp's fused QKV weights). A view
+        that takes part of the split axis then reads the wrong elements on every device: silently
+        wrong, so refused. A view that keeps the split axis whole (any part of the other axes)
+        means the same on every device and is kept."""
+        for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
+            v = lib.ggml_graph_node(graph.ptr, i)
+            src = v.view_src
+            if v.op != lib.GGML_OP_VIEW or src == ffi.NULL or src.op != lib.GGML_OP_NONE or src.data == ffi.NULL:
+                continue
+            split = self.split_of(Tensor(src, None))
+            if not isinstance(split.axis, int):
+                continue
+            k = split.axis
+            if src.ne[k] == 1 or _keeps_axis(v, src, k):
+                continue
+            name = ffi.string(src.name).decode(errors="replace") or "(unnamed)"
+            raise Unsplittable(f"{self.name} cannot split this graph: a view of {name} takes part of its split "
+                               f"axis {k} (ne={tuple(src.ne)}, view ne={tuple(v.ne)}, offset {v.view_offs}); "
+                               "ggml's meta backend would give each device the wrong part")
+
     def check_graph(self, graph) -> None:
         """Raise Unsplittable, with ggml's reason, if ggml's meta code cannot split some node of graph.
 
@@ -200,10 +232,13 @@ class MetaDevice:
         self.raise_pending()
         if not ok:
             raise Unsplittable(f"{self.name} cannot split this graph: {ffi.string(reason).decode(errors='replace')}")
+        self._check_partial_views(graph)  # what ggml's check passes but computes wrongly
         self._checked.setdefault(graph, set()).add(key)
 
     def check(self, ctx) -> dict[str, Split]:
         """Run the policy over every tensor of a context; raises on the first impossible split."""
+        from pyggml.context import Context
+        instance("MetaDevice.check: ctx", ctx, Context)
         return {t.name: self.split_of(t) for t in ctx.tensors()}
 
     def _split_state(self, tensor_ptr, out) -> None:
@@ -229,6 +264,21 @@ class MetaDevice:
 
     def __repr__(self):
         return f"<MetaDevice {self.name}>"
+
+
+def _keeps_axis(view, src, k: int) -> bool:
+    """The view reaches every index of src's axis k (from any row of the other axes): the
+    coordinates along k of the view's elements, from the view dims that move within one row."""
+    import numpy as np
+    row = src.nb[k + 1] if k < MAX_DIMS - 1 else None
+    offsets = np.array([view.view_offs % row if row else view.view_offs], dtype=np.int64)
+    for j in range(MAX_DIMS):
+        if view.ne[j] > 1 and (row is None or view.nb[j] < row):
+            offsets = np.unique(np.add.outer(offsets, np.arange(view.ne[j], dtype=np.int64) * view.nb[j]).ravel())
+            if offsets.size > 1 << 22:
+                return False  # too large to tell: refused rather than risk a wrong answer
+    coords = np.unique((offsets % row if row else offsets) // src.nb[k])
+    return coords.size == src.ne[k] and coords[0] == 0
 
 
 @ffi.def_extern()

@@ -323,8 +323,11 @@ cpy.__doc__ = "Copy a into b (same number of elements, converting type); the res
 dup = _make_unary("dup")
 cont = _make_unary("cont")
 transpose = _make_unary("transpose")
-reshape = _make_binary("reshape")
-reshape.__doc__ = "Reshape a to b's shape, like ggml_reshape."
+def reshape(ctx, a, b):
+    """Reshape a to b's shape, like ggml_reshape."""
+    if not isinstance(b, Tensor):
+        raise TypeError(f"reshape: b must be a Tensor, got {type(b).__name__}")
+    return _reshape_nd("reshape", ctx, a, *b.ne)
 repeat = _make_binary("repeat")
 repeat.__doc__ = "Repeat a to b's shape."
 
@@ -342,6 +345,8 @@ def _shape_arg(op: str, ne) -> list[int]:
 
 def _cont_nd(op: str, ctx, a, ne) -> Tensor:
     ne0, ne1, ne2, ne3 = _shape_arg(op, ne)
+    if isinstance(a, Tensor) and ne0 % _BLOCK[a.ptr.type]:  # the result's rows must hold whole blocks
+        raise ValueError(f"{op}: ne[0] ({ne0}) must be a multiple of {a.type.name}'s block size {_BLOCK[a.ptr.type]}")
     try:
         r = _guarded("cont_4d")(ctx.ptr, a.ptr, ne0, ne1, ne2, ne3)
     except _ARG_ERRORS as e:
@@ -378,7 +383,12 @@ def _reshape_nd(op: str, ctx, a, ne0, ne1, ne2, ne3) -> Tensor:
     if negative:
         raise ValueError(f"{op}: ne must be positive, got {[ne0, ne1, ne2, ne3]}")
     try:
-        r = _reshape_4d(ctx.ptr, a.ptr, ne0, ne1, ne2, ne3)
+        p = a.ptr
+        # ggml does not check that rows keep whole blocks (its row-size assert is compiled out)
+        if ne0 % _BLOCK[p.type]:
+            raise ValueError(f"{op}: ne[0] ({ne0}) must be a multiple of {types.Type(p.type).name}'s block size "
+                             f"{_BLOCK[p.type]}")
+        r = _reshape_4d(ctx.ptr, p, ne0, ne1, ne2, ne3)
     except _ARG_ERRORS as e:
         raise _bad_arguments(op, e, ctx, a=a) from None
     if not r:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyggml._args import text
 from pyggml._native import ffi
 
 from pyggml.errors import Unsupported
@@ -26,7 +27,7 @@ META_PREFIX = "meta:"
 
 class Runner:
     def __init__(self, name: str = "cpu", n_threads: int | None = None, graph_size: int = 8192):
-        self.name = name.lower()
+        self.name = text("Runner: name", name).lower()
         self.meta = None
         if self.name == "cpu":
             self.backend = cpu_backend(n_threads)

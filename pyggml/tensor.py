@@ -74,6 +74,8 @@ class Tensor:
 
     @name.setter
     def name(self, value: str):
+        if not isinstance(value, str):
+            raise TypeError(f"a tensor name must be a str, got {type(value).__name__}")
         raw = value.encode()
         if len(raw) >= lib.GGML_MAX_NAME:
             raise ValueError(f"tensor name {value!r} is longer than GGML_MAX_NAME-1 = {lib.GGML_MAX_NAME - 1} bytes")
@@ -129,6 +131,10 @@ class Tensor:
         return bool(self.ptr.flags & lib.GGML_TENSOR_FLAG_OUTPUT)
 
     def set_input(self) -> "Tensor":
+        """Mark a graph input (filled on the host); only tensors no op computes can be inputs."""
+        if self.ptr.op != lib.GGML_OP_NONE:  # ggml asserts it
+            raise ValueError(f"set_input: {self.name or 'the tensor'} is computed by a {self.op.name} node; "
+                             "only tensors no op computes can be graph inputs")
         lib.ggml_set_input(self.ptr)
         return self
 

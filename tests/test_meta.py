@@ -325,3 +325,22 @@ print("ok")
 def test_a_view_of_a_permuted_split_is_refused_with_ggml_reason():
     """GGML_ABORT("view of permuted tensor not implemented") killed the process before patch 0009."""
     _run_child(_PERMUTED_VIEW)
+
+
+def test_a_view_of_part_of_the_split_axis_is_refused():
+    """ggml scales a view of a split weight per device: taking half of the split axis gave
+    [0,1,2,3,8,9,10,11] instead of 0..7, silently."""
+    runner = gg.Runner("meta:cpu,cpu")
+    wctx, w = _weight_on(runner, Split(1, (2, 2)))
+    W = np.arange(16, dtype=np.float32).reshape(4, 4)
+    w.set(W)
+    ctx = gg.Context()
+    out = ctx.cont(ctx.view_1d(w, 8, 0))
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    with pytest.raises(gg.Unsplittable, match="takes part of its split axis 1"):
+        runner.run(graph, {}, [out])
+    # a view that keeps the split axis whole (every row, columns 0..1) is the same on every device
+    out2 = ctx.cont(ctx.view_2d(w, 2, 4, w.nb[1], 0))
+    graph2 = gg.Graph(ctx).build_forward_expand(out2)
+    [y] = runner.run(graph2, {}, [out2])
+    np.testing.assert_array_equal(y, W[:, :2])

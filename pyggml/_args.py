@@ -1,0 +1,27 @@
+"""Argument checks shared by the methods of the Python layer: a wrong kind of argument is a
+TypeError naming it, an integer out of the range ggml can take a ValueError, never an
+AttributeError or OverflowError from deep inside a call."""
+
+from __future__ import annotations
+
+
+def integer(what: str, value, lo: int | None = None, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{what} must be an integer, got {type(value).__name__} {value!r}")
+    v = value.__index__()
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ValueError(f"{what} must be in {lo}..{hi}, got {v}")
+    return v
+
+
+def instance(what: str, value, cls):
+    if not isinstance(value, cls):
+        names = "/".join(c.__name__ for c in cls) if isinstance(cls, tuple) else cls.__name__
+        raise TypeError(f"{what} must be a {names}, got {type(value).__name__}")
+    return value
+
+
+def text(what: str, value) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+    return value
