@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pyggml._native import cstr, ffi, lib
 from pyggml import preflight
-from pyggml._args import instance, integer
+from pyggml._args import instance, integer, text
 from pyggml.errors import GGMLError, GraphError, Unsupported
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
@@ -83,6 +83,7 @@ def devices() -> list[Device]:
 
 
 def device(name: str) -> Device:
+    text("device: name", name)
     for d in devices():
         if d.name.lower() == name.lower():
             return d
@@ -356,6 +357,7 @@ class Scheduler(_Lender):
         reading the first run's copies of its inputs (a meta runner returned the first run's
         mul_mat result). The sources are recorded per context of the graph, at a tensor's
         first allocation: graphs of one context share tensors."""
+        instance("scheduler restore: graph", graph, Graph)
         saved = _PRISTINE_SOURCES.setdefault(graph.ctx, {})
         for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
             node = lib.ggml_graph_node(graph.ptr, i)
@@ -368,6 +370,7 @@ class Scheduler(_Lender):
                     node.src[j] = s
 
     def alloc_graph(self, graph: Graph):
+        instance("scheduler alloc_graph: graph", graph, Graph)
         self.restore(graph)
         fresh = self._before_alloc(graph)
         preflight.check_placeable(graph)

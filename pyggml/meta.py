@@ -224,6 +224,8 @@ class MetaDevice:
         dies. ggml_backend_meta_graph_check (patch 0009) runs the same derivation and reports instead.
         Run once per graph, node count and policy: a reused graph costs one dictionary lookup.
         """
+        from pyggml.graph import Graph
+        instance("MetaDevice.check_graph: graph", graph, Graph)
         key = (graph.n_nodes, id(self.policy))
         if key in self._checked.get(graph, ()):
             return

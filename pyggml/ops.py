@@ -152,6 +152,8 @@ def clamp(ctx, a, min: float, max: float):
 
 def leaky_relu(ctx, a, negative_slope: float = 0.01):
     slope = _scalar("leaky_relu", "negative_slope", negative_slope)
+    if not math.isfinite(slope):  # ggml computes x + slope*min(x, 0): inf*0 is NaN for every x >= 0
+        raise ValueError(f"leaky_relu: negative_slope must be finite, got {slope}")
     try:
         r = _guarded("leaky_relu")(ctx.ptr, a.ptr, slope, False)
     except _ARG_ERRORS as e:
@@ -271,8 +273,27 @@ get_rows.__doc__ = "Rows b (I32 [n, ne2, ne3]) of a ([ne0, rows, ne2, ne3]). Ind
 _set_rows = _guarded("set_rows")
 
 
+def _self_overlapping(p) -> bool:
+    """Some element of the tensor is reached by two index tuples (a stride too small for the dims
+    inside it): writing into it would depend on the order the kernel's threads write in."""
+    reach = _TYPE_SIZE[p.type]  # bytes spanned by the dims seen so far (one element or block at first)
+    extents = [p.ne[0] // _BLOCK[p.type], p.ne[1], p.ne[2], p.ne[3]]  # dim 0 in blocks, as nb[0] counts
+    for nb, ne in sorted((p.nb[i], extents[i]) for i in range(MAX_DIMS) if extents[i] > 1):
+        if nb < reach:
+            return True
+        reach += nb * (ne - 1)
+    return False
+
+
+def _destination(op: str, t) -> None:
+    if isinstance(t, Tensor) and t.ptr.view_src and _self_overlapping(t.ptr):
+        raise ValueError(f"{op}: the destination view overlaps itself (strides {tuple(t.ptr.nb)} for ne "
+                         f"{tuple(t.ptr.ne)}); what is written would depend on the order of the writes")
+
+
 def set_rows(ctx, a, b, c):
     """Write rows of b into rows c (I32/I64 index) of a; returns a view of a as the op's node."""
+    _destination("set_rows", a)
     try:
         r = _set_rows(ctx.ptr, a.ptr, b.ptr, c.ptr)
     except _ARG_ERRORS as e:
@@ -318,11 +339,30 @@ def argsort(ctx, a, order=SortOrder.ASC):
 
 
 # --- data movement: copies, views, shapes ----------------------------------------------------------------
-cpy = _make_binary("cpy")
-cpy.__doc__ = "Copy a into b (same number of elements, converting type); the result is a view of b."
+_cpy = _make_binary("cpy")
+
+
+def cpy(ctx, a, b):
+    """Copy a into b (same number of elements, converting type); the result is a view of b."""
+    _destination("cpy", b)
+    return _cpy(ctx, a, b)
 dup = _make_unary("dup")
 cont = _make_unary("cont")
-transpose = _make_unary("transpose")
+_transpose = _make_unary("transpose")
+
+
+def _whole_blocks(op: str, t: Tensor) -> Tensor:
+    """A permutation of a quantized tensor must keep whole blocks in its rows: ggml does not check,
+    and a kernel would read a block as if it were one element."""
+    blck = _BLOCK[t.ptr.type]
+    if blck > 1 and t.ptr.ne[0] % blck:
+        raise ValueError(f"{op}: the result's rows ({t.ptr.ne[0]} elements) must hold whole blocks of "
+                         f"{blck} ({types.Type(t.ptr.type).name}); a quantized tensor's rows cannot be permuted")
+    return t
+
+
+def transpose(ctx, a):
+    return _whole_blocks("transpose", _transpose(ctx, a))
 def reshape(ctx, a, b):
     """Reshape a to b's shape, like ggml_reshape."""
     if not isinstance(b, Tensor):
@@ -427,6 +467,8 @@ def permute(ctx, a, axis0: int, axis1: int, axis2: int, axis3: int):
         raise _failed("permute")
     if a.ctx is not ctx:
         ctx.adopt(a)
+    if r.ne[0] % _BLOCK[r.type]:
+        _whole_blocks("permute", Tensor(r, ctx))
     return Tensor(r, ctx)
 
 

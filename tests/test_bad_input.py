@@ -152,9 +152,9 @@ _add_bad("cpy", lambda c, t: ops.cpy(c, t("f16", (3, 8)), t("i32", (3, 8))), Val
 _add_bad("cpy", lambda c, t: ops.cpy(c, t("q8_0", (2, 64)), t("f16", (2, 64))), ValueError, "converts only to F32")
 _add_bad("cpy", lambda c, t: ops.cpy(c, t("i32", (3, 8)), t("i64", (3, 8))), ValueError, "no conversion from I32 to I64")
 _add_bad("cpy", lambda c, t: ops.cpy(c, t("f32", (4, 16)), t("q8_0", (1, 64))), ValueError, "multiple of Q8_0's block size")
-_add_bad("dup", lambda c, t: ops.dup(c, ops.transpose(c, t("q8_0", (2, 64)))), ValueError, "whole blocks")
+_add_bad("transpose", lambda c, t: ops.dup(c, ops.transpose(c, t("q8_0", (2, 64)))), ValueError, "whole blocks")
 _add_bad("dup", lambda c, t: ops.dup(c, "a"), TypeError, "a must be a Tensor")
-_add_bad("cont", lambda c, t: ops.cont(c, ops.transpose(c, t("q4_0", (2, 64)))), ValueError, "whole blocks")
+_add_bad("transpose", lambda c, t: ops.cont(c, ops.transpose(c, t("q4_0", (2, 64)))), ValueError, "whole blocks")
 _add_bad("cont", lambda c, t: ops.cont(c, None), TypeError, "a must be a Tensor")
 _CONT_ARGS = {1: (25,), 2: (5, 5), 3: (5, 1, 5), 4: (5, 1, 5, 1)}
 for _n, _ne in _CONT_ARGS.items():
