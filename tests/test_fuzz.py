@@ -71,3 +71,12 @@ def test_bad_arguments_are_refused_by_argparse():
 def test_an_unwritable_json_path_is_refused_before_the_run(tmp_path):
     res = fuzz("--calls", "5", "--json", str(tmp_path / "no" / "such" / "f.json"))
     assert res.returncode == 2 and "cannot write --json" in res.stderr and "summary:" not in res.stdout
+
+
+def test_a_few_thousand_calls_raise_or_are_right(tmp_path):
+    """What CI holds the Python layer to: no death, no wrong result, no exception off the contract."""
+    res = fuzz("--calls", "3000", "--seed", "11", timeout=900)
+    summary = parse_summary(res.stdout)
+    assert summary["calls"] == 3000 and summary["computed"] > 500
+    assert (summary["deaths"], summary["wrong"], summary["off-contract"]) == (0, 0, 0), res.stdout[-6000:]
+    assert res.returncode == 0
