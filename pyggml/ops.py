@@ -22,7 +22,7 @@ import math
 
 from pyggml import types
 from pyggml._native import ffi, guard_error, lib
-from pyggml.errors import GGMLError, OpError
+from pyggml.errors import GGMLError
 from pyggml.tensor import MAX_DIMS, Tensor
 from pyggml.types import SortOrder
 

@@ -26,7 +26,6 @@ import weakref
 
 import numpy as np
 
-from pyggml import types
 from pyggml._native import ffi, lib
 from pyggml.errors import GraphError
 from pyggml.tensor import Tensor

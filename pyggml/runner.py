@@ -14,12 +14,10 @@ import numpy as np
 
 from pyggml._args import text
 from pyggml._native import ffi
-
 from pyggml.errors import Unsupported
 from pyggml.backend import Backend, Scheduler, backend, cpu_backend
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
-from pyggml.types import Op
 
 
 META_PREFIX = "meta:"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import pyggml as gg
-from pyggml import checked, ffi, lib
+from pyggml import checked, lib
 
 
 def run_child(code: str) -> subprocess.CompletedProcess:
