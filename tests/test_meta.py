@@ -344,3 +344,20 @@ def test_a_view_of_part_of_the_split_axis_is_refused():
     graph2 = gg.Graph(ctx).build_forward_expand(out2)
     [y] = runner.run(graph2, {}, [out2])
     np.testing.assert_array_equal(y, W[:, :2])
+
+
+def test_a_view_of_context_memory_runs_on_the_meta_device():
+    """A graph of only a view of a tensor in a no_alloc=False context aborted (GGML_ASSERT(buffer))
+    before patch 0011: the meta backend asked whether a NULL buffer is host memory."""
+    _run_child("""
+import numpy as np, pyggml as gg
+ctx = gg.Context(no_alloc=False, mem_size=1 << 16)
+t0 = ctx.tensor("f32", (5, 2), "t0", input=True)
+c2 = gg.Context()
+out = c2.view_2d(t0, 2, 5, 8, 0)
+graph = gg.Graph(c2).build_forward_expand(out)
+X = np.arange(10, dtype=np.float32).reshape(5, 2)
+[y] = gg.Runner("meta:cpu,cpu").run(graph, {t0: X}, [out])
+np.testing.assert_array_equal(y, X)
+print("ok")
+""")
