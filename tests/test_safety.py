@@ -277,3 +277,76 @@ def test_raw_layer_abort_prints_the_call_site():
     """)
     assert res.returncode != 0
     assert "ggml aborted" in res.stderr and "ggml_can_repeat" in res.stderr
+
+
+# --- found by the fuzzer -------------------------------------------------------------------------------------
+def test_a_graph_that_does_not_fit_its_context():
+    # ggml_new_graph_custom used the NULL of a full context (SIGSEGV) before patch 0010
+    ctx = gg.Context(no_alloc=False, mem_size=1 << 16)
+    with pytest.raises(MemoryError, match="context is full"):
+        gg.Graph(ctx)
+    with pytest.raises(ValueError, match="Graph: size"):
+        gg.Graph(gg.Context(), 2**31)
+    res = run_child("""
+        import pyggml as gg
+        ctx = gg.Context(no_alloc=False, mem_size=1 << 16)
+        try:
+            gg.checked.ggml_new_graph(ctx.ptr)
+        except gg.OpError as e:
+            print("raised", e)
+    """)
+    assert res.returncode == 0 and "raised" in res.stdout, res.stderr[-2000:]
+
+
+def test_sizes_and_counts_out_of_range():
+    with pytest.raises(ValueError, match="graph_size"):
+        gg.Scheduler([gg.cpu_backend()], 2**40)  # ggml's malloc of its tables aborted
+    with pytest.raises(ValueError, match="n_threads"):
+        gg.Runner("cpu", n_threads=2**31)
+    from pyggml.meta import Split
+    with pytest.raises(ValueError, match="n_devices"):
+        Split.even(0, 8, 2**40)  # built a list of 2**40 sizes
+    with pytest.raises(ValueError, match="granularity"):
+        Split.even(0, 8, 2, 0)
+    ctx = gg.Context(mem_size=1 << 20, no_alloc=False)
+    buf_ctx = gg.Context()
+    buf_ctx.tensor("f32", (4,))
+    buf = gg.cpu_backend().alloc_tensors(buf_ctx)
+    with pytest.raises(ValueError, match="0..255"):
+        buf.clear(256)
+    with pytest.raises(IndexError):
+        gg.Graph(ctx).node(2**63)
+
+
+def test_only_leaves_can_be_inputs():
+    ctx = gg.Context()
+    t = ctx.tensor("i64", (2, 1, 16, 16))
+    with pytest.raises(ValueError, match="only tensors no op computes"):
+        ctx.permute(t, 2, 0, 1, 3).set_input()  # ggml asserted op == NONE
+
+
+def test_quantized_rows_keep_whole_blocks():
+    ctx = gg.Context()
+    q = ctx.tensor("iq4_nl", (64,))
+    with pytest.raises(ValueError, match="block size"):
+        ctx.reshape_2d(q, 1, 64)  # accepted before, and read garbage
+    with pytest.raises(ValueError, match="whole blocks"):
+        ctx.transpose(ctx.tensor("q4_k", (256,)))  # get_rows of it read garbage
+
+
+def test_writes_into_a_view_that_overlaps_itself():
+    ctx = gg.Context()
+    t = ctx.tensor("f32", (5, 16, 7))
+    aliased = ctx.view_3d(t, 7, 16, 5, 28, 0, 0)  # the 5 planes are the same memory
+    with pytest.raises(ValueError, match="overlaps itself"):
+        ctx.set_rows(aliased, ctx.tensor("f16", (5, 2, 7)), ctx.tensor("i64", (2,)))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: gg.Runner(1), lambda: gg.Graph(gg.Context()).get_tensor(3), lambda: gg.Context().adopt(1),
+    lambda: gg.Context().tensor("f32", (2,)).set_name(1), lambda: gg.cpu_backend().unsupported(1),
+    lambda: gg.Scheduler([gg.cpu_backend()]).reserve(1), lambda: gg.device(None),
+])
+def test_wrong_kinds_of_arguments_are_type_errors(call):
+    with pytest.raises(TypeError):
+        call()
