@@ -931,7 +931,8 @@ def run_batch(seed: int, start: int, stop: int, meta: bool, timeout: float, self
             break
         if running is None:  # died between calls: nothing to blame, stop this batch
             records.append({"call": done[-1]["call"] + 1 if done else start, "outcome": "death", "phase": "harness",
-                            "target": "", "message": death_reason(rc or -9, err), "code": []})
+                            "target": "", "message": death_reason(rc or -9, err), "code": [],
+                            "stderr": err[-2000:]})  # faulthandler's stack: where it died
             break
         reason = "hang (timeout)" if rc is None else death_reason(rc, err)
         records.append({"call": running, "outcome": "death", "phase": which or "build", "target": _target_of_lines(code),
