@@ -27,6 +27,8 @@ from pyggml.tensor import MAX_DIMS, Tensor
 from pyggml.types import SortOrder
 
 _NULL = ffi.NULL
+_BLOCK = {int(t): types.block_size(t) for t in types.Type}
+_TYPE_SIZE = {int(t): types.type_size(t) for t in types.Type}
 _ARG_ERRORS = (AttributeError, TypeError, OverflowError)
 
 
@@ -196,9 +198,7 @@ _soft_max_ext = _guarded("soft_max_ext")
 
 
 def soft_max_ext(ctx, a, mask=None, scale: float = 1.0, max_bias: float = 0.0):
-    try:
-        scale, max_bias = float(scale), float(max_bias)
-    except (TypeError, ValueError, OverflowError):
+    if type(scale) is not float or type(max_bias) is not float:
         scale, max_bias = _scalar("soft_max_ext", "scale", scale), _scalar("soft_max_ext", "max_bias", max_bias)
     if not max_bias >= 0:
         raise ValueError(f"soft_max_ext: max_bias must be >= 0, got {max_bias}")
@@ -293,16 +293,21 @@ def _destination(op: str, t) -> None:
 
 def set_rows(ctx, a, b, c):
     """Write rows of b into rows c (I32/I64 index) of a; returns a view of a as the op's node."""
-    _destination("set_rows", a)
     try:
-        r = _set_rows(ctx.ptr, a.ptr, b.ptr, c.ptr)
+        pa = a.ptr
+        if pa.view_src and _self_overlapping(pa):
+            _destination("set_rows", a)
+        r = _set_rows(ctx.ptr, pa, b.ptr, c.ptr)
     except _ARG_ERRORS as e:
         raise _bad_arguments("set_rows", e, ctx, a=a, b=b, c=c) from None
     if not r:
         raise _failed("set_rows")
-    for s in (a, b, c):
-        if s.ctx is not ctx:
-            ctx.adopt(s)
+    if a.ctx is not ctx:
+        ctx.adopt(a)
+    if b.ctx is not ctx:
+        ctx.adopt(b)
+    if c.ctx is not ctx:
+        ctx.adopt(c)
     return Tensor(r, ctx)
 
 
@@ -351,6 +356,9 @@ cont = _make_unary("cont")
 _transpose = _make_unary("transpose")
 
 
+_BLOCKED = frozenset(t for t, b in _BLOCK.items() if b > 1)
+
+
 def _whole_blocks(op: str, t: Tensor) -> Tensor:
     """A permutation of a quantized tensor must keep whole blocks in its rows: ggml does not check,
     and a kernel would read a block as if it were one element."""
@@ -362,7 +370,8 @@ def _whole_blocks(op: str, t: Tensor) -> Tensor:
 
 
 def transpose(ctx, a):
-    return _whole_blocks("transpose", _transpose(ctx, a))
+    t = _transpose(ctx, a)
+    return _whole_blocks("transpose", t) if t.ptr.type in _BLOCKED else t
 def reshape(ctx, a, b):
     """Reshape a to b's shape, like ggml_reshape."""
     if not isinstance(b, Tensor):
@@ -415,27 +424,31 @@ _reshape_4d = _guarded("reshape_4d")
 
 def _reshape_nd(op: str, ctx, a, ne0, ne1, ne2, ne3) -> Tensor:
     try:
-        # ggml checks only that the element counts agree, which two negative extents also do
-        negative = (ne0 | ne1 | ne2 | ne3) < 0 or not (ne0 and ne1 and ne2 and ne3)
-    except TypeError:
-        _shape_arg(op, (ne0, ne1, ne2, ne3))
-        raise
-    if negative:
-        raise ValueError(f"{op}: ne must be positive, got {[ne0, ne1, ne2, ne3]}")
-    try:
         p = a.ptr
-        # ggml does not check that rows keep whole blocks (its row-size assert is compiled out)
-        if ne0 % _BLOCK[p.type]:
-            raise ValueError(f"{op}: ne[0] ({ne0}) must be a multiple of {types.Type(p.type).name}'s block size "
-                             f"{_BLOCK[p.type]}")
+        # ggml checks only that the element counts agree (which two negative extents also do), not
+        # that quantized rows keep whole blocks (its row-size assert is compiled out)
+        if (ne0 | ne1 | ne2 | ne3) < 0 or (p.type in _BLOCKED and ne0 % _BLOCK[p.type]):
+            raise ValueError
         r = _reshape_4d(ctx.ptr, p, ne0, ne1, ne2, ne3)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments(op, e, ctx, a=a) from None
+    except (*_ARG_ERRORS, ValueError) as e:
+        raise _reshape_error(op, e, ctx, a, (ne0, ne1, ne2, ne3)) from None
     if not r:
-        raise _failed(op)
+        raise _reshape_error(op, None, ctx, a, (ne0, ne1, ne2, ne3))
     if a.ctx is not ctx:
         ctx.adopt(a)
     return Tensor(r, ctx)
+
+
+def _reshape_error(op: str, exc, ctx, a, ne) -> Exception:
+    """The slow path: which of a reshape's conditions failed."""
+    try:
+        ne = _shape_arg(op, ne)
+    except (TypeError, ValueError) as e:
+        return e
+    if isinstance(a, Tensor) and ne[0] % _BLOCK[a.ptr.type]:
+        return ValueError(f"{op}: ne[0] ({ne[0]}) must be a multiple of {a.type.name}'s block size "
+                          f"{_BLOCK[a.ptr.type]}")
+    return _failed(op) if exc is None else _bad_arguments(op, exc, ctx, a=a)
 
 
 def reshape_1d(ctx, a, ne0):
@@ -467,7 +480,7 @@ def permute(ctx, a, axis0: int, axis1: int, axis2: int, axis3: int):
         raise _failed("permute")
     if a.ctx is not ctx:
         ctx.adopt(a)
-    if r.ne[0] % _BLOCK[r.type]:
+    if r.type in _BLOCKED:
         _whole_blocks("permute", Tensor(r, ctx))
     return Tensor(r, ctx)
 
@@ -492,8 +505,6 @@ def pad(ctx, a, p0: int, p1: int = 0, p2: int = 0, p3: int = 0):
     return _result(ctx, r, "pad", a)
 
 
-_BLOCK = {int(t): types.block_size(t) for t in types.Type}
-_TYPE_SIZE = {int(t): types.type_size(t) for t in types.Type}
 _VIEW_FNS = {1: _guarded("view_1d"), 2: _guarded("view_2d"), 3: _guarded("view_3d"), 4: _guarded("view_4d")}
 
 
@@ -565,7 +576,10 @@ def view_2d(ctx, a, ne0, ne1, nb1, offset=0):
             raise ValueError
         t = p.type
         blck = _BLOCK[t]
-        if ne0 % blck or (ne0 and ne1 and offset + ne0 // blck * _TYPE_SIZE[t] + (ne1 - 1) * nb1 > lib.ggml_nbytes(p)):
+        row = ne0 // blck * _TYPE_SIZE[t]
+        # rows no further apart than their length: ggml's own check (a contiguous block of ne1 rows
+        # from offset fits) covers the strides; wider strides reach further and are checked here
+        if ne0 % blck or (nb1 > row and offset + row + (ne1 - 1) * nb1 > lib.ggml_nbytes(p)):
             raise ValueError
         r = _view_2d(ctx.ptr, p, ne0, ne1, nb1, offset)
     except (*_ARG_ERRORS, ValueError):
