@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import pyggml as gg
-from pyggml import checked, lib
+from pyggml import checked, ffi, lib
 
 
 def run_child(code: str) -> subprocess.CompletedProcess:
@@ -350,3 +350,25 @@ def test_writes_into_a_view_that_overlaps_itself():
 def test_wrong_kinds_of_arguments_are_type_errors(call):
     with pytest.raises(TypeError):
         call()
+
+
+def test_set_rows_of_f16_rows_plans_a_work_buffer_for_every_thread():
+    """Each CPU thread converts its F16 rows at wdata + (ne0 + 16)*ith floats; the plan reserved ne0
+    floats for one task, so threads 1.. wrote past the buffer (heap corruption, found by the fuzzer
+    and AddressSanitizer; patch 0012)."""
+    ctx = gg.Context()
+    dst = ctx.tensor("q4_0", (3, 64), "dst", input=True)
+    rows = ctx.tensor("f16", (2, 64), "rows", input=True)
+    idx = ctx.tensor("i32", (2,), "idx", input=True)
+    out = ctx.set_rows(dst, rows, idx)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    n_threads, ne0, cache_line_floats = 4, 64, 16
+    plan = lib.ggml_graph_plan(graph.ptr, n_threads, ffi.NULL)
+    last_thread_end = 4 * ((ne0 + cache_line_floats) * (n_threads - 1) + ne0)
+    assert plan.work_size >= last_thread_end
+    # and the result is right with several threads
+    vals = np.linspace(-1, 1, 128, dtype=np.float32).reshape(2, 64)
+    [y] = gg.Runner("cpu", n_threads=n_threads).run(graph, {dst: np.zeros((3, 64)), rows: vals,
+                                                            idx: np.array([2, 0])}, [out])
+    np.testing.assert_allclose(y[[2, 0]], vals, atol=0.1)
+    np.testing.assert_array_equal(y[1], 0)
