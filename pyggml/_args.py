@@ -14,6 +14,21 @@ def integer(what: str, value, lo: int | None = None, hi: int | None = None) -> i
     return v
 
 
+def at_least(lo: int):
+    """An argparse type: an integer >= lo, refused with one line otherwise."""
+    import argparse
+
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+        if n < lo:
+            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {n}")
+        return n
+    return parse
+
+
 def instance(what: str, value, cls):
     if not isinstance(value, cls):
         names = "/".join(c.__name__ for c in cls) if isinstance(cls, tuple) else cls.__name__

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pyggml._native import cstr, ffi, lib
 from pyggml import preflight
 from pyggml._args import instance, integer, text
-from pyggml.errors import GGMLError, GraphError, Unsupported
-from pyggml.graph import Graph
+from pyggml.errors import GGMLError, GraphError
+from pyggml.context import Context
+from pyggml.graph import MAX_GRAPH_SIZE, Graph
 from pyggml.tensor import Tensor
 from pyggml.types import DeviceType, Status
 
@@ -133,7 +134,6 @@ class Backend:
 
     def alloc_tensors(self, ctx) -> "Buffer":
         """Allocate every tensor of a no_alloc context in one buffer of this backend."""
-        from pyggml.context import Context
         instance("alloc_tensors: ctx", ctx, Context)
         if not ctx.no_alloc:
             raise ValueError("alloc_tensors: the context already holds its tensors' data (no_alloc=False)")
@@ -156,12 +156,7 @@ class Backend:
         per graph and node count, not at every compute of a reused graph."""
         if not isinstance(graph, Graph):
             raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
-        preflight.check(graph, on_cpu=self.runs_on_cpu, key=id(self))
-        bad = self.unsupported(graph) if (id(self), graph.n_nodes) not in _supported_seen(graph) else []
-        if bad:
-            names = ", ".join(f"{n.op.name}({n.name})" for n in bad[:5])
-            raise Unsupported(f"compute: {self.name} does not support {len(bad)} node(s): {names}")
-        _supported_seen(graph).add((id(self), graph.n_nodes))
+        preflight.check(graph, on_cpu=self.runs_on_cpu, key=id(self), backend=self)
         _check_status(lib.ggml_backend_graph_compute(self.ptr, graph.ptr), lambda: f"{self.name} graph compute")
 
     def synchronize(self):
@@ -182,13 +177,6 @@ def cpu_backend(n_threads: int | None = None) -> Backend:
     if ptr == ffi.NULL:
         raise GGMLError("could not initialise the CPU backend")
     return Backend(ptr, None, n_threads)
-
-
-def _supported_seen(graph) -> set:
-    seen = getattr(graph, "_supported_by", None)
-    if seen is None:
-        seen = graph._supported_by = set()
-    return seen
 
 
 # --- buffers and allocation -----------------------------------------------------------------
@@ -216,7 +204,6 @@ class Buffer:
 # graph context -> {node address: its sources as built} (Scheduler.restore)
 _PRISTINE_SOURCES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 SCHED_MAX_BACKENDS = 16
-MAX_GRAPH_SIZE = 2**24  # nodes of one graph: far beyond any model's, well inside what ggml can size
 MAX_THREADS = 4096  # GGML_SCHED_MAX_BACKENDS of ggml-backend.cpp (not in a public header)
 
 
@@ -331,7 +318,7 @@ class Scheduler(_Lender):
 
     def _check_size(self, graph: Graph, what: str):
         # ggml asserts its hash set (graph_size entries) holds every node and leaf
-        n = graph.n_nodes + len(graph.leafs())
+        n = graph.n_nodes + preflight.leaf_count(graph)
         if n > self.graph_size:
             raise GraphError(f"{what}: the graph has {n} nodes and leafs, more than the scheduler's graph_size "
                              f"{self.graph_size} (create it with a larger graph_size)")
@@ -358,6 +345,8 @@ class Scheduler(_Lender):
         mul_mat result). The sources are recorded per context of the graph, at a tensor's
         first allocation: graphs of one context share tensors."""
         instance("scheduler restore: graph", graph, Graph)
+        if graph.sources_as_built == graph.n_nodes:  # not rewired (nor expanded) since the last restore
+            return
         saved = _PRISTINE_SOURCES.setdefault(graph.ctx, {})
         for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
             node = lib.ggml_graph_node(graph.ptr, i)
@@ -368,6 +357,7 @@ class Scheduler(_Lender):
             else:
                 for j, s in enumerate(srcs):
                     node.src[j] = s
+        graph.sources_as_built = graph.n_nodes
 
     def alloc_graph(self, graph: Graph):
         instance("scheduler alloc_graph: graph", graph, Graph)
@@ -377,6 +367,7 @@ class Scheduler(_Lender):
         self._check_size(graph, "scheduler alloc_graph")
         graph.index_inputs = preflight.index_inputs(graph)  # before the scheduler rewires the sources
         lib.ggml_backend_sched_reset(self.ptr)  # ggml asserts the scheduler is not allocated already
+        graph.sources_as_built = None  # ggml rewires the sources now, whether it succeeds or not
         if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
             raise GGMLError("scheduler: allocating the graph failed")
         self._after_alloc(graph, fresh)
@@ -387,7 +378,10 @@ class Scheduler(_Lender):
         if graph.allocation is None or graph.allocation[0] is not self:
             raise GraphError("scheduler compute: the graph is not allocated by this scheduler "
                              "(alloc_graph it here first)")
-        preflight.check(graph, on_cpu=self._on_cpu, key=(("sched", id(self)), self.generation))
+        # with one backend every node stays on it; with several, where ggml puts each node can change
+        # with each allocation, and the CPU kernels' rules with it
+        version = None if len(self.backends) == 1 else self.generation
+        preflight.check(graph, on_cpu=self._on_cpu, key=(("sched", id(self)), version))
         _check_status(lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr), "scheduler graph compute")
 
     def _on_cpu(self, p) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyggml import types
+from pyggml._args import integer
 from pyggml._native import ffi, guard_error, lib
 from pyggml.tensor import MAX_DIMS, Tensor
 
@@ -26,11 +27,7 @@ class Context:
         """mem_size defaults to room for `n_tensors` tensor descriptions and one graph of `graph_size`."""
         if mem_size is None:
             mem_size = n_tensors * lib.ggml_tensor_overhead() + lib.ggml_graph_overhead_custom(graph_size, False)
-        if isinstance(mem_size, bool) or not hasattr(mem_size, "__index__"):
-            raise TypeError(f"mem_size must be an integer, got {type(mem_size).__name__}")
-        mem_size = mem_size.__index__()
-        if not 0 < mem_size <= MAX_MEM_SIZE:
-            raise ValueError(f"mem_size must be in 1..{MAX_MEM_SIZE} bytes, got {mem_size}")
+        mem_size = integer("mem_size", mem_size, 1, MAX_MEM_SIZE)
         params = ffi.new("struct ggml_init_params *", {"mem_size": mem_size, "mem_buffer": ffi.NULL,
                                                         "no_alloc": bool(no_alloc)})
         ptr = lib.pyggml_guarded_ggml_init(params[0])
@@ -38,7 +35,6 @@ class Context:
             raise MemoryError(f"ggml_init could not allocate {mem_size} bytes")
         self.ptr = ffi.gc(ptr, lib.ggml_free)
         self.no_alloc = bool(no_alloc)
-        self._mem_size = mem_size
         # what this context's tensors may touch and must outlive them: buffers and allocators
         # that hold their data, and the contexts of tensors they were computed from (a set,
         # so running a graph again adds nothing)

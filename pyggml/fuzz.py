@@ -35,6 +35,8 @@ import time
 import traceback
 from collections import Counter
 
+from pyggml._args import at_least
+
 # the module's own name, so that children (and the oracle lines) use this very file even when it
 # is run under another name or against another checkout
 MODULE = __spec__.name if __spec__ is not None and __spec__.name != "__main__" else "pyggml.fuzz"
@@ -987,31 +989,11 @@ def report(records: list[dict], summary: dict, out=sys.stdout, max_causes: int =
     out.write("\nsummary: " + "  ".join(f"{k}: {v}" for k, v in summary.items()) + "\n")
 
 
-def positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
-    return n
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {n}")
-    return n
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pyggml.fuzz", description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=positive_int, default=1000)
-    parser.add_argument("--seed", type=non_negative_int, default=0)
-    parser.add_argument("--batch", type=positive_int, default=200, help="calls per child process (default 200)")
+    parser.add_argument("--calls", type=at_least(1), default=1000)
+    parser.add_argument("--seed", type=at_least(0), default=0)
+    parser.add_argument("--batch", type=at_least(1), default=200, help="calls per child process (default 200)")
     parser.add_argument("--meta", action=argparse.BooleanOptionalAction, default=True,
                         help="also compute on a two-CPU meta device and compare (default on)")
     parser.add_argument("--json", metavar="FILE", help="write the summary and every finding here")

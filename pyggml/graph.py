@@ -6,8 +6,11 @@ from collections import Counter
 
 from pyggml._args import instance, integer, text
 from pyggml._native import ffi, guard_error, lib
+from pyggml.context import Context
 from pyggml.tensor import Tensor
 from pyggml.types import Op
+
+MAX_GRAPH_SIZE = 2**24  # nodes of one graph: far beyond any model's, well inside what ggml can size
 
 
 def _addr(ptr) -> int:
@@ -16,8 +19,6 @@ def _addr(ptr) -> int:
 
 class Graph:
     def __init__(self, ctx, size: int = lib.GGML_DEFAULT_GRAPH_SIZE):
-        from pyggml.backend import MAX_GRAPH_SIZE
-        from pyggml.context import Context
         instance("Graph: ctx", ctx, Context)
         size = integer("Graph: size", size, 1, MAX_GRAPH_SIZE)
         need = lib.ggml_graph_overhead_custom(size, False)
@@ -33,6 +34,7 @@ class Graph:
         self.broken = None  # why the graph must not be computed (an expand that failed half-way)
         self.allocation = None  # (allocator, its generation) that gave this graph its memory
         self.index_inputs = None  # set by a scheduler before it rewires the graph (pyggml.preflight)
+        self.sources_as_built = None  # node count at a scheduler's restore, None once it allocates
 
     def build_forward_expand(self, *tensors: Tensor) -> "Graph":
         """Add the tensors and everything they depend on (ggml_build_forward_expand)."""

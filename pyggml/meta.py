@@ -23,10 +23,14 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from pyggml._args import instance, integer
 from pyggml._native import ffi, lib
 from pyggml.backend import Backend, Buffer, Device, GGMLError, device
-from pyggml._args import instance, integer
+from pyggml.context import Context
 from pyggml.errors import Unsplittable
+from pyggml.graph import Graph
 from pyggml.tensor import MAX_DIMS, Tensor
 from pyggml.types import DeviceType
 
@@ -224,7 +228,6 @@ class MetaDevice:
         dies. ggml_backend_meta_graph_check (patch 0009) runs the same derivation and reports instead.
         Run once per graph, node count and policy: a reused graph costs one dictionary lookup.
         """
-        from pyggml.graph import Graph
         instance("MetaDevice.check_graph: graph", graph, Graph)
         key = (graph.n_nodes, id(self.policy))
         if key in self._checked.get(graph, ()):
@@ -239,7 +242,6 @@ class MetaDevice:
 
     def check(self, ctx) -> dict[str, Split]:
         """Run the policy over every tensor of a context; raises on the first impossible split."""
-        from pyggml.context import Context
         instance("MetaDevice.check: ctx", ctx, Context)
         return {t.name: self.split_of(t) for t in ctx.tensors()}
 
@@ -271,7 +273,6 @@ class MetaDevice:
 def _keeps_axis(view, src, k: int) -> bool:
     """The view reaches every index of src's axis k (from any row of the other axes): the
     coordinates along k of the view's elements, from the view dims that move within one row."""
-    import numpy as np
     row = src.nb[k + 1] if k < MAX_DIMS - 1 else None
     offsets = np.array([view.view_offs % row if row else view.view_offs], dtype=np.int64)
     for j in range(MAX_DIMS):

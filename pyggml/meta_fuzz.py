@@ -21,6 +21,8 @@ import sys
 
 import numpy as np
 
+from pyggml._args import at_least
+
 UNARY = ("silu", "relu", "tanh", "gelu", "neg")
 SPLITS = ("mirrored", 0, 1)
 
@@ -155,13 +157,8 @@ def fuzz(seed: int, trials: int, devices: str) -> list[dict]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    def natural(text):
-        v = int(text)
-        if v < 0:
-            raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-        return v
-    parser.add_argument("--seed", type=natural, default=0)
-    parser.add_argument("--trials", type=natural, default=20)
+    parser.add_argument("--seed", type=at_least(0), default=0)
+    parser.add_argument("--trials", type=at_least(0), default=20)
     parser.add_argument("--devices", default="cpu,cpu", help="the meta device's devices (default cpu,cpu)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a single trial, in a child process
     args = parser.parse_args(argv)

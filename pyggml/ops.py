@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from pyggml import types
+from pyggml._args import integer
 from pyggml._native import ffi, guard_error, lib
 from pyggml.errors import GGMLError
 from pyggml.tensor import MAX_DIMS, Tensor
@@ -70,12 +71,6 @@ def _scalar(op: str, name: str, value, kind=float):
     except (TypeError, ValueError, OverflowError):
         raise TypeError(f"{op}: {name} must be {'a number' if kind is float else 'an integer'}, "
                         f"got {type(value).__name__} {value!r}") from None
-
-
-def _index(op: str, name: str, value) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{op}: {name} must be an integer, got {type(value).__name__} {value!r}")
-    return value.__index__()
 
 
 # --- the generic shapes of a call: (ctx, a), (ctx, a, b), (ctx, a, b, c) ---------------------------
@@ -218,7 +213,7 @@ def soft_max_ext(ctx, a, mask=None, scale: float = 1.0, max_bias: float = 0.0):
 
 
 def diag_mask_inf(ctx, a, n_past: int):
-    n_past = _index("diag_mask_inf", "n_past", n_past)
+    n_past = integer("diag_mask_inf: n_past", n_past)
     if n_past < 0:
         raise ValueError(f"diag_mask_inf: n_past must be >= 0, got {n_past}")
     try:
@@ -241,7 +236,7 @@ def rope_ext(ctx, a, pos, freq_factors=None, n_dims: int = 0, mode: int = 0, n_c
         raise ValueError(f"rope_ext: mode must be 0 (normal) or 2 (neox), got {mode} "
                          "(multi-section modes need ggml_rope_multi)")
     if type(n_dims) is not int:
-        n_dims = _index("rope_ext", "n_dims", n_dims)
+        n_dims = integer("rope_ext: n_dims", n_dims)
     if not (0 < n_dims and n_dims % 2 == 0):  # ggml asserts n_dims <= ne[0] only in the kernels
         raise ValueError(f"rope_ext: n_dims ({n_dims}) must be even and positive")
     try:
@@ -486,7 +481,7 @@ def permute(ctx, a, axis0: int, axis1: int, axis2: int, axis3: int):
 
 
 def concat(ctx, a, b, dim: int):
-    dim = _index("concat", "dim", dim)
+    dim = integer("concat: dim", dim)
     try:
         r = _guarded("concat")(ctx.ptr, a.ptr, b.ptr, dim)
     except _ARG_ERRORS as e:
@@ -495,7 +490,7 @@ def concat(ctx, a, b, dim: int):
 
 
 def pad(ctx, a, p0: int, p1: int = 0, p2: int = 0, p3: int = 0):
-    p = [_index("pad", f"p{i}", v) for i, v in enumerate((p0, p1, p2, p3))]
+    p = [integer(f"pad: p{i}", v) for i, v in enumerate((p0, p1, p2, p3))]
     if min(p) < 0:  # ggml would make a tensor of negative extent
         raise ValueError(f"pad: padding must be non-negative, got {p}")
     try:
@@ -517,7 +512,7 @@ def _view(op: str, ctx, a, ne: tuple, nb: tuple, offset) -> Tensor:
     except (AttributeError, TypeError):
         if not isinstance(a, Tensor):
             raise TypeError(f"{op}: a must be a Tensor, got {type(a).__name__}") from None
-        _shape_arg(op, ne), [_index(op, "nb", n) for n in nb], _index(op, "offset", offset)
+        _shape_arg(op, ne), [integer(f"{op}: nb", n) for n in nb], integer(f"{op}: offset", offset)
         raise
     if negative or not all(ne):
         raise ValueError(f"{op}: ne must be positive and strides and offset non-negative (ggml does not handle "
@@ -547,11 +542,7 @@ def _view(op: str, ctx, a, ne: tuple, nb: tuple, offset) -> Tensor:
             r = _VIEW_FNS[4](ctx.ptr, p, ne[0], ne[1], ne[2], ne[3], nb[0], nb[1], nb[2], offset)
     except _ARG_ERRORS as e:
         raise _bad_arguments(op, e, ctx, a=a) from None
-    if not r:
-        raise _failed(op)
-    if a.ctx is not ctx:
-        ctx.adopt(a)
-    return Tensor(r, ctx)
+    return _result(ctx, r, op, a)
 
 
 def _sum_strides(ne, nb) -> int:
@@ -605,8 +596,8 @@ def view_nd(ctx, a, ne, nb, offset=0):
     with its overlapping conv windows."""
     if not isinstance(a, Tensor):
         raise TypeError(f"view_nd: a must be a Tensor, got {type(a).__name__}")
-    ne, nb = _shape_arg("view_nd", ne), [_index("view_nd", "nb", n) for n in nb]
-    offset = _index("view_nd", "offset", offset)
+    ne, nb = _shape_arg("view_nd", ne), [integer("view_nd: nb", n) for n in nb]
+    offset = integer("view_nd: offset", offset)
     if not len(ne) == len(nb) == MAX_DIMS:
         raise ValueError(f"view_nd: ne and nb must have {MAX_DIMS} entries")
     if offset < 0 or any(n < 0 for n in nb):
@@ -634,6 +625,6 @@ def set_name(ctx, a, name: str):
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in (
-    "annotations", "math", "types", "ffi", "lib", "guard_error", "MAX_DIMS", "Tensor", "SortOrder",
+    "annotations", "math", "types", "ffi", "lib", "guard_error", "integer", "MAX_DIMS", "Tensor", "SortOrder",
     "GGMLError", "OpError", "UNARY_OPS")]
 __all__.append("UNARY_OPS")

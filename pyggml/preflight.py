@@ -27,7 +27,7 @@ import weakref
 import numpy as np
 
 from pyggml._native import ffi, lib
-from pyggml.errors import GraphError
+from pyggml.errors import GraphError, Unsupported
 from pyggml.tensor import Tensor
 from pyggml.types import Op, Type
 
@@ -246,10 +246,30 @@ _CPU_RULES = {int(k): v for k, v in _CPU_RULES.items()}
 
 
 # --- the checks ------------------------------------------------------------------------------------------
+def _once(graph, what: str, compute):
+    """compute() once per graph and node count (what it looks at does not change otherwise):
+    allocating a reused graph, as every Runner.run does, walks it once, not at every run."""
+    st = _state(graph)
+    n = graph.n_nodes
+    done = st.marks.get(what)
+    if done is not None and done[0] == n:
+        return done[1]
+    value = compute()
+    st.marks[what] = (n, value)
+    return value
+
+
+def leaf_count(graph) -> int:
+    return _once(graph, "leafs", lambda: len(graph.leafs()))
+
+
 def check_placeable(graph):
     """A scheduler places a tensor without memory only if it is an input or something computes it:
     a leaf that is neither has no backend, and ggml's allocator asserts."""
-    nodes = _nodes(graph)
+    _once(graph, "placeable", lambda: _placeable(_nodes(graph)))
+
+
+def _placeable(nodes):
     # a leaf a node views (cpy's destination, set_rows' target) is placed with that node
     viewed = {int(ffi.cast("uintptr_t", p.view_src)) for p in nodes if p.view_src != _NULL}
     for p in nodes:
@@ -267,7 +287,7 @@ def check_allocatable(graph):
         raise GraphError(f"the graph must not be allocated or computed: {graph.broken}")
     if graph.n_nodes == 0:  # ggml's allocator asserts on a graph of leafs only
         raise GraphError("the graph has no nodes to compute (it holds only leafs: inputs or weights)")
-    _structure(_nodes(graph), _NEVER)
+    _once(graph, "allocatable", lambda: _structure(_nodes(graph), _NEVER))
 
 
 def _structure(nodes, on_cpu):
@@ -285,6 +305,13 @@ def _structure(nodes, on_cpu):
             why = rule(p) if rule is not None else None
             if why:
                 raise GraphError(f"compute: {_name(p)}: {why}")
+
+
+def _supported(nodes, backend):
+    bad = [p for p in nodes if p.op != lib.GGML_OP_NONE and not lib.ggml_backend_supports_op(backend.ptr, p)]
+    if bad:
+        names = ", ".join(f"{Op(p.op).name}({ffi.string(p.name).decode('utf-8', 'replace')})" for p in bad[:5])
+        raise Unsupported(f"compute: {backend.name} does not support {len(bad)} node(s): {names}")
 
 
 def _memory(nodes):
@@ -352,7 +379,8 @@ def _NEVER(p):
 
 
 class _State:
-    """What is known of one graph: structure checked for (key, node count); memory checked
+    """What is known of one graph: structure checked per compute path and node count (and the
+    allocation checks of _once); memory checked
     for (allocation, node count); its index inputs."""
     __slots__ = ("marks", "memory", "index_inputs", "__weakref__")
 
@@ -360,19 +388,25 @@ class _State:
         self.marks, self.memory, self.index_inputs = {}, None, []
 
 
+def _state(graph) -> _State:
+    st = _states.get(graph)
+    if st is None:
+        st = _states[graph] = _State()
+    return st
+
+
 def _nodes(graph) -> list:
     return [lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)]
 
 
-def check(graph, *, on_cpu, key):
+def check(graph, *, on_cpu, key, backend=None):
     """Raise GraphError unless `graph` can be computed now. on_cpu(node): a CPU device computes
     that node (True/False for all). `key` names the compute path (a backend, a scheduler):
-    the structural check is cached per key and node count."""
+    the structural check is cached per key and node count. `backend`: the one backend that
+    computes every node (Backend.compute), whose supports_op is asked with the structure."""
     if on_cpu is True or on_cpu is False:
         on_cpu = _ALWAYS if on_cpu else _NEVER
-    st = _states.get(graph)
-    if st is None:
-        st = _states[graph] = _State()
+    st = _state(graph)
     n = graph.n_nodes
     nodes = None
     if graph.broken:
@@ -381,6 +415,8 @@ def check(graph, *, on_cpu, key):
     if st.marks.get(path) != (version, n):  # one entry per compute path: constant memory over reruns
         nodes = _nodes(graph)
         _structure(nodes, on_cpu)
+        if backend is not None:
+            _supported(nodes, backend)
         st.index_inputs = _index_inputs(nodes)
         st.memory = None
         st.marks[path] = (version, n)
