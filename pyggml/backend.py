@@ -228,7 +228,17 @@ class _Lender:
             graph.allocation[0].release()
         self.release()
         graph.allocation = None
-        return [t for t in graph_tensors(graph) if t.data == ffi.NULL]
+        tensors = graph_tensors(graph)
+        for t in tensors:
+            # a view made while its source held lent memory copied that address (ggml sets a view's
+            # data at creation) but has no buffer: stale once the memory is given back, and ggml's
+            # scheduler then takes it for a tensor allocated elsewhere and aborts. The allocator
+            # views it again. (A view of context memory, whose source has data and no buffer, stays.)
+            if t.view_src != ffi.NULL and t.buffer == ffi.NULL and t.data != ffi.NULL:
+                src = t.view_src
+                if src.buffer != ffi.NULL or src.data == ffi.NULL:
+                    t.data = ffi.NULL
+        return [t for t in tensors if t.data == ffi.NULL]
 
     def _after_alloc(self, graph: Graph, fresh: list):
         contexts = graph.ctx.contexts()

@@ -372,3 +372,25 @@ def test_set_rows_of_f16_rows_plans_a_work_buffer_for_every_thread():
                                                             idx: np.array([2, 0])}, [out])
     np.testing.assert_allclose(y[[2, 0]], vals, atol=0.1)
     np.testing.assert_array_equal(y[1], 0)
+
+
+def test_a_graph_expanded_after_it_ran_runs_again():
+    """A view made of a node that held the runner's memory copied that address without a buffer;
+    the next allocation took it for a tensor allocated elsewhere and ggml aborted (found by
+    trying graph reuse as a user would)."""
+    res = run_child("""
+        import numpy as np, pyggml as gg
+        x = np.arange(8, dtype=np.float32)
+        ctx = gg.Context(); a = ctx.tensor("f32", (8,), "a", input=True)
+        o1 = ctx.exp(a); g = gg.Graph(ctx).build_forward_expand(o1)
+        r = gg.Runner("cpu")
+        r.run(g, {a: x}, [o1])
+        idx = ctx.tensor("i32", (2,), "idx", input=True)
+        o3 = ctx.get_rows(ctx.reshape_2d(o1, 2, 4), idx)
+        g.build_forward_expand(o3)
+        for _ in range(3):
+            [y] = r.run(g, {a: x, idx: np.array([3, 0])}, [o3])
+            np.testing.assert_allclose(y, np.exp(x).reshape(4, 2)[[3, 0]], rtol=1e-6)
+        print("ok")
+    """)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
