@@ -1,0 +1,152 @@
+"""What every op wrapper shares: the guarded C call, the errors it raises, ownership, and the
+generic wrappers of the common call shapes. `pyggml.ops` says why the checks are what they are."""
+
+from __future__ import annotations
+
+import sys
+
+from pyggml import types
+from pyggml._native import ffi, guard_error, lib
+from pyggml.errors import GGMLError
+from pyggml.tensor import MAX_DIMS, Tensor
+
+_NULL = ffi.NULL
+_BLOCK = {int(t): types.block_size(t) for t in types.Type}
+_TYPE_SIZE = {int(t): types.type_size(t) for t in types.Type}
+_ARG_ERRORS = (AttributeError, TypeError, OverflowError)
+
+
+def _guarded(c_name: str):
+    return getattr(lib, f"pyggml_guarded_ggml_{c_name}")
+
+
+def _bad_arguments(op: str, exc: Exception, ctx, **args) -> Exception:
+    """The slow path of a call cffi refused: say which argument was wrong."""
+    from pyggml.context import Context
+    if not isinstance(ctx, Context):
+        return TypeError(f"{op}: ctx must be a Context, got {type(ctx).__name__}")
+    for name, value in args.items():
+        if not isinstance(value, Tensor):
+            return TypeError(f"{op}: {name} must be a Tensor, got {type(value).__name__}")
+    if isinstance(exc, OverflowError):
+        return ValueError(f"{op}: an argument is out of range for ggml: {exc}")
+    return TypeError(f"{op}: {exc}")
+
+
+def _failed(op: str) -> Exception:
+    err = guard_error(op)
+    return err if err is not None else GGMLError(f"{op}: ggml returned no tensor")
+
+
+def _result(ctx, ptr, op: str, *srcs: Tensor) -> Tensor:
+    if not ptr:
+        raise _failed(op)
+    for s in srcs:
+        if s.ctx is not ctx:
+            ctx.adopt(s)
+    return Tensor(ptr, ctx)
+
+
+def _scalar(op: str, name: str, value, kind=float):
+    """A Python number for a C scalar argument (cffi would raise an unnamed TypeError)."""
+    try:
+        return kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise TypeError(f"{op}: {name} must be {'a number' if kind is float else 'an integer'}, "
+                        f"got {type(value).__name__} {value!r}") from None
+
+
+# --- the generic shapes of a call: (ctx, a), (ctx, a, b), (ctx, a, b, c) ---------------------------
+def _make_unary(op: str, c_name: str | None = None):
+    fn = _guarded(c_name or op)
+
+    def call(ctx, a):
+        try:
+            r = fn(ctx.ptr, a.ptr)
+        except _ARG_ERRORS as e:
+            raise _bad_arguments(op, e, ctx, a=a) from None
+        if not r:
+            raise _failed(op)
+        if a.ctx is not ctx:
+            ctx.adopt(a)
+        return Tensor(r, ctx)
+    call.__name__ = call.__qualname__ = op
+    call.__doc__ = f"ggml_{c_name or op}(ctx, a)"
+    call.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
+    return call
+
+
+def _make_binary(op: str, arg_names=("a", "b")):
+    fn = _guarded(op)
+    n0, n1 = arg_names
+
+    def call(ctx, a, b):
+        try:
+            r = fn(ctx.ptr, a.ptr, b.ptr)
+        except _ARG_ERRORS as e:
+            raise _bad_arguments(op, e, ctx, **{n0: a, n1: b}) from None
+        if not r:
+            raise _failed(op)
+        if a.ctx is not ctx:
+            ctx.adopt(a)
+        if b.ctx is not ctx:
+            ctx.adopt(b)
+        return Tensor(r, ctx)
+    call.__name__ = call.__qualname__ = op
+    call.__doc__ = f"ggml_{op}(ctx, {n0}, {n1})"
+    call.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
+    return call
+
+
+
+def _self_overlapping(p) -> bool:
+    """Some element of the tensor is reached by two index tuples (a stride too small for the dims
+    inside it): writing into it would depend on the order the kernel's threads write in."""
+    reach = _TYPE_SIZE[p.type]  # bytes spanned by the dims seen so far (one element or block at first)
+    extents = [p.ne[0] // _BLOCK[p.type], p.ne[1], p.ne[2], p.ne[3]]  # dim 0 in blocks, as nb[0] counts
+    for nb, ne in sorted((p.nb[i], extents[i]) for i in range(MAX_DIMS) if extents[i] > 1):
+        if nb < reach:
+            return True
+        reach += nb * (ne - 1)
+    return False
+
+
+def _destination(op: str, t) -> None:
+    if isinstance(t, Tensor) and t.ptr.view_src and _self_overlapping(t.ptr):
+        raise ValueError(f"{op}: the destination view overlaps itself (strides {tuple(t.ptr.nb)} for ne "
+                         f"{tuple(t.ptr.ne)}); what is written would depend on the order of the writes")
+
+
+
+_BLOCKED = frozenset(t for t, b in _BLOCK.items() if b > 1)
+
+
+def _whole_blocks(op: str, t: Tensor) -> Tensor:
+    """A permutation of a quantized tensor must keep whole blocks in its rows: ggml does not check,
+    and a kernel would read a block as if it were one element."""
+    blck = _BLOCK[t.ptr.type]
+    if blck > 1 and t.ptr.ne[0] % blck:
+        raise ValueError(f"{op}: the result's rows ({t.ptr.ne[0]} elements) must hold whole blocks of "
+                         f"{blck} ({types.Type(t.ptr.type).name}); a quantized tensor's rows cannot be permuted")
+    return t
+
+
+def _shape_arg(op: str, ne) -> list[int]:
+    out = []
+    for n in ne:
+        if isinstance(n, bool) or not hasattr(n, "__index__"):
+            raise TypeError(f"{op}: ne must be integers, got {list(ne)}")
+        out.append(n.__index__())
+    if any(n <= 0 for n in out):
+        raise ValueError(f"{op}: ne must be positive, got {out} (ggml does not handle empty tensors)")
+    return out
+
+
+
+def exported(namespace: dict) -> list[str]:
+    """The op wrappers a family module defines: its public functions and the ones it made with
+    the generic wrappers (not what it imported)."""
+    module = namespace["__name__"]
+    return sorted(n for n, v in namespace.items()
+                  if not n.startswith("_") and callable(v) and not isinstance(v, type)
+                  and getattr(v, "__module__", None) == module)
