@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
     if args.command == "info":
         return info(args)
-    from pyggml import check
+    from pyggml.testing import check
     return check.main(args)
 
 

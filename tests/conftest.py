@@ -13,7 +13,7 @@ os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0,0")
 
 
 def pytest_generate_tests(metafunc):
-    from pyggml.check import available_backends
+    from pyggml.testing.check import available_backends
     if "backend_name" in metafunc.fixturenames:
         metafunc.parametrize("backend_name", available_backends())
     if "meta_backend_name" in metafunc.fixturenames:

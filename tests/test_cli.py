@@ -24,13 +24,13 @@ def test_check_json_path_unwritable_is_found_before_the_run(tmp_path):
 
 
 def test_meta_fuzz_refuses_a_negative_seed():
-    res = run("pyggml.meta_fuzz", "--seed", "-1")
+    res = run("pyggml.testing.meta_fuzz", "--seed", "-1")
     assert "Traceback" not in res.stderr and res.returncode == 2 and "must be >= 0" in res.stderr
 
 
 def test_meta_fuzz_counts_only_ggml_refusals_as_unsplittable():
-    from pyggml import meta_fuzz
-    res = run("pyggml.meta_fuzz", "--trials", "6", "--seed", "3")
+    from pyggml.testing import meta_fuzz
+    res = run("pyggml.testing.meta_fuzz", "--trials", "6", "--seed", "3")
     assert "Traceback" not in res.stderr
     # a trial whose child fails for any other reason is a failure
     record = meta_fuzz.run_in_child({"seed": 0, "K": 4, "M": 4, "P": 4, "N": 4, "steps": [{"op": "nonsense"}]},

@@ -6,7 +6,7 @@ import pytest
 import pyggml as gg
 from pyggml.conv_state import (SLOT_INDEX_NAME, STRATEGIES, ConvStateGraph, DeltaNetConv, RecurrentMemory, Ubatch,
                                windows_written)
-from pyggml.conv_state_oracle import ConvStateOracle
+from pyggml.testing.oracles.conv_state import ConvStateOracle
 
 L, D, C, M = 3, 4, 5, 6
 

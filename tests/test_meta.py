@@ -7,7 +7,7 @@ import pytest
 
 import pyggml as gg
 from pyggml import lib
-from pyggml.conv_state_cases import ConvStateCase
+from pyggml.testing.cases.conv_state import ConvStateCase
 from pyggml.meta import MetaDevice, Split
 
 
@@ -127,7 +127,7 @@ def test_seed_graph_on_meta_matches_the_model(strategy, K, dtype, meta_backend_n
 
 def test_split_equivalence_fuzz():
     """Seeded and bounded; `python -m pyggml.meta_fuzz --trials N` runs longer."""
-    from pyggml.meta_fuzz import fuzz
+    from pyggml.testing.meta_fuzz import fuzz
     records = fuzz(seed=0, trials=12, devices="cpu,cpu")
     failed = [r for r in records if r["status"] not in ("pass", "unsplittable")]
     assert failed == []
@@ -144,7 +144,7 @@ def test_check_runs_the_seed_cases_on_the_meta_backends(tmp_path):
     import subprocess
     import sys
     backends = ["--backend", "meta:cpu,cpu"]
-    from pyggml.check import available_backends
+    from pyggml.testing.check import available_backends
     if {"vulkan0", "vulkan1"} <= set(available_backends()):
         backends = ["--backend", "meta:vulkan0,vulkan1"] + backends
     report = tmp_path / "report.json"
@@ -159,7 +159,7 @@ def test_check_runs_the_seed_cases_on_the_meta_backends(tmp_path):
 
 def test_soft_max_along_a_split_dim_is_refused_not_wrong():
     """Fuzz trial 28 gave a silently wrong result before patch 0007."""
-    from pyggml.meta_fuzz import describe, make_trial, run_in_child
+    from pyggml.testing.meta_fuzz import describe, make_trial, run_in_child
     trial = make_trial(28)
     assert describe(trial).startswith("mul_mat(1) -> soft_max")
     record = run_in_child(trial, "cpu,cpu")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pyggml import ops
-from pyggml.cases import OpCase, REGISTRY, _load_all, nmse
+from pyggml.testing.cases import OpCase, REGISTRY, _load_all, nmse
 from pyggml.runner import Runner, Unsupported
 
 _load_all()

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PATCH = "0001-meta-split-permuted-view.patch"
 SEED_GRAPH = textwrap.dedent("""
     import pyggml as gg
-    from pyggml.conv_state_cases import ConvStateCase
+    from pyggml.testing.cases.conv_state import ConvStateCase
     case = ConvStateCase("host_index", "f32", 4)
     got = case.execute(gg.Runner("meta:cpu,cpu"))
     assert all((g == w).all() for g, w in zip(got, case.expected()))

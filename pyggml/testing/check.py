@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from pyggml import cases as case_registry
 from pyggml.backend import devices
 from pyggml.runner import Runner, Unsupported
+from pyggml.testing import cases as case_registry
 from pyggml.types import DeviceType
 
 

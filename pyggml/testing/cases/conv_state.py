@@ -15,10 +15,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyggml.cases import Case, register
-from pyggml.conv_state import STRATEGIES, DeltaNetConv, QkvProjection, RecurrentMemory, Ubatch, split_policy
-from pyggml.conv_state_oracle import ConvStateOracle
+from pyggml.conv_state import (
+    STRATEGIES,
+    DeltaNetConv,
+    QkvProjection,
+    RecurrentMemory,
+    Ubatch,
+    split_policy,
+)
 from pyggml.runner import Runner
+from pyggml.testing.cases import Case, register
+from pyggml.testing.oracles.conv_state import ConvStateOracle
 
 N_LAYER, D_CONV, CHANNELS, MEM_SIZE = 2, 4, 6, 7
 

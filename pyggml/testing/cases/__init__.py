@@ -25,6 +25,10 @@ REGISTRY: dict[str, "Case"] = {}
 NMSE_F32 = 1e-7
 NMSE_F16 = 1e-5
 NMSE_QUANT = 1e-6  # oracle sees the dequantized inputs, so only accumulation order differs
+# NMSE bounds that depend on more than the input types (see each use)
+NMSE_FP16_TABLE = 1e-5   # gelu / gelu_quick on CPU look F32 inputs up in an fp16 table
+NMSE_Q8_DOT = 5e-4       # mul_mat with a quantized a: the CPU quantizes b to Q8_0 first
+NMSE_Q8_STORE = 1e-4     # values written into a Q8_0 tensor (quantized on the way)
 
 
 def nmse(actual: np.ndarray, expected: np.ndarray) -> float:
@@ -78,8 +82,11 @@ def select(pattern: str | None = None) -> list[Case]:
 
 
 def _load_all():
-    # the modules that register cases
-    from pyggml import conv_state_cases, op_cases  # noqa: F401
+    """Import every module of this package: each registers its cases when imported."""
+    import importlib
+    import pkgutil
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
 
 
 # --- one op, fresh inputs, one output ------------------------------------------------------
@@ -89,6 +96,20 @@ def uniform(lo=-1.0, hi=1.0):
 
 def integers(lo, hi):
     return lambda rng, shape: rng.integers(lo, hi, size=shape).astype(np.int64)
+
+
+def signed_away_from_zero(lo=0.5, hi=2.0):
+    """|x| in [lo, hi) with a random sign: div denominators."""
+    return lambda rng, shape: (rng.uniform(lo, hi, size=shape) * rng.choice([-1.0, 1.0], size=shape)).astype(np.float32)
+
+
+def distinct(lo=-1.0, hi=1.0):
+    """Values with no ties in any row (argsort / argmax are ambiguous on ties)."""
+    def gen(rng, shape):
+        n = int(np.prod(shape))
+        vals = np.linspace(lo, hi, n, dtype=np.float32)
+        return rng.permutation(vals).reshape(shape)
+    return gen
 
 
 def permutation_rows(n):
@@ -108,7 +129,7 @@ class OpCase(Case):
         self.build_fn = build
         self.oracle_fn = oracle
         self.exact = exact
-        self.params = params
+        self.params = {"op": name.split("/", 1)[0], **params}  # the op is the name's first part
         out_types = {types.as_type(spec[0]) for spec in inputs.values()}
         worst = NMSE_F32
         if out_types & {types.Type.F16, types.Type.BF16}:

@@ -1,0 +1,1037 @@
+"""Random-call fuzzer of pyggml's Python layer.
+
+    python -m pyggml.fuzz --calls 3000 --seed 1 [--batch 100] [--no-meta] [--json FILE]
+
+Each call is a short Python program of pyggml calls, written as it runs: tensors of random
+types and shapes (odd, zero, huge), views with random strides and offsets, permutations,
+tensors of a foreign context, then one op of `pyggml.ops` or one public method of Context,
+Tensor, Graph, Backend, Buffer, Gallocr, Scheduler, Runner, MetaDevice, Split or conv_state,
+with valid and invalid arguments. What builds is computed on the CPU (`Runner("cpu")`) and,
+with --meta (the default), again on a two-CPU meta device, and compared with a NumPy oracle
+(pyggml.testing.oracles) where one applies, and the meta result with the CPU one.
+
+Outcomes of a call: `raised` (a documented exception: TypeError, ValueError and its
+subclasses OpError/GraphError/Unsupported/Unsplittable, MemoryError, GGMLError), `off-contract`
+(any other exception), `wrong` (a result that disagrees with the oracle or the CPU), `death`
+(the process died: abort, signal, or a hang). Calls run in batches, each in a child process;
+a death ends only its batch, which then resumes after the dying call, and the dying call's
+program is printed as a standalone reproducer. Every call is deterministic from (seed, index).
+Exit status: 1 if any death, wrong or off-contract result, else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections import Counter
+
+from pyggml._args import at_least
+
+# the module's own name, so that children (and the oracle lines) use this very file even when it
+# is run under another name or against another checkout
+MODULE = __spec__.name if __spec__ is not None and __spec__.name != "__main__" else "pyggml.testing.fuzz"
+PRELUDE = ["import numpy as np", "import pyggml as gg", "from pyggml import ops, conv_state", "from pyggml.testing import oracles",
+           "from pyggml.meta import MetaDevice, Split"]
+MAX_BYTES = 1 << 24  # a graph touching more than this is built but never computed (huge sizes stay symbolic)
+TENSOR_PARAMS = {"a", "b", "c", "mask", "pos", "freq_factors", "sx"}
+COMMON_TYPES = ["F32"] * 10 + ["F16"] * 3 + ["BF16", "I32", "I32"]
+RARE_TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K", "Q8_K", "Q8_1", "IQ2_XXS", "IQ2_XS",
+              "IQ1_S", "IQ4_NL", "IQ4_XS", "TQ1_0", "MXFP4", "I8", "I16", "I64", "F64"]
+SMALL = [1, 1, 2, 2, 3, 4, 5, 7, 8, 16]
+WEIRD_INTS = [0, -1, -7, 2**31, 2**40, 2**63, -(2**63), 2**64]
+WEIRD_FLOATS = ["float('nan')", "float('inf')", "float('-inf')", "-1.0", "0.0", "1e38", "1e-45"]
+WEIRD_VALUES = ["None", "'x'", "1.5", "[1, 2]", "True", "object()", "np.float32(2)", "{}", "(3,)"]
+# ops whose result the NumPy oracle of the same name, called with the same arguments, predicts
+ORACLE_SKIP = {"rope_ext", "set_name", "arange"}
+
+
+# --- documented exceptions -------------------------------------------------------------------
+def documented() -> tuple[type, ...]:
+    from pyggml.errors import GGMLError
+    # IndexError: what sequence-style indexing raises (Graph.node out of range)
+    return (TypeError, ValueError, MemoryError, IndexError, GGMLError)
+
+
+# --- the program of one call -------------------------------------------------------------------
+class Raised(Exception):
+    """A line of the program raised `exc` (kept apart from errors of the fuzzer itself)."""
+
+    def __init__(self, exc: BaseException, line: str):
+        super().__init__(line)
+        self.exc = exc
+        self.line = line
+
+
+class Script:
+    """Code lines executed one by one in one namespace, each echoed before it runs, so the
+    lines of a call that kills the process are on record (the parent reads the echo).
+    `lines` holds the lines that ran through; a line that raised is left out, so the
+    program can be run again (the meta pass rebuilds it) and stays a valid script."""
+
+    def __init__(self, echo=None):
+        self.lines: list[str] = []
+        self.echo = echo
+        self.ns: dict = {}
+        for line in PRELUDE:
+            exec(line, self.ns)
+
+    def run(self, line: str):
+        if self.echo:
+            self.echo(f"@code {json.dumps(line)}")
+        try:
+            exec(line, self.ns)
+        except Exception as e:  # noqa: BLE001 - the caller classifies it
+            raise Raised(e, line) from e
+        self.lines.append(line)
+
+    def __getitem__(self, var):
+        return self.ns[var]
+
+
+def float_code(x: float) -> str:
+    return f"float('{x}')" if not math.isfinite(x) else repr(float(x))
+
+
+class Gen:
+    """Random arguments for one call, chosen by parameter name and by the live tensors made so far."""
+
+    def __init__(self, rng: random.Random, script: Script):
+        self.rng = rng
+        self.s = script
+        self.n = 0
+        self.tensors: list[str] = []      # base tensors (graph inputs)
+        self.np: dict[str, str | None] = {}  # tensor var -> NumPy expression of its values (None: unknown)
+        self.contig: dict[str, bool] = {}    # the NumPy value is in the tensor's memory order
+        self.limit: dict[str, int] = {}      # index tensors: values drawn below this
+        self.distinct: set[str] = set()      # index tensors whose values must not repeat (set_rows)
+        self.chosen: dict[str, str] = {}     # parameter name -> tensor var, for this call
+
+    def chance(self, p: float) -> bool:
+        return self.rng.random() < p
+
+    # --- tensors ---------------------------------------------------------------------
+    def rand_type(self) -> str:
+        return self.rng.choice(COMMON_TYPES if self.chance(0.85) else RARE_TYPES)
+
+    def rand_ne(self, type_name: str) -> list[int]:
+        from pyggml import types
+        ndim = self.rng.choice([1, 2, 2, 3, 3, 4])
+        ne = [self.rng.choice(SMALL) for _ in range(ndim)]
+        if self.chance(0.03):
+            ne[self.rng.randrange(ndim)] = 0
+        if self.chance(0.02):
+            ne[self.rng.randrange(ndim)] = 2**40
+        blck = types.block_size(type_name)
+        if blck > 1 and self.chance(0.9):
+            ne[0] = blck * self.rng.choice([1, 1, 2])
+        return ne + [1] * (4 - ndim)
+
+    def new_tensor(self, type_name: str, ne: list[int], ctx: str = "ctx") -> str:
+        var = f"t{self.n}"
+        self.n += 1
+        ndim = max([i + 1 for i, n in enumerate(ne) if n != 1] + [1])
+        shape = tuple(reversed(ne[:ndim]))
+        self.s.run(f"{var} = {ctx}.tensor({type_name!r}, {shape}, {var!r}, input=True)")
+        self.tensors.append(var)
+        self.np[var] = f"R_{var}"
+        self.contig[var] = True
+        return var
+
+    def tensor(self, like: str | None = None) -> str:
+        """A base tensor: like another one (same type and shape) or random; sometimes from a foreign context."""
+        if like is not None and self.chance(0.6):
+            t = self.s[like]
+            type_name, ne = t.type.name, list(t.ne)
+        else:
+            type_name = self.rand_type()
+            ne = self.rand_ne(type_name)
+        ctx = "ctx"
+        if self.chance(0.05):
+            if "ctx2" not in self.s.ns:
+                self.s.run("ctx2 = gg.Context()")
+            ctx = "ctx2"
+        return self.new_tensor(type_name, ne, ctx)
+
+    def derive(self, var: str) -> str:
+        """A view, permutation, transpose or reshape of var (the derived call may itself raise)."""
+        t = self.s[var]
+        out = f"t{self.n}"
+        self.n += 1
+        kind = self.rng.choice(["view", "view", "permute", "transpose", "reshape", "cont"])
+        src_np, contig = self.np.get(var), self.contig.get(var, False)
+        if kind == "view":
+            dims = self.rng.randint(1, 4)
+            name = f"view_{dims}d"
+            args = [self.int_arg(name, p, var) for p in (["ne0", "ne1", "ne2", "ne3"][:dims]
+                                                       + ["nb1", "nb2", "nb3"][:dims - 1] + ["offset"])]
+            self.s.run(f"{out} = ctx.{name}({var}, {', '.join(args)})")
+            ok = src_np and contig and self.raw(var) and aligned(self, var, name, args)
+            self.np[out] = f"oracles.{name}({src_np}, {', '.join(args)})" if ok else None
+            self.contig[out] = False
+        elif kind in ("permute", "transpose"):
+            axes = [0, 1, 2, 3]
+            self.rng.shuffle(axes)
+            rest = f", {', '.join(map(str, axes))}" if kind == "permute" else ""
+            self.s.run(f"{out} = ctx.{kind}({var}{rest})")
+            self.np[out] = f"oracles.{kind}({src_np}{rest})" if src_np else None
+            self.contig[out] = False
+        elif kind == "reshape":
+            ne = list(t.ne)
+            self.rng.shuffle(ne)
+            self.s.run(f"{out} = ctx.reshape_4d({var}, {', '.join(map(str, ne))})")
+            self.np[out] = f"oracles.reshape({src_np}, {ne})" if src_np and contig else None
+            self.contig[out] = contig
+        else:
+            self.s.run(f"{out} = ctx.cont({var})")
+            self.np[out] = src_np
+            self.contig[out] = True
+        return out
+
+    def try_derive(self, var: str) -> str:
+        try:
+            return self.derive(var)
+        except Raised as e:
+            if classify(e.exc) != "raised":
+                raise
+            return var  # the derived tensor was refused (documented): keep the base one
+
+    def raw(self, var: str) -> bool:
+        from pyggml import types
+        return types.has_raw_dtype(self.s[var].type)
+
+    # --- arguments by parameter name --------------------------------------------------------
+    def weird(self) -> str:
+        return self.rng.choice(WEIRD_VALUES + WEIRD_FLOATS + [str(i) for i in WEIRD_INTS] + ["np.zeros((2, 3))"])
+
+    def tensor_arg(self, op: str, param: str) -> str:
+        """A tensor for `param` of `op`: shaped to fit the other arguments (a hint) or random."""
+        first = next(iter(self.chosen.values()), None)
+        hint = HINTS.get((op, param)) if self.chance(0.85) else None
+        var = None
+        if hint is not None:
+            try:
+                var = hint(self)
+            except KeyError:  # the hint needs an earlier argument that was not a tensor
+                var = None
+        if var is None:
+            var = self.tensor(like=first)
+        if self.chance(0.2):
+            var = self.try_derive(var)
+        self.chosen[param] = var
+        return var
+
+    def int_arg(self, op: str, param: str, a: str | None = None) -> str:
+        if self.chance(0.06):
+            return str(self.rng.choice(WEIRD_INTS))
+        t = self.s[a] if a else None
+        m = re.fullmatch(r"(ne|nb|axis|p)(\d)", param)
+        if t is not None and m and m.group(1) == "ne":
+            i = int(m.group(2))
+            return str(self.rng.randint(0, t.ne[i]) if self.chance(0.3) else t.ne[i])
+        if t is not None and m and m.group(1) == "nb":
+            i = int(m.group(2))
+            return str(t.nb[i] if self.chance(0.7) else self.rng.choice([0, t.nb[0], t.nb[i] * 2, t.nb[i] - 1]))
+        if param == "offset":
+            es = t.nb[0] if t is not None else 4
+            return str(self.rng.choice([0, 0, 0, es, 2 * es, 1, -es]))
+        if m and m.group(1) == "axis":
+            return str(self.rng.randrange(4) if self.chance(0.9) else self.rng.choice([-1, 4]))
+        if m and m.group(1) == "p":
+            return str(self.rng.choice([0, 0, 1, 2, 3, -1]))
+        if param == "dim":
+            return str(self.rng.choice([0, 1, 2, 3, 3, -1, 4]))
+        if param in ("n_past",):
+            return str(self.rng.choice([0, 1, 2, -1]))
+        if param == "n_dims":
+            return str(t.ne[0] if t is not None and self.chance(0.7) else self.rng.choice([0, 2, 4, 3, -2]))
+        if param == "mode":
+            return str(self.rng.choice([0, 0, 2, 1, 8, 24, 40]))
+        return str(self.rng.choice(SMALL + [0, -1]))
+
+    def float_arg(self, param: str) -> str:
+        if self.chance(0.08):
+            return self.rng.choice(WEIRD_FLOATS)
+        if param == "min":
+            return "-0.5"
+        if param == "max":
+            return "0.5"
+        if param == "eps":
+            return self.rng.choice(["1e-6", "1e-5", "0.0"])
+        if param == "max_bias":
+            return self.rng.choice(["0.0", "0.0", "8.0"])
+        if param == "start":
+            return self.rng.choice(["0.0", "1.0", "-2.5"])
+        if param == "stop":
+            return self.rng.choice(["5.0", "8.0", "1.0"])
+        if param == "step":
+            return self.rng.choice(["1.0", "0.5", "3.0"])
+        if param == "freq_base":
+            return "10000.0"
+        if param in ("freq_scale", "attn_factor"):
+            return "1.0"
+        if param == "ext_factor":
+            return "0.0"
+        if param == "beta_fast":
+            return "32.0"
+        if param == "beta_slow":
+            return "1.0"
+        return float_code(round(self.rng.uniform(-2, 2), 3))
+
+    def arg(self, op: str, p: inspect.Parameter) -> str:
+        name = p.name
+        if self.chance(0.04):
+            return self.weird()
+        if name in TENSOR_PARAMS:
+            if p.default is None and self.chance(0.4):
+                return "None"
+            return self.tensor_arg(op, name)
+        a = self.chosen.get("a")
+        if name == "order":
+            return self.rng.choice(["gg.SortOrder.ASC", "gg.SortOrder.DESC", "'asc'", "'desc'", "'up'", "7"])
+        if name == "name":
+            return self.rng.choice(["'x'", "'y' * 80", "''", "'é'"])
+        if name in ("ne", "nb"):
+            t = self.s[a] if a else None
+            if t is not None and self.chance(0.7):
+                vals = list(t.ne) if name == "ne" else list(t.nb)
+                if name == "ne" and self.chance(0.3):
+                    vals[self.rng.randrange(4)] = self.rng.choice([0, -1, 1])
+                return str(vals)
+            return str([self.rng.choice(SMALL + [0, -1]) for _ in range(self.rng.choice([4, 4, 3]))])
+        if p.annotation in ("float", float) or isinstance(p.default, float):
+            return self.float_arg(name)
+        return self.int_arg(op, name, a)
+
+
+# --- shape hints: arguments shaped to fit, so that most calls build ----------------------------------
+def _like(g: Gen, var: str, type_name=None, **dims) -> str:
+    t = g.s[var]
+    ne = list(t.ne)
+    for k, v in dims.items():
+        ne[int(k[2])] = v
+    return g.new_tensor(type_name or t.type.name, ne)
+
+
+
+def _mul_mat_a(g: Gen) -> str:
+    type_name = g.rng.choice(["F32"] * 4 + ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "IQ4_NL", "Q8_K"])
+    return g.new_tensor(type_name, g.rand_ne(type_name))
+
+
+def _mul_mat_b(g: Gen) -> str:
+    a = g.s[g.chosen["a"]]
+    return g.new_tensor("F32", [a.ne[0], g.rng.choice(SMALL), a.ne[2] * g.rng.choice([1, 1, 2]), a.ne[3]])
+
+
+def _get_rows_a(g: Gen) -> str:
+    type_name = g.rng.choice(["F32"] * 4 + ["F16", "BF16", "I32", "Q8_0", "Q4_0", "Q4_K"])
+    return g.new_tensor(type_name, g.rand_ne(type_name)[:3] + [1])
+
+
+def _index(g: Gen, ne: list[int], limit: int, type_name="I32", distinct=False) -> str:
+    var = g.new_tensor(type_name, ne)
+    g.limit[var] = limit
+    if distinct:
+        g.distinct.add(var)
+    return var
+
+
+def _get_rows_b(g: Gen) -> str:
+    a = g.s[g.chosen["a"]]
+    return _index(g, [g.rng.choice(SMALL), a.ne[2], a.ne[3], 1], a.ne[1])
+
+
+def _set_rows_a(g: Gen) -> str:
+    type_name = g.rng.choice(["F32"] * 4 + ["F16", "BF16", "Q8_0", "Q4_0"])
+    return g.new_tensor(type_name, g.rand_ne(type_name)[:3] + [1])
+
+
+def _set_rows_b(g: Gen) -> str:
+    a = g.s[g.chosen["a"]]
+    return g.new_tensor(g.rng.choice(["F32", "F32", "F16"]), [a.ne[0], g.rng.randint(1, max(1, a.ne[1])), a.ne[2], a.ne[3]])
+
+
+def _set_rows_c(g: Gen) -> str:
+    a, b = g.s[g.chosen["a"]], g.s[g.chosen["b"]]
+    return _index(g, [b.ne[1], 1, 1, 1], a.ne[1], g.rng.choice(["I32", "I64"]), distinct=True)
+
+
+def _rope_a(g: Gen) -> str:
+    return g.new_tensor(g.rng.choice(["F32", "F32", "F16"]), [g.rng.choice([2, 4, 8]), g.rng.choice(SMALL),
+                                                              g.rng.choice(SMALL), 1])
+
+
+HINTS = {
+    ("mul_mat", "a"): _mul_mat_a, ("mul_mat", "b"): _mul_mat_b,
+    ("get_rows", "a"): _get_rows_a, ("get_rows", "b"): _get_rows_b,
+    ("set_rows", "a"): _set_rows_a, ("set_rows", "b"): _set_rows_b, ("set_rows", "c"): _set_rows_c,
+    ("rope_ext", "a"): _rope_a,
+    ("rope_ext", "pos"): lambda g: _index(g, [g.s[g.chosen["a"]].ne[2], 1, 1, 1], 64),
+    ("rope_ext", "freq_factors"): lambda g: g.new_tensor("F32", [max(1, g.s[g.chosen["a"]].ne[0] // 2), 1, 1, 1]),
+    ("soft_max_ext", "mask"): lambda g: _like(g, g.chosen["a"], g.rng.choice(["F32", "F16"]), ne2=1, ne3=1),
+    ("ssm_conv", "sx"): lambda g: g.new_tensor("F32", [g.rng.choice([3, 4, 6]), g.rng.choice(SMALL), g.rng.choice([1, 2]), 1]),
+    ("ssm_conv", "c"): lambda g: g.new_tensor("F32", [g.rng.choice([2, 3, 4]), g.s[g.chosen["sx"]].ne[1], 1, 1]),
+    ("concat", "b"): lambda g: _like(g, g.chosen["a"]),
+    ("repeat", "b"): lambda g: _like(g, g.chosen["a"], ne1=g.s[g.chosen["a"]].ne[1] * 2),
+    ("cpy", "b"): lambda g: _like(g, g.chosen["a"], g.rng.choice(["F32", "F16", "BF16", "Q8_0"])),
+    ("reshape", "b"): lambda g: g.new_tensor("F32", [g.s[g.chosen["a"]].nelements, 1, 1, 1]),
+}
+for _op in ("add", "sub", "mul", "div"):
+    HINTS[(_op, "b")] = lambda g: _like(g, g.chosen["a"], "F32", ne1=1) if g.chance(0.3) else _like(g, g.chosen["a"])
+
+
+# --- one op call ----------------------------------------------------------------------------------
+def public_ops() -> list[str]:
+    from pyggml import ops
+    return sorted(n for n in ops.__all__ if callable(getattr(ops, n)) and not isinstance(getattr(ops, n), type))
+
+
+def op_call(g: Gen, name: str) -> dict:
+    """Build `out = ops.<name>(ctx, ...)`; returns what compute and check need to know."""
+    from pyggml import ops
+    params = list(inspect.signature(getattr(ops, name)).parameters.values())[1:]
+    if g.chance(0.03):
+        ctx = g.rng.choice(["None", "gg.Context()", "ctx2"])
+        if ctx == "ctx2":
+            g.s.run("ctx2 = gg.Context(n_tensors=2)")
+    else:
+        ctx = "ctx"
+    args = [g.arg(name, p) for p in params]
+    g.s.run(f"out = ops.{name}({ctx}, {', '.join(args)})")
+    return {"op": name, "args": args}
+
+
+def oracle_code(g: Gen, name: str, args: list[str]) -> str | None:
+    """The oracle expression of `ops.<name>(ctx, *args)`, or None when no oracle applies."""
+    from pyggml.testing import oracles
+    if name in ORACLE_SKIP:
+        return None
+    np_args = []
+    for a in args:
+        if a in g.np:
+            if g.np[a] is None:
+                return None
+            np_args.append(g.np[a])
+        else:
+            np_args.append(a)
+    m = re.fullmatch(r"(cont|reshape)_(\d)d", name)
+    if m:
+        return f"oracles.reshape({np_args[0]}, [{', '.join(np_args[1:])}])"
+    if name in ("reshape", "repeat"):
+        return f"oracles.{name}({np_args[0]}, {list(g.s[args[1]].ne)})"
+    if name == "cpy":
+        from pyggml import types
+        dtype = types.host_dtype(g.s[args[1]].type).name
+        return f"oracles.reshape(oracles.cpy({np_args[0]}, {dtype!r}), {list(g.s[args[1]].ne)})"
+    if name == "argsort" and args[1] not in ("gg.SortOrder.ASC", "gg.SortOrder.DESC", "'asc'", "'desc'"):
+        return None  # the oracle reads only these spellings of the order
+    if name.startswith("view_") and not (g.contig.get(args[0], False) and g.raw(args[0])
+                                         and aligned(g, args[0], name, args[1:])):
+        return None
+    fn = getattr(oracles, name, None)
+    if fn is None or len(inspect.signature(fn).parameters) < len(np_args):
+        return None
+    return f"oracles.{name}({', '.join(np_args)})"
+
+
+def aligned(g: Gen, var: str, op: str, args: list[str]) -> bool:
+    """Byte strides and offset of a view op that are whole elements: the NumPy view oracle cannot
+    express others (a view at byte offset 1 of F32 data reads parts of two floats)."""
+    from pyggml import ops
+    names = list(inspect.signature(getattr(ops, op)).parameters)[2:]
+    es = g.s[var].element_size
+    for name, a in zip(names, args):
+        if name.startswith("nb") or name == "offset":
+            try:
+                if int(a) % es:
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+# --- compute and check ----------------------------------------------------------------------------
+def reachable(out) -> set[int]:
+    """Addresses of every tensor out depends on (sources and view sources)."""
+    from pyggml._native import ffi
+    seen, stack = set(), [out.ptr]
+    while stack:
+        p = stack.pop()
+        key = int(ffi.cast("uintptr_t", p))
+        if p == ffi.NULL or key in seen:
+            continue
+        seen.add(key)
+        stack.extend(s for s in p.src if s != ffi.NULL)
+        if p.view_src != ffi.NULL:
+            stack.append(p.view_src)
+    return seen
+
+
+def input_code(g: Gen, var: str) -> str:
+    """NumPy code of random values for a base tensor (NumPy shape)."""
+    t = g.s[var]
+    shape = tuple(reversed(t.ne))
+    name = t.type.name
+    if name in ("I32", "I64", "I16", "I8"):
+        limit = g.limit.get(var, 8)
+        if var in g.distinct and t.ne[0] <= limit:
+            return f"rng.permutation({limit})[:{t.ne[0]}].reshape({shape}).astype(np.int{name[1:]})"
+        return f"rng.integers(0, {max(1, limit)}, {shape}).astype(np.int{name[1:]})"
+    dtype = "np.float64" if name == "F64" else "np.float32"
+    return f"rng.uniform(-1, 1, {shape}).astype({dtype})"
+
+
+def py_nbytes(t) -> int:
+    """A tensor's size by its shape, in Python ints (ggml_nbytes wraps around for huge shapes)."""
+    from pyggml import types
+    n = types.type_size(t.type) * (t.ne[0] // max(1, types.block_size(t.type)) + 1)
+    for d in t.ne[1:]:
+        n *= d
+    return n
+
+
+def computable(g: Gen, out) -> bool:
+    """Compute what builds, zero-element tensors included, but never allocate huge ones."""
+    from pyggml.tensor import Tensor
+    if not isinstance(out, Tensor) or not out.ctx.no_alloc:
+        return False
+    vars_ = [v for v in g.np if v in g.s.ns]
+    return all(py_nbytes(g.s[v]) <= MAX_BYTES for v in vars_) and py_nbytes(out) <= MAX_BYTES
+
+
+def compute_lines(g: Gen, runner: str, seed: int) -> list[str]:
+    used = reachable(g.s["out"])
+    from pyggml._native import ffi
+    inputs = [v for v in g.tensors if int(ffi.cast("uintptr_t", g.s[v].ptr)) in used]
+    lines = ["graph = gg.Graph(out.ctx).build_forward_expand(out)", f"rng = np.random.default_rng({seed})"]
+    lines += [f"X_{v} = {input_code(g, v)}" for v in inputs]
+    lines.append("inputs = {" + ", ".join(f"{v}: X_{v}" for v in inputs) + "}")
+    lines.append(f"[y] = gg.Runner({runner!r}).run(graph, inputs, [out])")
+    return lines
+
+
+def roundtrip(type_name: str, x):
+    """The values a tensor of this type holds after `Tensor.set(x)`."""
+    import numpy as np
+
+    from pyggml import types
+    x = np.asarray(x)
+    return types.decode(type_name, types.encode(type_name, x), x.shape).astype(
+        types.host_dtype(type_name)).copy()
+
+
+def bound_of(g: Gen, name: str) -> float:
+    """NMSE bound by the types involved: F32 arithmetic, half precision, or quantized data."""
+    from pyggml import types
+    names = {g.s[v].type.name for v in g.np if v in g.s.ns} | {g.s["out"].type.name}
+    if any(types.is_quantized(n) for n in names) or "Q8_0" in names:
+        return 1e-2
+    if "BF16" in names:
+        return 1e-3
+    if "F16" in names or name == "mul_mat":
+        return 1e-4
+    return 1e-5
+
+
+def mismatch(actual, expected, bound: float) -> str | None:
+    """None when actual matches expected: same shape (up to leading 1s), same NaN/inf places, NMSE <= bound."""
+    import numpy as np
+    a = np.asarray(actual)
+    e = np.asarray(expected)
+    if a.size != e.size:
+        return f"shape {a.shape}, expected {e.shape}"
+    if a.dtype.kind == "f" and a.dtype.itemsize < 4:
+        with np.errstate(all="ignore"):
+            e = e.astype(a.dtype)  # expected rounded (and overflowed) as the output type holds it
+    a = a.astype(np.float64).ravel()
+    e = e.astype(np.float64).ravel()
+    fa, fe = np.isfinite(a), np.isfinite(e)
+    if (fa != fe).any() or (np.isnan(a) != np.isnan(e)).any() or (a[~fa & ~np.isnan(a)] != e[~fe & ~np.isnan(e)]).any():
+        i = int(np.flatnonzero((fa != fe) | (np.isnan(a) != np.isnan(e)))[:1].sum())
+        return f"non-finite values differ (first at flat index {i}: {a[i]} vs {e[i]})"
+    # values below float32's normal range may be flushed to zero by the kernels (FTZ/DAZ): compare
+    # them as zero, or a result of denormals alone makes the NMSE of 0 against 1e-45 equal to 1
+    tiny = float(np.finfo(np.float32).tiny)
+    a = np.where(np.abs(a) < tiny, 0.0, a)
+    e = np.where(np.abs(e) < tiny, 0.0, e)
+    num = float(np.sum((a[fa] - e[fa]) ** 2))
+    den = float(np.sum(e[fa] ** 2))
+    err = num / den if den > 0 else num
+    if err > bound:
+        i = int(np.argmax(np.abs(a - e) * fa))
+        return f"NMSE {err:.2e} > {bound:.0e} (worst at flat index {i}: {a[i]} vs {e[i]})"
+    return None
+
+
+# --- method calls ---------------------------------------------------------------------------------
+def setup_objects(g: Gen, kind: str) -> str:
+    """Lines that make an object of `kind`; returns its variable."""
+    s = g.s
+    if kind == "Context":
+        g.tensor()
+        return "ctx"
+    if kind == "Tensor":
+        var = g.tensor()
+        if g.chance(0.5) and s[var].nbytes <= MAX_BYTES and s[var].ctx is s["ctx"]:
+            s.run("buf = gg.cpu_backend().alloc_tensors(ctx)")
+        if g.chance(0.2):
+            var = g.try_derive(var)
+        return var
+    t0 = g.new_tensor("F32", [g.rng.choice(SMALL), g.rng.choice(SMALL), 1, 1])
+    s.run(f"out = ops.add(ctx, {t0}, {t0})")
+    s.run("graph = gg.Graph(ctx).build_forward_expand(out)")
+    if kind == "Graph":
+        return "graph"
+    s.run("be = gg.cpu_backend()")
+    if kind == "Backend":
+        return "be"
+    if kind == "Buffer":
+        s.run("buf = be.alloc_tensors(ctx)")
+        return "buf"
+    if kind == "Gallocr":
+        s.run("galloc = gg.Gallocr(be.buffer_type)")
+        return "galloc"
+    if kind == "Scheduler":
+        s.run("sched = gg.Scheduler([be])")
+        return "sched"
+    if kind == "Runner":
+        s.run(f"runner = gg.Runner({g.rng.choice(['cpu', 'meta:cpu,cpu'])!r})")
+        return "runner"
+    if kind == "MetaDevice":
+        s.run("meta = MetaDevice(['cpu', 'cpu'])")
+        return "meta"
+    if kind == "Split":
+        axis = g.rng.choice(["0", "1", "2", "'mirrored'", "'partial'", "5"])
+        sizes = g.rng.choice(["(1, 1)", "(2, 0)", "((1, 1), (1, 1))", "()", "(-1, 3)", "(1,)"])
+        s.run(f"split = Split({axis}, {sizes})")
+        return "split"
+    raise ValueError(kind)
+
+
+METHOD_KINDS = ["Context", "Tensor", "Graph", "Backend", "Buffer", "Gallocr", "Scheduler", "Runner",
+                "MetaDevice", "Split"]
+
+
+def method_arg(g: Gen, name: str) -> str:
+    """An argument for a method parameter, chosen by its name (random values, sometimes absurd)."""
+    if g.chance(0.08):
+        return g.weird()
+    tensor_like = next((v for v in reversed(g.tensors)), None)
+    table = {
+        "graph": lambda: "graph" if "graph" in g.s.ns else "None",
+        "t": lambda: tensor_like or "None", "tensor": lambda: tensor_like or "None",
+        "ctx": lambda: "ctx",
+        "values": lambda: g.rng.choice([
+            f"np.ones({tuple(reversed(g.s[tensor_like].ne))})" if tensor_like else "np.ones(3)",
+            "np.full(6, np.nan)", "np.arange(6) * 2**40", "[1, 2, 3]", "np.zeros((0,))", "'abc'",
+            f"np.linspace(-1, 1, {g.s[tensor_like].nelements if tensor_like else 4})"]),
+        "value": lambda: g.rng.choice(["0", "255", "-1", "256", "'x'"]),
+        "name": lambda: g.rng.choice(["'w'", "'q' * 100", "'é'", "''", "'cpu'", "'meta:cpu'", "'vulkan9'"]),
+        "type": lambda: g.rng.choice(["'f32'", "'q8_0'", "'nope'", "gg.Type.F16", "99", "np.float32", "np.int8"]),
+        "ne": lambda: g.rng.choice(["[3, 2]", "[0]", "[2**40, 2**40]", "[-1, 2]", "[1, 1, 1, 1, 1]", "[]", "[32]"]),
+        "shape": lambda: g.rng.choice(["(2, 3)", "()", "(0, 4)", "(2**40,)", "(-3,)", "(1, 1, 1, 1, 2)"]),
+        "inputs": lambda: f"{{{tensor_like}: np.ones({tuple(reversed(g.s[tensor_like].ne))})}}" if tensor_like else "{}",
+        "outputs": lambda: "[out]" if "out" in g.s.ns else "[]",
+        "policy": lambda: g.rng.choice(["None", "[('t*', Split(0, (1, 1)))]", "lambda t: Split(7)", "lambda t: 1 / 0",
+                                        "[('*', lambda t: Split.even(0, t.ne[0], 2))]"]),
+        "backends": lambda: g.rng.choice(["[be]", "[]", "[be, be]", "[gg.cpu_backend()]"]) if "be" in g.s.ns else "[]",
+        "b": lambda: "be" if "be" in g.s.ns else "None",
+        "buffer_type": lambda: "be.buffer_type" if "be" in g.s.ns else "None",
+        "devices": lambda: g.rng.choice(["['cpu', 'cpu']", "['cpu']", "[]", "['cpu'] * 20", "['nope']"]),
+        "n_devices": lambda: g.rng.choice(["2", "1", "0", "-1"]),
+        "i": lambda: g.rng.choice(["0", "-1", "5", "2**63"]),
+        "what": lambda: "'x'",
+        "obj": lambda: "object()",
+    }
+    if name in table:
+        return table[name]()
+    return g.rng.choice(["0", "1", "2", "3", "-1", "2**40", "4096", "True"])
+
+
+def method_call(g: Gen, kind: str) -> dict:
+    obj = setup_objects(g, kind)
+    o = g.s[obj]
+    names = sorted(n for n in dir(type(o)) if not n.startswith("_"))
+    if kind == "Context":  # the op methods are fuzzed as ops
+        from pyggml import ops
+        names = [n for n in names if n not in ops.__all__]
+    name = g.rng.choice(names)
+    attr = inspect.getattr_static(type(o), name)
+    if isinstance(attr, property):
+        if attr.fset is not None and g.chance(0.5):
+            g.s.run(f"{obj}.{name} = {method_arg(g, name)}")
+        else:
+            g.s.run(f"r = {obj}.{name}")
+        return {"op": f"{kind}.{name}"}
+    fn = getattr(o, name)
+    if not callable(fn):
+        g.s.run(f"r = {obj}.{name}")
+        return {"op": f"{kind}.{name}"}
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY)]
+    except (TypeError, ValueError):
+        params = []
+    args = [method_arg(g, p.name) for p in params if p.default is inspect.Parameter.empty or g.chance(0.5)]
+    g.s.run(f"r = {obj}.{name}({', '.join(args)})")
+    return {"op": f"{kind}.{name}"}
+
+
+def constructor_call(g: Gen) -> dict:
+    """A class or a conv_state entry point called with random arguments."""
+    s = g.s
+    kind = g.rng.choice(["Context", "Graph", "Runner", "Scheduler", "MetaDevice", "Split.even", "RecurrentMemory",
+                         "DeltaNetConv", "windows_written", "split_policy", "tensor"])
+    r = g.rng
+    if kind == "Context":
+        s.run(f"r = gg.Context({r.choice(['None', '0', '-5', '2**62', '2**20', '100'])}, "
+              f"n_tensors={r.choice(['1', '0', '-1', '4096', '2**40'])}, no_alloc={r.choice(['True', 'False'])})")
+    elif kind == "tensor":
+        s.run(f"r = ctx.tensor({method_arg(g, 'type')}, {method_arg(g, 'shape')})")
+    elif kind == "Graph":
+        s.run(f"r = gg.Graph(ctx, {r.choice(['1', '0', '-1', '2**31', '2**40', '8'])})")
+    elif kind == "Runner":
+        s.run(f"r = gg.Runner({method_arg(g, 'name')}, n_threads={r.choice(['None', '0', '-1', '1', '2**31'])}, "
+              f"graph_size={r.choice(['1', '0', '-1', '64', '2**40'])})")
+    elif kind == "Scheduler":
+        s.run("be = gg.cpu_backend()")
+        s.run(f"r = gg.Scheduler({method_arg(g, 'backends')}, {r.choice(['1', '0', '-1', '64', '2**40'])})")
+    elif kind == "MetaDevice":
+        s.run(f"r = MetaDevice({method_arg(g, 'devices')}, {method_arg(g, 'policy')})")
+    elif kind == "Split.even":
+        s.run(f"r = Split.even({r.choice(['0', '1', '5', '-1'])}, {r.choice(['8', '7', '0', '-4'])}, "
+              f"{r.choice(['2', '0', '-1', '3'])}, {r.choice(['1', '2', '0', '-1'])})")
+    elif kind == "windows_written":
+        s.run(f"r = conv_state.windows_written({r.choice(['0', '3', '-1', '2**63'])}, {r.choice(['1', '4', '0', '-2'])})")
+    elif kind == "split_policy":
+        s.run(f"r = conv_state.split_policy({r.choice(['4', '1', '0', '-1'])}, {r.choice(['2', '0', '1'])})")
+    elif kind in ("RecurrentMemory", "DeltaNetConv"):
+        s.run("be = gg.cpu_backend()")
+        dims = [r.choice(["1", "2", "0", "-1"]), r.choice(["4", "2", "1", "0"]), r.choice(["8", "3", "0", "2**40"]),
+                r.choice(["2", "1", "0"]), r.choice(["1", "0", "3", "-1"])]
+        cache_type = r.choice(["'f32'", "'f16'", "'q8_0'"])
+        s.run(f"mem = conv_state.RecurrentMemory(be, {', '.join(dims)}, type={cache_type})")
+        if kind == "DeltaNetConv":
+            runner = r.choice(["cpu", "cpu", "meta:cpu,cpu"])
+            strategy = r.choice(["'host_index'", "'device_index'", "'copies'", "'nope'"])
+            s.run(f"dn = conv_state.DeltaNetConv(mem, gg.Runner({runner!r}), {strategy})")
+            n_tok, n_seq = r.choice([1, 2, 3, 0]), r.choice([1, 2, 3])
+            layers = r.choice(["mem.n_layer", "mem.n_layer + 1"])
+            s.run(f"ub = conv_state.Ubatch([np.ones(({n_seq}, {n_tok}, mem.channels), np.float32)] * {layers}, "
+                  f"{[r.choice([0, 1, 5, -1]) for _ in range(n_seq)]}, {r.choice([0, 1, -1, 7])})")
+            s.run("r = dn.step(ub)")
+    return {"op": kind}
+
+
+# --- one call, start to end -----------------------------------------------------------------------
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def classify(e: BaseException) -> str:
+    """raised (documented), off-contract (undocumented, from inside pyggml) or internal (the
+    program's own code failed, e.g. an oracle or NumPy line: a limit of the fuzzer, not a finding)."""
+    if isinstance(e, documented()):
+        return "raised"
+    tb, inside = e.__traceback__, False
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        inside |= f.startswith(PACKAGE_DIR) and os.path.abspath(f) != os.path.abspath(__file__)
+        tb = tb.tb_next
+    return "off-contract" if inside else "internal"
+
+
+def describe_exc(e: BaseException) -> str:
+    msg = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {msg[:300]}"
+
+
+def pass_header(echo, which: str):
+    if echo:
+        echo(f"@pass {which}")
+
+
+def run_call(seed: int, k: int, meta: bool = True, echo=None, selftest_death: int | None = None) -> dict:
+    """Make and run call k of this seed; returns its record (outcome, phase, target, message, code)."""
+    rng = random.Random(f"pyggml.fuzz:{seed}:{k}")
+    rec = {"call": k, "outcome": "raised", "phase": "build", "target": "", "message": "", "code": [],
+           "built": False, "computed": False, "checked": False}
+    script = Script(echo)
+    pass_header(echo, "build")
+    g = Gen(rng, script)
+    if selftest_death == k:  # a deliberate raw death: tests that the reproducer machinery works
+        rec["target"] = "selftest"
+        script.run("import os")
+        script.run("os.abort()")
+    try:
+        script.run(f"ctx = {rng.choice(['gg.Context()'] * 18 + ['gg.Context(no_alloc=False, mem_size=1 << 16)', 'gg.Context(n_tensors=3)'])}")
+        roll = rng.random()
+        if roll < 0.72:
+            info = op_call(g, rng.choice(public_ops()))
+        elif roll < 0.9:
+            info = method_call(g, rng.choice(METHOD_KINDS))
+        else:
+            info = constructor_call(g)
+    except Raised as e:
+        return failed(rec, "build", e, script)
+    except Exception as e:  # noqa: BLE001 - a bug of the fuzzer itself, not of pyggml
+        rec.update(outcome="internal", message=describe_exc(e), code=list(script.lines),
+                   traceback=traceback.format_exc(limit=-4))
+        return rec
+    rec.update(target=info["op"], built=True, outcome="built", code=list(script.lines))
+    if "args" not in info or not computable(g, script["out"]):
+        return rec
+    build_lines = list(script.lines)
+    input_seed = rng.randrange(2**32)
+    results = {}
+    for runner in ["cpu", "meta:cpu,cpu"] if meta else ["cpu"]:
+        if runner != "cpu":  # a fresh build of the same program: a graph is allocated by one scheduler
+            script = Script(echo)
+            pass_header(echo, runner)
+            try:
+                for line in build_lines:
+                    script.run(line)
+            except Raised as e:
+                rec = failed(rec, f"rebuild {runner}", e, script)
+                rec.update(outcome="off-contract", message="the same program failed on its second run: " + rec["message"])
+                return rec
+        if echo:
+            echo(f"@phase compute {runner}")
+        try:
+            for line in compute_lines(g, runner, input_seed):
+                script.run(line)
+        except Raised as e:
+            return failed(rec, "compute " + runner, e, script)
+        results[runner] = script["y"]
+        rec.update(computed=True, outcome="computed", code=list(script.lines))
+    return check(g, info, script, results, rec)
+
+
+def failed(rec: dict, phase: str, e: Raised, script: Script) -> dict:
+    rec.update(phase=phase, outcome=classify(e.exc), message=describe_exc(e.exc), code=script.lines + [e.line])
+    if not rec["target"]:
+        rec["target"] = _target_of_lines([e.line])
+    if rec["outcome"] == "off-contract":
+        rec["traceback"] = "".join(traceback.format_exception(e.exc, limit=-4))
+    return rec
+
+
+def check(g: Gen, info: dict, script: Script, results: dict, rec: dict) -> dict:
+    """The oracle's answer against the CPU's, and the meta result against the CPU's."""
+    y = results["cpu"]
+    if "meta:cpu,cpu" in results:
+        bad = mismatch(results["meta:cpu,cpu"], y, 1e-9)
+        if bad:
+            rec.update(outcome="wrong", phase="meta vs cpu", message=bad)
+            return rec
+    expr = oracle_code(g, info["op"], info["args"])
+    if expr is None:
+        return rec
+    try:
+        script.run(f"from {MODULE} import roundtrip")
+        for v in g.tensors:
+            if f"X_{v}" in script.ns:
+                script.run(f"R_{v} = roundtrip({script[v].type.name!r}, X_{v})")
+            else:
+                script.run(f"R_{v} = None")
+        script.run(f"expected = {expr}")
+        if info["op"] in ("set_rows", "cpy") and script["out"].type.name not in ("F32", "I32", "I64"):
+            # the written values are stored in the destination's type: the oracle writes them exactly
+            script.run(f"expected = roundtrip({script['out'].type.name!r}, expected)")
+    except Raised as e:  # the oracle does not model this call: no check
+        rec["oracle_error"] = describe_exc(e.exc)
+        return rec
+    bad = mismatch(y, script["expected"], bound_of(g, info["op"]))
+    rec["code"] = list(script.lines)
+    if bad:
+        rec.update(outcome="wrong", phase="oracle", message=bad)
+    else:
+        rec["checked"] = True
+        rec["outcome"] = "checked"
+    return rec
+
+
+# --- child: one batch ---------------------------------------------------------------------------------
+def child(seed: int, start: int, stop: int, meta: bool, selftest_death: int | None) -> int:
+    import faulthandler
+    import logging
+    faulthandler.enable()  # a segfault prints the Python stack to stderr
+    logging.disable(logging.CRITICAL)  # ggml's log of refused calls is noise here
+    import warnings
+    warnings.simplefilter("ignore")
+
+    def echo(line):
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    for k in range(start, stop):
+        echo(f"@call {k}")
+        rec = run_call(seed, k, meta, echo, selftest_death)
+        echo("@result " + json.dumps(rec, default=str))
+    return 0
+
+
+# --- parent: batches, deaths, summary ---------------------------------------------------------------
+def parse_stream(text: str) -> tuple[list[dict], int | None, list[str], str]:
+    """Records of the finished calls; the call that was running at the end, its current pass's code and name."""
+    records, running, code, which = [], None, [], ""
+    for line in text.splitlines():
+        if line.startswith("@call "):
+            running, code, which = int(line.split()[1]), [], ""
+        elif line.startswith("@pass "):
+            code, which = [], line[6:]
+        elif line.startswith("@phase "):
+            which = line[7:]
+        elif line.startswith("@code "):
+            code.append(json.loads(line[6:]))
+        elif line.startswith("@result "):
+            records.append(json.loads(line[8:]))
+            running = None
+    return records, running, code, which
+
+
+def death_reason(rc: int, stderr: str) -> str:
+    m = re.search(r"ggml aborted: (.*)", stderr) or re.search(r"(GGML_ASSERT\(.*)", stderr)
+    if m:  # ggml's source path shortened to its file name: the same assert reads the same anywhere
+        return "ggml abort: " + re.sub(r"\S*/([^/\s]+:\d+)", r"\1", m.group(1).strip())
+    m = re.search(r"Fatal Python error: (\w+.*)", stderr)
+    if m:
+        return m.group(1).strip()
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    return f"exit status {rc}" + (f": {tail[-1][:200]}" if tail else "")
+
+
+def run_batch(seed: int, start: int, stop: int, meta: bool, timeout: float, selftest_death: int | None) -> list[dict]:
+    """Run calls start..stop in children; a death ends a child, the next child resumes after it."""
+    records = []
+    while start < stop:
+        cmd = [sys.executable, "-m", MODULE, "--child", "--seed", str(seed), "--start", str(start),
+               "--stop", str(stop), "--meta" if meta else "--no-meta"]
+        if selftest_death is not None:
+            cmd += ["--selftest-death", str(selftest_death)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            out, err, rc = proc.stdout, proc.stderr, proc.returncode
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+            rc = None
+        done, running, code, which = parse_stream(out)
+        records.extend(done)
+        if rc == 0 and running is None:
+            break
+        if running is None:  # died between calls: nothing to blame, stop this batch
+            records.append({"call": done[-1]["call"] + 1 if done else start, "outcome": "death", "phase": "harness",
+                            "target": "", "message": death_reason(rc or -9, err), "code": [],
+                            "stderr": err[-2000:]})  # faulthandler's stack: where it died
+            break
+        reason = "hang (timeout)" if rc is None else death_reason(rc, err)
+        records.append({"call": running, "outcome": "death", "phase": which or "build", "target": _target_of_lines(code),
+                        "message": reason, "code": code, "stderr": err[-2000:]})
+        start = running + 1
+    return records
+
+
+def _target_of_lines(code: list[str]) -> str:
+    for line in reversed(code):
+        m = re.match(r"(?:\[?\w+\]? = )?(ops\.\w+|gg\.Runner\(.*\)\.run|\w+\.\w+|[\w.]+)\(", line)
+        if m:
+            return m.group(1)
+    return ""
+
+
+def reproducer(rec: dict) -> str:
+    return "\n".join(PRELUDE + rec.get("code", []))
+
+
+def cause_key(rec: dict) -> tuple:
+    """Deduplicate findings by cause: the same kind and the same message once numbers are blanked
+    (a ggml assert reads the same whichever op reached it; the targets are listed apart)."""
+    msg = re.sub(r"0x[0-9a-f]+|-?\d+(\.\d+)?(e[-+]?\d+)?", "N", rec.get("message", ""))
+    return rec["outcome"], msg[:160]
+
+
+def summarize(records: list[dict], calls: int, seconds: float) -> dict:
+    c = Counter(r["outcome"] for r in records)
+    return {"calls": calls, "built": sum(bool(r.get("built")) for r in records),
+            "computed": sum(bool(r.get("computed")) for r in records),
+            "checked": sum(bool(r.get("checked")) for r in records),
+            "raised": c["raised"], "off-contract": c["off-contract"], "wrong": c["wrong"], "deaths": c["death"],
+            "internal": c["internal"], "seconds": round(seconds, 1)}
+
+
+def report(records: list[dict], summary: dict, out=sys.stdout, max_causes: int = 40):
+    bad = [r for r in records if r["outcome"] in ("death", "off-contract", "wrong", "internal")]
+    groups: dict[tuple, list[dict]] = {}
+    for r in bad:
+        groups.setdefault(cause_key(r), []).append(r)
+    for i, (key, recs) in enumerate(sorted(groups.items(), key=lambda kv: (kv[0][0], -len(kv[1])))):
+        if i >= max_causes:
+            out.write(f"... {len(groups) - max_causes} more distinct causes (see --json)\n")
+            break
+        first = min(recs, key=lambda r: len(r.get("code", [])))
+        where = ", ".join(f"{t} x{n}" for t, n in Counter(f"{r.get('phase', '')}: {r.get('target', '')}"
+                                                           for r in recs).most_common(6))
+        out.write(f"\n=== {key[0].upper()} x{len(recs)}: {first.get('message', '')}\n# where: {where}\n")
+        out.write(f"# calls: {', '.join(str(r['call']) for r in recs[:10])}{' ...' if len(recs) > 10 else ''}\n")
+        out.write(reproducer(first) + "\n")
+    out.write("\nsummary: " + "  ".join(f"{k}: {v}" for k, v in summary.items()) + "\n")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pyggml.fuzz", description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=at_least(1), default=1000)
+    parser.add_argument("--seed", type=at_least(0), default=0)
+    parser.add_argument("--batch", type=at_least(1), default=200, help="calls per child process (default 200)")
+    parser.add_argument("--meta", action=argparse.BooleanOptionalAction, default=True,
+                        help="also compute on a two-CPU meta device and compare (default on)")
+    parser.add_argument("--json", metavar="FILE", help="write the summary and every finding here")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds a batch may run before it counts as a hang")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--stop", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--selftest-death", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(args.seed, args.start, args.stop, args.meta, args.selftest_death)
+    if args.json:
+        try:  # fail now, not after the run
+            with open(args.json, "a"):
+                pass
+        except OSError as e:
+            parser.error(f"cannot write --json {args.json}: {e.strerror}")
+    t0 = time.perf_counter()
+    records = []
+    for start in range(0, args.calls, args.batch):
+        stop = min(args.calls, start + args.batch)
+        records.extend(run_batch(args.seed, start, stop, args.meta, args.timeout, args.selftest_death))
+        sys.stderr.write(f"\r[{stop}/{args.calls}] deaths so far: {sum(r['outcome'] == 'death' for r in records)}   ")
+        sys.stderr.flush()
+    sys.stderr.write("\n")
+    summary = summarize(records, args.calls, time.perf_counter() - t0)
+    report(records, summary)
+    if args.json:
+        findings = [r for r in records if r["outcome"] in ("death", "off-contract", "wrong")]
+        try:
+            with open(args.json, "w") as f:
+                json.dump({"seed": args.seed, "summary": summary, "findings": findings}, f, indent=1, default=str)
+        except OSError as e:
+            print(f"error: could not write {args.json}: {e.strerror}", file=sys.stderr)
+            return 2
+    return 1 if summary["deaths"] or summary["wrong"] or summary["off-contract"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

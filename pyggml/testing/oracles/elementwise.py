@@ -1,0 +1,100 @@
+"""Oracles of the element-wise ops and generators."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pyggml.testing.oracles._common import (
+    _f32,
+    broadcast_to,
+)
+
+
+# --- element-wise binary (b repeats to a's shape, result has a's type) ----------------------
+def add(a, b):
+    return _f32(a) + broadcast_to(_f32(b), a.shape)
+
+
+def sub(a, b):
+    return _f32(a) - broadcast_to(_f32(b), a.shape)
+
+
+def mul(a, b):
+    return _f32(a) * broadcast_to(_f32(b), a.shape)
+
+
+def div(a, b):
+    return _f32(a) / broadcast_to(_f32(b), a.shape)
+
+
+def scale(a, s):
+    return _f32(a) * np.float32(s)
+
+
+def clamp(a, lo, hi):
+    return np.minimum(np.maximum(_f32(a), np.float32(lo)), np.float32(hi))
+
+
+# --- element-wise unary ---------------------------------------------------------------------
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+GELU_COEF_A = 0.044715
+GELU_QUICK_COEF = 1.702
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _unary(fn):
+    def op(a):
+        x = np.asarray(a, dtype=np.float64)
+        with np.errstate(all="ignore"):
+            return fn(x).astype(np.float32)
+    op.__name__ = getattr(fn, "__name__", "unary")
+    return op
+
+
+abs = _unary(np.abs)  # noqa: A001
+sgn = _unary(np.sign)
+neg = _unary(np.negative)
+step = _unary(lambda x: (x > 0).astype(np.float64))
+tanh = _unary(np.tanh)
+elu = _unary(lambda x: np.where(x > 0, x, np.expm1(x)))
+relu = _unary(lambda x: np.where(x > 0, x, 0.0))
+sigmoid = _unary(_sigmoid)
+gelu = _unary(lambda x: 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x))))
+gelu_quick = _unary(lambda x: x * _sigmoid(GELU_QUICK_COEF * x))
+gelu_erf = _unary(lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))))
+silu = _unary(lambda x: x * _sigmoid(x))
+hardsigmoid = _unary(lambda x: np.clip((x + 3.0) / 6.0, 0.0, 1.0))
+hardswish = _unary(lambda x: x * np.clip((x + 3.0) / 6.0, 0.0, 1.0))
+exp = _unary(np.exp)
+softplus = _unary(lambda x: np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0)))))
+floor = _unary(np.floor)
+ceil = _unary(np.ceil)
+round = _unary(lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5))  # noqa: A001  C roundf: halves away from 0
+trunc = _unary(np.trunc)
+sqr = _unary(np.square)
+sqrt = _unary(np.sqrt)
+log = _unary(np.log)
+sin = _unary(np.sin)
+cos = _unary(np.cos)
+
+
+def leaky_relu(a, negative_slope=0.01):
+    x = np.asarray(a, dtype=np.float64)
+    return np.where(x > 0, x, negative_slope * x).astype(np.float32)
+
+
+def arange(start, stop, step=1.0):
+    n = int(math.ceil((np.float32(stop) - np.float32(start)) / np.float32(step)))
+    return (np.float32(start) + np.float32(step) * np.arange(n, dtype=np.float32)).astype(np.float32)
+
+
+

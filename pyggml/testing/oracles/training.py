@@ -1,0 +1,8 @@
+"""Oracles of losses and optimizer steps."""
+
+from __future__ import annotations
+
+
+
+
+
