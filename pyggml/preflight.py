@@ -242,6 +242,19 @@ _CPU_RULES = {
     Op.PAD: lambda p: _float_src0(p, {_F32}),
     Op.CONCAT: _concat,
 }
+# the rules of each op family's newer wrappers, one block per family (pyggml.ops.<family>)
+_CPU_RULES.update({  # elementwise, reductions
+})
+_CPU_RULES.update({  # matmul, attention
+})
+_CPU_RULES.update({  # convolution
+})
+_CPU_RULES.update({  # recurrent
+})
+_CPU_RULES.update({  # backward ops, training
+})
+_CPU_RULES.update({  # movement
+})
 _CPU_RULES = {int(k): v for k, v in _CPU_RULES.items()}
 
 

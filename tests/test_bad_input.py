@@ -219,6 +219,21 @@ def _run_bad(op, fn, exc, words):
     assert words in msg, f"{op}: message {msg!r} lacks {words!r}"
 
 
+def _family_bad_calls():
+    """The bad calls of each op family's newer wrappers: tests/bad_calls_<family>.py, each a list BAD of
+    (op, call(ctx, t), exception, words) like the one above."""
+    import importlib.util
+    from pathlib import Path
+    for path in sorted(Path(__file__).parent.glob("bad_calls_*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        BAD.extend(module.BAD)
+
+
+_family_bad_calls()
+
+
 @pytest.mark.parametrize("op,fn,exc,words", BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)])
 def test_bad_call(op, fn, exc, words):
     _run_bad(op, fn, exc, words)

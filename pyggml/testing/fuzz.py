@@ -42,6 +42,7 @@ from pyggml._args import at_least
 MODULE = __spec__.name if __spec__ is not None and __spec__.name != "__main__" else "pyggml.testing.fuzz"
 PRELUDE = ["import numpy as np", "import pyggml as gg", "from pyggml import ops, conv_state", "from pyggml.testing import oracles",
            "from pyggml.meta import MetaDevice, Split"]
+ONLY_OPS: list[str] = []  # --ops: fuzz only these op wrappers
 MAX_BYTES = 1 << 24  # a graph touching more than this is built but never computed (huge sizes stay symbolic)
 TENSOR_PARAMS = {"a", "b", "c", "mask", "pos", "freq_factors", "sx"}
 COMMON_TYPES = ["F32"] * 10 + ["F16"] * 3 + ["BF16", "I32", "I32"]
@@ -291,7 +292,7 @@ class Gen:
         name = p.name
         if self.chance(0.04):
             return self.weird()
-        if name in TENSOR_PARAMS:
+        if name in TENSOR_PARAMS or p.annotation in ("Tensor", "Tensor | None"):
             if p.default is None and self.chance(0.4):
                 return "None"
             return self.tensor_arg(op, name)
@@ -774,7 +775,9 @@ def run_call(seed: int, k: int, meta: bool = True, echo=None, selftest_death: in
     try:
         script.run(f"ctx = {rng.choice(['gg.Context()'] * 18 + ['gg.Context(no_alloc=False, mem_size=1 << 16)', 'gg.Context(n_tensors=3)'])}")
         roll = rng.random()
-        if roll < 0.72:
+        if ONLY_OPS:  # --ops: every call is one of these ops
+            info = op_call(g, rng.choice(ONLY_OPS))
+        elif roll < 0.72:
             info = op_call(g, rng.choice(public_ops()))
         elif roll < 0.9:
             info = method_call(g, rng.choice(METHOD_KINDS))
@@ -919,6 +922,8 @@ def run_batch(seed: int, start: int, stop: int, meta: bool, timeout: float, self
     while start < stop:
         cmd = [sys.executable, "-m", MODULE, "--child", "--seed", str(seed), "--start", str(start),
                "--stop", str(stop), "--meta" if meta else "--no-meta"]
+        if ONLY_OPS:
+            cmd += ["--ops", ",".join(ONLY_OPS)]
         if selftest_death is not None:
             cmd += ["--selftest-death", str(selftest_death)]
         try:
@@ -999,11 +1004,17 @@ def main(argv=None) -> int:
                         help="also compute on a two-CPU meta device and compare (default on)")
     parser.add_argument("--json", metavar="FILE", help="write the summary and every finding here")
     parser.add_argument("--timeout", type=float, default=300, help="seconds a batch may run before it counts as a hang")
+    parser.add_argument("--ops", metavar="LIST", help="only these op wrappers, comma-separated (default: every call kind)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--stop", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--selftest-death", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.ops:
+        unknown = sorted(set(args.ops.split(",")) - set(public_ops()))
+        if unknown:
+            parser.error(f"--ops: no op wrapper named {', '.join(unknown)}")
+        ONLY_OPS[:] = args.ops.split(",")
     if args.child:
         return child(args.seed, args.start, args.stop, args.meta, args.selftest_death)
     if args.json:
