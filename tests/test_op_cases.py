@@ -34,6 +34,12 @@ def test_op_case(case, backend_name):
     except Unsupported as e:
         pytest.skip(f"{backend_name} does not support {e}")
     [expected] = case.expected()
+    known = case.known_failure(backend_name)
+    if known:
+        ok = actual.size == expected.size and (np.array_equal(actual.reshape(expected.shape), expected) if case.exact
+                                               else nmse(actual, expected) <= case.nmse_bound)
+        if not ok:
+            pytest.xfail(f"known: {known}")
     assert actual.size == expected.size, f"{case.name}: {actual.shape} vs oracle {expected.shape}"
     if case.exact:
         np.testing.assert_array_equal(actual.reshape(expected.shape), expected, err_msg=case.name)

@@ -50,6 +50,11 @@ class Case:
     name: str = ""
     nmse_bound: float = NMSE_F32
     params: dict = {}
+    known: dict[str, str] = {}  # backend name prefix -> why that backend is known to disagree (findings.md)
+
+    def known_failure(self, backend: str) -> str | None:
+        """Why `backend` is known to disagree with the oracle on this case, or None."""
+        return next((why for prefix, why in self.known.items() if backend.startswith(prefix)), None)
 
     def execute(self, runner: Runner) -> list[np.ndarray]:
         raise NotImplementedError
@@ -123,8 +128,9 @@ class OpCase(Case):
     take a namespace of the inputs (tensors, resp. arrays as the tensors hold them)."""
 
     def __init__(self, name: str, inputs: dict, build: Callable, oracle: Callable, nmse: float | None = None,
-                 exact: bool = False, **params):
+                 exact: bool = False, known: dict[str, str] | None = None, **params):
         self.name = name
+        self.known = known or {}
         self.inputs = inputs
         self.build_fn = build
         self.oracle_fn = oracle
