@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from pyggml import ops
-from pyggml.testing.cases import OpCase, REGISTRY, _load_all, nmse
+from pyggml.testing.cases import REGISTRY, OpCase, _load_all, compare
 from pyggml.runner import Runner, Unsupported
 
 _load_all()
@@ -34,18 +33,10 @@ def test_op_case(case, backend_name):
     except Unsupported as e:
         pytest.skip(f"{backend_name} does not support {e}")
     [expected] = case.expected()
-    known = case.known_failure(backend_name)
-    if known:
-        ok = actual.size == expected.size and (np.array_equal(actual.reshape(expected.shape), expected) if case.exact
-                                               else nmse(actual, expected) <= case.nmse_bound)
-        if not ok:
-            pytest.xfail(f"known: {known}")
-    assert actual.size == expected.size, f"{case.name}: {actual.shape} vs oracle {expected.shape}"
-    if case.exact:
-        np.testing.assert_array_equal(actual.reshape(expected.shape), expected, err_msg=case.name)
-    else:
-        err = nmse(actual, expected)
-        assert err <= case.nmse_bound, f"{case.name}: nmse {err:.3g} > {case.nmse_bound:.3g}"
+    verdict = compare(actual, expected, case.nmse_bound, case.max_error_bound)
+    if not verdict.ok and case.known_failure(backend_name):
+        pytest.xfail(f"known: {case.known_failure(backend_name)}")
+    assert verdict.ok, f"{case.name} on {backend_name}: {verdict.message}"
 
 
 def test_case_names():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,7 +18,10 @@ import numpy as np
 from pyggml import types
 from pyggml.context import Context
 from pyggml.graph import Graph
+from pyggml._native import ffi, lib
+from pyggml.errors import Unsupported
 from pyggml.runner import Runner
+from pyggml.testing.guard import run_guarded
 
 REGISTRY: dict[str, "Case"] = {}
 
@@ -44,13 +48,66 @@ def nmse(actual: np.ndarray, expected: np.ndarray) -> float:
     return float(num / den) if den > 0 else float(num)
 
 
+def max_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    """The largest per-element error relative to the output's scale (max |expected|), finite entries."""
+    a = np.asarray(actual, dtype=np.float64).ravel()
+    e = np.asarray(expected, dtype=np.float64).ravel()
+    fin = np.isfinite(e) & np.isfinite(a)
+    if not fin.any():
+        return 0.0
+    diff = np.abs(a[fin] - e[fin]).max()
+    scale = np.abs(e[fin]).max()
+    return float(diff / scale) if scale > 0 else float(diff)
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    nmse: float = 0.0
+    max_error: float = 0.0
+    message: str = ""
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, nmse_bound: float, max_error_bound: float) -> Comparison:
+    """The suite's verdict on one output: same shape, NaN and Inf in the same places, NMSE within
+    nmse_bound and every element within max_error_bound of the output's scale (a single wrong element
+    of a large output can hide under an NMSE bound). Bounds of 0 mean bit-exact."""
+    a, e = np.asarray(actual), np.asarray(expected)
+    if a.size != e.size:
+        return Comparison(False, float("inf"), float("inf"), f"{a.size} elements, the oracle has {e.size}")
+    a = a.reshape(e.shape)
+    if nmse_bound == 0 and max_error_bound == 0:
+        same = np.array_equal(a, e, equal_nan=a.dtype.kind == "f")
+        return Comparison(same, 0.0 if same else float("inf"), 0.0 if same else float("inf"),
+                          "" if same else f"{int((a != e).sum())} element(s) differ (bit-exact case)")
+    a64, e64 = a.astype(np.float64), e.astype(np.float64)
+    for what, fn in (("NaN", np.isnan), ("+Inf", np.isposinf), ("-Inf", np.isneginf)):
+        if (fn(a64) != fn(e64)).any():
+            return Comparison(False, float("inf"), float("inf"),
+                              f"{what} at {int((fn(a64) != fn(e64)).sum())} position(s) the oracle does not have")
+    err, worst = nmse(a64, e64), max_error(a64, e64)
+    if err > nmse_bound:
+        return Comparison(False, err, worst, f"NMSE {err:.2e} > {nmse_bound:.0e}")
+    if worst > max_error_bound:
+        at = np.unravel_index(np.argmax(np.abs(a64 - e64) * np.isfinite(e64)), e64.shape)
+        return Comparison(False, err, worst, f"largest error {worst:.2e} of the output's scale > {max_error_bound:.1e} "
+                                             f"(at {tuple(int(i) for i in at)}: {a64[at]!r} vs {e64[at]!r})")
+    return Comparison(True, err, worst)
+
+
 class Case:
     """Base: subclasses set `name`, `nmse_bound`, and implement execute() and expected()."""
 
     name: str = ""
     nmse_bound: float = NMSE_F32
     params: dict = {}
-    known: dict[str, str] = {}  # backend name prefix -> why that backend is known to disagree (findings.md)
+    max_error: float | None = None  # None: 30 root-mean-square errors of the NMSE bound
+    known: dict[str, str] = {}
+
+    @property
+    def max_error_bound(self) -> float:
+        """The largest error one element may have, relative to the output's scale (0: bit-exact)."""
+        return self.max_error if self.max_error is not None else 30 * self.nmse_bound ** 0.5  # backend name prefix -> why that backend is known to disagree (findings.md)
 
     def known_failure(self, backend: str) -> str | None:
         """Why `backend` is known to disagree with the oracle on this case, or None."""
@@ -64,6 +121,11 @@ class Case:
 
     def rng(self) -> np.random.Generator:
         return np.random.default_rng(zlib.crc32(self.name.encode()))
+
+
+def graph_ops(graph: Graph) -> set[str]:
+    """The op kinds a graph computes, as ggml names them (unary and GLU ops by their own names)."""
+    return {ffi.string(lib.ggml_op_desc(n.ptr)).decode() for n in graph.nodes} - {"NONE"}
 
 
 def register(case: Case) -> Case:
@@ -128,7 +190,8 @@ class OpCase(Case):
     take a namespace of the inputs (tensors, resp. arrays as the tensors hold them)."""
 
     def __init__(self, name: str, inputs: dict, build: Callable, oracle: Callable, nmse: float | None = None,
-                 exact: bool = False, known: dict[str, str] | None = None, **params):
+                 exact: bool = False, known: dict[str, str] | None = None, max_error: float | None = None,
+                 **params):
         self.name = name
         self.known = known or {}
         self.inputs = inputs
@@ -141,6 +204,7 @@ class OpCase(Case):
         if out_types & {types.Type.F16, types.Type.BF16}:
             worst = NMSE_F16 if types.Type.BF16 not in out_types else 1e-4
         self.nmse_bound = 0.0 if exact else (nmse if nmse is not None else worst)
+        self.max_error = 0.0 if exact else max_error
         self._values = None
 
     def values(self) -> dict[str, np.ndarray]:
@@ -161,8 +225,15 @@ class OpCase(Case):
         x = {k: ctx.tensor(spec[0], spec[1], k, input=True) for k, spec in self.inputs.items()}
         out = self.build_fn(ctx, SimpleNamespace(**x))
         graph = Graph(ctx).build_forward_expand(out)
+        self.graph_ops = graph_ops(graph)
         vals = self.values()
-        return runner.run(graph, {x[k]: vals[k] for k in x}, [out])
+        feed = {x[k]: vals[k] for k in x}
+        if runner.meta is not None:  # a meta device places its tensors itself: no guards
+            return runner.run(graph, feed, [out])
+        bad = runner.unsupported(graph)
+        if bad:
+            raise Unsupported(", ".join(sorted({n.op.name for n in bad})))
+        return run_guarded(runner.backend, ctx, graph, feed, [out])
 
     def expected(self) -> list[np.ndarray]:
         return [np.asarray(self.oracle_fn(SimpleNamespace(**self.values())))]
