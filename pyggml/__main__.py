@@ -40,8 +40,16 @@ def main(argv=None) -> int:
                          help="backend to run on (cpu, vulkan0, ...; repeatable; default: all available)")
     p_check.add_argument("--only", metavar="PATTERN", help="cases whose name contains PATTERN (or matches it as a regex)")
     p_check.add_argument("--json", metavar="FILE", help="write the records (case, backend, status, error, ...) here")
+    p_check.add_argument("--op", action="append", metavar="OP", help="cases of this op (repeatable)")
+    p_check.add_argument("--type", action="append", metavar="TYPE", help="cases involving this ggml type (repeatable)")
+    p_check.add_argument("--list", action="store_true", help="list the selected cases (name, op, types) and stop")
+    p_check.add_argument("--mode", choices=("test", "grad"), default="test",
+                         help="test: outputs against the oracles; grad: gradients against finite differences")
     p_check.add_argument("-q", "--quiet", action="store_true", help="no progress")
-    for sub_parser in (p_info, p_check):
+    p_cov = sub.add_parser("coverage", help="for every ggml op kind: wrapper, cases, and their results per backend")
+    p_cov.add_argument("--backend", action="append", metavar="NAME", help="backends to run on (default: all available)")
+    p_cov.add_argument("--json", action="store_true", help="print JSON")
+    for sub_parser in (p_info, p_check, p_cov):
         sub_parser.add_argument("--vk-devices", metavar="LIST", default="0",
                                 help="GGML_VK_VISIBLE_DEVICES when it is not set (default 0): ggml lists CPU-type "
                                      "Vulkan devices such as lavapipe only when named; 0,0 shows device 0 twice")
@@ -51,6 +59,9 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
     if args.command == "info":
         return info(args)
+    if args.command == "coverage":
+        from pyggml.testing import coverage
+        return coverage.main(args)
     from pyggml.testing import check
     return check.main(args)
 

@@ -26,6 +26,7 @@ class Record:
     message: str = ""
     cross: dict = field(default_factory=dict)  # other backend -> NMSE between the two results
     seconds: float = 0.0
+    ops: list = field(default_factory=list)  # the op kinds the case's graphs compute
 
 
 def available_backends() -> list[str]:
@@ -72,8 +73,56 @@ def cross_compare(results: dict[str, list[np.ndarray]]) -> dict[str, float]:
     return out
 
 
-def run_check(backends: list[str], pattern: str | None = None, progress=sys.stderr) -> list[Record]:
-    selected = case_registry.select(pattern)
+class _Recorder:
+    """A runner that notes the op kinds of every graph a case runs (for `coverage`)."""
+
+    def __init__(self, runner: Runner):
+        self._runner = runner
+        self.ops: set[str] = set()
+
+    def __getattr__(self, name):
+        return getattr(self._runner, name)
+
+    def allocate(self, graph, outputs=()):
+        self.ops |= case_registry.graph_ops(graph)
+        return self._runner.allocate(graph, outputs)
+
+    def run(self, graph, inputs, outputs):
+        self.ops |= case_registry.graph_ops(graph)
+        return self._runner.run(graph, inputs, outputs)
+
+
+class Progress:
+    """A progress bar on a terminal; elsewhere (CI logs) a line every `every` steps."""
+
+    def __init__(self, stream, total: int, every: int = 250):
+        self.stream, self.total, self.every = stream, total, every
+        self.tty = stream is not None and getattr(stream, "isatty", lambda: False)()
+        self.done, self.bad = 0, 0
+
+    def step(self, label: str, status: str):
+        self.done += 1
+        self.bad += status in ("fail", "error")
+        if self.stream is None:
+            return
+        if self.tty:
+            width = 30
+            filled = width * self.done // max(self.total, 1)
+            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}"
+                              f"  {self.bad} failing  {label[:50]:<50}")
+            self.stream.flush()
+        elif self.done % self.every == 0 or self.done == self.total:
+            self.stream.write(f"[{self.done}/{self.total}] {self.bad} failing\n")
+            self.stream.flush()
+
+    def close(self):
+        if self.stream is not None and self.tty:
+            self.stream.write("\n")
+
+
+def run_check(backends: list[str], pattern: str | None = None, progress=sys.stderr, ops: list[str] | None = None,
+              type_names: list[str] | None = None) -> list[Record]:
+    selected = case_registry.select(pattern, ops, type_names)
     runners = {}
     records: list[Record] = []
     for name in backends:
@@ -81,17 +130,15 @@ def run_check(backends: list[str], pattern: str | None = None, progress=sys.stde
             runners[name] = Runner(name)
         except Exception as e:
             records.append(Record("*", name, "error", message=f"backend unavailable: {e}"))
-    total = len(selected) * len(runners)
-    done = 0
+    bar = Progress(progress, len(selected) * len(runners))
     for case in selected:
         outputs = {}
         case_records = []
         for name, runner in runners.items():
-            rec, out = run_case(case, runner, name)
-            done += 1
-            if progress is not None and (done % 10 == 0 or done == total or rec.status not in ("pass",)):
-                progress.write(f"\r[{done}/{total}] {case.name} on {name}: {rec.status}        ")
-                progress.flush()
+            recorder = _Recorder(runner)
+            rec, out = run_case(case, recorder, name)
+            rec.ops = sorted(recorder.ops | getattr(case, "graph_ops", set()))
+            bar.step(f"{case.name} on {name}: {rec.status}", rec.status)
             if out is not None and rec.status == "pass":
                 outputs[name] = out
             case_records.append(rec)
@@ -100,8 +147,7 @@ def run_check(backends: list[str], pattern: str | None = None, progress=sys.stde
             if rec.backend in cross:
                 rec.cross = {next(iter(outputs)): cross[rec.backend]}
         records.extend(case_records)
-    if progress is not None:
-        progress.write("\n")
+    bar.close()
     return records
 
 
@@ -140,7 +186,18 @@ def table(records: list[Record]) -> str:
     return "\n".join(lines)
 
 
+def list_cases(cases) -> str:
+    lines = [f"{c.name:<60} {case_registry.case_op(c):<20} {','.join(sorted(case_registry.case_types(c)))}"
+             for c in cases]
+    lines.append(f"{len(cases)} cases")
+    return "\n".join(lines)
+
+
 def main(args) -> int:
+    if args.list:
+        cases = case_registry.select(args.only, args.op, args.type)
+        print(list_cases(cases))
+        return 0 if cases else 2
     backends = [b.lower() for b in (args.backend or available_backends())]
     if args.json:  # found out now, not after the whole run
         try:
@@ -149,7 +206,12 @@ def main(args) -> int:
         except OSError as e:
             print(f"check: cannot write the JSON report {args.json!r}: {e.strerror}", file=sys.stderr)
             return 2
-    records = run_check(backends, args.only, progress=None if args.quiet else sys.stderr)
+    progress = None if args.quiet else sys.stderr
+    if args.mode == "grad":
+        from pyggml.testing.grad import run_grad
+        records = run_grad(backends, args.only)
+    else:
+        records = run_check(backends, args.only, progress, args.op, args.type)
     if not records:
         print(f"no case matches {args.only!r}", file=sys.stderr)
         return 2

@@ -40,8 +40,9 @@ def nmse(actual: np.ndarray, expected: np.ndarray) -> float:
     e = np.asarray(expected, dtype=np.float64).ravel()
     if a.shape != e.shape:
         return float("inf")
-    if not (np.isfinite(a) == np.isfinite(e)).all() or (a[~np.isfinite(a)] != e[~np.isfinite(e)]).any():
-        return float("inf")
+    off = ~np.isfinite(a)
+    if (off != ~np.isfinite(e)).any() or not np.array_equal(a[off], e[off], equal_nan=True):
+        return float("inf")  # NaN and Inf must sit where the oracle has them
     fin = np.isfinite(e)
     num = np.sum((a[fin] - e[fin]) ** 2)
     den = np.sum(e[fin] ** 2)
@@ -135,17 +136,39 @@ def register(case: Case) -> Case:
     return case
 
 
-def select(pattern: str | None = None) -> list[Case]:
-    """Cases whose name contains `pattern` or matches it as a regular expression."""
+def case_op(case: Case) -> str:
+    """The op a case is about: its `op` parameter, else the first part of its name."""
+    return case.params.get("op") or case.name.split("/", 1)[0]
+
+
+def case_types(case: Case) -> set[str]:
+    """The ggml types a case involves (lower case): its inputs' types and its name's type part."""
+    out = {part for part in case.name.split("/")[1:2]}
+    for spec in getattr(case, "inputs", {}).values():
+        out.add(types.as_type(spec[0]).name.lower())
+    if "type" in case.params:
+        out.add(str(case.params["type"]).lower())
+    return out
+
+
+def select(pattern: str | None = None, ops: list[str] | None = None, type_names: list[str] | None = None) -> list[Case]:
+    """Cases whose name contains `pattern` or matches it as a regular expression, about one of `ops`,
+    involving one of the types `type_names` (each filter applies only when given)."""
     _load_all()
     cases = list(REGISTRY.values())
-    if not pattern:
-        return cases
-    try:
-        rx = re.compile(pattern)
-    except re.error:  # not a regular expression: a plain substring then
-        return [c for c in cases if pattern in c.name]
-    return [c for c in cases if pattern in c.name or rx.search(c.name)]
+    if pattern:
+        try:
+            rx = re.compile(pattern)
+        except re.error:  # not a regular expression: a plain substring then
+            rx = None
+        cases = [c for c in cases if pattern in c.name or (rx is not None and rx.search(c.name))]
+    if ops:
+        wanted = {o.lower() for o in ops}
+        cases = [c for c in cases if case_op(c) in wanted]
+    if type_names:
+        wanted = {t.lower() for t in type_names}
+        cases = [c for c in cases if case_types(c) & wanted]
+    return cases
 
 
 def _load_all():

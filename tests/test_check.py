@@ -1,0 +1,107 @@
+"""The differential suite's own machinery: the comparison, selection, listing, progress, coverage."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from pyggml.testing import cases
+from pyggml.testing.check import Progress
+from pyggml.testing.coverage import op_kinds, wrappers_of
+
+
+def test_one_wrong_element_fails_although_nmse_passes():
+    expected = np.linspace(-1, 1, 100_000).astype(np.float32)
+    actual = expected.copy()
+    actual[1234] += 0.05  # NMSE ~ 7e-9, under the F32 bound
+    assert cases.nmse(actual, expected) < cases.NMSE_F32
+    verdict = cases.compare(actual, expected, cases.NMSE_F32, 30 * cases.NMSE_F32 ** 0.5)
+    assert not verdict.ok and "largest error" in verdict.message and "(1234,)" in verdict.message
+
+
+def test_nan_and_inf_positions_must_match():
+    e = np.array([1.0, np.nan, np.inf, -2.0], np.float32)
+    assert cases.compare(e.copy(), e, 1e-7, 1e-3).ok
+    for bad in ([1.0, 0.0, np.inf, -2.0], [1.0, np.nan, -np.inf, -2.0], [np.nan, np.nan, np.inf, -2.0]):
+        v = cases.compare(np.array(bad, np.float32), e, 1e-7, 1e-3)
+        assert not v.ok and "position" in v.message
+
+
+def test_exact_cases_compare_bits():
+    e = np.arange(6, dtype=np.int32)
+    assert cases.compare(e.copy(), e, 0.0, 0.0).ok
+    a = e.copy()
+    a[3] += 1
+    assert not cases.compare(a, e, 0.0, 0.0).ok
+
+
+def test_inputs_are_reproducible_from_the_name():
+    cases._load_all()
+    c = cases.REGISTRY["add/f32"]
+    first = {k: v.copy() for k, v in c.values().items()}
+    c._values = None
+    again = c.values()
+    assert all(np.array_equal(first[k], again[k]) for k in first)
+
+
+def test_select_by_op_and_type():
+    add = cases.select(None, ["add"])
+    assert add and all(cases.case_op(c) == "add" for c in add)
+    f16 = cases.select(None, None, ["f16"])
+    assert f16 and all("f16" in cases.case_types(c) for c in f16)
+    assert not cases.select("^add/", None, ["q4_0"])
+
+
+def test_progress_bar_on_a_terminal_and_lines_elsewhere():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    tty = Tty()
+    bar = Progress(tty, 4)
+    for status in ("pass", "fail", "pass", "pass"):
+        bar.step("x", status)
+    bar.close()
+    assert "\r[" in tty.getvalue() and "4/4" in tty.getvalue() and "1 failing" in tty.getvalue()
+    log = io.StringIO()
+    bar = Progress(log, 500, every=250)
+    for _ in range(500):
+        bar.step("x", "pass")
+    assert log.getvalue().splitlines() == ["[250/500] 0 failing", "[500/500] 0 failing"]
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "pyggml", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_check_list_and_filters():
+    res = _cli("check", "--list", "--op", "mul_mat", "--type", "q8_0")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert lines[-1].endswith("cases") and int(lines[-1].split()[0]) == len(lines) - 1 >= 1
+    assert all(line.split()[1] == "mul_mat" for line in lines[:-1])
+    assert _cli("check", "--list", "--op", "no_such_op").returncode == 2
+
+
+def test_coverage_counts_kinds_from_ggml_tables():
+    kinds = op_kinds()
+    assert len(kinds) == len(set(kinds)) and {"ADD", "SWIGLU", "GELU", "FLASH_ATTN_EXT"} <= set(kinds)
+    assert not {"NONE", "UNARY", "GLU", "CUSTOM"} & set(kinds)
+    w = wrappers_of(kinds)
+    assert "rope_ext" in w["ROPE"] and "view_2d" in w["VIEW"] and "set_rows" in w["SET_ROWS"]
+    assert "set_rows" not in w["SET"]
+
+
+def test_coverage_cli_json():
+    res = _cli("coverage", "--backend", "cpu", "--json")
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    t = report["totals"]
+    assert t["kinds"] == len(report["rows"]) == len(op_kinds())
+    assert t["covered"] == sum(1 for r in report["rows"] if r["wrappers"] and r["cases"])
+    assert t["cpu"]["fail"] == 0 and t["cpu"]["error"] == 0
+    add = next(r for r in report["rows"] if r["kind"] == "ADD")
+    assert add["cases"] >= 1 and add["backends"]["cpu"].get("pass", 0) >= 1
