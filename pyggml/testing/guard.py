@@ -64,7 +64,7 @@ def run_guarded(backend, ctx: Context, graph: Graph, inputs: dict[Tensor, np.nda
     for start, before in spans:
         g = gctx.tensor("i8", (guard,))
         _check(lib.ggml_backend_tensor_alloc(raw, g.ptr, ffi.cast("void *", base + start)), g)
-        g.set(np.full(guard, PATTERN, np.uint8).view(np.int8))  # not Buffer.clear: Vulkan's fills 32-bit words
+        g.set(np.full(guard, PATTERN, np.uint8).view(np.int8))
         guards.append((g, before))
     for t, values in inputs.items():
         t.set(values)
