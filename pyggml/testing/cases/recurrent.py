@@ -68,6 +68,10 @@ for _ds, _hd, _nh, _ng, _nt, _ns, _K in ((16, 4, 2, 1, 5, 1, 1), (5, 3, 3, 1, 7,
                                          (4, 5, 2, 2, 1, 3, 2), (11, 3, 2, 1, 9, 1, 8), (6, 4, 3, 3, 8, 2, 8),
                                          (9, 2, 2, 1, 3, 2, 7), (33, 3, 2, 1, 4, 1, 2)):
     _scan_case(f"mamba2/ds{_ds}_hd{_hd}_h{_nh}_g{_ng}_t{_nt}_s{_ns}_K{_K}", _ds, _hd, _nh, _ng, _nt, _ns, _K)
+# the sizes Vulkan's shader takes (d_state 128 or 256, head_dim a multiple of 16)
+for _ds, _hd, _nh, _ng, _nt, _ns, _K in ((128, 16, 2, 1, 3, 1, 1), (128, 16, 3, 3, 4, 2, 3), (256, 16, 1, 1, 2, 1, 1),
+                                         (128, 32, 1, 1, 2, 2, 4)):
+    _scan_case(f"mamba2/ds{_ds}_hd{_hd}_h{_nh}_g{_ng}_t{_nt}_s{_ns}_K{_K}", _ds, _hd, _nh, _ng, _nt, _ns, _K)
 _scan_case("mamba2/state_rows", 5, 3, 2, 1, 4, 2, K=2, rows=5)  # sequences start from rows 0..4 of s, permuted
 _scan_case("mamba2/strided", 7, 3, 2, 1, 5, 3, K=3, strided=True)
 _scan_case("mamba2/strided_K_past_tokens", 6, 2, 4, 2, 3, 2, K=6, strided=True)
@@ -94,7 +98,8 @@ for _S, _H, _T, _ns in ((8, 2, 5, 1), (5, 3, 6, 2), (7, 1, 3, 3), (16, 2, 4, 2),
             lambda x: oracles.rwkv_wkv6(x.k, x.v, x.r, x.tf, x.td, x.state))
 
 for _S, _H, _T, _ns, _scale in ((8, 2, 5, 1, 1.0), (5, 3, 6, 2, 0.5), (7, 1, 3, 3, 1.0), (16, 2, 4, 2, 0.25),
-                                (3, 4, 7, 1, 2.0), (13, 1, 9, 3, 13 ** -0.5), (64, 1, 2, 1, 0.125), (11, 2, 1, 1, 1.0)):
+                                (3, 4, 7, 1, 2.0), (13, 1, 9, 3, 13 ** -0.5), (64, 1, 2, 1, 0.125), (11, 2, 1, 1, 1.0),
+                                (64, 2, 4, 2, 0.5), (64, 1, 5, 1, 1.0), (64, 1, 3, 3, 0.125)):  # Vulkan: S = 64 only
     op_case(f"gated_linear_attn/f32/S{_S}_H{_H}_T{_T}_s{_ns}_scale{_scale:.3g}",
             _wkv_inputs(("k", "v", "q", "g"), _S, _H, _T, _ns, {"g": uniform(0.5, 1.0)}),
             lambda c, x, _sc=_scale: c.gated_linear_attn(x.k, x.v, x.q, x.g, x.state, _sc),
@@ -172,6 +177,12 @@ for _S, _H, _T, _ns, _K, _Hk, _nsk in ((16, 4, 3, 2, 2, 2, 2), (7, 3, 5, 1, 3, 1
                                        (13, 2, 4, 2, 5, 1, 2), (3, 5, 7, 1, 8, 5, 1), (32, 1, 3, 1, 2, 1, 1),
                                        (9, 4, 6, 4, 4, 2, 2), (1, 2, 3, 2, 2, 1, 1), (11, 2, 9, 1, 1, 2, 1)):
     _gdn_case(_S, _H, _T, _ns, _K, _Hk, _nsk)
+# the head sizes Vulkan's shader takes (16, 32, 64, 128)
+for _S, _H, _T, _ns, _K, _Hk, _nsk, _kda in ((16, 3, 5, 2, 1, 3, 2, False), (16, 2, 3, 1, 4, 1, 1, False),
+                                             (32, 2, 6, 2, 3, 2, 1, False), (16, 4, 7, 1, 8, 2, 1, True),
+                                             (32, 1, 1, 3, 2, 1, 3, True), (64, 1, 3, 1, 2, 1, 1, False),
+                                             (16, 2, 9, 2, 5, 2, 2, True), (32, 2, 2, 2, 1, 1, 2, False)):
+    _gdn_case(_S, _H, _T, _ns, _K, _Hk, _nsk, kda=_kda)
 # a gate per key row (KDA)
 for _S, _H, _T, _ns, _K in ((8, 2, 4, 1, 1), (5, 3, 3, 2, 2), (16, 1, 6, 2, 4), (7, 2, 2, 1, 5), (4, 4, 9, 3, 8)):
     _gdn_case(_S, _H, _T, _ns, _K, kda=True)
@@ -206,3 +217,5 @@ _gdn_rollback(8, 2, 6, 3, 1, 4, 2)
 _gdn_rollback(5, 3, 4, 2, 2, 4, 3)
 _gdn_rollback(7, 2, 5, 1, 3, 8, 0)
 _gdn_rollback(4, 2, 3, 4, 2, 3, 1, kda=True)
+_gdn_rollback(16, 2, 5, 2, 2, 4, 1)
+_gdn_rollback(32, 1, 4, 3, 1, 6, 3, kda=True)
