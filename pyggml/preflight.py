@@ -260,13 +260,13 @@ _CPU_RULES.update({  # recurrent
                                           for i in range(5) if p.src[i].type != _F32), None),
     # the SIMD kernel steps over each head's rows GGML_F32_STEP floats at a time with no tail loop:
     # another head size reads and writes past the rows (and past the result)
-    Op.RWKV_WKV7: (lambda step: lambda p: next((f"the CPU kernel takes F32 inputs, got {_tname(p.src[i].type)}"
-                                                for i in range(7) if p.src[i].type != _F32), None)
-                   or (p.src[2].ne[0] % step and f"the CPU kernel needs a head size (S = {p.src[2].ne[0]}) that "
-                       f"is a multiple of {step} (its SIMD step)") or None)(
-        1 if lib.ggml_cpu_has_sve() or lib.ggml_cpu_has_riscv_v() else 64 if lib.ggml_cpu_has_avx512()
-        else 32 if lib.ggml_cpu_has_avx() or lib.ggml_cpu_has_sse3() or lib.ggml_cpu_has_vsx()
-        else 16 if lib.ggml_cpu_has_neon() or lib.ggml_cpu_has_wasm_simd() else 64),
+    Op.RWKV_WKV7: lambda p: next((f"the CPU kernel takes F32 inputs, got {_tname(p.src[i].type)}"
+                                  for i in range(7) if p.src[i].type != _F32), None) or next(
+        (f"the CPU kernel needs a head size (S = {p.src[2].ne[0]}) that is a multiple of {step} (its SIMD step)"
+         for step in [1 if lib.ggml_cpu_has_sve() or lib.ggml_cpu_has_riscv_v() else 64 if lib.ggml_cpu_has_avx512()
+                      else 32 if lib.ggml_cpu_has_avx() or lib.ggml_cpu_has_sse3() or lib.ggml_cpu_has_vsx()
+                      else 16 if lib.ggml_cpu_has_neon() or lib.ggml_cpu_has_wasm_simd() else 64]
+         if p.src[2].ne[0] % step), None),
 })
 _CPU_RULES.update({  # backward ops, training
 })

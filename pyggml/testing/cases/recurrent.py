@@ -36,9 +36,9 @@ def _prefix_1d(c, out, n):
     return out if n == out.ne[0] else c.view_1d(out, n, 0)
 
 
-def _scan_case(name, ds, hd, nh, ng, nt, ns, K=1, rows=None, mamba1=False, strided=False, dt=uniform(-2.0, 2.0),
-               A=uniform(-2.0, -0.5)):
+def _scan_case(name, ds, hd, nh, ng, nt, ns, K=1, rows=None, mamba1=False, strided=False, dt=None, A=None):
     rows = rows or ns
+    dt, A = dt or uniform(-2.0, 2.0), A or uniform(-2.0, -0.5)
     inputs = {
         "s": ("f32", (rows, nh, hd, ds)),
         # strided: x, B and C given as [n_tokens, n_seqs, ...] and permuted to [n_seqs, n_tokens, ...]

@@ -12,9 +12,10 @@ from pyggml.testing.oracles._common import _as4, _lead
 def ssm_conv(sx, c):
     """ggml_ssm_conv: sx [n_s, d_inner, d_conv-1+n_t], c [d_inner, d_conv] -> [n_s, n_t, d_inner];
     out[s, t, i] = sum_k sx[s, i, t+k] * c[i, k]."""
-    sx = np.asarray(sx, dtype=np.float64)
-    sx = sx.reshape((1,) * (3 - sx.ndim) + sx.shape)
-    c = np.asarray(c, dtype=np.float64)
+    sx4, c4 = _as4(_f64(sx)), _as4(_f64(c))
+    if sx4.shape[0] != 1 or c4.shape[:2] != (1, 1):
+        raise ValueError("ssm_conv oracle: sx is 3-d and c 2-d in ggml_ssm_conv")
+    sx, c = sx4[0], c4[0, 0]
     d_conv = c.shape[-1]
     n_t = sx.shape[-1] - d_conv + 1
     win = np.stack([sx[:, :, t:t + d_conv] for t in range(n_t)], axis=1)  # [n_s, n_t, d_inner, d_conv]
