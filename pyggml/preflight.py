@@ -250,6 +250,23 @@ _CPU_RULES.update({  # matmul, attention
 _CPU_RULES.update({  # convolution
 })
 _CPU_RULES.update({  # recurrent
+    # the kernels switch on the first source's type only and read every other source as F32
+    Op.SSM_SCAN: lambda p: next((f"the CPU kernel takes F32 s, x, dt, A, B and C, got {_tname(p.src[i].type)}"
+                                 for i in range(6) if p.src[i].type != _F32), None)
+    or (p.src[6].nb[0] != 4 and "the CPU kernel needs packed ids (nb[0] == 4)") or None,
+    Op.RWKV_WKV6: lambda p: next((f"the CPU kernel takes F32 inputs, got {_tname(p.src[i].type)}"
+                                  for i in range(6) if p.src[i].type != _F32), None),
+    Op.GATED_LINEAR_ATTN: lambda p: next((f"the CPU kernel takes F32 inputs, got {_tname(p.src[i].type)}"
+                                          for i in range(5) if p.src[i].type != _F32), None),
+    # the SIMD kernel steps over each head's rows GGML_F32_STEP floats at a time with no tail loop:
+    # another head size reads and writes past the rows (and past the result)
+    Op.RWKV_WKV7: lambda p: next((f"the CPU kernel takes F32 inputs, got {_tname(p.src[i].type)}"
+                                  for i in range(7) if p.src[i].type != _F32), None) or next(
+        (f"the CPU kernel needs a head size (S = {p.src[2].ne[0]}) that is a multiple of {step} (its SIMD step)"
+         for step in [1 if lib.ggml_cpu_has_sve() or lib.ggml_cpu_has_riscv_v() else 64 if lib.ggml_cpu_has_avx512()
+                      else 32 if lib.ggml_cpu_has_avx() or lib.ggml_cpu_has_sse3() or lib.ggml_cpu_has_vsx()
+                      else 16 if lib.ggml_cpu_has_neon() or lib.ggml_cpu_has_wasm_simd() else 64]
+         if p.src[2].ne[0] % step), None),
 })
 _CPU_RULES.update({  # backward ops, training
 })
