@@ -369,14 +369,23 @@ class Scheduler(_Lender):
                     node.src[j] = s
         graph.sources_as_built = graph.n_nodes
 
-    def alloc_graph(self, graph: Graph):
+    def alloc_graph(self, graph: Graph, pin: Backend | None = None):
+        """Allocate the graph; with `pin`, every node is computed by that backend (ggml otherwise
+        runs a node fed only by inputs, which live in host memory, on the CPU)."""
         instance("scheduler alloc_graph: graph", graph, Graph)
+        if pin is not None and not any(pin is own for own in self.backends):
+            raise ValueError("scheduler alloc_graph: pin must be one of the scheduler's backends")
         self.restore(graph)
         fresh = self._before_alloc(graph)
         preflight.check_placeable(graph)
         self._check_size(graph, "scheduler alloc_graph")
         graph.index_inputs = preflight.index_inputs(graph)  # before the scheduler rewires the sources
         lib.ggml_backend_sched_reset(self.ptr)  # ggml asserts the scheduler is not allocated already
+        if pin is not None:  # views stay with what they view (ggml places them so)
+            for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
+                node = lib.ggml_graph_node(graph.ptr, i)
+                if node.view_src == ffi.NULL:
+                    lib.ggml_backend_sched_set_tensor_backend(self.ptr, node, pin.ptr)
         graph.sources_as_built = None  # ggml rewires the sources now, whether it succeeds or not
         if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
             raise GGMLError("scheduler: allocating the graph failed")

@@ -66,7 +66,9 @@ class Runner:
             if not isinstance(t, Tensor):
                 raise TypeError(f"allocate: outputs must be Tensors, got {type(t).__name__}")
             t.set_output()
-        self.sched.alloc_graph(graph)
+        # ggml's scheduler runs a node fed only by inputs (host memory) on the CPU: unpinned,
+        # Runner("vulkan0") computed such graphs on the CPU, silently
+        self.sched.alloc_graph(graph, pin=self.backend if self.meta is None else None)
 
     def compute(self, graph: Graph):
         """Compute the graph allocated last (the preflight refuses any other)."""
