@@ -219,6 +219,19 @@ class _Lender:
 
     generation = 0
     _lent = None  # (contexts of the graph, tensors given memory)
+    _planned = None  # (weak reference to the graph, its node count) the memory plan was made for
+
+    def _needs_plan(self, graph: Graph) -> bool:
+        """ggml's graph allocator reuses its last memory plan for any graph whose node and leaf
+        counts and sizes fit it (ggml_gallocr_needs_realloc), without looking at which node reads
+        which: another graph of the same size then ran with the first graph's in-place reuse and
+        computed wrong values, silently. A plan is made again whenever the graph is not the one
+        (or has grown since) the plan was made for; a graph run again keeps its plan."""
+        planned = self._planned
+        return planned is None or planned[0]() is not graph or planned[1] != graph.n_nodes
+
+    def _plan_made(self, graph: Graph):
+        self._planned = (weakref.ref(graph), graph.n_nodes)
 
     def _before_alloc(self, graph: Graph) -> list:
         if not isinstance(graph, Graph):
@@ -291,9 +304,12 @@ class Gallocr(_Lender):
         preflight.check_allocatable(graph)
         if not lib.ggml_gallocr_reserve(self.ptr, graph.ptr):
             raise GGMLError("gallocr: reserving the graph's memory failed")
+        self._plan_made(graph)
 
     def alloc_graph(self, graph: Graph):
         fresh = self._before_alloc(graph)
+        if self._needs_plan(graph):
+            self.reserve(graph)
         if not lib.ggml_gallocr_alloc_graph(self.ptr, graph.ptr):
             raise GGMLError("gallocr: allocating the graph failed")
         self._after_alloc(graph, fresh)
@@ -339,8 +355,10 @@ class Scheduler(_Lender):
         preflight.check_allocatable(graph)
         preflight.check_placeable(graph)
         self._check_size(graph, "scheduler reserve")
+        graph.sources_as_built = None  # ggml rewires the sources (ggml_backend_sched_split_graph)
         if not lib.ggml_backend_sched_reserve(self.ptr, graph.ptr):
             raise GGMLError("scheduler: reserving the graph failed")
+        self._plan_made(graph)
 
     def reset(self):
         lib.ggml_backend_sched_reset(self.ptr)
@@ -381,15 +399,26 @@ class Scheduler(_Lender):
         self._check_size(graph, "scheduler alloc_graph")
         graph.index_inputs = preflight.index_inputs(graph)  # before the scheduler rewires the sources
         lib.ggml_backend_sched_reset(self.ptr)  # ggml asserts the scheduler is not allocated already
+        if self._needs_plan(graph):
+            self._pin(graph, pin)
+            graph.sources_as_built = None
+            ok = lib.ggml_backend_sched_reserve(self.ptr, graph.ptr)  # resets the scheduler when done
+            self.restore(graph)
+            if not ok:
+                raise GGMLError("scheduler: planning the graph's memory failed")
+            self._plan_made(graph)
+        self._pin(graph, pin)
+        graph.sources_as_built = None  # ggml rewires the sources now, whether it succeeds or not
+        if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
+            raise GGMLError("scheduler: allocating the graph failed")
+        self._after_alloc(graph, fresh)
+
+    def _pin(self, graph: Graph, pin: Backend | None):
         if pin is not None:  # views stay with what they view (ggml places them so)
             for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
                 node = lib.ggml_graph_node(graph.ptr, i)
                 if node.view_src == ffi.NULL:
                     lib.ggml_backend_sched_set_tensor_backend(self.ptr, node, pin.ptr)
-        graph.sources_as_built = None  # ggml rewires the sources now, whether it succeeds or not
-        if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
-            raise GGMLError("scheduler: allocating the graph failed")
-        self._after_alloc(graph, fresh)
 
     def compute(self, graph: Graph):
         if not isinstance(graph, Graph):

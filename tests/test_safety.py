@@ -394,3 +394,61 @@ def test_a_graph_expanded_after_it_ran_runs_again():
         print("ok")
     """)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
+
+
+# --- one allocator, several graphs --------------------------------------------------------------------
+def _same_size_graphs():
+    """Two graphs of three nodes each whose memory plans differ (in-place reuse)."""
+    out = []
+    for first, second in (("sqr", "add"), ("cos", "mul")):
+        ctx = gg.Context()
+        x = ctx.tensor("f32", (4, 8), "x", input=True)
+        y = ctx.tensor("f32", (4, 8), "y", input=True)
+        h = getattr(ctx, first)(x)
+        h = ctx.add(h, y) if second == "add" else ctx.mul(h, x)
+        h = ctx.add(h, y)
+        out.append((gg.Graph(ctx).build_forward_expand(h), x, y, h))
+    return out
+
+
+def test_a_runner_plans_memory_again_for_another_graph_of_the_same_size():
+    # ggml_gallocr_needs_realloc reused the first graph's plan: the second computed wrong values
+    rng = np.random.default_rng(0)
+    X, Y = rng.uniform(-1, 1, (2, 4, 8)).astype(np.float32)
+    (g1, x1, y1, h1), (g2, x2, y2, h2) = _same_size_graphs()
+    runner = gg.Runner("cpu")
+    runner.run(g1, {x1: X, y1: Y}, [h1])
+    [got] = runner.run(g2, {x2: X, y2: Y}, [h2])
+    np.testing.assert_allclose(got, np.cos(X) * X + Y, rtol=1e-6, atol=1e-6)
+    [again] = runner.run(g1, {x1: X, y1: Y}, [h1])  # and back
+    np.testing.assert_allclose(again, X * X + Y + Y, rtol=1e-6, atol=1e-6)
+
+
+def test_a_gallocr_plans_memory_again_for_another_graph_of_the_same_size():
+    rng = np.random.default_rng(1)
+    X, Y = rng.uniform(-1, 1, (2, 4, 8)).astype(np.float32)
+    (g1, x1, y1, h1), (g2, x2, y2, h2) = _same_size_graphs()
+    cpu = gg.cpu_backend(1)
+    galloc = gg.Gallocr(cpu.buffer_type)
+    for g, x, y in ((g1, x1, y1), (g2, x2, y2)):
+        galloc.alloc_graph(g)
+        x.set(X)
+        y.set(Y)
+        cpu.compute(g)
+    np.testing.assert_allclose(h2.numpy(), np.cos(X) * X + Y, rtol=1e-6, atol=1e-6)
+
+
+def test_a_device_runner_computes_on_its_device():
+    # ggml's scheduler ran a node fed only by inputs on the CPU: Runner("vulkan0") did not use Vulkan
+    from pyggml.testing.check import available_backends
+    devices = [b for b in available_backends() if b != "cpu"]
+    if not devices:
+        pytest.skip("no device besides the CPU")
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (4, 8), "a", input=True)
+    out = ctx.add(a, a)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    runner = gg.Runner(devices[0])
+    [y] = runner.run(graph, {a: np.ones((4, 8), np.float32)}, [out])
+    assert runner.sched.tensor_backend(out).lower() == devices[0]
+    np.testing.assert_array_equal(y, np.full((4, 8), 2.0, np.float32))
