@@ -88,6 +88,10 @@ def soft_max_ext_back(ctx, a: Tensor, b: Tensor, scale: float = 1.0, max_bias: f
     scale = _finite("soft_max_ext_back", "scale", scale)  # a non-finite scale is a NaN gradient
     max_bias = _finite("soft_max_ext_back", "max_bias", max_bias, 0.0)
     _same_shape("soft_max_ext_back", "a (gradient) and b (softmax output)", a, b)  # the kernels assert it
+    # ggml's allocator may compute this op in place in any source of its layout, b included, but the
+    # CPU kernel copies a into the result before it multiplies by b: in b's memory that reads a for b.
+    # An output is never reused, so b keeps its own memory
+    b.set_output()
     return _call("soft_max_ext_back", ctx, {"a": a, "b": b}, scale, max_bias)
 
 

@@ -19,6 +19,13 @@ def _out(x, like) -> np.ndarray:
     return _lead(np.asarray(x).reshape(np.asarray(like).shape).astype(np.float32))
 
 
+def _shape_of(op, x) -> np.ndarray:
+    """An argument read only for its shape (a tensor the graph does not compute or fill)."""
+    if x is None:
+        raise ValueError(f"{op} oracle: needs an array of the shape argument's shape")
+    return np.asarray(x)
+
+
 def silu_back(a, b):
     """a * silu'(b): silu(x) = x*s(x), silu'(x) = s(x) * (1 + x*(1 - s(x)))."""
     x = _f64(b)
@@ -37,7 +44,7 @@ def rms_norm_back(a, b, eps=1e-6):
 
 def repeat_back(a, b):
     """a summed over the tiles that repeat(b, a) made: every dim of a is whole copies of b's."""
-    a4, b4 = _as4(_f64(a)), _as4(np.asarray(b))
+    a4, b4 = _as4(_f64(a)), _as4(_shape_of("repeat_back", b))
     split = []
     for na, nb in zip(a4.shape, b4.shape):
         split += [na // nb, nb]
@@ -46,7 +53,7 @@ def repeat_back(a, b):
 
 def get_rows_back(a, b, c):
     """Rows of a added into zeros of c's shape at rows b (repeated indices accumulate)."""
-    out = np.zeros(np.asarray(c).shape[-2:], dtype=np.float64)
+    out = np.zeros(_shape_of("get_rows_back", c).shape[-2:], dtype=np.float64)
     np.add.at(out, np.asarray(b).ravel().astype(np.int64), _f64(a).reshape(-1, out.shape[-1]))
     return _lead(out.astype(np.float32))
 
