@@ -42,7 +42,7 @@ from pyggml.testing.check import Record
 GRAD_BOUND = 1e-3
 STEP = 1e-2  # the larger finite-difference step (the smaller is STEP/2), scaled by max(1, |x|)
 
-GRAD_REGISTRY: dict[str, "GradCase"] = {}
+GRAD_REGISTRY: dict[str, GradCase] = {}
 
 
 class GradCase:
@@ -162,7 +162,7 @@ def run_grad_case(case: GradCase, runner: Runner, backend: str) -> Record:
         actual = case.execute(runner)
     except Unsupported as e:
         return Record(case.name, backend, "unsupported", message=f"not supported: {e}")
-    except Exception as e:  # a failing case must not stop the run
+    except Exception as e:  # noqa: BLE001 - a failing case must not stop the run
         return Record(case.name, backend, "error", message=f"{type(e).__name__}: {e}",
                       seconds=time.perf_counter() - start)
     err = grad_error(actual, case.expected())
@@ -182,7 +182,7 @@ def run_grad(backends: list[str], pattern: str | None = None, progress=None) -> 
         try:
             Runner(name)
             usable.append(name)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - reported as a record
             records.append(Record("*", name, "error", message=f"backend unavailable: {e}"))
     for case in select(pattern):
         for name in usable:
