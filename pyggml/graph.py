@@ -93,3 +93,44 @@ class Graph:
     def inputs(self) -> list[Tensor]:
         """Every tensor of the graph (node or leaf) flagged as an input."""
         return [t for t in self.leafs() + self.nodes if t.is_input]
+
+    # --- gradients ---------------------------------------------------------------------------------
+    @classmethod
+    def with_grads(cls, ctx, size: int = lib.GGML_DEFAULT_GRAPH_SIZE) -> "Graph":
+        """A graph that can hold gradients (ggml_new_graph_custom(ctx, size, true)), for
+        build_backward_expand."""
+        instance("Graph: ctx", ctx, Context)
+        size = integer("Graph: size", size, 1, MAX_GRAPH_SIZE)
+        need = lib.ggml_graph_overhead_custom(size, True)
+        if ctx.mem_size - ctx.used_mem < need:
+            raise MemoryError(f"context is full: a graph of size {size} with gradients needs {need} bytes, "
+                              f"{ctx.mem_size - ctx.used_mem} left (create the Context with a larger mem_size)")
+        ptr = lib.pyggml_guarded_ggml_new_graph_custom(ctx.ptr, size, True)
+        if ptr == ffi.NULL:
+            raise guard_error("Graph") or MemoryError(f"Graph: no room for a graph of size {size}")
+        g = cls.__new__(cls)
+        g.ctx, g.size, g.ptr = ctx, size, ptr
+        g.broken = g.allocation = g.index_inputs = g.sources_as_built = None
+        return g
+
+    def build_backward_expand(self) -> "Graph":
+        """Add the backward pass (ggml_build_backward_expand): the gradient of the loss (a scalar
+        flagged with ggml_set_loss) with respect to every tensor flagged with ggml_set_param. The
+        loss's gradient is a leaf to fill with 1 (see `grad_acc`)."""
+        if lib.pyggml_guarded_ggml_build_backward_expand(self.ctx.ptr, self.ptr, ffi.NULL):
+            err = guard_error("build_backward_expand")
+            self.broken = f"the backward expand failed half-way ({err})"
+            raise err
+        return self
+
+    def grad(self, t: Tensor) -> Tensor | None:
+        """The gradient of the loss with respect to t in this graph (ggml_graph_get_grad), or None."""
+        instance("Graph.grad: t", t, Tensor)
+        p = lib.pyggml_guarded_ggml_graph_get_grad(self.ptr, t.ptr)
+        return Tensor(p, self.ctx) if p != ffi.NULL else None
+
+    def grad_acc(self, t: Tensor) -> Tensor | None:
+        """t's gradient accumulator (ggml_graph_get_grad_acc): for the loss, the leaf its gradient starts from."""
+        instance("Graph.grad_acc: t", t, Tensor)
+        p = lib.pyggml_guarded_ggml_graph_get_grad_acc(self.ptr, t.ptr)
+        return Tensor(p, self.ctx) if p != ffi.NULL else None

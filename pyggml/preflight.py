@@ -268,7 +268,74 @@ _CPU_RULES.update({  # recurrent
                       else 16 if lib.ggml_cpu_has_neon() or lib.ggml_cpu_has_wasm_simd() else 64]
          if p.src[2].ne[0] % step), None),
 })
+def _f32_rows(*srcs, rows=_packed_rows, types=(_F32,)):
+    """A rule: the sources at these indices have one of `types` and rows as `rows` wants."""
+    def rule(p):
+        for i in srcs:
+            s = p.src[i]
+            if s.type not in types:
+                return (f"the CPU kernel takes {'/'.join(_tname(t) for t in types)} src{i}, "
+                        f"got {_tname(s.type)}")
+            if not rows(s):
+                return f"the CPU kernel needs src{i} {'contiguous' if rows is _contiguous else 'with contiguous rows'}"
+        return None
+    return rule
+
+
+def _silu_back(p):
+    if p.src[1].type != p.src[0].type:  # the F16 kernel reads both as F16
+        return f"the CPU kernel takes x of the gradient's type, got {_tname(p.src[0].type)} and {_tname(p.src[1].type)}"
+    return _f32_rows(0, 1, rows=_padded_1d, types=(_F32, _F16))(p)
+
+
+def _get_rows_back(p):
+    why = _f32_rows(0, types=(_F32, _F16))(p) or _f32_rows(1, rows=_contiguous, types=(_I32,))(p)
+    if why:
+        return why
+    # the kernel asserts every index is a row of the result; pyggml's per-run index check (_index_inputs)
+    # does not know this op, so the values the index holds now are checked here
+    v = _read(p.src[1])
+    if v is not None and v.size and (int(v.min()) < 0 or int(v.max()) >= p.ne[1]):
+        return f"index holds {int(v.min())}..{int(v.max())}, outside the {p.ne[1]} rows of the result"
+    return None
+
+
+def _soft_max_back(p):
+    if ffi.cast("float *", p.op_params)[1] != 0:
+        return "the CPU kernel has no ALiBi (max_bias must be 0)"
+    return _f32_rows(0, 1, rows=_contiguous)(p)
+
+
+def _opt_step(*others):
+    """opt_step_*: the kernel reads every tensor at the parameter's byte offsets."""
+    def rule(p):
+        a = p.src[0]
+        why = _f32_rows(0, *others)(p)
+        if why:
+            return why
+        for i in others:
+            if tuple(p.src[i].nb) != tuple(a.nb):
+                return f"the CPU kernel reads src{i} with the parameter's strides {tuple(a.nb)}, got {tuple(p.src[i].nb)}"
+        params = p.src[1 + len(others)]
+        if not _contiguous(params):
+            return "the CPU kernel reads the optimizer parameters as a contiguous F32 vector"
+        return None
+    return rule
+
+
 _CPU_RULES.update({  # backward ops, training
+    Op.SILU_BACK: _silu_back,
+    Op.RMS_NORM_BACK: _f32_rows(0, 1),
+    Op.REPEAT_BACK: _f32_rows(0),
+    Op.GET_ROWS_BACK: _get_rows_back,
+    Op.SOFT_MAX_BACK: _soft_max_back,
+    Op.ROPE_BACK: _rope,
+    Op.IM2COL_BACK: lambda p: _f32_rows(0, rows=_contiguous)(p) or _f32_rows(1, rows=lambda s: True, types=(_F32, _F16))(p),
+    Op.POOL_2D_BACK: _f32_rows(0, 1, rows=_contiguous),
+    Op.CROSS_ENTROPY_LOSS: _f32_rows(0, 1, rows=_padded_1d),
+    Op.CROSS_ENTROPY_LOSS_BACK: _f32_rows(0, 1, 2, rows=_contiguous),
+    Op.OPT_STEP_ADAMW: _opt_step(1, 2, 3),
+    Op.OPT_STEP_SGD: _opt_step(1),
 })
 _CPU_RULES.update({  # movement
 })

@@ -1,7 +1,213 @@
-"""Losses and optimizer steps."""
+"""Backward ops of every family (`<forward>_back`), losses and optimizer steps.
+
+ggml.c checks little for most backward ops: it sizes the result from one argument and leaves the
+kernels to read the others by that size, so shapes the kernels rely on are checked here.
+"""
 
 from __future__ import annotations
 
-from pyggml.ops._common import exported
+import math
+
+from pyggml._args import integer
+from pyggml._native import ffi, lib
+from pyggml.ops._common import (
+    _ARG_ERRORS,
+    _NULL,
+    _bad_arguments,
+    _guarded,
+    _result,
+    _scalar,
+    exported,
+)
+from pyggml.tensor import Tensor
+
+
+def _tensors(op: str, ctx, **tensors) -> None:
+    """TypeError naming the first argument that is not a Tensor (or a ctx that is not a Context)."""
+    from pyggml.context import Context
+    if not isinstance(ctx, Context) or not all(isinstance(t, Tensor) for t in tensors.values()):
+        raise _bad_arguments(op, TypeError("bad argument"), ctx, **tensors)
+
+
+def _same_shape(op: str, what: str, x: Tensor, y: Tensor) -> None:
+    if x.ne != y.ne:
+        raise ValueError(f"{op}: {what} must have the same shape, got {list(x.ne)} and {list(y.ne)}")
+
+
+def _call(op: str, ctx, tensors: dict, *scalars) -> Tensor:
+    """ggml_<op>(ctx, *tensors, *scalars) through its guard; None tensors pass as NULL."""
+    try:
+        r = _guarded(op)(ctx.ptr, *(_NULL if t is None else t.ptr for t in tensors.values()), *scalars)
+    except _ARG_ERRORS as e:
+        raise _bad_arguments(op, e, ctx, **{k: t for k, t in tensors.items() if t is not None}) from None
+    return _result(ctx, r, op, *(t for t in tensors.values() if t is not None))
+
+
+def _finite(op: str, name: str, value, lo: float | None = None) -> float:
+    v = _scalar(op, name, value)
+    if not math.isfinite(v) or (lo is not None and v < lo):
+        raise ValueError(f"{op}: {name} must be finite{'' if lo is None else f' and >= {lo}'}, got {v}")
+    return v
+
+
+# --- backward of element-wise, norm and movement ops ----------------------------------------------------
+def silu_back(ctx, a: Tensor, b: Tensor):
+    """Gradient of silu: a = gradient of silu's output, b = silu's input x; a * silu'(x)."""
+    _tensors("silu_back", ctx, a=a, b=b)
+    _same_shape("silu_back", "a (gradient) and b (x)", a, b)  # the kernel walks b's rows in a
+    return _call("silu_back", ctx, {"a": a, "b": b})
+
+
+def rms_norm_back(ctx, a: Tensor, b: Tensor, eps: float = 1e-6):
+    """Gradient of rms_norm(b, eps): a = gradient of rms_norm's output, b = its input x."""
+    _tensors("rms_norm_back", ctx, a=a, b=b)
+    eps = _finite("rms_norm_back", "eps", eps, 0.0)  # as rms_norm: a negative or NaN eps is a silent NaN
+    _same_shape("rms_norm_back", "a (gradient) and b (x)", a, b)  # ggml.c does not check, the kernel asserts
+    return _call("rms_norm_back", ctx, {"a": a, "b": b}, eps)
+
+
+def repeat_back(ctx, a: Tensor, b: Tensor):
+    """Gradient of repeat: a (of a repeat's shape) summed over the repeats into b's shape."""
+    _tensors("repeat_back", ctx, a=a, b=b)
+    return _call("repeat_back", ctx, {"a": a, "b": b})
+
+
+def get_rows_back(ctx, a: Tensor, b: Tensor, c: Tensor):
+    """Gradient of get_rows(c, b): a [ne0, n] = gradient of its output, b I32 [n] the row indices,
+    c the matrix get_rows read (only its shape); F32 result of c's shape, a's rows added at rows b."""
+    _tensors("get_rows_back", ctx, a=a, b=b, c=c)
+    if b.ne[0] != a.ne[1]:  # the kernel reads a row of a for every index
+        raise ValueError(f"get_rows_back: b must hold one index per row of a ({a.ne[1]}), got {b.ne[0]}")
+    return _call("get_rows_back", ctx, {"a": a, "b": b, "c": c})
+
+
+def soft_max_ext_back(ctx, a: Tensor, b: Tensor, scale: float = 1.0, max_bias: float = 0.0):
+    """Gradient of soft_max_ext(x, mask, scale, max_bias) with respect to x: a = gradient of its
+    output, b = its output y; scale * y * (a - dot(y, a)) per row."""
+    _tensors("soft_max_ext_back", ctx, a=a, b=b)
+    scale = _finite("soft_max_ext_back", "scale", scale)  # a non-finite scale is a NaN gradient
+    max_bias = _finite("soft_max_ext_back", "max_bias", max_bias, 0.0)
+    _same_shape("soft_max_ext_back", "a (gradient) and b (softmax output)", a, b)  # the kernels assert it
+    # ggml's allocator may compute this op in place in any source of its layout, b included, but the
+    # CPU kernel copies a into the result before it multiplies by b: in b's memory that reads a for b.
+    # An output is never reused, so b keeps its own memory
+    b.set_output()
+    return _call("soft_max_ext_back", ctx, {"a": a, "b": b}, scale, max_bias)
+
+
+_ROPE_MODES = (lib.GGML_ROPE_TYPE_NORMAL, lib.GGML_ROPE_TYPE_NEOX)
+
+
+def rope_ext_back(ctx, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int = 0,
+                  mode: int = 0, n_ctx_orig: int = 0, freq_base: float = 10000.0, freq_scale: float = 1.0,
+                  ext_factor: float = 0.0, attn_factor: float = 1.0, beta_fast: float = 32.0,
+                  beta_slow: float = 1.0):
+    """Gradient of rope_ext with the same arguments: a = gradient of its output (the inverse rotation)."""
+    _tensors("rope_ext_back", ctx, a=a, pos=pos, **({} if freq_factors is None else {"freq_factors": freq_factors}))
+    # as rope_ext: multi-section modes need sections this call cannot pass
+    if mode not in _ROPE_MODES:
+        raise ValueError(f"rope_ext_back: mode must be 0 (normal) or 2 (neox), got {mode}")
+    n_dims = integer("rope_ext_back: n_dims", n_dims)
+    if not (0 < n_dims and n_dims % 2 == 0):
+        raise ValueError(f"rope_ext_back: n_dims ({n_dims}) must be even and positive")
+    n_ctx_orig = integer("rope_ext_back: n_ctx_orig", n_ctx_orig)
+    floats = [_scalar("rope_ext_back", n, v) for n, v in (
+        ("freq_base", freq_base), ("freq_scale", freq_scale), ("ext_factor", ext_factor),
+        ("attn_factor", attn_factor), ("beta_fast", beta_fast), ("beta_slow", beta_slow))]
+    return _call("rope_ext_back", ctx, {"a": a, "pos": pos, "freq_factors": freq_factors},
+                 n_dims, mode, n_ctx_orig, *floats)
+
+
+def _conv_out(n: int, k: int, s: int, p: int, d: int) -> int:
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def im2col_back(ctx, a: Tensor, b: Tensor, ne, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int,
+                is_2D: bool = True):
+    """Gradient of im2col(b, x, s0, s1, p0, p1, d0, d1, is_2D) with respect to x (of shape `ne`).
+
+    a = gradient of im2col's output: [IC*KH*KW, OW, OH, N] (2D) or [IC*KW, OW, N] (1D); b = the
+    kernel, only its shape read (KW = ne0, KH = ne1). ggml.h's comment names a the kernel and b the
+    gradient; ggml's own backward pass and the CPU kernel use them as here."""
+    _tensors("im2col_back", ctx, a=a, b=b)
+    if isinstance(is_2D, bool) is False:
+        raise TypeError(f"im2col_back: is_2D must be a bool, got {type(is_2D).__name__}")
+    if not isinstance(ne, (list, tuple)) or not 1 <= len(ne) <= 4:
+        raise TypeError(f"im2col_back: ne must be a list of 1 to 4 integers, got {ne!r}")
+    shape = [integer("im2col_back: ne", n) for n in ne] + [1] * (4 - len(ne))
+    if min(shape) <= 0:
+        raise ValueError(f"im2col_back: ne must be positive, got {shape}")
+    s0, s1, p0, p1, d0, d1 = (integer(f"im2col_back: {n}", v, -2**31, 2**31 - 1) for n, v in
+                              (("s0", s0), ("s1", s1), ("p0", p0), ("p1", p1), ("d0", d0), ("d1", d1)))
+    # ggml.c checks none of this; the kernel divides by the strides and reads a by the sizes below
+    if min(s0, d0) <= 0 or p0 < 0 or (is_2D and (min(s1, d1) <= 0 or p1 < 0)):
+        raise ValueError(f"im2col_back: strides and dilations must be positive and paddings >= 0, got "
+                         f"s=({s0}, {s1}) p=({p0}, {p1}) d=({d0}, {d1})")
+    iw, ih, ic, n = shape if is_2D else (shape[0], 1, shape[1], shape[2])
+    if not is_2D and shape[3] != 1:
+        raise ValueError(f"im2col_back: a 1D input has 3 dims [IW, IC, N], got ne {shape}")
+    kw, kh = b.ne[0], (b.ne[1] if is_2D else 1)
+    ow = _conv_out(iw, kw, s0, p0, d0)
+    oh = _conv_out(ih, kh, s1, p1, d1) if is_2D else 1
+    want = [ic * kh * kw, ow, oh, n] if is_2D else [ic * kw, ow, n, 1]
+    if min(ow, oh) <= 0 or list(a.ne) != want:
+        raise ValueError(f"im2col_back: a must be the gradient of im2col's output for input {shape} and kernel "
+                         f"{list(b.ne)}: shape {want}, got {list(a.ne)}")
+    return _call("im2col_back", ctx, {"a": a, "b": b}, ffi.new("int64_t[4]", shape), s0, s1, p0, p1, d0, d1, is_2D)
+
+
+_POOL_OPS = (lib.GGML_OP_POOL_MAX, lib.GGML_OP_POOL_AVG)
+
+
+def pool_2d_back(ctx, a: Tensor, af: Tensor, op: int, k0: int, k1: int, s0: int, s1: int,
+                 p0: float = 0.0, p1: float = 0.0):
+    """Gradient of pool_2d(af, op, k0, k1, s0, s1, p0, p1) with respect to af: a = gradient of its output.
+    op: GGML_OP_POOL_MAX (0) or GGML_OP_POOL_AVG (1). F32 result of af's shape."""
+    _tensors("pool_2d_back", ctx, a=a, af=af)
+    op = integer("pool_2d_back: op", op)
+    if op not in _POOL_OPS:  # the kernel computes MAX or AVG only (and aborts on COUNT)
+        raise ValueError(f"pool_2d_back: op must be {lib.GGML_OP_POOL_MAX} (max) or {lib.GGML_OP_POOL_AVG} (avg), got {op}")
+    k0, k1, s0, s1 = (integer(f"pool_2d_back: {n}", v, 1, 2**31 - 1) for n, v in
+                      (("k0", k0), ("k1", k1), ("s0", s0), ("s1", s1)))
+    p = [_finite("pool_2d_back", n, v, 0.0) for n, v in (("p0", p0), ("p1", p1))]
+    if any(x != int(x) or x >= 2**31 for x in p):  # ggml stores the paddings as int32
+        raise ValueError(f"pool_2d_back: p0 and p1 must be whole numbers (ggml stores them as integers), got {p}")
+    # ggml.c does not relate a to af; the kernel reads a as one plane of pool_2d's output per plane of af
+    want = [int((af.ne[0] + 2 * p[0] - k0) / s0) + 1, int((af.ne[1] + 2 * p[1] - k1) / s1) + 1, af.ne[2], af.ne[3]]
+    if min(want) <= 0 or list(a.ne) != want:
+        raise ValueError(f"pool_2d_back: a must have the shape of pool_2d's output for af {list(af.ne)}: "
+                         f"{want}, got {list(a.ne)}")
+    return _call("pool_2d_back", ctx, {"a": a, "af": af}, op, k0, k1, s0, s1, p[0], p[1])
+
+
+# --- losses ---------------------------------------------------------------------------------------------
+def cross_entropy_loss(ctx, a: Tensor, b: Tensor):
+    """Mean over rows of -sum(b * log_softmax(a)) along ne0: a logits, b labels (target distributions)."""
+    _tensors("cross_entropy_loss", ctx, a=a, b=b)
+    return _call("cross_entropy_loss", ctx, {"a": a, "b": b})
+
+
+def cross_entropy_loss_back(ctx, a: Tensor, b: Tensor, c: Tensor):
+    """Gradient of cross_entropy_loss(b, c) with respect to the logits b: a = the loss's gradient (a scalar)."""
+    _tensors("cross_entropy_loss_back", ctx, a=a, b=b, c=c)
+    return _call("cross_entropy_loss_back", ctx, {"a": a, "b": b, "c": c})
+
+
+# --- optimizer steps ------------------------------------------------------------------------------------
+def opt_step_adamw(ctx, a: Tensor, grad: Tensor, m: Tensor, v: Tensor, adamw_params: Tensor):
+    """One AdamW step on the parameter a (flagged with ggml_set_param), in place: the result is a view of
+    a, which holds the updated values after compute (m and v are updated in place too).
+    adamw_params: F32 [alpha, beta1, beta2, eps, wd, beta1h, beta2h] with beta1h = 1/(1 - beta1^t),
+    beta2h = 1/(1 - beta2^t) at step t."""
+    _tensors("opt_step_adamw", ctx, a=a, grad=grad, m=m, v=v, adamw_params=adamw_params)
+    return _call("opt_step_adamw", ctx, {"a": a, "grad": grad, "m": m, "v": v, "adamw_params": adamw_params})
+
+
+def opt_step_sgd(ctx, a: Tensor, grad: Tensor, sgd_params: Tensor):
+    """One SGD step with weight decay on the parameter a (flagged with ggml_set_param), in place:
+    a = a * (1 - alpha * wd) - alpha * grad, sgd_params F32 [alpha, wd]; the result is a view of a."""
+    _tensors("opt_step_sgd", ctx, a=a, grad=grad, sgd_params=sgd_params)
+    return _call("opt_step_sgd", ctx, {"a": a, "grad": grad, "sgd_params": sgd_params})
+
 
 __all__ = exported(globals())
