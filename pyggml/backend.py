@@ -145,6 +145,10 @@ class Backend:
         return buf
 
     @property
+    def is_vulkan(self) -> bool:
+        return _is_vulkan(self.ptr)
+
+    @property
     def runs_on_cpu(self) -> bool:
         """A CPU device computes (some of) this backend's nodes: the CPU kernels' rules apply."""
         return self.is_cpu
@@ -156,7 +160,7 @@ class Backend:
         per graph and node count, not at every compute of a reused graph."""
         if not isinstance(graph, Graph):
             raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
-        preflight.check(graph, on_cpu=self.runs_on_cpu, key=id(self), backend=self)
+        preflight.check(graph, on_cpu=self.runs_on_cpu, key=id(self), backend=self, on_vulkan=self.is_vulkan)
         _check_status(lib.ggml_backend_graph_compute(self.ptr, graph.ptr), lambda: f"{self.name} graph compute")
 
     def synchronize(self):
@@ -165,6 +169,10 @@ class Backend:
     def __repr__(self):
         threads = f", {self.n_threads} threads" if self.n_threads else ""
         return f"<Backend {self.name}{threads}>"
+
+
+def _is_vulkan(backend_ptr) -> bool:
+    return cstr(lib.ggml_backend_name(backend_ptr)).startswith("Vulkan")
 
 
 def backend(name: str = "cpu", n_threads: int | None = None) -> Backend:
@@ -429,8 +437,12 @@ class Scheduler(_Lender):
         # with one backend every node stays on it; with several, where ggml puts each node can change
         # with each allocation, and the CPU kernels' rules with it
         version = None if len(self.backends) == 1 else self.generation
-        preflight.check(graph, on_cpu=self._on_cpu, key=(("sched", id(self)), version))
+        preflight.check(graph, on_cpu=self._on_cpu, key=(("sched", id(self)), version), on_vulkan=self._on_vulkan)
         _check_status(lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr), "scheduler graph compute")
+
+    def _on_vulkan(self, p) -> bool:
+        b = lib.ggml_backend_sched_get_tensor_backend(self.ptr, p)
+        return b != ffi.NULL and _is_vulkan(b)
 
     def _on_cpu(self, p) -> bool:
         b = lib.ggml_backend_sched_get_tensor_backend(self.ptr, p)

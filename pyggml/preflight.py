@@ -418,6 +418,33 @@ def _memory(nodes):
                 raise GraphError(f"compute: {_name(p)}: a tensor it uses has no memory; allocate the graph first")
 
 
+# Vulkan binds a tensor at an offset aligned to the device's minStorageBufferOffsetAlignment; only
+# the shaders of these ops take the rest as a push constant (ggml-vulkan: init_pushconst_tensor_offsets
+# specializations, allow_misalign). Any other op on a misaligned view asserts in ggml_vk_tensor_subbuffer
+# or init_pushconst_tensor_offsets, which ends the process.
+_VK_MISALIGN_OK = {int(o) for o in (
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.ADD1, Op.GET_ROWS, Op.GET_ROWS_BACK, Op.SET_ROWS, Op.RMS_NORM,
+    Op.UNARY, Op.GLU, Op.SCALE, Op.SQR, Op.SQRT, Op.SIN, Op.COS, Op.LOG, Op.TRI, Op.DIAG, Op.CLAMP, Op.PAD,
+    Op.PAD_REFLECT_1D, Op.ROLL, Op.REPEAT, Op.REPEAT_BACK, Op.CPY, Op.DUP, Op.CONT, Op.NORM, Op.L2_NORM,
+    Op.LEAKY_RELU, Op.SUM, Op.SUM_ROWS, Op.MEAN, Op.CUMSUM, Op.CONCAT, Op.UPSCALE, Op.ROPE, Op.IM2COL_3D)}
+
+
+def _vulkan_aligned(nodes, on_vulkan):
+    for p in nodes:
+        if p.op in _VIEW_OPS or p.op in _VK_MISALIGN_OK or not on_vulkan(p):
+            continue
+        for t in (p, *p.src):
+            if t == _NULL or t.buffer == _NULL or t.data == _NULL:
+                continue
+            align = lib.ggml_backend_buffer_get_alignment(t.buffer)
+            offset = int(ffi.cast("uintptr_t", t.data)) - int(ffi.cast("uintptr_t", lib.ggml_backend_buffer_get_base(t.buffer)))
+            if align > 1 and offset % align:
+                name = ffi.string(t.name).decode("utf-8", "replace") or "(unnamed)"
+                raise Unsupported(f"compute: {_name(p)}: Vulkan computes {Op(p.op).name} only from tensors at offsets "
+                                 f"aligned to {align} bytes, and {name} is {offset % align} bytes past one "
+                                 "(a view: make it contiguous with cont first)")
+
+
 def index_inputs(graph) -> list:
     """(index tensor, rows it addresses, op) of get_rows/set_rows whose index the graph does not compute.
     A scheduler rewires the nodes to its own copies of the inputs (filled only during compute),
@@ -496,13 +523,16 @@ def _nodes(graph) -> list:
     return [lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)]
 
 
-def check(graph, *, on_cpu, key, backend=None):
+def check(graph, *, on_cpu, key, backend=None, on_vulkan=False):
     """Raise GraphError unless `graph` can be computed now. on_cpu(node): a CPU device computes
     that node (True/False for all). `key` names the compute path (a backend, a scheduler):
     the structural check is cached per key and node count. `backend`: the one backend that
-    computes every node (Backend.compute), whose supports_op is asked with the structure."""
+    computes every node (Backend.compute), whose supports_op is asked with the structure.
+    on_vulkan(node): a Vulkan device computes that node (its tensors' alignment is checked)."""
     if on_cpu is True or on_cpu is False:
         on_cpu = _ALWAYS if on_cpu else _NEVER
+    if on_vulkan is True or on_vulkan is False:
+        on_vulkan = _ALWAYS if on_vulkan else _NEVER
     st = _state(graph)
     n = graph.n_nodes
     nodes = None
@@ -522,7 +552,9 @@ def check(graph, *, on_cpu, key, backend=None):
         raise GraphError("compute: the graph's memory was since given to another graph by the same allocator; "
                          "allocate this graph again")
     if st.memory != (alloc, n):
-        _memory(nodes if nodes is not None else _nodes(graph))
+        nodes = nodes if nodes is not None else _nodes(graph)
+        _memory(nodes)
+        _vulkan_aligned(nodes, on_vulkan)
         st.memory = (alloc, n)
     recorded = graph.index_inputs
     _index_values(recorded if recorded is not None else st.index_inputs)
