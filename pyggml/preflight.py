@@ -446,7 +446,8 @@ def _vulkan_aligned(nodes, on_vulkan):
 
 
 def index_inputs(graph) -> list:
-    """(index tensor, rows it addresses, op) of get_rows/set_rows whose index the graph does not compute.
+    """(index tensor, rows it addresses, op) of the index-reading ops (get_rows, set_rows, get_rows_back,
+    ssm_scan's ids) whose index the graph does not compute.
     A scheduler rewires the nodes to its own copies of the inputs (filled only during compute),
     so it records this list before it allocates the graph (graph.index_inputs)."""
     return _index_inputs(_nodes(graph))
@@ -460,6 +461,10 @@ def _index_inputs(nodes) -> list:
             index, n_rows, what = p.src[1], p.src[0].ne[1], "get_rows"
         elif p.op == Op.SET_ROWS:
             index, n_rows, what = p.src[1], p.src[2].ne[1], "set_rows"
+        elif p.op == Op.GET_ROWS_BACK:  # rows of the result
+            index, n_rows, what = p.src[1], p.ne[1], "get_rows_back"
+        elif p.op == Op.SSM_SCAN:  # ids: the row of the state each sequence starts from
+            index, n_rows, what = p.src[6], p.src[0].ne[3], "ssm_scan"
         else:
             continue
         root = index
@@ -471,7 +476,8 @@ def _index_inputs(nodes) -> list:
 
 
 def _index_values(index_inputs):
-    """get_rows / set_rows abort inside ggml on an index outside the rows they address."""
+    """An index outside the rows it addresses aborts inside ggml (get_rows, set_rows) or reads
+    memory that is not the tensor's (get_rows_back, ssm_scan)."""
     for index, n_rows, what in index_inputs:
         v = _read(index)
         if v is None or not v.size:

@@ -484,3 +484,28 @@ def test_vulkan_refuses_misaligned_views_it_would_abort_on(op):
     [y] = gg.Runner(device).run(gg.Graph(ctx2).build_forward_expand(out2), {a2: values}, [out2])
     rows = values[1:33].reshape(4, 8)
     np.testing.assert_allclose(y, np.exp(rows) / np.exp(rows).sum(-1, keepdims=True), rtol=1e-5)
+
+
+def test_index_values_of_ssm_scan_and_get_rows_back_are_checked_before_compute():
+    ctx = gg.Context()
+    s = ctx.tensor("f32", (2, 2, 3, 4), "s", input=True)       # 2 state rows
+    x = ctx.tensor("f32", (1, 2, 2, 3), "x", input=True)
+    dt = ctx.tensor("f32", (1, 2, 2), "dt", input=True)
+    A = ctx.tensor("f32", (2, 1), "A", input=True)
+    B = ctx.tensor("f32", (1, 2, 1, 4), "B", input=True)
+    C = ctx.tensor("f32", (1, 2, 1, 4), "C", input=True)
+    ids = ctx.tensor("i32", (1,), "ids", input=True)
+    out = ctx.ssm_scan(s, x, dt, A, B, C, ids)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    feed = {t: np.zeros(t.shape, np.float32) for t in (s, x, dt, A, B, C)}
+    with pytest.raises(gg.GraphError, match="ssm_scan: index ids holds 2..2"):
+        gg.Runner("cpu").run(graph, {**feed, ids: np.array([2], np.int32)}, [out])
+    ctx = gg.Context()
+    grad = ctx.tensor("f32", (3, 4), "grad", input=True)
+    rows = ctx.tensor("i32", (3,), "rows", input=True)
+    out = ctx.get_rows_back(grad, rows, ctx.new_tensor("f32", [4, 5]))
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    runner = gg.Runner("cpu")
+    runner.run(graph, {grad: np.ones((3, 4), np.float32), rows: np.array([0, 4, 1], np.int32)}, [out])
+    with pytest.raises(gg.GraphError, match="get_rows_back.*outside the 5 rows"):  # the same graph, run again
+        runner.run(graph, {grad: np.ones((3, 4), np.float32), rows: np.array([0, 5, 1], np.int32)}, [out])
