@@ -14,6 +14,9 @@ _NULL = ffi.NULL
 _BLOCK = {int(t): types.block_size(t) for t in types.Type}
 _TYPE_SIZE = {int(t): types.type_size(t) for t in types.Type}
 _ARG_ERRORS = (AttributeError, TypeError, OverflowError)
+# the hot wrappers make their result as `t = _new_tensor(Tensor); t.ptr, t.ctx = r, ctx`: Tensor(r, ctx)
+# without the __init__ frame, a third of what the checked layer adds to a raw call (bench/checked_ops.py)
+_new_tensor = object.__new__
 
 
 def _guarded(c_name: str):
@@ -44,7 +47,9 @@ def _result(ctx, ptr, op: str, *srcs: Tensor) -> Tensor:
     for s in srcs:
         if s.ctx is not ctx:
             ctx.adopt(s)
-    return Tensor(ptr, ctx)
+    t = _new_tensor(Tensor)
+    t.ptr, t.ctx = ptr, ctx
+    return t
 
 
 def _scalar(op: str, name: str, value, kind=float):
@@ -69,7 +74,9 @@ def _make_unary(op: str, c_name: str | None = None):
             raise _failed(op)
         if a.ctx is not ctx:
             ctx.adopt(a)
-        return Tensor(r, ctx)
+        t = _new_tensor(Tensor)
+        t.ptr, t.ctx = r, ctx
+        return t
     call.__name__ = call.__qualname__ = op
     call.__doc__ = f"ggml_{c_name or op}(ctx, a)"
     call.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
@@ -91,7 +98,9 @@ def _make_binary(op: str, arg_names=("a", "b")):
             ctx.adopt(a)
         if b.ctx is not ctx:
             ctx.adopt(b)
-        return Tensor(r, ctx)
+        t = _new_tensor(Tensor)
+        t.ptr, t.ctx = r, ctx
+        return t
     call.__name__ = call.__qualname__ = op
     call.__doc__ = f"ggml_{op}(ctx, {n0}, {n1})"
     call.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyggml._args import integer
 from pyggml._native import lib
 from pyggml.ops._common import (
+    _new_tensor,
     _ARG_ERRORS,
     _NULL,
     _bad_arguments,
@@ -38,7 +39,9 @@ def soft_max_ext(ctx, a, mask=None, scale: float = 1.0, max_bias: float = 0.0):
         ctx.adopt(a)
     if mask is not None and mask.ctx is not ctx:
         ctx.adopt(mask)
-    return Tensor(r, ctx)
+    t = _new_tensor(Tensor)
+    t.ptr, t.ctx = r, ctx
+    return t
 
 
 def diag_mask_inf(ctx, a, n_past: int):
@@ -82,7 +85,9 @@ def rope_ext(ctx, a, pos, freq_factors=None, n_dims: int = 0, mode: int = 0, n_c
         ctx.adopt(pos)
     if freq_factors is not None and freq_factors.ctx is not ctx:
         ctx.adopt(freq_factors)
-    return Tensor(r, ctx)
+    t = _new_tensor(Tensor)
+    t.ptr, t.ctx = r, ctx
+    return t
 
 
 

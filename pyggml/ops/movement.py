@@ -6,6 +6,7 @@ from pyggml import types
 from pyggml._args import integer
 from pyggml._native import lib
 from pyggml.ops._common import (
+    _new_tensor,
     _ARG_ERRORS,
     _BLOCK,
     _BLOCKED,
@@ -46,7 +47,9 @@ def set_rows(ctx, a, b, c):
         ctx.adopt(b)
     if c.ctx is not ctx:
         ctx.adopt(c)
-    return Tensor(r, ctx)
+    t = _new_tensor(Tensor)
+    t.ptr, t.ctx = r, ctx
+    return t
 
 
 # --- data movement: copies, views, shapes ----------------------------------------------------------------
@@ -122,7 +125,9 @@ def _reshape_nd(op: str, ctx, a, ne0, ne1, ne2, ne3) -> Tensor:
         raise _reshape_error(op, None, ctx, a, (ne0, ne1, ne2, ne3))
     if a.ctx is not ctx:
         ctx.adopt(a)
-    return Tensor(r, ctx)
+    t = _new_tensor(Tensor)
+    t.ptr, t.ctx = r, ctx
+    return t
 
 
 def _reshape_error(op: str, exc, ctx, a, ne) -> Exception:
@@ -168,7 +173,9 @@ def permute(ctx, a, axis0: int, axis1: int, axis2: int, axis3: int):
         ctx.adopt(a)
     if r.type in _BLOCKED:
         _whole_blocks("permute", Tensor(r, ctx))
-    return Tensor(r, ctx)
+    t = _new_tensor(Tensor)
+    t.ptr, t.ctx = r, ctx
+    return t
 
 
 def concat(ctx, a, b, dim: int):
@@ -270,7 +277,9 @@ def view_2d(ctx, a, ne0, ne1, nb1, offset=0):
         raise _failed("view_2d")
     if a.ctx is not ctx:
         ctx.adopt(a)
-    return Tensor(r, ctx)
+    t = _new_tensor(Tensor)
+    t.ptr, t.ctx = r, ctx
+    return t
 
 
 def view_3d(ctx, a, ne0, ne1, ne2, nb1, nb2, offset=0):
