@@ -149,7 +149,7 @@ def flash_attn_ext(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = N
                    max_bias: float = 0.0, logit_softcap: float = 0.0):
     """ggml_flash_attn_ext: softmax(scale*q.k + slope*mask) v per head (logit_softcap > 0: the scaled
     logits pass through softcap*tanh(x/softcap) first). q [D, n_q, n_head, ne3], k [D, n_kv, n_head_kv, ne3],
-    v [Dv, n_kv, n_head_v, ne3] (k/v heads broadcast to q's), mask F16 [>= n_kv, >= n_q, ...]
+    v [Dv, n_kv, n_head_v, ne3] (k/v heads broadcast to q's), mask F16 [n_kv, >= n_q, ...]
     -> F32 [Dv, n_head, n_q, ne3] (permuted)."""
     op = "flash_attn_ext"
     scale, max_bias, logit_softcap = (_finite(op, "scale", scale), _finite(op, "max_bias", max_bias),
@@ -168,9 +168,11 @@ def flash_attn_ext(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = N
         raise ValueError(f"{op}: v must have k's {pk.ne[1]} kv rows (v.ne[1] = {pv.ne[1]})")
     if pq.ne[2] % pv.ne[2]:
         raise ValueError(f"{op}: v's heads ({pv.ne[2]}) must divide q's ({pq.ne[2]})")
-    if mask is not None and (pm.ne[0] < pk.ne[1] or pm.ne[1] < pq.ne[1]):
-        raise ValueError(f"{op}: the mask must cover [n_kv = {pk.ne[1]}, n_q = {pq.ne[1]}], "
-                         f"got [{pm.ne[0]}, {pm.ne[1]}]")
+    # ggml.h's mask is [n_kv, n_batch >= n_q, ...]: a shorter one is read past its end, a wider one
+    # is read with a row stride of n_kv by the Vulkan shaders (the CPU uses its own stride)
+    if mask is not None and (pm.ne[0] != pk.ne[1] or pm.ne[1] < pq.ne[1]):
+        raise ValueError(f"{op}: the mask must be [n_kv = {pk.ne[1]}, >= n_q = {pq.ne[1]}, ...], "
+                         f"got [{pm.ne[0]}, {pm.ne[1]}, ...]")
     r = _flash_attn_ext(cp, pq, pk, pv, pm, scale, max_bias, logit_softcap)
     return _result(ctx, r, op, q, k, v, *(() if mask is None else (mask,)))
 

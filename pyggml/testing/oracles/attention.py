@@ -193,7 +193,7 @@ def win_part(a, w):
     npy, npx = -(-h // w), -(-wd // w)
     pad = np.zeros((npy * w, npx * w, c), dtype=np.float32)
     pad[:h, :wd] = x
-    return pad.reshape(npy, w, npx, w, c).transpose(0, 2, 1, 3, 4).reshape(npy * npx, w, w, c)
+    return _lead(pad.reshape(npy, w, npx, w, c).transpose(0, 2, 1, 3, 4).reshape(npy * npx, w, w, c))
 
 
 def win_unpart(a, w0, h0, w):
@@ -208,7 +208,7 @@ def get_rel_pos(a, qh, kh):
     """a [.., 2*kh - 1, C] (its first matrix) -> [qh, kh, C], out[i, j] = a[i - j + kh - 1]."""
     x = _as4(np.asarray(a))[0, 0]
     i, j = np.meshgrid(np.arange(qh), np.arange(kh), indexing="ij")
-    return x[i - j + kh - 1]
+    return _lead(x[i - j + kh - 1])
 
 
 def add_rel_pos(a, pw, ph):
@@ -218,7 +218,7 @@ def add_rel_pos(a, pw, ph):
     pw4, ph4 = _as4(np.asarray(pw, dtype=np.float64)), _as4(np.asarray(ph, dtype=np.float64))
     slab = out[0].reshape(pw4.shape + (pw4.shape[-1],))
     slab += ph4[..., :, None] + pw4[..., None, :]
-    return out.reshape(np.shape(a)).astype(np.float32)
+    return _lead(out.astype(np.float32))
 
 
 # --- DeepSeek ---------------------------------------------------------------------------------------------------
@@ -247,7 +247,7 @@ def dsv4_hc_comb(mixes, scale, base, eps=1e-6, n_iter=1):
     for _ in range(1, n_iter):
         x = x / (eps + x.sum(axis=-1, keepdims=True))
         x = x / (eps + x.sum(axis=-2, keepdims=True))
-    return x.astype(np.float32)
+    return _lead(x.astype(np.float32))
 
 
 def dsv4_hc_pre(x, weights):
