@@ -273,7 +273,7 @@ _OUT_PROD_QUANT = {int(getattr(Type, n)) for n in ("Q1_0", "Q2_0", "Q4_0", "Q4_1
 
 
 def _out_prod(p):
-    a, b = p.src[0], p.src[1]
+    a = p.src[0]
     if a.type not in _OUT_PROD_QUANT | {_F32, _F16}:
         return f"the CPU kernel takes a as F32, F16 or a dequantizable type, got {_tname(a.type)}"
     if not _packed_rows(a):
@@ -291,7 +291,7 @@ def _add_id(p):
 
 
 def _flash_attn(p):
-    q, k, v, mask, sinks = p.src[0], p.src[1], p.src[2], p.src[3], p.src[4]
+    q, k, v, sinks = p.src[0], p.src[1], p.src[2], p.src[4]
     if q.type != _F32:  # the kernel reads q's rows as floats whatever their type
         return f"the CPU kernel takes q as F32, got {_tname(q.type)}"
     if not (_has_vec_dot(k.type) and _has_from_float(_vec_dot_type(k.type))):

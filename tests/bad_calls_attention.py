@@ -86,7 +86,7 @@ _bad("flash_attn_ext_set_prec", lambda c, t: ops.flash_attn_ext_set_prec(c, _fa(
      "default or F32 precision")
 
 # --- rope ----------------------------------------------------------------------------------------------------------------------
-_rm = dict(n_dims=8, sections=(2, 1, 1, 0))
+_rm = {"n_dims": 8, "sections": (2, 1, 1, 0)}
 _bad("rope_multi", lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), mode=2, **_rm), ValueError,
      "mode must be 8 (MROPE), 24 (VISION) or 40 (IMROPE)")
 _bad("rope_multi", lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), n_dims=8, sections=(0, 0, 0, 4)),

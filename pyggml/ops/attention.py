@@ -182,7 +182,6 @@ def flash_attn_ext_add_sinks(ctx, a: Tensor, sinks: Tensor):
     denominator of the flash_attn_ext node a, with no value. Returns a."""
     op = "flash_attn_ext_add_sinks"
     try:
-        ctx.ptr
         failed = _guarded(op)(a.ptr, sinks.ptr)
     except _ARG_ERRORS as e:
         raise _bad_arguments(op, e, ctx, a=a, sinks=sinks) from None
@@ -201,7 +200,6 @@ def flash_attn_ext_set_prec(ctx, a: Tensor, prec: int):
     if prec not in _PRECS:  # an enum value outside ggml_prec means nothing to any backend
         raise ValueError(f"{op}: prec must be one of {sorted(_PRECS)} (enum ggml_prec), got {prec}")
     try:
-        ctx.ptr
         failed = _guarded(op)(a.ptr, prec)
     except _ARG_ERRORS as e:
         raise _bad_arguments(op, e, ctx, a=a) from None

@@ -45,8 +45,7 @@ for _mode, _mname in ((0, "normal"), (2, "neox")):
 # ====================================================================================================================
 # more of soft_max, masks and rope; flash attention; SAM's and DeepSeek's ops
 # ====================================================================================================================
-import numpy as np  # noqa: E402
-
+import numpy as np
 
 
 def _causal(lo=-2.0, hi=0.0):

@@ -56,9 +56,9 @@ def _quantizable_dot_types():
     """The quantized types Tensor.set can write that the CPU has a dot product for."""
     out = []
     for t in types.Type:
-        if types.is_quantized(t) and types.can_quantize(t) is None:
-            if lib.ggml_get_type_traits_cpu(int(t)).vec_dot != ffi.NULL:
-                out.append(t.name.lower())
+        if (types.is_quantized(t) and types.can_quantize(t) is None
+                and lib.ggml_get_type_traits_cpu(int(t)).vec_dot != ffi.NULL):
+            out.append(t.name.lower())
     return sorted(out)
 
 

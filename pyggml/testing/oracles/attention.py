@@ -66,7 +66,7 @@ def _alibi_slopes(n_head, max_bias):
     """ALiBi: head h's mask slope (1 for every head when max_bias is 0)."""
     if max_bias <= 0:
         return np.ones(n_head)
-    n_log2 = 1 << int(math.floor(math.log2(n_head)))
+    n_log2 = 1 << math.floor(math.log2(n_head))
     m0 = 2.0 ** (-max_bias / n_log2)
     m1 = 2.0 ** (-(max_bias / 2.0) / n_log2)
     return np.array([m0 ** (h + 1) if h < n_log2 else m1 ** (2 * (h - n_log2) + 1) for h in range(n_head)])
@@ -111,7 +111,7 @@ def _yarn_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow):
         with np.errstate(divide="ignore"):
             return n_dims * np.log(np.float64(n_ctx_orig) / (n_rot * 2 * math.pi)) / (2 * math.log(freq_base))
     start, end = float(np.floor(dim(beta_fast))), float(np.ceil(dim(beta_slow)))
-    return (0 if 0 > start else start), (n_dims - 1 if n_dims - 1 < end else end)
+    return max(start, 0), min(end, n_dims - 1)
 
 
 def _rope_angles(theta_extrap, i, freq_scale, ext_factor, corr, attn_factor):
