@@ -245,7 +245,116 @@ _CPU_RULES = {
 # the rules of each op family's newer wrappers, one block per family (pyggml.ops.<family>)
 _CPU_RULES.update({  # elementwise, reductions
 })
+# --- matmul, attention: the kernels' rules -------------------------------------------------------------------
+def _vec_dot_type(t: int) -> int:
+    return lib.ggml_get_type_traits_cpu(t).vec_dot_type
+
+
+def _has_to_float(t: int) -> bool:
+    return lib.ggml_get_type_traits(t).to_float != _NULL
+
+
+def _mul_mat_id(p):
+    a, b = p.src[0], p.src[1]
+    if not _has_vec_dot(a.type):
+        return f"the CPU has no dot product for as of type {_tname(a.type)}"
+    if b.type not in (_F32, _vec_dot_type(a.type)):  # b is converted only from F32
+        return f"the CPU kernel takes b as F32 (or {_tname(_vec_dot_type(a.type))}) for as {_tname(a.type)}, got {_tname(b.type)}"
+    if not _packed_rows(a) or not _packed_rows(b):
+        return "the CPU kernel needs as and b with contiguous rows (nb[0] == type size; use cont() first)"
+    return None
+
+
+# out_prod's kernel switch: F32, F16 and the quantized types it dequantizes (not Q8_1 / Q8_K)
+_OUT_PROD_QUANT = {int(getattr(Type, n)) for n in ("Q1_0", "Q2_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "MXFP4",
+                                                   "NVFP4", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "TQ1_0", "TQ2_0",
+                                                   "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ1_M", "IQ4_NL",
+                                                   "IQ4_XS", "IQ3_S", "IQ2_S") if hasattr(Type, n)}
+
+
+def _out_prod(p):
+    a = p.src[0]
+    if a.type not in _OUT_PROD_QUANT | {_F32, _F16}:
+        return f"the CPU kernel takes a as F32, F16 or a dequantizable type, got {_tname(a.type)}"
+    if not _packed_rows(a):
+        return "the CPU kernel needs a with contiguous rows (nb[0] == type size; use cont() first)"
+    return None  # b's type and the broadcast F16/quantized a cannot do are the CPU's supports_op
+
+
+def _add_id(p):
+    a, b = p.src[0], p.src[1]
+    if a.type != _F32 or b.type != _F32:
+        return f"the CPU kernel takes F32 a and b, got {_tname(a.type)} and {_tname(b.type)}"
+    if not _packed_rows(a) or not _packed_rows(b):
+        return "the CPU kernel needs a and b with contiguous rows (use cont() first)"
+    return None
+
+
+def _flash_attn(p):
+    q, k, v, sinks = p.src[0], p.src[1], p.src[2], p.src[4]
+    if q.type != _F32:  # the kernel reads q's rows as floats whatever their type
+        return f"the CPU kernel takes q as F32, got {_tname(q.type)}"
+    if not (_has_vec_dot(k.type) and _has_from_float(_vec_dot_type(k.type))):
+        return f"the CPU kernel has no dot product for k of type {_tname(k.type)}"
+    if v.type != _F32 and not _has_to_float(v.type):
+        return f"the CPU kernel cannot read v of type {_tname(v.type)}"
+    if not (_packed_rows(q) and _packed_rows(k) and _packed_rows(v)):
+        return "the CPU kernel needs q, k and v with contiguous rows (nb[0] == type size; use cont() first)"
+    if sinks != _NULL and not _contiguous(sinks):
+        return "the CPU kernel reads the sinks as a contiguous vector"
+    if ffi.cast("int32_t *", p.op_params)[3] not in (lib.GGML_PREC_DEFAULT, lib.GGML_PREC_F32):
+        return "the CPU kernel accumulates only at the default or F32 precision"
+    return None
+
+
+_ROPE_MROPE, _ROPE_VISION = lib.GGML_ROPE_TYPE_MROPE, lib.GGML_ROPE_TYPE_VISION
+
+
+def _rope_rows(p):
+    """What the CPU's rope kernel asserts besides _rope's checks, and the odd rows it writes past."""
+    a = p.src[0]
+    params = ffi.cast("int32_t *", p.op_params)
+    n_dims, mode = params[1], params[2]
+    # the kernel copies the unrotated tail in pairs: an odd row's last pair reaches into the next row
+    if a.ne[0] % 2:
+        return f"the CPU kernel needs an even row length (a.ne[0] = {a.ne[0]}): it copies the unrotated tail in pairs"
+    if mode & _ROPE_MROPE and sum(params[11 + i] for i in range(4)) > a.ne[0]:
+        return f"the sections ({[params[11 + i] for i in range(4)]}) must not add up to more than a.ne[0] ({a.ne[0]})"
+    if mode == _ROPE_VISION and 2 * n_dims != a.ne[0]:
+        return f"VISION rope needs n_dims == a.ne[0] / 2, got n_dims {n_dims} for a.ne[0] {a.ne[0]}"
+    return None
+
+
+def _get_rel_pos(p):
+    a = p.src[0]
+    if a.type != _F16:  # a BF16 a's bits would be copied into the F16 result
+        return f"the CPU kernel takes F16 input (its result is F16), got {_tname(a.type)}"
+    if not _contiguous(a):
+        return "the CPU kernel takes a contiguous input"
+    return None
+
+
+def _lightning_indexer(p):
+    q, k, w, mask = p.src[0], p.src[1], p.src[2], p.src[3]
+    if k.type != _F32 and not _has_to_float(k.type):
+        return f"the CPU kernel cannot read k of type {_tname(k.type)}"
+    if not all(_packed_rows(t) for t in (q, k, w, mask)):
+        return "the CPU kernel needs q, k, weights and mask with contiguous rows (use cont() first)"
+    return None
+
+
+
 _CPU_RULES.update({  # matmul, attention
+    Op.MUL_MAT_ID: lambda p: _mul_mat_id(p),
+    Op.OUT_PROD: lambda p: _out_prod(p),
+    Op.ADD_ID: lambda p: _add_id(p),
+    Op.FLASH_ATTN_EXT: lambda p: _flash_attn(p),
+    Op.ROPE: lambda p: _rope(p) or _rope_rows(p),
+    Op.GET_REL_POS: lambda p: _get_rel_pos(p),
+    Op.ADD_REL_POS: lambda p: _float_src0(p, {_F32}, _contiguous),
+    Op.WIN_PART: lambda p: _float_src0(p, {_F32}, _contiguous),
+    Op.WIN_UNPART: lambda p: _float_src0(p, {_F32}, _contiguous),
+    Op.LIGHTNING_INDEXER: lambda p: _lightning_indexer(p),
 })
 _CPU_RULES.update({  # convolution
 })
