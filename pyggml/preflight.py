@@ -556,7 +556,7 @@ def _vulkan_aligned(nodes, on_vulkan):
 
 def index_inputs(graph) -> list:
     """(index tensor, rows it addresses, op) of the index-reading ops (get_rows, set_rows, get_rows_back,
-    ssm_scan's ids) whose index the graph does not compute.
+    the ids of ssm_scan, mul_mat_id and add_id) whose index the graph does not compute.
     A scheduler rewires the nodes to its own copies of the inputs (filled only during compute),
     so it records this list before it allocates the graph (graph.index_inputs)."""
     return _index_inputs(_nodes(graph))
@@ -574,6 +574,10 @@ def _index_inputs(nodes) -> list:
             index, n_rows, what = p.src[1], p.ne[1], "get_rows_back"
         elif p.op == Op.SSM_SCAN:  # ids: the row of the state each sequence starts from
             index, n_rows, what = p.src[6], p.src[0].ne[3], "ssm_scan"
+        elif p.op == Op.MUL_MAT_ID:  # ids: which of the n_as matrices (the CPU checks with assert() only)
+            index, n_rows, what = p.src[2], p.src[0].ne[2], "mul_mat_id"
+        elif p.op == Op.ADD_ID:  # ids: which row of b
+            index, n_rows, what = p.src[2], p.src[1].ne[1], "add_id"
         else:
             continue
         root = index

@@ -192,6 +192,24 @@ class Tensor:
             lib.ggml_backend_tensor_set(p, ffi.from_buffer(raw), 0, nbytes)
         return self
 
+    def set_raw(self, data) -> "Tensor":
+        """Write the tensor's bytes as they are (ggml's own encoding of its type: quantized blocks
+        and all), e.g. what `raw_bytes` or `pyggml.types.encode` gave."""
+        p = self.ptr
+        if p.data == ffi.NULL:
+            self._require_allocated("set_raw")
+        if not lib.ggml_is_contiguous(p):
+            raise ValueError("set_raw: tensor is not contiguous; write to the tensor it views instead")
+        raw = np.ascontiguousarray(np.frombuffer(memoryview(data).cast("B"), np.uint8))
+        nbytes = lib.ggml_nbytes(p)
+        if raw.nbytes != nbytes:
+            raise ValueError(f"set_raw: {raw.nbytes} bytes for a tensor of {nbytes} bytes")
+        if p.buffer == ffi.NULL:
+            ffi.memmove(p.data, ffi.from_buffer(raw), nbytes)
+        else:
+            lib.ggml_backend_tensor_set(p, ffi.from_buffer(raw), 0, nbytes)
+        return self
+
     def raw_bytes(self) -> np.ndarray:
         """A copy of the tensor's bytes (contiguous tensors)."""
         self._require_allocated("read")

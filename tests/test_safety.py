@@ -509,3 +509,54 @@ def test_index_values_of_ssm_scan_and_get_rows_back_are_checked_before_compute()
     runner.run(graph, {grad: np.ones((3, 4), np.float32), rows: np.array([0, 4, 1], np.int32)}, [out])
     with pytest.raises(gg.GraphError, match="get_rows_back.*outside the 5 rows"):  # the same graph, run again
         runner.run(graph, {grad: np.ones((3, 4), np.float32), rows: np.array([0, 5, 1], np.int32)}, [out])
+
+
+def test_expert_ids_are_checked_before_compute():
+    # mul_mat_id wrote out of bounds (the CPU checks ids with assert() only); add_id aborted
+    ctx = gg.Context()
+    experts = ctx.tensor("f32", (3, 4, 8), "experts", input=True)   # 3 matrices [8 -> 4]
+    b = ctx.tensor("f32", (2, 1, 8), "b", input=True)
+    ids = ctx.tensor("i32", (2, 1), "ids", input=True)
+    out = ctx.mul_mat_id(experts, b, ids)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    feed = {experts: np.ones((3, 4, 8), np.float32), b: np.ones((2, 1, 8), np.float32)}
+    runner = gg.Runner("cpu")
+    runner.run(graph, {**feed, ids: np.array([[2], [0]], np.int32)}, [out])
+    with pytest.raises(gg.GraphError, match="mul_mat_id: index ids holds 0..3, outside the 3 rows"):
+        runner.run(graph, {**feed, ids: np.array([[3], [0]], np.int32)}, [out])
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (2, 1, 8), "a", input=True)
+    rows = ctx.tensor("f32", (3, 8), "rows", input=True)
+    ids = ctx.tensor("i32", (2, 1), "ids", input=True)
+    out = ctx.add_id(a, rows, ids)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    with pytest.raises(gg.GraphError, match="add_id: index ids holds"):
+        gg.Runner("cpu").run(graph, {a: np.ones((2, 1, 8), np.float32), rows: np.ones((3, 8), np.float32),
+                                     ids: np.array([[0], [-1]], np.int32)}, [out])
+
+
+def test_vulkan_mul_mat_id_with_a_half_b_is_unsupported_not_an_abort():
+    # patch 0015: Vulkan said it supports it, then asserted in its matrix-vector path
+    from pyggml.testing.check import available_backends
+    device = next((b for b in available_backends() if b.startswith("vulkan")), None)
+    if device is None:
+        pytest.skip("no Vulkan device")
+    code = f"""
+import numpy as np, pyggml as gg
+ctx = gg.Context()
+experts = ctx.tensor("f16", (3, 4, 32), "experts", input=True)
+b = ctx.tensor("f16", (2, 1, 32), "b", input=True)
+ids = ctx.tensor("i32", (2, 1), "ids", input=True)
+out = ctx.mul_mat_id(experts, b, ids)
+graph = gg.Graph(ctx).build_forward_expand(out)
+try:
+    gg.Runner({device!r}).run(graph, {{experts: np.ones((3, 4, 32)), b: np.ones((2, 1, 32)), ids: np.zeros((2, 1))}}, [out])
+    print("computed")
+except gg.Unsupported as e:
+    print("unsupported", e)
+"""
+    import subprocess
+    import sys
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, f"the process died: {res.stderr[-500:]}"
+    assert res.stdout.startswith("unsupported"), res.stdout

@@ -33,9 +33,9 @@ def _align(n: int, a: int) -> int:
 
 
 def run_guarded(backend, ctx: Context, graph: Graph, inputs: dict[Tensor, np.ndarray],
-                outputs: list[Tensor]) -> list[np.ndarray]:
-    """Allocate every tensor of ctx (a no_alloc context) between guards on `backend`, set the inputs,
-    compute, check the guards, read the outputs."""
+                outputs: list[Tensor], raw: bool = False) -> list[np.ndarray]:
+    """Allocate every tensor of ctx (a no_alloc context) between guards on `backend`, set the inputs
+    (values, or with `raw` the tensors' bytes), compute, check the guards, read the outputs."""
     buft = lib.ggml_backend_get_default_buffer_type(backend.ptr)
     align = max(lib.ggml_backend_buft_get_alignment(buft), 32)
     guard = _align(GUARD, align)
@@ -67,7 +67,7 @@ def run_guarded(backend, ctx: Context, graph: Graph, inputs: dict[Tensor, np.nda
         g.set(np.full(guard, PATTERN, np.uint8).view(np.int8))
         guards.append((g, before))
     for t, values in inputs.items():
-        t.set(values)
+        t.set_raw(values) if raw else t.set(values)
     backend.compute(graph)
     backend.synchronize()
     for g, before in guards:
