@@ -536,7 +536,7 @@ def test_expert_ids_are_checked_before_compute():
 
 
 def test_vulkan_mul_mat_id_with_a_half_b_is_unsupported_not_an_abort():
-    # patch 0015: Vulkan said it supports it, then asserted in its matrix-vector path
+    # patch 0016: Vulkan said it supports it, then asserted in its matrix-vector path
     from pyggml.testing.check import available_backends
     device = next((b for b in available_backends() if b.startswith("vulkan")), None)
     if device is None:
