@@ -33,7 +33,7 @@ def test_op_case(case, backend_name):
     except Unsupported as e:
         pytest.skip(f"{backend_name} does not support {e}")
     [expected] = case.expected()
-    verdict = compare(actual, expected, case.nmse_bound, case.max_error_bound)
+    verdict = compare(actual, expected, *case.bounds_for(backend_name))
     if not verdict.ok and case.known_failure(backend_name):
         pytest.xfail(f"known: {case.known_failure(backend_name)}")
     assert verdict.ok, f"{case.name} on {backend_name}: {verdict.message}"

@@ -110,6 +110,16 @@ class Case:
         """The largest error one element may have, relative to the output's scale (0: bit-exact)."""
         return self.max_error if self.max_error is not None else 30 * self.nmse_bound ** 0.5  # backend name prefix -> why that backend is known to disagree (findings.md)
 
+    backend_bounds: dict[str, tuple[float, str]] = {}  # backend prefix -> (NMSE bound, why that backend needs it)
+
+    def bounds_for(self, backend: str) -> tuple[float, float]:
+        """(NMSE bound, largest-error bound) on `backend`: the case's own, or the one stated for a backend
+        that computes in lower precision on purpose (e.g. Vulkan's F16 copy of a non-contiguous F32 operand)."""
+        override = next((b for prefix, (b, _) in self.backend_bounds.items() if backend.startswith(prefix)), None)
+        if override is None:
+            return self.nmse_bound, self.max_error_bound
+        return override, 30 * override ** 0.5
+
     def known_failure(self, backend: str) -> str | None:
         """Why `backend` is known to disagree with the oracle on this case, or None."""
         return next((why for prefix, why in self.known.items() if backend.startswith(prefix)), None)
@@ -214,9 +224,10 @@ class OpCase(Case):
 
     def __init__(self, name: str, inputs: dict, build: Callable, oracle: Callable, nmse: float | None = None,
                  exact: bool = False, known: dict[str, str] | None = None, max_error: float | None = None,
-                 **params):
+                 backend_bounds: dict[str, tuple[float, str]] | None = None, **params):
         self.name = name
         self.known = known or {}
+        self.backend_bounds = backend_bounds or {}
         self.inputs = inputs
         self.build_fn = build
         self.oracle_fn = oracle

@@ -8,6 +8,7 @@ from pyggml import types
 from pyggml._native import ffi, lib
 from pyggml.testing import oracles
 from pyggml.testing.cases import (
+    NMSE_F16,
     NMSE_Q8_DOT,
     integers,
     op_case,
@@ -49,7 +50,9 @@ for _ta, _tb in (("f32", "f32"), ("f16", "f32"), ("f16", "f16"), ("bf16", "f32")
             lambda x: oracles.mul_mat(x.a, x.b[:, :13]))
 # a itself a permuted view (rows packed, matrices strided)
 op_case("mul_mat/f32/a_permuted", {"a": ("f32", (7, 2, 13)), "b": ("f32", (2, 5, 13))},
-        lambda c, x: c.mul_mat(c.permute(x.a, 0, 2, 1, 3), x.b), lambda x: oracles.mul_mat(x.a.transpose(1, 0, 2), x.b))
+        lambda c, x: c.mul_mat(c.permute(x.a, 0, 2, 1, 3), x.b), lambda x: oracles.mul_mat(x.a.transpose(1, 0, 2), x.b),
+        # Vulkan copies a non-contiguous a to F16 before the product (ggml_vk_mul_mat_q_f16): F16 inputs' bound
+        backend_bounds={"vulkan": (NMSE_F16, "a non-contiguous F32 a is rounded to F16 (docs/findings.md)")})
 
 
 def _quantizable_dot_types():
