@@ -243,7 +243,15 @@ _CPU_RULES = {
     Op.CONCAT: _concat,
 }
 # the rules of each op family's newer wrappers, one block per family (pyggml.ops.<family>)
+def _glu(p):
+    """GLU kernels: F32/F16/BF16, except SWIGLU_OAI (F32) and SWIGLU_CLAMP (F32/F16)."""
+    kind = ffi.cast("int32_t *", p.op_params)[0]
+    allowed = {3: {_F32}, 6: {_F32, _F16}}.get(kind, _FLOAT)
+    return _float_src0(p, allowed)
+
+
 _CPU_RULES.update({  # elementwise, reductions
+    Op.GLU: _glu,
 })
 # --- matmul, attention: the kernels' rules -------------------------------------------------------------------
 def _vec_dot_type(t: int) -> int:

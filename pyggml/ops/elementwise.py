@@ -6,6 +6,7 @@ import math
 
 from pyggml.ops._common import (
     _ARG_ERRORS,
+    _NULL,
     _bad_arguments,
     _guarded,
     _make_binary,
@@ -14,6 +15,7 @@ from pyggml.ops._common import (
     _scalar,
     exported,
 )
+from pyggml.tensor import Tensor
 
 # --- element-wise ------------------------------------------------------------------------------------
 add = _make_binary("add")
@@ -77,6 +79,87 @@ def arange(ctx, start: float, stop: float, step: float = 1.0):
         raise _bad_arguments("arange", e, ctx) from None
     return _result(ctx, r, "arange")
 
+
+# --- newer unary ops ---------------------------------------------------------------------------------
+expm1 = _make_unary("expm1")
+
+
+def xielu(ctx, a: Tensor, alpha_n: float = 0.8, alpha_p: float = 0.8, beta: float = 0.5, eps: float = -1e-6):
+    vals = [_scalar("xielu", n, v) for n, v in (("alpha_n", alpha_n), ("alpha_p", alpha_p), ("beta", beta), ("eps", eps))]
+    if not all(map(math.isfinite, vals)):  # ggml stores softplus(alpha): a NaN/Inf poisons every element
+        raise ValueError(f"xielu: alpha_n, alpha_p, beta and eps must be finite, got {vals}")
+    try:
+        r = _guarded("xielu")(ctx.ptr, a.ptr, *vals)
+    except _ARG_ERRORS as e:
+        raise _bad_arguments("xielu", e, ctx, a=a) from None
+    return _result(ctx, r, "xielu", a)
+
+
+# --- gated linear units: act(x) * g, x and g the two halves of a's rows (or a and b) ----------------
+def _glu_halves(op: str, a) -> None:
+    # ggml takes ne0 // 2 and silently drops an odd row's last element (backends need not agree on it)
+    if isinstance(a, Tensor) and a.ptr.ne[0] % 2:
+        raise ValueError(f"{op}: a's rows must have an even length (two halves), got ne0 = {a.ptr.ne[0]}")
+
+
+def _make_glu(op: str):
+    fn = _guarded(op)
+    if op.endswith("_split"):
+        def call(ctx, a: Tensor, b: Tensor):
+            try:
+                r = fn(ctx.ptr, a.ptr, b.ptr)
+            except _ARG_ERRORS as e:
+                raise _bad_arguments(op, e, ctx, a=a, b=b) from None
+            return _result(ctx, r, op, a, b)
+    else:
+        def call(ctx, a: Tensor):
+            _glu_halves(op, a)
+            try:
+                r = fn(ctx.ptr, a.ptr)
+            except _ARG_ERRORS as e:
+                raise _bad_arguments(op, e, ctx, a=a) from None
+            return _result(ctx, r, op, a)
+    call.__name__ = call.__qualname__ = op
+    call.__doc__ = f"ggml_{op}: the {op.split('_')[0]} gated linear unit"
+    return call
+
+
+GLU_OPS = tuple(f"{g}{v}" for g in ("reglu", "geglu", "swiglu", "geglu_erf", "geglu_quick")
+                for v in ("", "_swapped", "_split"))
+for _name in GLU_OPS:
+    globals()[_name] = _make_glu(_name)
+del _name
+
+
+def _glu_limit(op: str, b, limit) -> float:
+    limit = _scalar(op, "limit", limit)
+    if not limit > 0:  # the kernels clamp g to [-limit, limit]: an empty or NaN range is undefined
+        raise ValueError(f"{op}: limit must be positive, got {limit}")
+    return limit
+
+
+def swiglu_oai(ctx, a: Tensor, b: Tensor | None = None, alpha: float = 1.702, limit: float = 7.0):
+    alpha, limit = _scalar("swiglu_oai", "alpha", alpha), _glu_limit("swiglu_oai", b, limit)
+    if not math.isfinite(alpha):
+        raise ValueError(f"swiglu_oai: alpha must be finite, got {alpha}")
+    if b is None:
+        _glu_halves("swiglu_oai", a)
+    try:
+        r = _guarded("swiglu_oai")(ctx.ptr, a.ptr, _NULL if b is None else b.ptr, alpha, limit)
+    except _ARG_ERRORS as e:
+        raise _bad_arguments("swiglu_oai", e, ctx, a=a, **({} if b is None else {"b": b})) from None
+    return _result(ctx, r, "swiglu_oai", a, *(() if b is None else (b,)))
+
+
+def swiglu_clamp(ctx, a: Tensor, b: Tensor | None = None, limit: float = 7.0):
+    limit = _glu_limit("swiglu_clamp", b, limit)
+    if b is None:
+        _glu_halves("swiglu_clamp", a)
+    try:
+        r = _guarded("swiglu_clamp")(ctx.ptr, a.ptr, _NULL if b is None else b.ptr, limit)
+    except _ARG_ERRORS as e:
+        raise _bad_arguments("swiglu_clamp", e, ctx, a=a, **({} if b is None else {"b": b})) from None
+    return _result(ctx, r, "swiglu_clamp", a, *(() if b is None else (b,)))
 
 
 __all__ = exported(globals())

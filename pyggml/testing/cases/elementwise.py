@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyggml import ops as _ops
+from pyggml.ops.elementwise import GLU_OPS as _GLU_OPS
 from pyggml.testing import oracles
 from pyggml.testing.cases import (
     NMSE_FP16_TABLE,
@@ -78,3 +79,59 @@ op_case("leaky_relu/f16", {"a": ("f16", (3, 16))}, lambda c, x: c.leaky_relu(x.a
 op_case("arange/f32", {}, lambda c, x: c.arange(-3.0, 5.0, 0.5), lambda x: oracles.arange(-3.0, 5.0, 0.5))
 op_case("arange/f32/uneven", {}, lambda c, x: c.arange(0.0, 10.0, 3.0), lambda x: oracles.arange(0.0, 10.0, 3.0))
 
+
+
+# --- newer unary ops ---------------------------------------------------------------------------------
+for _t, _shape in (("f32", (3, 5, 7)), ("f16", (5, 13)), ("bf16", (3, 11))):
+    op_case(f"expm1/{_t}", {"a": ("f32" if _t == "f32" else _t, _shape, uniform(-3.0, 2.0))},
+            lambda c, x: c.expm1(x.a), lambda x: oracles.expm1(x.a))
+op_case("expm1/f32/transposed_cont", {"a": ("f32", (7, 5), uniform(-2.0, 2.0))},
+        lambda c, x: c.expm1(c.cont(c.transpose(x.a))), lambda x: oracles.expm1(x.a.T))
+# a permutation of dims 1 and 2 keeps rows contiguous: the unary kernels walk rows by stride
+op_case("expm1/f32/permuted", {"a": ("f32", (3, 5, 7), uniform(-2.0, 2.0))},
+        lambda c, x: c.expm1(c.permute(x.a, 0, 2, 1, 3)), lambda x: oracles.expm1(x.a.transpose(1, 0, 2)))
+
+for _i, (_t, _p) in enumerate((("f32", (0.8, 0.8, 0.5, -1e-6)), ("f32", (1.5, -0.3, 0.2, -1e-4)),
+                               ("f16", (0.8, 0.8, 0.5, -1e-6)), ("f32", (25.0, 30.0, 0.0, -1e-6)))):
+    op_case(f"xielu/{_t}/p{_i}", {"a": (_t, (3, 5, 7) if _t == "f32" else (5, 13), uniform(-3.0, 3.0))},
+            lambda c, x, _p=_p: c.xielu(x.a, *_p), lambda x, _p=_p: oracles.xielu(x.a, *_p))
+
+# --- gated linear units ----------------------------------------------------------------------------
+# the CPU's F32 geglu / geglu_quick look the activation up in an fp16 table (as gelu does)
+_GLU_NMSE_F32 = {"geglu": NMSE_FP16_TABLE, "geglu_quick": NMSE_FP16_TABLE}
+for _op in _GLU_OPS:
+    _fn = getattr(oracles, _op)
+    _bound = next((v for k, v in _GLU_NMSE_F32.items() if _op in (k, k + "_swapped", k + "_split")), None)
+    _split = _op.endswith("_split")
+    for _t, _shape in (("f32", (3, 5, 14)), ("f16", (7, 10)), ("bf16", (5, 6)), ("f32", (2, 11, 26))):
+        _ins = {"a": (_t, _shape, uniform(-4.0, 4.0))}
+        if _split:
+            _ins["b"] = (_t, _shape, uniform(-2.0, 2.0))
+        _name = f"{_op}/{_t}" + ("/odd" if _shape[-1] in (26,) else "")
+        if _split:
+            op_case(_name, _ins, lambda c, x, _op=_op: getattr(c, _op)(x.a, x.b),
+                    lambda x, _fn=_fn: _fn(x.a, x.b), nmse=_bound if _t == "f32" else None)
+        else:
+            op_case(_name, _ins, lambda c, x, _op=_op: getattr(c, _op)(x.a),
+                    lambda x, _fn=_fn: _fn(x.a), nmse=_bound if _t == "f32" else None)
+    # a column slice: rows of 14 out of 20 (ggml needs only ggml_is_contiguous_1: row stride free)
+    _ins = {"a": ("f32", (5, 20), uniform(-4.0, 4.0))}
+    if _split:
+        _ins["b"] = ("f32", (5, 14), uniform(-2.0, 2.0))
+        op_case(f"{_op}/f32/row_slice", _ins, lambda c, x, _op=_op: getattr(c, _op)(c.view_2d(x.a, 14, 5, x.a.nb[1], 12), x.b),
+                lambda x, _fn=_fn: _fn(x.a[:, 3:17], x.b), nmse=_bound)
+    else:
+        op_case(f"{_op}/f32/row_slice", _ins, lambda c, x, _op=_op: getattr(c, _op)(c.view_2d(x.a, 14, 5, x.a.nb[1], 12)),
+                lambda x, _fn=_fn: _fn(x.a[:, 3:17]), nmse=_bound)
+
+for _i, (_alpha, _limit) in enumerate(((1.702, 7.0), (1.0, 1.5), (0.5, 0.75))):
+    op_case(f"swiglu_oai/f32/p{_i}", {"a": ("f32", (3, 5, 18), uniform(-4.0, 4.0))},
+            lambda c, x, _a=_alpha, _l=_limit: c.swiglu_oai(x.a, None, _a, _l),
+            lambda x, _a=_alpha, _l=_limit: oracles.swiglu_oai(x.a, None, _a, _l))
+    op_case(f"swiglu_oai/f32/split_p{_i}", {"a": ("f32", (5, 13), uniform(-4.0, 4.0)), "b": ("f32", (5, 13), uniform(-3.0, 3.0))},
+            lambda c, x, _a=_alpha, _l=_limit: c.swiglu_oai(x.a, x.b, _a, _l),
+            lambda x, _a=_alpha, _l=_limit: oracles.swiglu_oai(x.a, x.b, _a, _l))
+    op_case(f"swiglu_clamp/f32/p{_i}", {"a": ("f32", (3, 5, 18), uniform(-4.0, 4.0))},
+            lambda c, x, _l=_limit: c.swiglu_clamp(x.a, None, _l), lambda x, _l=_limit: oracles.swiglu_clamp(x.a, None, _l))
+    op_case(f"swiglu_clamp/f16/split_p{_i}", {"a": ("f16", (5, 13), uniform(-4.0, 4.0)), "b": ("f16", (5, 13), uniform(-3.0, 3.0))},
+            lambda c, x, _l=_limit: c.swiglu_clamp(x.a, x.b, _l), lambda x, _l=_limit: oracles.swiglu_clamp(x.a, x.b, _l))

@@ -98,3 +98,77 @@ def arange(start, stop, step=1.0):
 
 
 
+
+# --- newer unary ops --------------------------------------------------------------------------
+expm1 = _unary(np.expm1)
+
+
+def _softplus(v):
+    return v if v > 20.0 else math.log1p(math.exp(v))
+
+
+def xielu(a, alpha_n=0.8, alpha_p=0.8, beta=0.5, eps=-1e-6):
+    """ggml stores alpha_n as beta + softplus(alpha_n) and alpha_p as softplus(alpha_p)."""
+    an, ap = beta + _softplus(alpha_n), _softplus(alpha_p)
+    x = np.asarray(a, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        neg = (np.expm1(np.minimum(x, eps)) - x) * an + beta * x
+        return np.where(x > 0, ap * x * x + beta * x, neg).astype(np.float32)
+
+
+# --- gated linear units -----------------------------------------------------------------------
+_GLU_ACT = {
+    "reglu": lambda x: np.maximum(x, 0.0),
+    "geglu": lambda x: 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x))),
+    "swiglu": lambda x: x * _sigmoid(x),
+    "geglu_erf": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "geglu_quick": lambda x: x * _sigmoid(GELU_QUICK_COEF * x),
+}
+
+
+def _halves(a, b, swapped=False):
+    """(x, g): x is activated, g gates; without b, the two halves of a's rows."""
+    a = np.asarray(a, dtype=np.float64)
+    if b is not None:
+        return a, np.asarray(b, dtype=np.float64)
+    nc = a.shape[-1] // 2
+    x, g = a[..., :nc], a[..., nc:2 * nc]
+    return (g, x) if swapped else (x, g)
+
+
+def _make_glu(name):
+    act = _GLU_ACT[name.split("_swapped")[0].split("_split")[0]]
+    if name.endswith("_split"):
+        def op(a, b):
+            x, g = _halves(a, b)
+            with np.errstate(all="ignore"):
+                return (act(x) * g).astype(np.float32)
+    else:
+        def op(a):
+            x, g = _halves(a, None, name.endswith("_swapped"))
+            with np.errstate(all="ignore"):
+                return (act(x) * g).astype(np.float32)
+    op.__name__ = name
+    return op
+
+
+for _g in _GLU_ACT:
+    for _v in ("", "_swapped", "_split"):
+        globals()[_g + _v] = _make_glu(_g + _v)
+del _g, _v
+
+
+def swiglu_oai(a, b=None, alpha=1.702, limit=7.0):
+    """x = min(x, limit), g = clamp(g, -limit, limit): x * sigmoid(alpha * x) * (g + 1)."""
+    x, g = _halves(a, b)
+    x, g = np.minimum(x, limit), np.clip(g, -limit, limit)
+    with np.errstate(all="ignore"):
+        return (x * _sigmoid(alpha * x) * (g + 1.0)).astype(np.float32)
+
+
+def swiglu_clamp(a, b=None, limit=7.0):
+    """x = min(x, limit), g = clamp(g, -limit, limit): silu(x) * g."""
+    x, g = _halves(a, b)
+    x, g = np.minimum(x, limit), np.clip(g, -limit, limit)
+    with np.errstate(all="ignore"):
+        return (x * _sigmoid(x) * g).astype(np.float32)
