@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from pyggml import types
+
 from pyggml.ops._common import (
     _ARG_ERRORS,
     _NULL,
@@ -13,6 +15,7 @@ from pyggml.ops._common import (
     _make_unary,
     _result,
     _scalar,
+    _shape_arg,
     exported,
 )
 from pyggml.tensor import Tensor
@@ -160,6 +163,85 @@ def swiglu_clamp(ctx, a: Tensor, b: Tensor | None = None, limit: float = 7.0):
     except _ARG_ERRORS as e:
         raise _bad_arguments("swiglu_clamp", e, ctx, a=a, **({} if b is None else {"b": b})) from None
     return _result(ctx, r, "swiglu_clamp", a, *(() if b is None else (b,)))
+
+
+# --- more arithmetic, casts, generators ----------------------------------------------------------------
+def _call(op: str, ctx, tensors: dict, *rest):
+    """ggml_<op>(ctx, *tensors, *rest), through the guard; a bad argument names itself."""
+    try:
+        r = _guarded(op)(ctx.ptr, *(t.ptr for t in tensors.values()), *rest)
+    except _ARG_ERRORS as e:
+        raise _bad_arguments(op, e, ctx, **tensors) from None
+    return _result(ctx, r, op, *tensors.values())
+
+
+def _type_arg(op: str, type) -> int:
+    try:
+        return int(types.as_type(type))
+    except (ValueError, TypeError) as e:
+        raise (ValueError if isinstance(e, ValueError) else TypeError)(f"{op}: type: {e}") from None
+
+
+def add1(ctx, a: Tensor, b: Tensor):
+    return _call("add1", ctx, {"a": a, "b": b})
+
+
+def add_cast(ctx, a: Tensor, b: Tensor, type):
+    return _call("add_cast", ctx, {"a": a, "b": b}, _type_arg("add_cast", type))
+
+
+def cast(ctx, a: Tensor, type):
+    return _call("cast", ctx, {"a": a}, _type_arg("cast", type))
+
+
+def scale_bias(ctx, a: Tensor, s: float, b: float):
+    return _call("scale_bias", ctx, {"a": a}, _scalar("scale_bias", "s", s), _scalar("scale_bias", "b", b))
+
+
+def fill(ctx, a: Tensor, c: float):
+    return _call("fill", ctx, {"a": a}, _scalar("fill", "c", c))
+
+
+def count_equal(ctx, a: Tensor, b: Tensor):
+    return _call("count_equal", ctx, {"a": a, "b": b})
+
+
+TRI_TYPES = {"upper_diag": 0, "upper": 1, "lower_diag": 2, "lower": 3}
+
+
+def tri(ctx, a: Tensor, type=0):
+    """type: 0 upper_diag, 1 upper, 2 lower_diag, 3 lower (or those names)."""
+    t = TRI_TYPES.get(type.lower(), -1) if isinstance(type, str) else _scalar("tri", "type", type, int)
+    if t not in TRI_TYPES.values():  # the CPU kernel aborts on any other value
+        raise ValueError(f"tri: type must be one of {TRI_TYPES} (or its name), got {type!r}")
+    return _call("tri", ctx, {"a": a}, t)
+
+
+def diag(ctx, a: Tensor):
+    return _call("diag", ctx, {"a": a})
+
+
+def diag_mask_zero(ctx, a: Tensor, n_past: int):
+    n_past = _scalar("diag_mask_zero", "n_past", n_past, int)
+    if not 0 <= n_past < 2**31:  # the kernel asserts n_past >= 0 on a worker thread
+        raise ValueError(f"diag_mask_zero: n_past must be >= 0, got {n_past}")
+    return _call("diag_mask_zero", ctx, {"a": a}, n_past)
+
+
+def roll(ctx, a: Tensor, shift0: int = 0, shift1: int = 0, shift2: int = 0, shift3: int = 0):
+    shifts = [_scalar("roll", f"shift{i}", v, int) for i, v in enumerate((shift0, shift1, shift2, shift3))]
+    if not all(-2**31 < v < 2**31 for v in shifts):
+        raise ValueError(f"roll: shifts {shifts} do not fit a C int")
+    return _call("roll", ctx, {"a": a}, *shifts)
+
+
+def repeat_4d(ctx, a: Tensor, ne0: int, ne1: int = 1, ne2: int = 1, ne3: int = 1):
+    ne = _shape_arg("repeat_4d", (ne0, ne1, ne2, ne3))
+    return _call("repeat_4d", ctx, {"a": a}, *ne)
+
+
+def cumsum(ctx, a: Tensor):
+    return _call("cumsum", ctx, {"a": a})
 
 
 __all__ = exported(globals())

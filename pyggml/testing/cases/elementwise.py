@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from pyggml import ops as _ops
-from pyggml.ops.elementwise import GLU_OPS as _GLU_OPS
+from pyggml.ops.elementwise import GLU_OPS as _GLU_OPS, TRI_TYPES
 from pyggml.testing import oracles
 from pyggml.testing.cases import (
     NMSE_FP16_TABLE,
+    integers,
     op_case,
     signed_away_from_zero,
     uniform,
@@ -135,3 +136,66 @@ for _i, (_alpha, _limit) in enumerate(((1.702, 7.0), (1.0, 1.5), (0.5, 0.75))):
             lambda c, x, _l=_limit: c.swiglu_clamp(x.a, None, _l), lambda x, _l=_limit: oracles.swiglu_clamp(x.a, None, _l))
     op_case(f"swiglu_clamp/f16/split_p{_i}", {"a": ("f16", (5, 13), uniform(-4.0, 4.0)), "b": ("f16", (5, 13), uniform(-3.0, 3.0))},
             lambda c, x, _l=_limit: c.swiglu_clamp(x.a, x.b, _l), lambda x, _l=_limit: oracles.swiglu_clamp(x.a, x.b, _l))
+
+# --- more arithmetic, casts, generators --------------------------------------------------------------
+for _ta, _tb, _shape in (("f32", "f32", (3, 5, 7)), ("f16", "f16", (5, 13)), ("f16", "f32", (2, 11)),
+                         ("bf16", "bf16", (3, 9)), ("bf16", "f32", (7, 5))):
+    op_case(f"add1/{_ta}_{_tb}/{'x'.join(map(str, _shape))}", {"a": (_ta, _shape), "b": (_tb, (1,), uniform(0.5, 1.5))},
+            lambda c, x: c.add1(x.a, x.b), lambda x: oracles.add1(x.a, x.b))
+for _ta, _tb, _to in (("f16", "f32", "f32"), ("bf16", "f32", "f32"), ("f16", "f16", "f16"), ("f16", "f32", "f16"),
+                      ("bf16", "f32", "bf16")):
+    op_case(f"add_cast/{_ta}_{_tb}/to_{_to}", {"a": (_ta, (3, 5, 12)), "b": (_tb, (1, 5, 12))},
+            lambda c, x, _to=_to: c.add_cast(x.a, x.b, _to), lambda x, _to=_to: oracles.add_cast(x.a, x.b, _to))
+op_case("add_cast/f16_f32/rows", {"a": ("f16", (4, 3, 10)), "b": ("f32", (1, 1, 10))},
+        lambda c, x: c.add_cast(x.a, x.b, "f32"), lambda x: oracles.add_cast(x.a, x.b, "f32"))
+for _ta, _to in (("f32", "f16"), ("f32", "bf16"), ("f16", "f32"), ("bf16", "f32"), ("f16", "bf16"), ("f32", "f32")):
+    op_case(f"cast/{_ta}/to_{_to}", {"a": (_ta, (3, 5, 7), uniform(-3, 3))},
+            lambda c, x, _to=_to: c.cast(x.a, _to), lambda x, _to=_to: oracles.cast(x.a, _to))
+op_case("cast/f32/transposed_to_f16", {"a": ("f32", (7, 5))}, lambda c, x: c.cast(c.transpose(x.a), "f16"),
+        lambda x: oracles.cast(x.a.T, "f16"))
+
+for _t, _s, _b in (("f32", 1.5, -0.25), ("f32", -0.5, 2.0), ("bf16", 0.75, 0.5)):
+    op_case(f"scale_bias/{_t}/s{_s}_b{_b}", {"a": (_t, (3, 5, 7))}, lambda c, x, _s=_s, _b=_b: c.scale_bias(x.a, _s, _b),
+            lambda x, _s=_s, _b=_b: oracles.scale_bias(x.a, _s, _b))
+
+for _t, _c in (("f32", 2.5), ("f32", -0.125), ("f16", 3.0)):
+    op_case(f"fill/{_t}/{_c}", {"a": (_t, (3, 5, 7))}, lambda c, x, _c=_c: c.fill(x.a, _c),
+            lambda x, _c=_c: oracles.fill(x.a, _c), exact=True)
+
+for _shape in ((5, 13), (2, 3, 7)):
+    op_case(f"count_equal/i32/{'x'.join(map(str, _shape))}", {"a": ("i32", _shape, integers(0, 3)), "b": ("i32", _shape, integers(0, 3))},
+            lambda c, x: c.count_equal(x.a, x.b), lambda x: oracles.count_equal(x.a, x.b), exact=True,
+            known={} if len(_shape) < 3 else {"cpu": "ggml-cpu count_equal indexes rows wrongly when ne2 > 1 or ne3 > 1 "
+                                                      "(i02/i01 computed with ne03/ne02 for ne02*ne01/ne01)"})
+
+for _name, _tt in TRI_TYPES.items():
+    op_case(f"tri/f32/{_name}", {"a": ("f32", (2, 7, 7))}, lambda c, x, _tt=_tt: c.tri(x.a, _tt),
+            lambda x, _tt=_tt: oracles.tri(x.a, _tt), exact=True)
+op_case("tri/f32/lower_by_name", {"a": ("f32", (5, 5))}, lambda c, x: c.tri(x.a, "lower"),
+        lambda x: oracles.tri(x.a, "lower"), exact=True)
+
+op_case("diag/f32", {"a": ("f32", (1, 7))}, lambda c, x: c.diag(x.a), lambda x: oracles.diag(x.a), exact=True)
+op_case("diag/f32/batched", {"a": ("f32", (2, 3, 1, 5))}, lambda c, x: c.diag(x.a), lambda x: oracles.diag(x.a), exact=True)
+
+for _n_past in (0, 1, 3):
+    op_case(f"diag_mask_zero/f32/n_past{_n_past}", {"a": ("f32", (3, 5, 7))}, lambda c, x, _n=_n_past: c.diag_mask_zero(x.a, _n),
+            lambda x, _n=_n_past: oracles.diag_mask_zero(x.a, _n), exact=True)
+op_case("diag_mask_zero/f32/4d", {"a": ("f32", (2, 3, 5, 5))}, lambda c, x: c.diag_mask_zero(x.a, 1),
+        lambda x: oracles.diag_mask_zero(x.a, 1), exact=True)
+
+for _sh in ((2, 0, 0, 0), (-3, 1, 0, 0), (0, -2, 1, 0), (4, 3, -1, 1)):
+    op_case(f"roll/f32/{'_'.join(map(str, _sh))}", {"a": ("f32", (2, 3, 5, 7))}, lambda c, x, _sh=_sh: c.roll(x.a, *_sh),
+            lambda x, _sh=_sh: oracles.roll(x.a, *_sh), exact=True)
+op_case("roll/f32/permuted", {"a": ("f32", (3, 5, 7))}, lambda c, x: c.roll(c.permute(x.a, 0, 2, 1, 3), 3, -2),
+        lambda x: oracles.roll(x.a.transpose(1, 0, 2), 3, -2), exact=True)
+
+for _t, _shape, _ne in (("f32", (3, 5), (10, 6, 2, 1)), ("f16", (1, 3, 5), (5, 6, 2, 3)), ("bf16", (2, 7), (21, 2, 1, 2)),
+                        ("i32", (3, 1), (3, 3, 1, 1))):
+    op_case(f"repeat_4d/{_t}/{'x'.join(map(str, _ne))}", {"a": (_t, _shape, integers(-50, 50) if _t == "i32" else uniform())},
+            lambda c, x, _ne=_ne: c.repeat_4d(x.a, *_ne), lambda x, _ne=_ne: oracles.repeat_4d(x.a, *_ne), exact=True)
+
+for _shape in ((5, 13), (2, 3, 7), (1, 33)):
+    op_case(f"cumsum/f32/{'x'.join(map(str, _shape))}", {"a": ("f32", _shape)}, lambda c, x: c.cumsum(x.a),
+            lambda x: oracles.cumsum(x.a))
+op_case("cumsum/f32/permuted", {"a": ("f32", (3, 5, 7))}, lambda c, x: c.cumsum(c.permute(x.a, 0, 2, 1, 3)),
+        lambda x: oracles.cumsum(x.a.transpose(1, 0, 2)))

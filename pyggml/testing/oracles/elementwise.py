@@ -8,6 +8,8 @@ import numpy as np
 
 from pyggml.testing.oracles._common import (
     _f32,
+    _as4,
+    _lead,
     broadcast_to,
 )
 
@@ -172,3 +174,78 @@ def swiglu_clamp(a, b=None, limit=7.0):
     x, g = np.minimum(x, limit), np.clip(g, -limit, limit)
     with np.errstate(all="ignore"):
         return (x * _sigmoid(x) * g).astype(np.float32)
+
+
+# --- more arithmetic, casts, generators ---------------------------------------------------------
+def _round_to(x, type):
+    """x (F32) as a tensor of `type` holds it: F16 / BF16 round to nearest even, others stay F32."""
+    name = str(getattr(type, "name", type)).lower()
+    x = _f32(x)
+    if name == "f16":
+        return x.astype(np.float16).astype(np.float32)
+    if name == "bf16":
+        u = x.view(np.uint32).astype(np.uint64)
+        u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+        return u.astype(np.uint32).view(np.float32)
+    return x
+
+
+def add1(a, b):
+    return _f32(a) + _f32(b).reshape(-1)[0]
+
+
+def add_cast(a, b, type):
+    return _round_to(add(a, b), type)
+
+
+def cast(a, type):
+    return _round_to(a, type)
+
+
+def scale_bias(a, s, b):
+    return _f32(a) * np.float32(s) + np.float32(b)
+
+
+def fill(a, c):
+    return np.full(np.shape(a), np.float32(c), dtype=np.float32)
+
+
+def count_equal(a, b):
+    return np.array([np.count_nonzero(np.asarray(a) == np.asarray(b))], dtype=np.int64)
+
+
+def tri(a, type=0):
+    """Keep a[.., r, i] where i >= r (0 upper_diag), i > r (1 upper), i <= r (2 lower_diag), i < r (3 lower)."""
+    t = {"upper_diag": 0, "upper": 1, "lower_diag": 2, "lower": 3}.get(type, type) if isinstance(type, str) else int(type)
+    x = _f32(a)
+    r, i = np.indices(x.shape[-2:])
+    keep = [i >= r, i > r, i <= r, i < r][t]
+    return np.where(keep, x, np.float32(0))
+
+
+def diag(a):
+    """[.., 1, n] -> [.., n, n] with a's row on the diagonal."""
+    x = _as4(_f32(a))
+    n = x.shape[-1]
+    out = np.zeros(x.shape[:2] + (n, n), np.float32)
+    out[..., np.arange(n), np.arange(n)] = x[..., 0, :]
+    return _lead(out)
+
+
+def diag_mask_zero(a, n_past):
+    x = _f32(a)
+    j, i = np.indices(x.shape[-2:]) if x.ndim >= 2 else (np.zeros((1, x.shape[-1]), int), np.arange(x.shape[-1])[None])
+    return np.where(i > n_past + j, np.float32(0), x).reshape(x.shape)
+
+
+def roll(a, shift0=0, shift1=0, shift2=0, shift3=0):
+    x = _as4(_f32(a))
+    return _lead(np.roll(x, (shift3, shift2, shift1, shift0), axis=(0, 1, 2, 3)))
+
+
+def repeat_4d(a, ne0, ne1=1, ne2=1, ne3=1):
+    return _lead(broadcast_to(_as4(np.asarray(a)), (ne3, ne2, ne1, ne0)))
+
+
+def cumsum(a):
+    return np.cumsum(np.asarray(a, dtype=np.float64), axis=-1).astype(np.float32)
