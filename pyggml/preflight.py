@@ -275,6 +275,16 @@ def _count_equal(p):
     return None
 
 
+def _acc_set(p):
+    a, b = p.src[0], p.src[1]
+    allowed = (_F32,) if p.op == Op.ACC else (_F32, _I32)
+    if a.type not in allowed or b.type != a.type:
+        return f"the CPU kernel takes a and b both {'/'.join(map(_tname, allowed))}, got {_tname(a.type)} and {_tname(b.type)}"
+    if not _contiguous(a) or not _packed_rows(b):
+        return "the CPU kernel needs a contiguous a and b with contiguous rows"
+    return None
+
+
 _CPU_RULES.update({  # elementwise, reductions
     Op.GLU: _glu,
     Op.ADD: _add,
@@ -286,6 +296,8 @@ _CPU_RULES.update({  # elementwise, reductions
     Op.DIAG_MASK_ZERO: lambda p: _float_src0(p, {_F32}, _contiguous),
     Op.ROLL: lambda p: _float_src0(p, {_F32}),
     Op.CUMSUM: lambda p: _float_src0(p, {_F32}),
+    Op.ACC: _acc_set,
+    Op.SET: _acc_set,
 })
 # --- matmul, attention: the kernels' rules -------------------------------------------------------------------
 def _vec_dot_type(t: int) -> int:

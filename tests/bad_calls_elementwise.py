@@ -64,3 +64,18 @@ BAD += [
     ("cumsum", lambda c, t: ops.cumsum(c, t("f16", (3, 8))), OpError, "a->type == GGML_TYPE_F32"),
     ("cumsum", lambda c, t: ops.cumsum(c, ops.transpose(c, t("f32", (3, 8)))), GraphError, "contiguous rows"),
 ]
+
+BAD += [
+    ("acc", lambda c, t: ops.acc(c, t("f32", (3, 8)), t("f32", (2, 4)), 32, 96, 96, 80), ValueError, "past a's 96 bytes"),
+    ("acc", lambda c, t: ops.acc(c, t("f32", (3, 8)), t("f32", (2, 4)), 32, 96, 96, 2), ValueError, "multiples of a's element size"),
+    ("acc", lambda c, t: ops.acc(c, t("f32", (3, 8)), t("f32", (2, 4)), 8, 96, 96, 0), ValueError, "overlaps itself"),
+    ("acc", lambda c, t: ops.acc(c, t("f16", (3, 8)), t("f16", (2, 4)), 16, 48, 48, 0), OpError, "a->type == GGML_TYPE_F32"),
+    ("acc", lambda c, t: ops.acc(c, t("f32", (3, 8)), t("f32", (2, 4)), -4, 96, 96, 0), ValueError, "must be >= 0"),
+    ("set", lambda c, t: ops.set(c, t("f16", (3, 8)), t("f16", (2, 4)), 16, 48, 48, 0), GraphError, "both F32/I32"),
+    ("set", lambda c, t: ops.set(c, t("f32", (3, 8)), t("f32", (2, 4)), 32, 96, 96, 96), ValueError, "past a's"),
+    ("set", lambda c, t: ops.set(c, t("f32", (3, 8)), "b", 32, 96, 96, 0), TypeError, "b must be a Tensor"),
+    ("set_1d", lambda c, t: ops.set_1d(c, t("f32", (3, 8)), t("f32", (5,)), 80), ValueError, "past a's"),
+    ("set_1d", lambda c, t: ops.set_1d(c, t("f32", (3, 8)), t("f32", (5,)), 1.5), TypeError, "offset must be an integer"),
+    ("set_2d", lambda c, t: ops.set_2d(c, t("f32", (3, 8)), t("f32", (2, 4)), 64, 0), ValueError, "past a's"),
+    ("set_2d", lambda c, t: ops.set_2d(c, t("f32", (3, 8)), t("f32", (2, 4)), 8, 0), ValueError, "overlaps itself"),
+]

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 
 from pyggml import types
+from pyggml._native import lib
 
 from pyggml.ops._common import (
     _ARG_ERRORS,
     _NULL,
+    _TYPE_SIZE,
     _bad_arguments,
     _guarded,
     _make_binary,
@@ -242,6 +244,56 @@ def repeat_4d(ctx, a: Tensor, ne0: int, ne1: int = 1, ne2: int = 1, ne3: int = 1
 
 def cumsum(ctx, a: Tensor):
     return _call("cumsum", ctx, {"a": a})
+
+
+# --- acc / set: b written (added) into a copy of a through a view given in bytes --------------------
+def _view_of_b(op: str, a, b, nb1, nb2, nb3, offset) -> list[int]:
+    """The byte strides and offset as ints, checked to stay inside a: the kernels assert that on a
+    worker thread (acc) or not at all past the last element's start; a view whose rows overlap
+    would have the threads race on the same elements."""
+    vals = [_scalar(op, n, v, int) for n, v in (("nb1", nb1), ("nb2", nb2), ("nb3", nb3), ("offset", offset))]
+    if any(v < 0 for v in vals):
+        raise ValueError(f"{op}: nb1, nb2, nb3 and offset must be >= 0, got {vals}")
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)) or types.is_quantized(a.ptr.type):
+        return vals  # the call names the bad argument; the CPU rule refuses the type
+    es = _TYPE_SIZE[a.ptr.type]
+    if any(v % es for v in vals):
+        raise ValueError(f"{op}: nb1, nb2, nb3 and offset must be multiples of a's element size {es}, got {vals}")
+    ne = list(b.ptr.ne)
+    dims = sorted((nb, n) for nb, n in zip([es] + vals[:3], ne) if n > 1)
+    reach = es
+    for nb, n in dims:
+        if nb < reach:
+            raise ValueError(f"{op}: the view of b's shape {ne} with strides {[es] + vals[:3]} overlaps itself")
+        reach += nb * (n - 1)
+    end = vals[3] + es + sum((n - 1) * nb for nb, n in zip([es] + vals[:3], ne))
+    if end > lib.ggml_nbytes(a.ptr):
+        raise ValueError(f"{op}: the view (offset {vals[3]}, strides {vals[:3]}, b's ne {ne}) ends at byte {end}, "
+                         f"past a's {lib.ggml_nbytes(a.ptr)} bytes")
+    return vals
+
+
+def acc(ctx, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int):
+    return _call("acc", ctx, {"a": a, "b": b}, *_view_of_b("acc", a, b, nb1, nb2, nb3, offset))
+
+
+def set(ctx, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int):  # noqa: A001
+    vals = _view_of_b("set", a, b, nb1, nb2, nb3, offset)
+    if vals[3] >= 1 << 30:
+        raise ValueError(f"set: offset must be < 2**30 (ggml stores it in an int32), got {vals[3]}")
+    return _call("set", ctx, {"a": a, "b": b}, *vals)
+
+
+def set_1d(ctx, a: Tensor, b: Tensor, offset: int):
+    if isinstance(a, Tensor):
+        _view_of_b("set_1d", a, b, a.ptr.nb[1], a.ptr.nb[2], a.ptr.nb[3], offset)
+    return _call("set_1d", ctx, {"a": a, "b": b}, _scalar("set_1d", "offset", offset, int))
+
+
+def set_2d(ctx, a: Tensor, b: Tensor, nb1: int, offset: int):
+    if isinstance(a, Tensor):
+        _view_of_b("set_2d", a, b, nb1, a.ptr.nb[2], a.ptr.nb[3], offset)
+    return _call("set_2d", ctx, {"a": a, "b": b}, _scalar("set_2d", "nb1", nb1, int), _scalar("set_2d", "offset", offset, int))
 
 
 __all__ = exported(globals())

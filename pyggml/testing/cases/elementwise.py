@@ -199,3 +199,27 @@ for _shape in ((5, 13), (2, 3, 7), (1, 33)):
             lambda x: oracles.cumsum(x.a))
 op_case("cumsum/f32/permuted", {"a": ("f32", (3, 5, 7))}, lambda c, x: c.cumsum(c.permute(x.a, 0, 2, 1, 3)),
         lambda x: oracles.cumsum(x.a.transpose(1, 0, 2)))
+
+
+# --- acc / set (strides and offsets in bytes, of a's contiguous layout) -------------------------------
+# a (3, 5, 12) F32: nb1 = 48, nb2 = 240; b written as a sub-block or with a row stride of its own
+_VIEWS = (((3, 5, 12), (2, 3, 4), (48, 240, 720, 4 * (12 + 2))),   # a 2x3x4 block at (0, 1, 2)
+          ((3, 5, 12), (5, 7), (48, 240, 720, 8)),                  # 5 rows of 7, from column 2
+          ((3, 5, 12), (4, 6), (96, 240, 720, 4)),                  # every other row
+          ((7, 13), (2, 3, 4), (4 * 13, 4 * 13 * 3, 720, 4 * 13)))  # a 3D b into a 2D a
+for _ta, _tb in (("f32", "f32"), ("i32", "i32")):
+    for _i, (_sa, _sb, _v) in enumerate(_VIEWS):
+        _gen = (integers(-100, 100),) if _ta == "i32" else ()
+        _ins = {"a": (_ta, _sa, *_gen), "b": (_tb, _sb, *_gen)}
+        if _ta == "f32":
+            op_case(f"acc/f32/view{_i}", _ins, lambda c, x, _v=_v: c.acc(x.a, x.b, *_v),
+                    lambda x, _v=_v: oracles.acc(x.a, x.b, *_v))
+        op_case(f"set/{_ta}/view{_i}", _ins, lambda c, x, _v=_v: c.set(x.a, x.b, *_v),
+                lambda x, _v=_v: oracles.set(x.a, x.b, *_v), exact=True)
+for _off in (0, 4 * 17):
+    op_case(f"set_1d/f32/at{_off}", {"a": ("f32", (3, 5, 12)), "b": ("f32", (23,))},
+            lambda c, x, _o=_off: c.set_1d(x.a, x.b, _o), lambda x, _o=_off: oracles.set_1d(x.a, x.b, _o), exact=True)
+    op_case(f"set_2d/f32/at{_off}", {"a": ("f32", (3, 5, 12)), "b": ("f32", (3, 5))},
+            lambda c, x, _o=_off: c.set_2d(x.a, x.b, 96, _o), lambda x, _o=_off: oracles.set_2d(x.a, x.b, 96, _o), exact=True)
+op_case("set_1d/i32", {"a": ("i32", (5, 7), integers(-9, 9)), "b": ("i32", (11,), integers(-9, 9))},
+        lambda c, x: c.set_1d(x.a, x.b, 8), lambda x: oracles.set_1d(x.a, x.b, 8), exact=True)

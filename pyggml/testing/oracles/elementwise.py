@@ -249,3 +249,40 @@ def repeat_4d(a, ne0, ne1=1, ne2=1, ne3=1):
 
 def cumsum(a):
     return np.cumsum(np.asarray(a, dtype=np.float64), axis=-1).astype(np.float32)
+
+
+# --- acc / set ----------------------------------------------------------------------------------
+def _view_index(a, b, nb1, nb2, nb3, offset):
+    """Flat element indices of a (contiguous) that b's elements land on, in b's NumPy order."""
+    es = np.asarray(a).dtype.itemsize
+    b4 = _as4(np.asarray(b))
+    i3, i2, i1, i0 = np.indices(b4.shape)
+    return (offset + i0 * es + i1 * nb1 + i2 * nb2 + i3 * nb3) // es, b4
+
+
+def acc(a, b, nb1, nb2, nb3, offset):
+    out = np.array(a, dtype=np.float32).ravel()
+    idx, b4 = _view_index(out, b, nb1, nb2, nb3, offset)
+    out[idx] += b4.astype(np.float32)
+    return out.reshape(np.shape(a))
+
+
+def set(a, b, nb1, nb2, nb3, offset):  # noqa: A001
+    out = np.array(a).ravel()
+    idx, b4 = _view_index(out, b, nb1, nb2, nb3, offset)
+    out[idx] = b4
+    return out.reshape(np.shape(a))
+
+
+def _nb(a):
+    a4 = _as4(np.asarray(a))
+    es = a4.dtype.itemsize
+    return es * a4.shape[3], es * a4.shape[3] * a4.shape[2], es * a4.shape[3] * a4.shape[2] * a4.shape[1]
+
+
+def set_1d(a, b, offset):
+    return set(a, b, *_nb(a), offset)
+
+
+def set_2d(a, b, nb1, offset):
+    return set(a, b, nb1, *_nb(a)[1:], offset)
