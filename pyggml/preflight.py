@@ -298,6 +298,9 @@ _CPU_RULES.update({  # elementwise, reductions
     Op.CUMSUM: lambda p: _float_src0(p, {_F32}),
     Op.ACC: _acc_set,
     Op.SET: _acc_set,
+    Op.TOP_K: lambda p: _float_src0(p, {_F32}, _padded_1d),  # rows found at i*nb01
+    Op.GROUP_NORM: lambda p: _float_src0(p, {_F32}),
+    Op.TIMESTEP_EMBEDDING: lambda p: _float_src0(p, {_F32}),
 })
 # --- matmul, attention: the kernels' rules -------------------------------------------------------------------
 def _vec_dot_type(t: int) -> int:

@@ -79,3 +79,24 @@ BAD += [
     ("set_2d", lambda c, t: ops.set_2d(c, t("f32", (3, 8)), t("f32", (2, 4)), 84, 0), ValueError, "past a's"),
     ("set_2d", lambda c, t: ops.set_2d(c, t("f32", (3, 8)), t("f32", (2, 4)), 8, 0), ValueError, "overlaps itself"),
 ]
+
+BAD += [
+    ("top_k", lambda c, t: ops.top_k(c, t("f32", (3, 8)), 9), OpError, "a->ne[0] >= k"),
+    ("top_k", lambda c, t: ops.top_k(c, t("f32", (3, 8)), 0), ValueError, "k must be positive"),
+    ("top_k", lambda c, t: ops.top_k(c, t("f16", (3, 8)), 2), GraphError, "the CPU kernel takes"),
+    ("top_k", lambda c, t: ops.top_k(c, ops.permute(c, t("f32", (3, 4, 8)), 0, 2, 1, 3), 2), GraphError, "rows"),
+    ("argsort_top_k", lambda c, t: ops.argsort_top_k(c, t("f32", (3, 8)), 9), OpError, "a->ne[0] >= k"),
+    ("argsort_top_k", lambda c, t: ops.argsort_top_k(c, t("f32", (3, 8)), -1), ValueError, "k must be positive"),
+    ("group_norm", lambda c, t: ops.group_norm(c, t("f32", (2, 3, 8)), 3), ValueError, "n_groups must be in 1..ne2 = 2"),
+    ("group_norm", lambda c, t: ops.group_norm(c, t("f32", (2, 3, 8)), 1, float("nan")), ValueError, "eps must be finite"),
+    ("group_norm", lambda c, t: ops.group_norm(c, t("f16", (2, 3, 8)), 1), GraphError, "the CPU kernel takes"),
+    ("pad_ext", lambda c, t: ops.pad_ext(c, t("f32", (3, 8)), -1), ValueError, "paddings must be >= 0"),
+    ("pad_ext", lambda c, t: ops.pad_ext(c, t("f16", (3, 8)), 1), GraphError, "the CPU kernel takes"),
+    ("pad_ext_circular", lambda c, t: ops.pad_ext_circular(c, t("f32", (3, 8)), 9), ValueError, "must not exceed the dim"),
+    ("pad_ext_circular", lambda c, t: ops.pad_ext_circular(c, t("f32", (3, 8)), "x"), TypeError, "lp0 must be an integer"),
+    ("pad_circular", lambda c, t: ops.pad_circular(c, t("f32", (3, 8)), -2), ValueError, "paddings must be >= 0"),
+    ("pad_circular", lambda c, t: ops.pad_circular(c, t("i32", (3, 8)), 2), GraphError, "the CPU kernel takes"),
+    ("timestep_embedding", lambda c, t: ops.timestep_embedding(c, t("f32", (2, 8)), 16), ValueError, "must be a vector"),
+    ("timestep_embedding", lambda c, t: ops.timestep_embedding(c, t("f32", (8,)), 0), ValueError, "must be positive"),
+    ("timestep_embedding", lambda c, t: ops.timestep_embedding(c, t("f16", (8,)), 16), GraphError, "the CPU kernel takes"),
+]

@@ -296,4 +296,42 @@ def set_2d(ctx, a: Tensor, b: Tensor, nb1: int, offset: int):
     return _call("set_2d", ctx, {"a": a, "b": b}, _scalar("set_2d", "nb1", nb1, int), _scalar("set_2d", "offset", offset, int))
 
 
+# --- padding, embeddings ----------------------------------------------------------------------------------
+def _pads(op: str, a, pads, circular: bool) -> list[int]:
+    names = ("lp0", "rp0", "lp1", "rp1", "lp2", "rp2", "lp3", "rp3")
+    vals = [_scalar(op, n, v, int) for n, v in zip(names, pads)]
+    if not all(0 <= v < 2**31 for v in vals):
+        raise ValueError(f"{op}: paddings must be >= 0, got {vals}")
+    # the circular kernel wraps i - lp with (i - lp + ne) % ne: a left pad over ne reads before a
+    if circular and isinstance(a, Tensor) and any(vals[2 * d] > a.ptr.ne[d] for d in range(4)):
+        raise ValueError(f"{op}: a circular left padding must not exceed the dim (ne {list(a.ptr.ne)}), got {vals[0::2]}")
+    return vals
+
+
+def pad_ext(ctx, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int = 0, lp2: int = 0, rp2: int = 0,
+            lp3: int = 0, rp3: int = 0):
+    return _call("pad_ext", ctx, {"a": a}, *_pads("pad_ext", a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), False))
+
+
+def pad_ext_circular(ctx, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int = 0, lp2: int = 0,
+                     rp2: int = 0, lp3: int = 0, rp3: int = 0):
+    pads = _pads("pad_ext_circular", a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), True)
+    return _call("pad_ext_circular", ctx, {"a": a}, *pads)
+
+
+def pad_circular(ctx, a: Tensor, p0: int = 0, p1: int = 0, p2: int = 0, p3: int = 0):
+    pads = _pads("pad_circular", a, (0, p0, 0, p1, 0, p2, 0, p3), True)
+    return _call("pad_circular", ctx, {"a": a}, *pads[1::2])
+
+
+def timestep_embedding(ctx, timesteps: Tensor, dim: int, max_period: int = 10000):
+    dim, max_period = _scalar("timestep_embedding", "dim", dim, int), _scalar("timestep_embedding", "max_period", max_period, int)
+    if not 0 < dim < 2**31 or not 0 < max_period < 2**31:  # log(max_period) and a [dim, n] result
+        raise ValueError(f"timestep_embedding: dim and max_period must be positive, got {dim}, {max_period}")
+    # the kernel reads timesteps->ne[0] values: the rest of a 2-D or higher tensor would be ignored
+    if isinstance(timesteps, Tensor) and any(timesteps.ptr.ne[d] != 1 for d in (1, 2, 3)):
+        raise ValueError(f"timestep_embedding: timesteps must be a vector, got ne {list(timesteps.ptr.ne)}")
+    return _call("timestep_embedding", ctx, {"timesteps": timesteps}, dim, max_period)
+
+
 __all__ = exported(globals())

@@ -223,3 +223,21 @@ for _off in (0, 4 * 17):
             lambda c, x, _o=_off: c.set_2d(x.a, x.b, 96, _o), lambda x, _o=_off: oracles.set_2d(x.a, x.b, 96, _o), exact=True)
 op_case("set_1d/i32", {"a": ("i32", (5, 7), integers(-9, 9)), "b": ("i32", (11,), integers(-9, 9))},
         lambda c, x: c.set_1d(x.a, x.b, 8), lambda x: oracles.set_1d(x.a, x.b, 8), exact=True)
+
+# --- padding, embeddings -------------------------------------------------------------------------------
+for _p in ((1, 2, 0, 0, 0, 0, 0, 0), (0, 3, 2, 1, 0, 0, 0, 0), (2, 0, 1, 1, 1, 2, 0, 0), (1, 1, 0, 2, 2, 0, 1, 1)):
+    _tag = "_".join(map(str, _p))
+    op_case(f"pad_ext/f32/{_tag}", {"a": ("f32", (2, 3, 5, 7))}, lambda c, x, _p=_p: c.pad_ext(x.a, *_p),
+            lambda x, _p=_p: oracles.pad_ext(x.a, *_p), exact=True)
+    op_case(f"pad_ext_circular/f32/{_tag}", {"a": ("f32", (2, 3, 5, 7))}, lambda c, x, _p=_p: c.pad_ext_circular(x.a, *_p),
+            lambda x, _p=_p: oracles.pad_ext_circular(x.a, *_p), exact=True)
+op_case("pad_ext/f32/permuted", {"a": ("f32", (3, 5, 7))}, lambda c, x: c.pad_ext(c.permute(x.a, 0, 2, 1, 3), 1, 2, 2, 1),
+        lambda x: oracles.pad_ext(x.a.transpose(1, 0, 2), 1, 2, 2, 1), exact=True)
+for _p in ((3, 0, 0, 0), (2, 4, 1, 0), (7, 5, 3, 2)):
+    op_case(f"pad_circular/f32/{'_'.join(map(str, _p))}", {"a": ("f32", (2, 3, 5, 7))},
+            lambda c, x, _p=_p: c.pad_circular(x.a, *_p), lambda x, _p=_p: oracles.pad_circular(x.a, *_p), exact=True)
+
+for _n, _dim, _period in ((5, 16, 10000), (7, 13, 10000), (3, 32, 100), (1, 6, 5000)):
+    op_case(f"timestep_embedding/f32/n{_n}_dim{_dim}_p{_period}", {"t": ("f32", (_n,), uniform(0.0, 100.0))},
+            lambda c, x, _d=_dim, _p=_period: c.timestep_embedding(x.t, _d, _p),
+            lambda x, _d=_dim, _p=_period: oracles.timestep_embedding(x.t, _d, _p))

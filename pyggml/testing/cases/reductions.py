@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from pyggml.testing import oracles
 from pyggml.testing.cases import (
     distinct,
@@ -33,3 +35,26 @@ for _order in (SortOrder.ASC, SortOrder.DESC):
             exact=True)
 
 
+
+# --- top k, group norm ------------------------------------------------------------------------------------
+# top_k leaves the order of the k indices open: the graph sorts them (as F32) before they are compared
+def _sorted_top_k(c, a, k):
+    idx = c.cast(c.top_k(a, k), "f32")
+    rows = int(np.prod(idx.shape[:-1]))
+    flat = c.reshape_2d(idx, k, rows)
+    return c.get_rows(c.reshape_3d(flat, 1, k, rows), c.argsort(flat, SortOrder.ASC))
+
+
+for _shape, _k in (((5, 13), 3), ((2, 3, 20), 1), ((7, 11), 11), ((3, 33), 8)):
+    op_case(f"top_k/f32/{'x'.join(map(str, _shape))}_k{_k}", {"a": ("f32", _shape, distinct())},
+            lambda c, x, _k=_k: _sorted_top_k(c, x.a, _k),
+            lambda x, _k=_k: np.sort(oracles.top_k(x.a, _k), axis=-1).astype(np.float32), exact=True)
+    op_case(f"argsort_top_k/f32/{'x'.join(map(str, _shape))}_k{_k}", {"a": ("f32", _shape, distinct())},
+            lambda c, x, _k=_k: c.cont(c.argsort_top_k(x.a, _k)), lambda x, _k=_k: oracles.argsort_top_k(x.a, _k), exact=True)
+op_case("top_k/f32/unsorted_cpu_order", {"a": ("f32", (4, 9), distinct())}, lambda c, x: c.top_k(x.a, 4),
+        lambda x: oracles.top_k(x.a, 4), exact=True,
+        known={"vulkan": "ggml leaves top_k's order open; the oracle follows the CPU's (largest first, first two swapped)"})
+
+for _shape, _g, _eps in (((2, 6, 3, 5), 3, 1e-6), ((1, 6, 4, 7), 4, 1e-6), ((5, 3, 9), 2, 1e-5), ((2, 4, 3, 5), 1, 0.1)):
+    op_case(f"group_norm/f32/{'x'.join(map(str, _shape))}_g{_g}", {"a": ("f32", _shape)},
+            lambda c, x, _g=_g, _e=_eps: c.group_norm(x.a, _g, _e), lambda x, _g=_g, _e=_eps: oracles.group_norm(x.a, _g, _e))

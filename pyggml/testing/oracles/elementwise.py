@@ -286,3 +286,33 @@ def set_1d(a, b, offset):
 
 def set_2d(a, b, nb1, offset):
     return set(a, b, nb1, *_nb(a)[1:], offset)
+
+
+# --- padding, embeddings ---------------------------------------------------------------------------
+def _pad(a, pads, mode):
+    x = _as4(np.asarray(a))
+    width = [(pads[2 * d], pads[2 * d + 1]) for d in (3, 2, 1, 0)]
+    return _lead(np.pad(x, width, mode=mode))
+
+
+def pad_ext(a, lp0=0, rp0=0, lp1=0, rp1=0, lp2=0, rp2=0, lp3=0, rp3=0):
+    return _pad(a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), "constant")
+
+
+def pad_ext_circular(a, lp0=0, rp0=0, lp1=0, rp1=0, lp2=0, rp2=0, lp3=0, rp3=0):
+    return _pad(a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), "wrap")
+
+
+def pad_circular(a, p0=0, p1=0, p2=0, p3=0):
+    return _pad(a, (0, p0, 0, p1, 0, p2, 0, p3), "wrap")
+
+
+def timestep_embedding(timesteps, dim, max_period=10000):
+    """[n] -> [n, dim]: cos(t * f_j) for j < dim // 2, then sin(t * f_j), f_j = max_period^(-j / half);
+    an odd dim ends with a 0."""
+    t = np.asarray(timesteps, dtype=np.float64).reshape(-1, 1)
+    half = dim // 2
+    freqs = np.exp(-math.log(max_period) * np.arange(half) / half)
+    out = np.zeros((t.shape[0], dim))
+    out[:, :half], out[:, half:2 * half] = np.cos(t * freqs), np.sin(t * freqs)
+    return out.astype(np.float32)
