@@ -241,3 +241,46 @@ for _n, _dim, _period in ((5, 16, 10000), (7, 13, 10000), (3, 32, 100), (1, 6, 5
     op_case(f"timestep_embedding/f32/n{_n}_dim{_dim}_p{_period}", {"t": ("f32", (_n,), uniform(0.0, 100.0))},
             lambda c, x, _d=_dim, _p=_period: c.timestep_embedding(x.t, _d, _p),
             lambda x, _d=_dim, _p=_period: oracles.timestep_embedding(x.t, _d, _p))
+
+# --- more cases of the older ops: odd sizes, strided inputs, broadcasting in every dim, BF16 ----------
+_BCAST = (((3, 5, 7, 11), (1, 1, 1, 11)), ((3, 5, 7, 11), (3, 1, 7, 1)), ((3, 5, 7, 11), (1, 5, 1, 11)),
+          ((2, 5, 7, 13), (2, 5, 7, 1)), ((6, 5, 3, 5), (3, 5, 1, 5)), ((4, 9, 2, 3), (2, 3, 2, 3)))
+for _op in ("add", "sub", "mul", "div"):
+    _b_gen = (signed_away_from_zero(),) if _op == "div" else ()
+    _fn = getattr(oracles, _op)
+    for _i, (_sa, _sb) in enumerate(_BCAST):
+        op_case(f"{_op}/f32/bcast{_i}", {"a": ("f32", _sa), "b": ("f32", _sb, *_b_gen)},
+                lambda c, x, _op=_op: getattr(c, _op)(x.a, x.b), lambda x, _fn=_fn: _fn(x.a, x.b))
+    for _ta, _tb in (("bf16", "bf16"), ("bf16", "f32"), ("f16", "f32")):
+        op_case(f"{_op}/{_ta}_{_tb}/odd_bcast", {"a": (_ta, (3, 7, 13)), "b": (_tb, (1, 7, 13), *_b_gen)},
+                lambda c, x, _op=_op: getattr(c, _op)(x.a, x.b), lambda x, _fn=_fn: _fn(x.a, x.b))
+    # permuted a and b: rows stay contiguous, the kernels walk dims 1..3 by stride
+    op_case(f"{_op}/f32/permuted_a", {"a": ("f32", (5, 3, 7)), "b": ("f32", (3, 5, 7), *_b_gen)},
+            lambda c, x, _op=_op: getattr(c, _op)(c.permute(x.a, 0, 2, 1, 3), x.b),
+            lambda x, _fn=_fn: _fn(x.a.transpose(1, 0, 2), x.b))
+    op_case(f"{_op}/f32/permuted_b_bcast", {"a": ("f32", (2, 3, 5, 7)), "b": ("f32", (5, 1, 7), *_b_gen)},
+            lambda c, x, _op=_op: getattr(c, _op)(x.a, c.permute(x.b, 0, 2, 1, 3)),
+            lambda x, _fn=_fn: _fn(x.a, x.b.transpose(1, 0, 2)))
+    op_case(f"{_op}/f32/row_slice", {"a": ("f32", (5, 20)), "b": ("f32", (5, 9), *_b_gen)},
+            lambda c, x, _op=_op: getattr(c, _op)(c.view_2d(x.a, 9, 5, x.a.nb[1], 8), x.b),
+            lambda x, _fn=_fn: _fn(x.a[:, 2:11], x.b))
+
+for _op in _ops.UNARY_OPS:
+    _gen = (_UNARY_GEN[_op],) if _op in _UNARY_GEN else ()
+    _fn = getattr(oracles, _op)
+    op_case(f"{_op}/bf16", {"a": ("bf16", (5, 13), *_gen)}, lambda c, x, _op=_op: getattr(c, _op)(x.a),
+            lambda x, _fn=_fn: _fn(x.a))
+    op_case(f"{_op}/f32/odd_permuted", {"a": ("f32", (5, 3, 7), *_gen)},
+            lambda c, x, _op=_op: getattr(c, _op)(c.permute(x.a, 0, 2, 1, 3)),
+            lambda x, _fn=_fn: _fn(x.a.transpose(1, 0, 2)), nmse=_UNARY_NMSE_F32.get(_op))
+
+for _s in (0.3, -2.5, 0.0):
+    op_case(f"scale/f32/odd_{_s}", {"a": ("f32", (3, 7, 11))}, lambda c, x, _s=_s: c.scale(x.a, _s),
+            lambda x, _s=_s: oracles.scale(x.a, _s))
+for _lo, _hi in ((-0.25, 0.25), (0.0, 1.0), (-1.5, -0.5)):
+    op_case(f"clamp/f32/odd_{_lo}_{_hi}", {"a": ("f32", (3, 7, 11), uniform(-2, 2))},
+            lambda c, x, _lo=_lo, _hi=_hi: c.clamp(x.a, _lo, _hi), lambda x, _lo=_lo, _hi=_hi: oracles.clamp(x.a, _lo, _hi))
+for _slope in (0.0, 0.5, -0.3):
+    op_case(f"leaky_relu/f32/odd_{_slope}", {"a": ("f32", (3, 7, 11))}, lambda c, x, _s=_slope: c.leaky_relu(x.a, _s),
+            lambda x, _s=_slope: oracles.leaky_relu(x.a, _s))
+op_case("arange/f32/negative_start", {}, lambda c, x: c.arange(-7.5, -1.0, 0.25), lambda x: oracles.arange(-7.5, -1.0, 0.25))
