@@ -57,7 +57,9 @@ op_case("top_k/f32/unsorted_cpu_order", {"a": ("f32", (4, 9), distinct())}, lamb
 
 for _shape, _g, _eps in (((2, 6, 3, 5), 3, 1e-6), ((1, 6, 4, 7), 4, 1e-6), ((5, 3, 9), 2, 1e-5), ((2, 4, 3, 5), 1, 0.1)):
     op_case(f"group_norm/f32/{'x'.join(map(str, _shape))}_g{_g}", {"a": ("f32", _shape)},
-            lambda c, x, _g=_g, _e=_eps: c.group_norm(x.a, _g, _e), lambda x, _g=_g, _e=_eps: oracles.group_norm(x.a, _g, _e))
+            lambda c, x, _g=_g, _e=_eps: c.group_norm(x.a, _g, _e), lambda x, _g=_g, _e=_eps: oracles.group_norm(x.a, _g, _e),
+            known={"vulkan": "ggml-vulkan group_norm puts group g at g*group_size of the flat tensor: with ne2 % n_groups != 0 "
+                             "the last, shorter group takes channels past its own"} if _shape[-3] % -(-_shape[-3] // _g) else {})
 
 # --- more cases of the older reductions: odd sizes, strided inputs, F16/BF16 ----------------------------
 for _t, _shape in (("f32", (3, 5, 7, 11)), ("f16", (5, 13)), ("bf16", (7, 9)), ("f32", (1, 1, 1, 37))):
