@@ -6,7 +6,6 @@ import math
 
 from pyggml import types
 from pyggml._native import lib
-
 from pyggml.ops._common import (
     _ARG_ERRORS,
     _NULL,

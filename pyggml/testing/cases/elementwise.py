@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from pyggml import ops as _ops
-from pyggml.ops.elementwise import GLU_OPS as _GLU_OPS, TRI_TYPES
+from pyggml.ops.elementwise import GLU_OPS as _GLU_OPS
+from pyggml.ops.elementwise import TRI_TYPES
 from pyggml.testing import oracles
 from pyggml.testing.cases import (
     NMSE_FP16_TABLE,

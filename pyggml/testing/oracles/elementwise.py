@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from pyggml.testing.oracles._common import (
-    _f32,
     _as4,
+    _f32,
     _lead,
     broadcast_to,
 )
