@@ -243,7 +243,64 @@ _CPU_RULES = {
     Op.CONCAT: _concat,
 }
 # the rules of each op family's newer wrappers, one block per family (pyggml.ops.<family>)
+def _glu(p):
+    """GLU kernels: F32/F16/BF16, except SWIGLU_OAI (F32) and SWIGLU_CLAMP (F32/F16)."""
+    kind = ffi.cast("int32_t *", p.op_params)[0]
+    allowed = {3: {_F32}, 6: {_F32, _F16}}.get(kind, _FLOAT)
+    return _float_src0(p, allowed)
+
+
+def _add(p):
+    """ADD with the result's type (add_cast): the CPU has kernels for a's type or, from F16/BF16, F32."""
+    why = _binary(p)
+    a, dst = p.src[0], p
+    if why is None and dst.type != a.type and not (a.type in (_F16, _BF16) and p.src[1].type == _F32
+                                                   and dst.type == _F32):
+        return (f"the CPU kernel makes a {_tname(a.type)} result from {_tname(a.type)} + {_tname(p.src[1].type)}"
+                f"{' (or F32 when b is F32)' if a.type != _F32 else ''}, not {_tname(dst.type)}")
+    return why
+
+
+def _add1(p):
+    a, b = p.src[0], p.src[1]
+    why = _float_src0(p)
+    if why is None and b.type not in (a.type, _F32):
+        return f"the CPU kernel takes b of a's type or F32, got a {_tname(a.type)} and b {_tname(b.type)}"
+    return why
+
+
+def _count_equal(p):
+    if p.src[0].type != _I32 or p.src[1].type != _I32:
+        return f"the CPU kernel takes I32 inputs, got {_tname(p.src[0].type)} and {_tname(p.src[1].type)}"
+    return None
+
+
+def _acc_set(p):
+    a, b = p.src[0], p.src[1]
+    allowed = (_F32,) if p.op == Op.ACC else (_F32, _I32)
+    if a.type not in allowed or b.type != a.type:
+        return f"the CPU kernel takes a and b both {'/'.join(map(_tname, allowed))}, got {_tname(a.type)} and {_tname(b.type)}"
+    if not _contiguous(a) or not _packed_rows(b):
+        return "the CPU kernel needs a contiguous a and b with contiguous rows"
+    return None
+
+
 _CPU_RULES.update({  # elementwise, reductions
+    Op.GLU: _glu,
+    Op.ADD: _add,
+    Op.ADD1: _add1,
+    Op.FILL: lambda p: _float_src0(p, {_F32, _F16}, _contiguous),
+    Op.COUNT_EQUAL: _count_equal,
+    Op.TRI: lambda p: _float_src0(p, {_F32}, _contiguous),
+    Op.DIAG: lambda p: _float_src0(p, {_F32}),
+    Op.DIAG_MASK_ZERO: lambda p: _float_src0(p, {_F32}, _contiguous),
+    Op.ROLL: lambda p: _float_src0(p, {_F32}),
+    Op.CUMSUM: lambda p: _float_src0(p, {_F32}),
+    Op.ACC: _acc_set,
+    Op.SET: _acc_set,
+    Op.TOP_K: lambda p: _float_src0(p, {_F32}, _padded_1d),  # rows found at i*nb01
+    Op.GROUP_NORM: lambda p: _float_src0(p, {_F32}),
+    Op.TIMESTEP_EMBEDDING: lambda p: _float_src0(p, {_F32}),
 })
 # --- matmul, attention: the kernels' rules -------------------------------------------------------------------
 def _vec_dot_type(t: int) -> int:

@@ -7,7 +7,9 @@ import math
 import numpy as np
 
 from pyggml.testing.oracles._common import (
+    _as4,
     _f32,
+    _lead,
     broadcast_to,
 )
 
@@ -98,3 +100,219 @@ def arange(start, stop, step=1.0):
 
 
 
+
+# --- newer unary ops --------------------------------------------------------------------------
+expm1 = _unary(np.expm1)
+
+
+def _softplus(v):
+    return v if v > 20.0 else math.log1p(math.exp(v))
+
+
+def xielu(a, alpha_n=0.8, alpha_p=0.8, beta=0.5, eps=-1e-6):
+    """ggml stores alpha_n as beta + softplus(alpha_n) and alpha_p as softplus(alpha_p)."""
+    an, ap = beta + _softplus(alpha_n), _softplus(alpha_p)
+    x = np.asarray(a, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        neg = (np.expm1(np.minimum(x, eps)) - x) * an + beta * x
+        return np.where(x > 0, ap * x * x + beta * x, neg).astype(np.float32)
+
+
+# --- gated linear units -----------------------------------------------------------------------
+_GLU_ACT = {
+    "reglu": lambda x: np.maximum(x, 0.0),
+    "geglu": lambda x: 0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x))),
+    "swiglu": lambda x: x * _sigmoid(x),
+    "geglu_erf": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "geglu_quick": lambda x: x * _sigmoid(GELU_QUICK_COEF * x),
+}
+
+
+def _halves(a, b, swapped=False):
+    """(x, g): x is activated, g gates; without b, the two halves of a's rows."""
+    a = np.asarray(a, dtype=np.float64)
+    if b is not None:
+        return a, np.asarray(b, dtype=np.float64)
+    nc = a.shape[-1] // 2
+    x, g = a[..., :nc], a[..., nc:2 * nc]
+    return (g, x) if swapped else (x, g)
+
+
+def _make_glu(name):
+    act = _GLU_ACT[name.split("_swapped")[0].split("_split")[0]]
+    if name.endswith("_split"):
+        def op(a, b):
+            x, g = _halves(a, b)
+            with np.errstate(all="ignore"):
+                return (act(x) * g).astype(np.float32)
+    else:
+        def op(a):
+            x, g = _halves(a, None, name.endswith("_swapped"))
+            with np.errstate(all="ignore"):
+                return (act(x) * g).astype(np.float32)
+    op.__name__ = name
+    return op
+
+
+for _g in _GLU_ACT:
+    for _v in ("", "_swapped", "_split"):
+        globals()[_g + _v] = _make_glu(_g + _v)
+del _g, _v
+
+
+def swiglu_oai(a, b=None, alpha=1.702, limit=7.0):
+    """x = min(x, limit), g = clamp(g, -limit, limit): x * sigmoid(alpha * x) * (g + 1)."""
+    x, g = _halves(a, b)
+    x, g = np.minimum(x, limit), np.clip(g, -limit, limit)
+    with np.errstate(all="ignore"):
+        return (x * _sigmoid(alpha * x) * (g + 1.0)).astype(np.float32)
+
+
+def swiglu_clamp(a, b=None, limit=7.0):
+    """x = min(x, limit), g = clamp(g, -limit, limit): silu(x) * g."""
+    x, g = _halves(a, b)
+    x, g = np.minimum(x, limit), np.clip(g, -limit, limit)
+    with np.errstate(all="ignore"):
+        return (x * _sigmoid(x) * g).astype(np.float32)
+
+
+# --- more arithmetic, casts, generators ---------------------------------------------------------
+def _round_to(x, type):
+    """x (F32) as a tensor of `type` holds it: F16 / BF16 round to nearest even, others stay F32."""
+    name = str(getattr(type, "name", type)).lower()
+    x = _f32(x)
+    if name == "f16":
+        return x.astype(np.float16).astype(np.float32)
+    if name == "bf16":
+        u = x.view(np.uint32).astype(np.uint64)
+        u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+        return u.astype(np.uint32).view(np.float32)
+    return x
+
+
+def add1(a, b):
+    return _f32(a) + _f32(b).reshape(-1)[0]
+
+
+def add_cast(a, b, type):
+    return _round_to(add(a, b), type)
+
+
+def cast(a, type):
+    return _round_to(a, type)
+
+
+def scale_bias(a, s, b):
+    return _f32(a) * np.float32(s) + np.float32(b)
+
+
+def fill(a, c):
+    return np.full(np.shape(a), np.float32(c), dtype=np.float32)
+
+
+def count_equal(a, b):
+    return np.array([np.count_nonzero(np.asarray(a) == np.asarray(b))], dtype=np.int64)
+
+
+def tri(a, type=0):
+    """Keep a[.., r, i] where i >= r (0 upper_diag), i > r (1 upper), i <= r (2 lower_diag), i < r (3 lower)."""
+    t = {"upper_diag": 0, "upper": 1, "lower_diag": 2, "lower": 3}.get(type, type) if isinstance(type, str) else int(type)
+    x = _f32(a)
+    r, i = np.indices(x.shape[-2:])
+    keep = [i >= r, i > r, i <= r, i < r][t]
+    return np.where(keep, x, np.float32(0))
+
+
+def diag(a):
+    """[.., 1, n] -> [.., n, n] with a's row on the diagonal."""
+    x = _as4(_f32(a))
+    n = x.shape[-1]
+    out = np.zeros(x.shape[:2] + (n, n), np.float32)
+    out[..., np.arange(n), np.arange(n)] = x[..., 0, :]
+    return _lead(out)
+
+
+def diag_mask_zero(a, n_past):
+    x = _f32(a)
+    j, i = np.indices(x.shape[-2:]) if x.ndim >= 2 else (np.zeros((1, x.shape[-1]), int), np.arange(x.shape[-1])[None])
+    return np.where(i > n_past + j, np.float32(0), x).reshape(x.shape)
+
+
+def roll(a, shift0=0, shift1=0, shift2=0, shift3=0):
+    x = _as4(_f32(a))
+    return _lead(np.roll(x, (shift3, shift2, shift1, shift0), axis=(0, 1, 2, 3)))
+
+
+def repeat_4d(a, ne0, ne1=1, ne2=1, ne3=1):
+    return _lead(broadcast_to(_as4(np.asarray(a)), (ne3, ne2, ne1, ne0)))
+
+
+def cumsum(a):
+    return np.cumsum(np.asarray(a, dtype=np.float64), axis=-1).astype(np.float32)
+
+
+# --- acc / set ----------------------------------------------------------------------------------
+def _view_index(a, b, nb1, nb2, nb3, offset):
+    """Flat element indices of a (contiguous) that b's elements land on, in b's NumPy order."""
+    es = np.asarray(a).dtype.itemsize
+    b4 = _as4(np.asarray(b))
+    i3, i2, i1, i0 = np.indices(b4.shape)
+    return (offset + i0 * es + i1 * nb1 + i2 * nb2 + i3 * nb3) // es, b4
+
+
+def acc(a, b, nb1, nb2, nb3, offset):
+    out = np.array(a, dtype=np.float32).ravel()
+    idx, b4 = _view_index(out, b, nb1, nb2, nb3, offset)
+    out[idx] += b4.astype(np.float32)
+    return out.reshape(np.shape(a))
+
+
+def set(a, b, nb1, nb2, nb3, offset):  # noqa: A001
+    out = np.array(a).ravel()
+    idx, b4 = _view_index(out, b, nb1, nb2, nb3, offset)
+    out[idx] = b4
+    return out.reshape(np.shape(a))
+
+
+def _nb(a):
+    a4 = _as4(np.asarray(a))
+    es = a4.dtype.itemsize
+    return es * a4.shape[3], es * a4.shape[3] * a4.shape[2], es * a4.shape[3] * a4.shape[2] * a4.shape[1]
+
+
+def set_1d(a, b, offset):
+    return set(a, b, *_nb(a), offset)
+
+
+def set_2d(a, b, nb1, offset):
+    return set(a, b, nb1, *_nb(a)[1:], offset)
+
+
+# --- padding, embeddings ---------------------------------------------------------------------------
+def _pad(a, pads, mode):
+    x = _as4(np.asarray(a))
+    width = [(pads[2 * d], pads[2 * d + 1]) for d in (3, 2, 1, 0)]
+    return _lead(np.pad(x, width, mode=mode))
+
+
+def pad_ext(a, lp0=0, rp0=0, lp1=0, rp1=0, lp2=0, rp2=0, lp3=0, rp3=0):
+    return _pad(a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), "constant")
+
+
+def pad_ext_circular(a, lp0=0, rp0=0, lp1=0, rp1=0, lp2=0, rp2=0, lp3=0, rp3=0):
+    return _pad(a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), "wrap")
+
+
+def pad_circular(a, p0=0, p1=0, p2=0, p3=0):
+    return _pad(a, (0, p0, 0, p1, 0, p2, 0, p3), "wrap")
+
+
+def timestep_embedding(timesteps, dim, max_period=10000):
+    """[n] -> [n, dim]: cos(t * f_j) for j < dim // 2, then sin(t * f_j), f_j = max_period^(-j / half);
+    an odd dim ends with a 0."""
+    t = np.asarray(timesteps, dtype=np.float64).reshape(-1, 1)
+    half = dim // 2
+    freqs = np.exp(-math.log(max_period) * np.arange(half) / half)
+    out = np.zeros((t.shape[0], dim))
+    out[:, :half], out[:, half:2 * half] = np.cos(t * freqs), np.sin(t * freqs)
+    return out.astype(np.float32)

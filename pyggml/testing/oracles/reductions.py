@@ -54,3 +54,33 @@ def argsort(a, order="asc"):
 
 
 
+
+
+# --- top k, group norm ---------------------------------------------------------------------------
+def argsort_top_k(a, k):
+    """argsort DESC, the first k indices of each row (I32)."""
+    return argsort(a, "desc")[..., :k]
+
+
+def top_k(a, k):
+    """The indices of the k largest of each row. ggml leaves their order open; the CPU kernel gives them
+    largest first with the first two swapped, which this follows (cases compare them sorted)."""
+    idx = argsort(a, "desc")[..., :k].copy()
+    if k > 1:
+        idx[..., [0, 1]] = idx[..., [1, 0]]
+    return idx
+
+
+def group_norm(a, n_groups, eps=1e-6):
+    """Per ne3 slice, channels (ne2) in groups of ceil(ne2 / n_groups), each normalized over its
+    channels x ne1 x ne0 values (mean 0, variance 1)."""
+    x = np.asarray(a, dtype=np.float64)
+    x4 = x.reshape((1,) * (4 - x.ndim) + x.shape)
+    out = np.empty_like(x4)
+    step = -(-x4.shape[1] // n_groups)
+    for s in range(0, x4.shape[1], step):
+        g = x4[:, s:s + step]
+        m = g.mean(axis=(1, 2, 3), keepdims=True)
+        v = ((g - m) ** 2).mean(axis=(1, 2, 3), keepdims=True)
+        out[:, s:s + step] = (g - m) / np.sqrt(v + eps)
+    return out.reshape(x.shape).astype(np.float32)
