@@ -272,6 +272,8 @@ def _add1(p):
 def _count_equal(p):
     if p.src[0].type != _I32 or p.src[1].type != _I32:
         return f"the CPU kernel takes I32 inputs, got {_tname(p.src[0].type)} and {_tname(p.src[1].type)}"
+    if p.src[0].ne[2] > 1 or p.src[0].ne[3] > 1:  # docs/findings.md: it takes ne03/ne02 for ne02*ne01/ne01
+        return "the CPU kernel counts 3-d and 4-d inputs wrongly (it indexes their rows wrongly): reshape to 2-d first"
     return None
 
 
@@ -595,9 +597,39 @@ _VK_MISALIGN_OK = {int(o) for o in (
     Op.LEAKY_RELU, Op.SUM, Op.SUM_ROWS, Op.MEAN, Op.CUMSUM, Op.CONCAT, Op.UPSCALE, Op.ROPE, Op.IM2COL_3D)}
 
 
+def _vk_nested_view(p):
+    # acc.comp / set: b's element is found by dividing a's flat index by the view's strides, which only
+    # works when they nest (docs/findings.md)
+    es = lib.ggml_type_size(p.type)
+    nb1, nb2, nb3 = (ffi.cast("int32_t *", p.op_params)[i] for i in range(3))
+    b = p.src[1]
+    if not (b.ne[0] * es <= nb1 and b.ne[1] * nb1 <= nb2 and b.ne[2] * nb2 <= nb3):
+        return "its shader assumes the view's strides nest (ne10*size <= nb1, ne11*nb1 <= nb2, ne12*nb2 <= nb3)"
+    return None
+
+
+def _vk_group_norm(p):
+    n_groups = ffi.cast("int32_t *", p.op_params)[0]
+    ne2 = p.src[0].ne[2]
+    size = -(-ne2 // n_groups)
+    if ne2 % size:  # docs/findings.md: the last, shorter group takes channels past its own
+        return f"its shader needs groups of equal size ({ne2} channels in {n_groups} groups)"
+    return None
+
+
+# what Vulkan's shaders compute wrongly though supports_op says yes: refused as unsupported
+_VK_RULES = {int(Op.ACC): _vk_nested_view, int(Op.SET): _vk_nested_view, int(Op.GROUP_NORM): _vk_group_norm}
+
+
 def _vulkan_aligned(nodes, on_vulkan):
     for p in nodes:
-        if p.op in _VIEW_OPS or p.op in _VK_MISALIGN_OK or not on_vulkan(p):
+        if p.op in _VIEW_OPS or not on_vulkan(p):
+            continue
+        rule = _VK_RULES.get(p.op)
+        why = rule(p) if rule is not None else None
+        if why:
+            raise Unsupported(f"compute: {_name(p)}: Vulkan does not compute {Op(p.op).name} here: {why}")
+        if p.op in _VK_MISALIGN_OK:
             continue
         for t in (p, *p.src):
             if t == _NULL or t.buffer == _NULL or t.data == _NULL:

@@ -99,4 +99,7 @@ BAD += [
     ("timestep_embedding", lambda c, t: ops.timestep_embedding(c, t("f32", (2, 8)), 16), ValueError, "must be a vector"),
     ("timestep_embedding", lambda c, t: ops.timestep_embedding(c, t("f32", (8,)), 0), ValueError, "must be positive"),
     ("timestep_embedding", lambda c, t: ops.timestep_embedding(c, t("f16", (8,)), 16), GraphError, "the CPU kernel takes"),
+    # ggml-cpu indexes 3-d/4-d rows wrongly (docs/findings.md): refused before compute
+    ("count_equal", lambda c, t: ops.count_equal(c, t("i32", (2, 3, 7)), t("i32", (2, 3, 7))), GraphError,
+     "counts 3-d and 4-d inputs wrongly"),
 ]
