@@ -43,6 +43,8 @@ def main(argv=None) -> int:
     p_check.add_argument("--op", action="append", metavar="OP", help="cases of this op (repeatable)")
     p_check.add_argument("--type", action="append", metavar="TYPE", help="cases involving this ggml type (repeatable)")
     p_check.add_argument("--list", action="store_true", help="list the selected cases (name, op, types) and stop")
+    p_check.add_argument("--slow", action="store_true",
+                         help="also run the cases lavapipe needs minutes to compile shaders for (see docs/findings.md)")
     p_check.add_argument("--mode", choices=("test", "grad"), default="test",
                          help="test: outputs against the oracles; grad: gradients against finite differences")
     p_check.add_argument("-q", "--quiet", action="store_true", help="no progress")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pyggml import ops
-from pyggml.testing.cases import REGISTRY, OpCase, _load_all, case_types, compare
+from pyggml.testing.cases import REGISTRY, OpCase, _load_all, compare
+from pyggml.testing.check import slow_on
 from pyggml.runner import Runner, Unsupported
 
 _load_all()
@@ -26,9 +27,6 @@ def runner_for(name: str) -> Runner:
     return _RUNNERS[name]
 
 
-# Mesa's lavapipe compiles the shaders of these types' products for 30-90 s each (NVFP4's does not finish
-# in 15 minutes): the tests leave them to `python -m pyggml check --backend vulkan0 --type ...`
-SLOW_ON_LAVAPIPE = {"q1_0", "q2_0", "tq1_0", "tq2_0", "nvfp4"}
 
 
 def _backends():
@@ -41,8 +39,8 @@ def _backends():
 @pytest.mark.parametrize("case", OP_CASES, ids=[c.name for c in OP_CASES])
 def test_op_case(case, backend):
     backend_name = backend
-    if backend_name.startswith("vulkan") and case_types(case) & SLOW_ON_LAVAPIPE:
-        pytest.skip("a type whose Vulkan shaders lavapipe compiles for minutes (run it with check)")
+    if slow_on(backend_name, case):
+        pytest.skip("a type whose Vulkan shaders lavapipe compiles for minutes (check --slow runs it)")
     try:
         [actual] = case.execute(runner_for(backend_name))
     except Unsupported as e:

@@ -74,7 +74,7 @@ def coverage(backends: list[str], progress=sys.stderr) -> dict:
               "missing": [r["kind"] for r in rows if not (r["wrappers"] and r["cases"])]}
     for b in backends:
         totals[b] = {s: sum(1 for r in records if r.backend == b and r.status == s)
-                     for s in ("pass", "known", "unsupported", "fail", "error")}
+                     for s in ("pass", "known", "unsupported", "skipped", "fail", "error")}
     return {"rows": rows, "totals": totals}
 
 
@@ -97,7 +97,8 @@ def table(report: dict, backends: list[str]) -> str:
         lines.append(f"{b}: " + ", ".join(f"{s} {n}" for s, n in t[b].items()))
     if t["missing"]:
         lines.append("not covered: " + ", ".join(t["missing"]))
-    lines.append("(per backend: p pass, k known disagreement, u unsupported, f fail, e error; counts of cases)")
+    lines.append("(per backend: p pass, k known disagreement, u unsupported, s skipped (slow on lavapipe), f fail, "
+                 "e error; counts of cases)")
     return "\n".join(lines)
 
 
