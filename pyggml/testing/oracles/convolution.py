@@ -1,8 +1,129 @@
-"""Oracles of convolution, pooling, resampling and padding ops."""
+"""Oracles of convolution, pooling, resampling and padding ops: direct loops over the output from each
+op's definition (stride s, padding p, dilation d: output x reads input x*s + k*d - p), in float64."""
 
 from __future__ import annotations
 
+import numpy as np
 
 
+def _out(n, k, s, p, d):
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
 
 
+def _padded(x, p, axes, value=0.0):
+    pads = [(0, 0)] * x.ndim
+    for ax, pv in zip(axes, p):
+        pads[ax] = (pv, pv)
+    return np.pad(x, pads, constant_values=value)
+
+
+def _windows_2d(b, KH, KW, s, p, d):
+    """b [..., H, W] -> [..., OH, OW, KH, KW] windows (zero padding)."""
+    s0, s1 = s
+    p0, p1 = p
+    d0, d1 = d
+    H, W = b.shape[-2:]
+    OH, OW = _out(H, KH, s1, p1, d1), _out(W, KW, s0, p0, d0)
+    x = _padded(np.asarray(b, np.float64), (p1, p0), (-2, -1))
+    iy = (np.arange(OH) * s1)[:, None, None, None] + (np.arange(KH) * d1)[None, None, :, None]
+    ix = (np.arange(OW) * s0)[None, :, None, None] + (np.arange(KW) * d0)[None, None, None, :]
+    return x[..., iy, ix]
+
+
+def im2col(a, b, s0, s1, p0, p1, d0, d1, is_2D, dst_type=None):
+    """2-D: a [OC, IC, KH, KW], b [N, IC, H, W] -> [N, OH, OW, IC*KH*KW]; 1-D: a [OC, IC, K], b [N, IC, W]
+    -> [N, OW, IC*K]."""
+    if not is_2D:
+        r = im2col(a[:, :, None, :], b[..., None, :], s0, 1, p0, 0, d0, 1, True)
+        return r[:, 0]
+    _, IC, KH, KW = np.shape(a)[-4:]
+    w = _windows_2d(b, KH, KW, (s0, s1), (p0, p1), (d0, d1))  # [N, IC, OH, OW, KH, KW]
+    N, _, OH, OW = w.shape[:4]
+    return w.transpose(0, 2, 3, 1, 4, 5).reshape(N, OH, OW, IC * KH * KW)
+
+
+def conv_2d(a, b, s0, s1, p0, p1, d0, d1):
+    """a [OC, IC, KH, KW], b [N, IC, H, W] -> [N, OC, OH, OW] (cross-correlation, as ggml)."""
+    OC, IC, KH, KW = np.shape(a)
+    w = _windows_2d(b, KH, KW, (s0, s1), (p0, p1), (d0, d1))  # [N, IC, OH, OW, KH, KW]
+    return np.einsum("nchwyx,ocyx->nohw", w, np.asarray(a, np.float64))
+
+
+def conv_2d_direct(a, b, s0, s1, p0, p1, d0, d1):
+    return conv_2d(a, b, s0, s1, p0, p1, d0, d1)
+
+
+def conv_2d_dw(a, b, s0, s1, p0, p1, d0, d1):
+    """a [C, 1, KH, KW], b [N, C, H, W] -> [N, C, OH, OW]: channel c convolved with kernel c only."""
+    C, _, KH, KW = np.shape(a)
+    w = _windows_2d(b, KH, KW, (s0, s1), (p0, p1), (d0, d1))
+    return np.einsum("nchwyx,cyx->nchw", w, np.asarray(a, np.float64)[:, 0])
+
+
+def conv_2d_dw_direct(a, b, stride0, stride1, pad0, pad1, dilation0, dilation1):
+    return conv_2d_dw(a, b, stride0, stride1, pad0, pad1, dilation0, dilation1)
+
+
+def conv_1d(a, b, s0, p0, d0):
+    """a [OC, IC, K], b [N, IC, W] -> [N, OC, OW]."""
+    return conv_2d(a[:, :, None, :], b[..., None, :], s0, 1, p0, 0, d0, 1)[:, :, 0]
+
+
+def conv_1d_dw(a, b, s0, p0, d0):
+    """a [C, 1, K], b [N, C, W] -> [N, C, OW]."""
+    return conv_2d_dw(a[:, :, None, :], b[..., None, :], s0, 1, p0, 0, d0, 1)[:, :, 0]
+
+
+def conv_transpose_1d(a, b, s0, p0=0, d0=1):
+    """a [IC, OC, K], b [IC, W] -> [OC, (W-1)*s0 + K]: every input x adds a[ic, :, k] at x*s0 + k."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    IC, OC, K = a.shape
+    W = b.shape[-1]
+    out = np.zeros((OC, (W - 1) * s0 + K))
+    for x in range(W):
+        out[:, x * s0:x * s0 + K] += np.einsum("iok,i->ok", a, b[:, x])
+    return out
+
+
+def conv_transpose_2d_p0(a, b, stride):
+    """a [IC, OC, KH, KW], b [N, IC, H, W] -> [N, OC, (H-1)*s + KH, (W-1)*s + KW]."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    IC, OC, KH, KW = a.shape
+    N, _, H, W = b.shape
+    out = np.zeros((N, OC, (H - 1) * stride + KH, (W - 1) * stride + KW))
+    for y in range(H):
+        for x in range(W):
+            out[:, :, y * stride:y * stride + KH, x * stride:x * stride + KW] += np.einsum("ioyx,ni->noyx", a, b[:, :, y, x])
+    return out
+
+
+def pool_1d(a, op, k0, s0, p0):
+    """op 0 max, 1 average over the window's elements that lie inside a (padding is not counted)."""
+    a = np.asarray(a, np.float64)
+    W = a.shape[-1]
+    OW = (W + 2 * p0 - k0) // s0 + 1
+    out = np.empty(a.shape[:-1] + (OW,))
+    for o in range(OW):
+        lo, hi = max(o * s0 - p0, 0), min(o * s0 - p0 + k0, W)
+        win = a[..., lo:hi]
+        out[..., o] = win.max(-1) if op == 0 else win.mean(-1)
+    return out
+
+
+def pool_2d(a, op, k0, k1, s0, s1, p0, p1):
+    """op 0 max over the window's elements inside a; op 1 their sum divided by k0*k1 (padding counts as 0)."""
+    a = np.asarray(a, np.float64)
+    H, W = a.shape[-2:]
+    OH, OW = (H + 2 * p1 - k1) // s1 + 1, (W + 2 * p0 - k0) // s0 + 1
+    out = np.empty(a.shape[:-2] + (OH, OW))
+    for oy in range(OH):
+        y0, y1 = max(oy * s1 - p1, 0), min(oy * s1 - p1 + k1, H)
+        for ox in range(OW):
+            x0, x1 = max(ox * s0 - p0, 0), min(ox * s0 - p0 + k0, W)
+            win = a[..., y0:y1, x0:x1]
+            out[..., oy, ox] = win.max((-1, -2)) if op == 0 else win.sum((-1, -2)) / (k0 * k1)
+    return out
+
+
+def pad_reflect_1d(a, p0, p1):
+    return np.pad(np.asarray(a, np.float64), [(0, 0)] * (np.ndim(a) - 1) + [(p0, p1)], mode="reflect")
