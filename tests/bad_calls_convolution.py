@@ -92,3 +92,15 @@ _bad("im2col_3d", lambda c, t: ops.im2col_3d(c, t("f32", (6, 3, 3, 3)), t("f32",
                                              1, 1, 1), ValueError, "IC must be in 1..")
 _bad("im2col_3d", lambda c, t: ops.im2col_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 3, 1, 0, 1, 0, 0, 0,
                                              1, 1, 1), ValueError, "s1 must be in 1..")
+
+# --- col2im_1d, resampling -------------------------------------------------------------------------------------------
+_bad("col2im_1d", lambda c, t: ops.col2im_1d(c, t("f32", (5, 6)), 0, 2, 0), OpError, "s0 > 0")
+_bad("col2im_1d", lambda c, t: ops.col2im_1d(c, t("f32", (5, 7)), 1, 2, 0), OpError, "K_OC == K * oc")
+_bad("col2im_1d", lambda c, t: ops.col2im_1d(c, t("f32", (5, 6)), 1, 2, -1), ValueError, "p0 must be in 0..")
+_bad("upscale", lambda c, t: ops.upscale(c, t("f32", (3, 5)), 1), ValueError, "scale_factor must be in 2..")
+_bad("upscale", lambda c, t: ops.upscale(c, t("f32", (3, 5)), 2, 7), OpError, "GGML_SCALE_MODE_COUNT")
+_bad("upscale", lambda c, t: ops.upscale(c, t("f16", (3, 5)), 2, 0), OpError, "GGML_TYPE_F32")
+_bad("upscale_ext", lambda c, t: ops.upscale_ext(c, t("f32", (3, 5)), 0, 3, 1, 1), ValueError, "ne must be positive")
+_bad("interpolate", lambda c, t: ops.interpolate(c, t("f32", (3, 5)), 7, 3, 1, 1, 0 | 512), OpError, "ANTIALIAS")
+_bad("interpolate", lambda c, t: ops.interpolate(c, t("f32", (3, 5)), 7, 3, 1, 1, -1), ValueError, "mode must be in 0..")
+_bad("interpolate", lambda c, t: ops.interpolate(c, "x", 7, 3, 1, 1), TypeError, "a must be a Tensor")

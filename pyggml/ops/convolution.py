@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyggml import types
 from pyggml._args import integer
-from pyggml.ops._common import _ARG_ERRORS, _bad_arguments, _guarded, _result, exported
+from pyggml.ops._common import _ARG_ERRORS, _bad_arguments, _guarded, _result, _shape_arg, exported
 from pyggml.tensor import Tensor
 
 _I32_MAX = 2**31 - 1
@@ -123,6 +123,11 @@ def conv_transpose_2d_p0(ctx, a: Tensor, b: Tensor, stride: int):
                  *_ints("conv_transpose_2d_p0", 1, stride=stride))
 
 
+def col2im_1d(ctx, a: Tensor, s0: int, oc: int, p0: int):
+    """Overlap-add of columns a [K*OC, T_in] (t_in*s0 + k lands on t): [(T_in-1)*s0 + K - 2*p0, OC]."""
+    return _call("col2im_1d", "col2im_1d", ctx, dict(a=a), *_ints("col2im_1d", 0, s0=s0, oc=oc, p0=p0))
+
+
 # --- pooling -------------------------------------------------------------------------------------------------------
 _POOL_OPS = (0, 1)  # GGML_OP_POOL_MAX, GGML_OP_POOL_AVG; the kernels abort on any other value
 
@@ -159,6 +164,34 @@ def pool_2d(ctx, a: Tensor, op: int, k0: int, k1: int, s0: int, s1: int, p0: int
 def pad_reflect_1d(ctx, a: Tensor, p0: int, p1: int):
     """Reflect-pad dim 0 by p0 before and p1 after (each < ne[0])."""
     return _call("pad_reflect_1d", "pad_reflect_1d", ctx, dict(a=a), *_ints("pad_reflect_1d", 0, p0=p0, p1=p1))
+
+
+_SCALE_MODES = 3  # nearest, bilinear, bicubic (ggml asserts the mode byte; flags ride in the bits above)
+
+
+def upscale(ctx, a: Tensor, scale_factor: int, mode: int = 0):
+    """Scale dims 0 and 1 by an integer factor (> 1); mode GGML_SCALE_MODE_* [| GGML_SCALE_FLAG_*]."""
+    f = _ints("upscale", 2, scale_factor=scale_factor)
+    (m,) = _ints("upscale", 0, mode=mode)
+    return _call("upscale", "upscale", ctx, dict(a=a), *f, m)
+
+
+def upscale_ext(ctx, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int, mode: int = 0):
+    """Resample a to [ne0, ne1, ne2, ne3] (ggml's deprecated name of interpolate)."""
+    ne = _shape_arg("upscale_ext", (ne0, ne1, ne2, ne3))
+    (m,) = _ints("upscale_ext", 0, mode=mode)
+    return _call("upscale_ext", "upscale_ext", ctx, dict(a=a), *_ints("upscale_ext", 1, ne0=ne[0], ne1=ne[1], ne2=ne[2],
+                                                                       ne3=ne[3]), m)
+
+
+def interpolate(ctx, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int, mode: int = 0):
+    """Resample a to [ne0, ne1, ne2, ne3]: nearest for every dim, or bilinear/bicubic over dims 0 and 1
+    (nearest over 2 and 3); GGML_SCALE_FLAG_ALIGN_CORNERS (256) maps corner to corner."""
+    ne = _shape_arg("interpolate", (ne0, ne1, ne2, ne3))
+    (m,) = _ints("interpolate", 0, mode=mode)
+    if any(n > _I32_MAX for n in ne):  # the kernels index with int
+        raise ValueError(f"interpolate: ne must fit in int32, got {ne}")
+    return _call("interpolate", "interpolate", ctx, dict(a=a), *ne, m)
 
 
 __all__ = exported(globals())

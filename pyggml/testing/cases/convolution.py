@@ -132,3 +132,28 @@ for _i, (_shape, _k0, _k1, _s0, _s1, _p0, _p1) in enumerate([((2, 7, 9), 3, 3, 1
 for _i, (_shape, _p0, _p1) in enumerate([((3, 7), 2, 3), ((2, 3, 11), 0, 5), ((13,), 4, 0), ((2, 2, 2, 5), 1, 1)]):
     op_case(f"pad_reflect_1d/f32/{_i}", {"a": ("f32", _shape)}, lambda c, x, p=(_p0, _p1): c.pad_reflect_1d(x.a, *p),
             lambda x, p=(_p0, _p1): oracles.pad_reflect_1d(x.a, *p), exact=True)
+
+# --- col2im_1d: a [T_in, K*OC] ------------------------------------------------------------------------------------------
+for _i, (_t_in, _k, _oc, _s, _p) in enumerate([(5, 3, 2, 1, 0), (7, 4, 3, 2, 1), (4, 5, 1, 3, 2), (9, 2, 4, 2, 0)]):
+    for _t in ("f32", "f16", "bf16"):
+        op_case(f"col2im_1d/{_t}/{_i}", {"a": (_t, (_t_in, _k * _oc))}, lambda c, x, g=(_s, _oc, _p): c.col2im_1d(x.a, *g),
+                lambda x, g=(_s, _oc, _p): oracles.col2im_1d(x.a, *g))
+
+# --- resampling: modes nearest 0, bilinear 1, | 256 align corners ----------------------------------------------------------
+for _i, (_shape, _f) in enumerate([((2, 5, 7), 2), ((3, 1, 3, 5), 3), ((7, 9), 2)]):
+    for _m in (0, 1, 257):
+        op_case(f"upscale/f32/{_m}_{_i}", {"a": ("f32", _shape)}, lambda c, x, f=_f, m=_m: c.upscale(x.a, f, m),
+                lambda x, f=_f, m=_m: oracles.upscale(x.a, f, m), exact=_m == 0)
+# (ggml order ne of the input, of the result)
+for _i, (_ne_in, _ne_out) in enumerate([((5, 7, 2, 1), (11, 13, 2, 1)), ((9, 7, 3, 1), (4, 5, 3, 1)),
+                                        ((5, 5, 1, 1), (7, 3, 1, 1)), ((6, 3, 2, 2), (12, 9, 4, 2)),
+                                        ((7, 5, 3, 1), (7, 5, 3, 1))]):
+    for _m in (0, 1, 257):
+        for _op in ("interpolate", "upscale_ext"):
+            op_case(f"{_op}/f32/{_m}_{_i}", {"a": ("f32", _ne_in[::-1])},
+                    lambda c, x, n=_ne_out, m=_m, op=_op: getattr(c, op)(x.a, *n, m),
+                    lambda x, n=_ne_out, m=_m: oracles.interpolate(x.a, *n, m), exact=_m == 0)
+# a transposed input: the kernels read through the strides
+op_case("interpolate/f32/transposed", {"a": ("f32", (2, 7, 5))},
+        lambda c, x: c.interpolate(c.transpose(x.a), 11, 9, 2, 1, 1),
+        lambda x: oracles.interpolate(x.a.transpose(0, 2, 1), 11, 9, 2, 1, 1))

@@ -127,3 +127,64 @@ def pool_2d(a, op, k0, k1, s0, s1, p0, p1):
 
 def pad_reflect_1d(a, p0, p1):
     return np.pad(np.asarray(a, np.float64), [(0, 0)] * (np.ndim(a) - 1) + [(p0, p1)], mode="reflect")
+
+
+def col2im_1d(a, s0, oc, p0):
+    """a [T_in, K*OC] -> [OC, (T_in-1)*s0 + K - 2*p0]: column t_in's entry oc*K + k adds to t_in*s0 + k - p0."""
+    a = np.asarray(a, np.float64)
+    T_in, KOC = a.shape[-2:]
+    K = KOC // oc
+    full = np.zeros((oc, (T_in - 1) * s0 + K))
+    for t in range(T_in):
+        full[:, t * s0:t * s0 + K] += a[t].reshape(oc, K)
+    return full[:, p0:full.shape[1] - p0]
+
+
+_ALIGN_CORNERS = 1 << 8
+
+
+def _nearest_index(n_out, n_in, sf):
+    """ggml's CPU rule: output i reads input floor(i / sf), sf computed in float32."""
+    return np.minimum((np.arange(n_out, dtype=np.float32) / np.float32(sf)).astype(np.int64), n_in - 1)
+
+
+def _bilinear_weights(n_out, n_in, sf, offset):
+    x = (np.arange(n_out, dtype=np.float64) + offset) / sf - offset
+    x0 = np.floor(x).astype(np.int64)
+    lo, hi = np.clip(x0, 0, n_in - 1), np.clip(x0 + 1, 0, n_in - 1)
+    dx = np.clip(x - lo, 0.0, 1.0)
+    w = np.zeros((n_out, n_in))
+    np.add.at(w, (np.arange(n_out), lo), 1 - dx)
+    np.add.at(w, (np.arange(n_out), hi), dx)
+    return w
+
+
+def interpolate(a, ne0, ne1, ne2, ne3, mode=0):
+    """Nearest (mode 0) in every dim, or bilinear (mode 1) in dims 0 and 1 with half-pixel centers
+    (align-corners flag: corners on corners), nearest in dims 2 and 3."""
+    a = np.asarray(a, np.float64)
+    a = a.reshape((1,) * (4 - a.ndim) + a.shape)
+    n3, n2, n1, n0 = a.shape
+    sf = [ne0 / n0, ne1 / n1, ne2 / n2, ne3 / n3]
+    offset = 0.5
+    if mode & _ALIGN_CORNERS:
+        offset = 0.0
+        sf[0] = (ne0 - 1) / (n0 - 1) if ne0 > 1 and n0 > 1 else sf[0]
+        sf[1] = (ne1 - 1) / (n1 - 1) if ne1 > 1 and n1 > 1 else sf[1]
+    a = a[_nearest_index(ne3, n3, sf[3])][:, _nearest_index(ne2, n2, sf[2])]
+    if mode & 0xFF == 0:
+        return a[:, :, _nearest_index(ne1, n1, sf[1])][..., _nearest_index(ne0, n0, sf[0])]
+    if mode & 0xFF == 1:
+        wy, wx = _bilinear_weights(ne1, n1, sf[1], offset), _bilinear_weights(ne0, n0, sf[0], offset)
+        return np.einsum("yh,abhw,xw->abyx", wy, a, wx)
+    raise NotImplementedError(f"interpolate oracle: mode {mode:#x}")
+
+
+def upscale_ext(a, ne0, ne1, ne2, ne3, mode=0):
+    return interpolate(a, ne0, ne1, ne2, ne3, mode)
+
+
+def upscale(a, scale_factor, mode=0):
+    a4 = np.asarray(a).reshape((1,) * (4 - np.ndim(a)) + np.shape(a))
+    n3, n2, n1, n0 = a4.shape
+    return interpolate(a4, n0 * scale_factor, n1 * scale_factor, n2, n3, mode)
