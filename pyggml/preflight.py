@@ -367,6 +367,9 @@ _CPU_RULES.update({  # convolution
     Op.CONV_TRANSPOSE_2D: lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p)
     or _f32_rows(1, rows=_contiguous)(p),
     Op.CONV_2D: lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p) or _f32_rows(1)(p),
+    Op.CONV_3D: lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p) or _f32_rows(1, rows=lambda s: True)(p),
+    Op.IM2COL_3D: lambda p: (f"the CPU kernel makes F32 or F16 columns, not {_tname(p.type)}" if p.type not in (_F32, _F16)
+                             else _f32_rows(1)(p)),
     # whole contiguous tensors (WHCN) or channels innermost (CWHN, with the kernel laid out the same way)
     Op.CONV_2D_DW: lambda p: _f32_rows(0, rows=lambda s: True, types=(_F32, _F16))(p) or _f32_rows(1, rows=lambda s: True)(p)
     or (None if _contiguous(p.src[1]) else

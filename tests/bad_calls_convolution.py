@@ -104,3 +104,17 @@ _bad("upscale_ext", lambda c, t: ops.upscale_ext(c, t("f32", (3, 5)), 0, 3, 1, 1
 _bad("interpolate", lambda c, t: ops.interpolate(c, t("f32", (3, 5)), 7, 3, 1, 1, 0 | 512), OpError, "ANTIALIAS")
 _bad("interpolate", lambda c, t: ops.interpolate(c, t("f32", (3, 5)), 7, 3, 1, 1, -1), ValueError, "mode must be in 0..")
 _bad("interpolate", lambda c, t: ops.interpolate(c, "x", 7, 3, 1, 1), TypeError, "a must be a Tensor")
+_bad("im2col_3d", lambda c, t: ops.im2col_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (5, 5, 7, 9)), 3, 1, 1, 1, 0, 0, 0,
+                                             1, 1, 1), ValueError, "b's ne[3] (5) must be a multiple of IC (3)")
+_bad("im2col_3d", lambda c, t: ops.im2col_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 3, 1, 1, 1, 0, 0, 0,
+                                             1, 1, 1, "q8_0"), GraphError, "F32 or F16 columns")
+_bad("conv_3d", lambda c, t: ops.conv_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 2, 7, 9)), 3, 1, 1, 1, 0, 0, 0,
+                                         1, 1, 1), OpError, "b too small")
+_bad("conv_3d", lambda c, t: ops.conv_3d(c, t("f32", (7, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 3, 1, 1, 1, 0, 0, 0,
+                                         1, 1, 1), ValueError, "a's ne[3] (7) must be a multiple of IC")
+_bad("conv_3d_direct", lambda c, t: ops.conv_3d_direct(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 1, 1, 1, 0, 0,
+                                                       0, 1, 1, 1, 3, 2, 3), OpError, "a->ne[3] == (int64_t) c * oc")
+_bad("conv_3d_direct", lambda c, t: ops.conv_3d_direct(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 2, 7, 9)), 1, 1, 1, 0, 0,
+                                                       0, 1, 1, 1, 3, 2, 2), ValueError, "b too small")
+_bad("conv_3d_direct", lambda c, t: ops.conv_3d_direct(c, t("f32", (6, 3, 3, 3)), t("f16", (6, 5, 7, 9)), 1, 1, 1, 0, 0,
+                                                       0, 1, 1, 1, 3, 2, 2), GraphError, "takes F32 src1, got F16")

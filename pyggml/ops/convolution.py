@@ -22,10 +22,10 @@ def _geometry(op: str, s, p, d) -> list[int]:
 
 
 def _fits(op: str, a, b, s, p, d) -> None:
-    """CONV_2D and CONV_2D_DW size their result without checking it: a kernel wider than the padded data
+    """CONV_2D, CONV_2D_DW and CONV_3D size their result without checking it: a kernel wider than the padded data
     would make a tensor of negative extent."""
     if isinstance(a, Tensor) and isinstance(b, Tensor):
-        for i in (0, 1):
+        for i in range(len(s)):
             k, n = a.ptr.ne[i], b.ptr.ne[i]
             if (n + 2 * p[i] - d[i] * (k - 1) - 1) // s[i] + 1 <= 0:
                 raise ValueError(f"{op}: b too small compared to a: dim {i} has {n} elements (padding {p[i]} "
@@ -64,11 +64,38 @@ def im2col_3d(ctx, a: Tensor, b: Tensor, IC: int, s0: int, s1: int, s2: int, p0:
     """3-D columns of b ([W, H, D, IC*N]) for kernel a ([KW, KH, KD, IC*OC]): [IC*KD*KH*KW, OW, OH, OD*N]."""
     ic = _ints("im2col_3d", 1, IC=IC)
     g = _geometry("im2col_3d", dict(s0=s0, s1=s1, s2=s2), dict(p0=p0, p1=p1, p2=p2), dict(d0=d0, d1=d1, d2=d2))
+    _channels("im2col_3d", a, b, ic[0])
     try:
         t = int(types.as_type(dst_type))
     except (TypeError, ValueError, KeyError) as e:
         raise TypeError(f"im2col_3d: dst_type must be a ggml type, got {dst_type!r}") from e
     return _call("im2col_3d", "im2col_3d", ctx, dict(a=a, b=b), *ic, *g, t)
+
+
+def _channels(op: str, a, b, IC: int) -> None:
+    """ggml splits a's and b's dim 3 into IC channels without checking they divide it: the rest would be
+    silently dropped."""
+    for name, t in (("a", a), ("b", b)):
+        if isinstance(t, Tensor) and t.ptr.ne[3] % IC:
+            raise ValueError(f"{op}: {name}'s ne[3] ({t.ptr.ne[3]}) must be a multiple of IC ({IC})")
+
+
+def conv_3d(ctx, a: Tensor, b: Tensor, IC: int, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int,
+            d0: int, d1: int, d2: int):
+    """a: kernel [KW, KH, KD, IC*OC] (oc outer), b: data [W, H, D, IC*N] -> [OW, OH, OD, OC*N]."""
+    (ic,) = _ints("conv_3d", 1, IC=IC)
+    g = _geometry("conv_3d", dict(s0=s0, s1=s1, s2=s2), dict(p0=p0, p1=p1, p2=p2), dict(d0=d0, d1=d1, d2=d2))
+    _channels("conv_3d", a, b, ic)
+    return _call("conv_3d", "conv_3d", ctx, dict(a=a, b=b), ic, *g)
+
+
+def conv_3d_direct(ctx, a: Tensor, b: Tensor, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int,
+                   d0: int, d1: int, d2: int, c: int, n: int, oc: int):
+    """CONV_3D: a [KW, KH, KD, c*oc], b [W, H, D, c*n] -> [OW, OH, OD, oc*n] (F32)."""
+    cno = _ints("conv_3d_direct", 1, c=c, n=n, oc=oc)
+    g = _geometry("conv_3d_direct", dict(s0=s0, s1=s1, s2=s2), dict(p0=p0, p1=p1, p2=p2), dict(d0=d0, d1=d1, d2=d2))
+    _fits("conv_3d_direct", a, b, g[0:3], g[3:6], g[6:9])
+    return _call("conv_3d_direct", "conv_3d_direct", ctx, dict(a=a, b=b), *g, *cno)
 
 
 def conv_1d(ctx, a: Tensor, b: Tensor, s0: int, p0: int, d0: int):

@@ -157,3 +157,32 @@ for _i, (_ne_in, _ne_out) in enumerate([((5, 7, 2, 1), (11, 13, 2, 1)), ((9, 7, 
 op_case("interpolate/f32/transposed", {"a": ("f32", (2, 7, 5))},
         lambda c, x: c.interpolate(c.transpose(x.a), 11, 9, 2, 1, 1),
         lambda x: oracles.interpolate(x.a.transpose(0, 2, 1), 11, 9, 2, 1, 1))
+
+# --- 3-D: (KD, KH, KW), IC, OC, (D, H, W), N, s0, s1, s2, p0, p1, p2, d0, d1, d2 ------------------------------------------
+_CONV_3D = [
+    ((3, 3, 3), 2, 3, (5, 7, 9), 1, 1, 1, 1, 0, 0, 0, 1, 1, 1),
+    ((2, 3, 2), 3, 2, (5, 5, 7), 2, 2, 1, 3, 1, 1, 2, 1, 2, 1),
+    ((1, 2, 3), 1, 4, (3, 9, 7), 1, 1, 2, 1, 0, 2, 1, 2, 1, 1),
+    ((3, 1, 2), 2, 2, (7, 3, 5), 2, 1, 1, 2, 1, 0, 0, 1, 1, 2),
+]
+for _i, (_kk, _ic, _oc, _dhw, _n, *_g) in enumerate(_CONV_3D):
+    _g = tuple(_g)
+    for _dst in ("f32", "f16"):
+        op_case(f"im2col_3d/f32/{_dst}_{_i}", {"a": ("f32", (_oc * _ic,) + _kk), "b": ("f32", (_n * _ic,) + _dhw)},
+                lambda c, x, g=_g, ic=_ic, t=_dst: c.im2col_3d(x.a, x.b, ic, *g, t),
+                lambda x, g=_g, ic=_ic: oracles.im2col_3d(x.a, x.b, ic, *g), nmse=NMSE_F16 if _dst == "f16" else None)
+    for _t in ("f32", "f16"):
+        op_case(f"conv_3d/{_t}/{_i}", {"a": (_t, (_oc * _ic,) + _kk), "b": ("f32", (_n * _ic,) + _dhw)},
+                lambda c, x, g=_g, ic=_ic: c.conv_3d(x.a, x.b, ic, *g),
+                lambda x, g=_g, ic=_ic: oracles.conv_3d(x.a, x.b, ic, *g), nmse=_F16_COLUMNS)
+        op_case(f"conv_3d_direct/{_t}/{_i}", {"a": (_t, (_oc * _ic,) + _kk), "b": ("f32", (_n * _ic,) + _dhw)},
+                lambda c, x, g=_g + (_ic, _n, _oc): c.conv_3d_direct(x.a, x.b, *g),
+                lambda x, g=_g + (_ic, _n, _oc): oracles.conv_3d_direct(x.a, x.b, *g),
+                nmse=NMSE_F16 if _t == "f16" else None)  # an F16 kernel: the patches are stored as F16
+# a permuted input (depth and height swapped in memory): the kernels read through the strides
+op_case("im2col_3d/f32/permuted", {"a": ("f32", (4, 3, 3, 3)), "b": ("f32", (2, 7, 5, 9))},
+        lambda c, x: c.im2col_3d(x.a, c.permute(x.b, 0, 2, 1, 3), 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, "f32"),
+        lambda x: oracles.im2col_3d(x.a, x.b.transpose(0, 2, 1, 3), 2, 1, 1, 1, 1, 1, 1, 1, 1, 1))
+op_case("conv_3d_direct/f32/permuted", {"a": ("f32", (4, 3, 3, 3)), "b": ("f32", (2, 7, 5, 9))},
+        lambda c, x: c.conv_3d_direct(x.a, c.permute(x.b, 0, 2, 1, 3), 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2),
+        lambda x: oracles.conv_3d_direct(x.a, x.b.transpose(0, 2, 1, 3), 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2))

@@ -188,3 +188,45 @@ def upscale(a, scale_factor, mode=0):
     a4 = np.asarray(a).reshape((1,) * (4 - np.ndim(a)) + np.shape(a))
     n3, n2, n1, n0 = a4.shape
     return interpolate(a4, n0 * scale_factor, n1 * scale_factor, n2, n3, mode)
+
+
+def _slices_3d(b, KD, KH, KW, s, p, d):
+    """(kd, kh, kw, view of padded b [N, C, OD, OH, OW] that kernel tap reads); s, p, d in (w, h, d) order."""
+    x = np.pad(np.asarray(b, np.float64), [(0, 0), (0, 0)] + [(p[2], p[2]), (p[1], p[1]), (p[0], p[0])])
+    D, H, W = np.shape(b)[-3:]
+    OD, OH, OW = _out(D, KD, s[2], p[2], d[2]), _out(H, KH, s[1], p[1], d[1]), _out(W, KW, s[0], p[0], d[0])
+    for kd in range(KD):
+        for kh in range(KH):
+            for kw in range(KW):
+                z, y, w = kd * d[2], kh * d[1], kw * d[0]
+                yield kd, kh, kw, x[:, :, z:z + s[2] * (OD - 1) + 1:s[2], y:y + s[1] * (OH - 1) + 1:s[1],
+                                    w:w + s[0] * (OW - 1) + 1:s[0]]
+
+
+def im2col_3d(a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2, dst_type=None):
+    """a [IC*OC, KD, KH, KW] (its shape only), b [N*IC, D, H, W] -> [N*OD, OH, OW, IC*KD*KH*KW]."""
+    KD, KH, KW = np.shape(a)[-3:]
+    b = np.asarray(b).reshape((-1, IC) + np.shape(b)[-3:])
+    cols = None
+    for kd, kh, kw, v in _slices_3d(b, KD, KH, KW, (s0, s1, s2), (p0, p1, p2), (d0, d1, d2)):
+        if cols is None:
+            cols = np.zeros(v.shape[:2] + (KD, KH, KW) + v.shape[2:])
+        cols[:, :, kd, kh, kw] = v
+    N, _, _, _, _, OD, OH, OW = cols.shape
+    return cols.transpose(0, 5, 6, 7, 1, 2, 3, 4).reshape(N * OD, OH, OW, -1)
+
+
+def conv_3d(a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2):
+    """a [OC*IC, KD, KH, KW], b [N*IC, D, H, W] -> [N*OC, OD, OH, OW]."""
+    a = np.asarray(a, np.float64)
+    KD, KH, KW = a.shape[-3:]
+    a = a.reshape((-1, IC, KD, KH, KW))
+    b = np.asarray(b).reshape((-1, IC) + np.shape(b)[-3:])
+    out = 0
+    for kd, kh, kw, v in _slices_3d(b, KD, KH, KW, (s0, s1, s2), (p0, p1, p2), (d0, d1, d2)):
+        out = out + np.einsum("nidhw,oi->nodhw", v, a[:, :, kd, kh, kw])
+    return out.reshape((-1,) + out.shape[2:])
+
+
+def conv_3d_direct(a, b, s0, s1, s2, p0, p1, p2, d0, d1, d2, c, n, oc):
+    return conv_3d(a, b, c, s0, s1, s2, p0, p1, p2, d0, d1, d2)
