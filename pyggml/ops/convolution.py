@@ -27,7 +27,8 @@ def _fits(op: str, a, b, s, p, d) -> None:
     if isinstance(a, Tensor) and isinstance(b, Tensor):
         for i in range(len(s)):
             k, n = a.ptr.ne[i], b.ptr.ne[i]
-            if (n + 2 * p[i] - d[i] * (k - 1) - 1) // s[i] + 1 <= 0:
+            span = n + 2 * p[i] - d[i] * (k - 1) - 1
+            if (-(-span // s[i]) if span < 0 else span // s[i]) + 1 <= 0:  # ggml's C division rounds toward 0
                 raise ValueError(f"{op}: b too small compared to a: dim {i} has {n} elements (padding {p[i]} "
                                  f"each side) for a kernel of {k} (dilation {d[i]})")
 

@@ -6,15 +6,26 @@ from __future__ import annotations
 import numpy as np
 
 
+def _cdiv(n, s):
+    """C's integer division (toward zero): ggml sizes outputs with it."""
+    return -(-n // s) if n < 0 else n // s
+
+
 def _out(n, k, s, p, d):
-    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+    return _cdiv(n + 2 * p - d * (k - 1) - 1, s) + 1
 
 
-def _padded(x, p, axes, value=0.0):
-    pads = [(0, 0)] * x.ndim
-    for ax, pv in zip(axes, p):
-        pads[ax] = (pv, pv)
-    return np.pad(x, pads, constant_values=value)
+def _dims(x, n):
+    """x with at least n dims (leading 1s: ggml's trailing dims of extent 1)."""
+    x = np.asarray(x)
+    return x.reshape((1,) * (n - x.ndim) + x.shape)
+
+
+def _pad_for(n, k, s, p, d):
+    """Zero padding (before, after) of a dim so every window of the output fits (a window may pass
+    the padded end when ggml's size rounds toward zero)."""
+    last = (_out(n, k, s, p, d) - 1) * s + (k - 1) * d + 1
+    return (p, max(p, last - n - p))
 
 
 def _windows_2d(b, KH, KW, s, p, d):
@@ -24,7 +35,8 @@ def _windows_2d(b, KH, KW, s, p, d):
     d0, d1 = d
     H, W = b.shape[-2:]
     OH, OW = _out(H, KH, s1, p1, d1), _out(W, KW, s0, p0, d0)
-    x = _padded(np.asarray(b, np.float64), (p1, p0), (-2, -1))
+    x = np.pad(np.asarray(b, np.float64), [(0, 0)] * (b.ndim - 2) + [_pad_for(H, KH, s1, p1, d1),
+                                                                     _pad_for(W, KW, s0, p0, d0)])
     iy = (np.arange(OH) * s1)[:, None, None, None] + (np.arange(KH) * d1)[None, None, :, None]
     ix = (np.arange(OW) * s0)[None, :, None, None] + (np.arange(KW) * d0)[None, None, None, :]
     return x[..., iy, ix]
@@ -34,8 +46,10 @@ def im2col(a, b, s0, s1, p0, p1, d0, d1, is_2D, dst_type=None):
     """2-D: a [OC, IC, KH, KW], b [N, IC, H, W] -> [N, OH, OW, IC*KH*KW]; 1-D: a [OC, IC, K], b [N, IC, W]
     -> [N, OW, IC*K]."""
     if not is_2D:
+        a, b = _dims(a, 3), _dims(b, 3)
         r = im2col(a[:, :, None, :], b[..., None, :], s0, 1, p0, 0, d0, 1, True)
         return r[:, 0]
+    a, b = _dims(a, 4), _dims(b, 4)
     _, IC, KH, KW = np.shape(a)[-4:]
     w = _windows_2d(b, KH, KW, (s0, s1), (p0, p1), (d0, d1))  # [N, IC, OH, OW, KH, KW]
     N, _, OH, OW = w.shape[:4]
@@ -44,6 +58,7 @@ def im2col(a, b, s0, s1, p0, p1, d0, d1, is_2D, dst_type=None):
 
 def conv_2d(a, b, s0, s1, p0, p1, d0, d1):
     """a [OC, IC, KH, KW], b [N, IC, H, W] -> [N, OC, OH, OW] (cross-correlation, as ggml)."""
+    a, b = _dims(a, 4), _dims(b, 4)
     OC, IC, KH, KW = np.shape(a)
     w = _windows_2d(b, KH, KW, (s0, s1), (p0, p1), (d0, d1))  # [N, IC, OH, OW, KH, KW]
     return np.einsum("nchwyx,ocyx->nohw", w, np.asarray(a, np.float64))
@@ -55,6 +70,7 @@ def conv_2d_direct(a, b, s0, s1, p0, p1, d0, d1):
 
 def conv_2d_dw(a, b, s0, s1, p0, p1, d0, d1):
     """a [C, 1, KH, KW], b [N, C, H, W] -> [N, C, OH, OW]: channel c convolved with kernel c only."""
+    a, b = _dims(a, 4), _dims(b, 4)
     C, _, KH, KW = np.shape(a)
     w = _windows_2d(b, KH, KW, (s0, s1), (p0, p1), (d0, d1))
     return np.einsum("nchwyx,cyx->nchw", w, np.asarray(a, np.float64)[:, 0])
@@ -66,17 +82,19 @@ def conv_2d_dw_direct(a, b, stride0, stride1, pad0, pad1, dilation0, dilation1):
 
 def conv_1d(a, b, s0, p0, d0):
     """a [OC, IC, K], b [N, IC, W] -> [N, OC, OW]."""
+    a, b = _dims(a, 3), _dims(b, 3)
     return conv_2d(a[:, :, None, :], b[..., None, :], s0, 1, p0, 0, d0, 1)[:, :, 0]
 
 
 def conv_1d_dw(a, b, s0, p0, d0):
     """a [C, 1, K], b [N, C, W] -> [N, C, OW]."""
+    a, b = _dims(a, 3), _dims(b, 3)
     return conv_2d_dw(a[:, :, None, :], b[..., None, :], s0, 1, p0, 0, d0, 1)[:, :, 0]
 
 
 def conv_transpose_1d(a, b, s0, p0=0, d0=1):
     """a [IC, OC, K], b [IC, W] -> [OC, (W-1)*s0 + K]: every input x adds a[ic, :, k] at x*s0 + k."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    a, b = _dims(np.asarray(a, np.float64), 3), _dims(np.asarray(b, np.float64), 2)
     IC, OC, K = a.shape
     W = b.shape[-1]
     out = np.zeros((OC, (W - 1) * s0 + K))
@@ -87,7 +105,7 @@ def conv_transpose_1d(a, b, s0, p0=0, d0=1):
 
 def conv_transpose_2d_p0(a, b, stride):
     """a [IC, OC, KH, KW], b [N, IC, H, W] -> [N, OC, (H-1)*s + KH, (W-1)*s + KW]."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    a, b = _dims(np.asarray(a, np.float64), 4), _dims(np.asarray(b, np.float64), 4)
     IC, OC, KH, KW = a.shape
     N, _, H, W = b.shape
     out = np.zeros((N, OC, (H - 1) * stride + KH, (W - 1) * stride + KW))
@@ -101,7 +119,7 @@ def pool_1d(a, op, k0, s0, p0):
     """op 0 max, 1 average over the window's elements that lie inside a (padding is not counted)."""
     a = np.asarray(a, np.float64)
     W = a.shape[-1]
-    OW = (W + 2 * p0 - k0) // s0 + 1
+    OW = _cdiv(W + 2 * p0 - k0, s0) + 1
     out = np.empty(a.shape[:-1] + (OW,))
     for o in range(OW):
         lo, hi = max(o * s0 - p0, 0), min(o * s0 - p0 + k0, W)
@@ -112,9 +130,9 @@ def pool_1d(a, op, k0, s0, p0):
 
 def pool_2d(a, op, k0, k1, s0, s1, p0, p1):
     """op 0 max over the window's elements inside a; op 1 their sum divided by k0*k1 (padding counts as 0)."""
-    a = np.asarray(a, np.float64)
+    a = _dims(np.asarray(a, np.float64), 2)
     H, W = a.shape[-2:]
-    OH, OW = (H + 2 * p1 - k1) // s1 + 1, (W + 2 * p0 - k0) // s0 + 1
+    OH, OW = _cdiv(H + 2 * p1 - k1, s1) + 1, _cdiv(W + 2 * p0 - k0, s0) + 1
     out = np.empty(a.shape[:-2] + (OH, OW))
     for oy in range(OH):
         y0, y1 = max(oy * s1 - p1, 0), min(oy * s1 - p1 + k1, H)
@@ -131,7 +149,7 @@ def pad_reflect_1d(a, p0, p1):
 
 def col2im_1d(a, s0, oc, p0):
     """a [T_in, K*OC] -> [OC, (T_in-1)*s0 + K - 2*p0]: column t_in's entry oc*K + k adds to t_in*s0 + k - p0."""
-    a = np.asarray(a, np.float64)
+    a = _dims(np.asarray(a, np.float64), 2)
     T_in, KOC = a.shape[-2:]
     K = KOC // oc
     full = np.zeros((oc, (T_in - 1) * s0 + K))
@@ -192,8 +210,9 @@ def upscale(a, scale_factor, mode=0):
 
 def _slices_3d(b, KD, KH, KW, s, p, d):
     """(kd, kh, kw, view of padded b [N, C, OD, OH, OW] that kernel tap reads); s, p, d in (w, h, d) order."""
-    x = np.pad(np.asarray(b, np.float64), [(0, 0), (0, 0)] + [(p[2], p[2]), (p[1], p[1]), (p[0], p[0])])
     D, H, W = np.shape(b)[-3:]
+    x = np.pad(np.asarray(b, np.float64), [(0, 0), (0, 0), _pad_for(D, KD, s[2], p[2], d[2]),
+                                           _pad_for(H, KH, s[1], p[1], d[1]), _pad_for(W, KW, s[0], p[0], d[0])])
     OD, OH, OW = _out(D, KD, s[2], p[2], d[2]), _out(H, KH, s[1], p[1], d[1]), _out(W, KW, s[0], p[0], d[0])
     for kd in range(KD):
         for kh in range(KH):
@@ -205,6 +224,7 @@ def _slices_3d(b, KD, KH, KW, s, p, d):
 
 def im2col_3d(a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2, dst_type=None):
     """a [IC*OC, KD, KH, KW] (its shape only), b [N*IC, D, H, W] -> [N*OD, OH, OW, IC*KD*KH*KW]."""
+    a, b = _dims(a, 4), _dims(b, 4)
     KD, KH, KW = np.shape(a)[-3:]
     b = np.asarray(b).reshape((-1, IC) + np.shape(b)[-3:])
     cols = None
@@ -218,7 +238,7 @@ def im2col_3d(a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2, dst_type=None):
 
 def conv_3d(a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2):
     """a [OC*IC, KD, KH, KW], b [N*IC, D, H, W] -> [N*OC, OD, OH, OW]."""
-    a = np.asarray(a, np.float64)
+    a, b = _dims(np.asarray(a, np.float64), 4), _dims(b, 4)
     KD, KH, KW = a.shape[-3:]
     a = a.reshape((-1, IC, KD, KH, KW))
     b = np.asarray(b).reshape((-1, IC) + np.shape(b)[-3:])
