@@ -416,6 +416,27 @@ _CPU_RULES.update({  # matmul, attention
     Op.LIGHTNING_INDEXER: lambda p: _lightning_indexer(p),
 })
 _CPU_RULES.update({  # convolution
+    # im2col's kernels switch on dst's type (F32: F32 data; F16: F16/F32 data) and read each channel's
+    # plane as packed rows (row y at y * ne[0] elements)
+    Op.IM2COL: lambda p: (f"the CPU kernel makes F32 or F16 columns, not {_tname(p.type)}" if p.type not in (_F32, _F16)
+                          else _f32_rows(1, rows=lambda s: _packed_rows(s) and (p.op_params[6] != 1 or s.nb[1] == s.nb[0] * s.ne[0]),
+                                         types=(_F32,) if p.type == _F32 else (_F32, _F16))(p)),
+    Op.CONV_TRANSPOSE_1D: lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p)
+    or _f32_rows(1, rows=_contiguous)(p),
+    Op.CONV_TRANSPOSE_2D: lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p)
+    or _f32_rows(1, rows=_contiguous)(p),
+    Op.CONV_2D: lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p) or _f32_rows(1)(p),
+    Op.CONV_3D: lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p) or _f32_rows(1, rows=lambda s: True)(p),
+    Op.IM2COL_3D: lambda p: (f"the CPU kernel makes F32 or F16 columns, not {_tname(p.type)}" if p.type not in (_F32, _F16)
+                             else _f32_rows(1)(p)),
+    # whole contiguous tensors (WHCN) or channels innermost (CWHN, with the kernel laid out the same way)
+    Op.CONV_2D_DW: lambda p: _f32_rows(0, rows=lambda s: True, types=(_F32, _F16))(p) or _f32_rows(1, rows=lambda s: True)(p)
+    or (None if _contiguous(p.src[1]) else
+        None if lib.ggml_is_contiguous_channels(p.src[1]) and p.src[0].nb[0] >= p.src[0].nb[2] and p.src[0].nb[1] >= p.src[0].nb[0]
+        else "the CPU kernel takes contiguous data, or channels innermost (CWHN) with a kernel laid out alike"),
+    # the pooling kernels walk the data as one packed block of rows
+    Op.POOL_1D: lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p),
+    Op.POOL_2D: lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p),
 })
 _CPU_RULES.update({  # recurrent
     # the kernels switch on the first source's type only and read every other source as F32
