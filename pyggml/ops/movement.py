@@ -325,4 +325,8 @@ def set_name(ctx, a, name: str):
 
 
 
+view_tensor = _make_unary("view_tensor")
+view_tensor.__doc__ = "ggml_view_tensor(ctx, a): a view of all of a (same shape, strides and type)."
+
+
 __all__ = exported(globals())

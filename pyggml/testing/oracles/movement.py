@@ -48,6 +48,23 @@ def cpy(a, dtype=np.float32):
     return np.asarray(a).astype(dtype)
 
 
+def round_to(a, t):
+    """a's values as a tensor of type t (ggml name) holds them: F16 and BF16 rounded to nearest even
+    (ggml's conversions), I32 / I16 cast (callers pass whole numbers), F32 unchanged; NumPy order."""
+    x = np.asarray(a)
+    t = str(t).lower()
+    if t == "f16":
+        return x.astype(np.float16)
+    if t == "bf16":
+        u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16  # nearest even on the 16 bits kept
+        out = r.astype(np.uint32).view(np.float32)
+        return np.where(np.isnan(x), np.float32(np.nan), out)
+    if t in ("i32", "i16", "i8"):
+        return x.astype({"i32": np.int32, "i16": np.int16, "i8": np.int8}[t])
+    return x.astype(np.float32)
+
+
 def dup(a):
     return np.array(a)
 
