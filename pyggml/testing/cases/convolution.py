@@ -95,7 +95,8 @@ for _i, (_kk, _ic, _oc, _hw, _n, *_g) in enumerate(_CONV_2D):
             lambda c, x, g=_g: c.conv_2d_dw_direct(x.a, x.b, *g), lambda x, g=_g: oracles.conv_2d_dw_direct(x.a, x.b, *g))
 # channels innermost in memory (ggml_is_contiguous_channels: the CWHN layout and result)
 op_case("conv_2d_dw_direct/f32/cwhn", {"a": ("f32", (3, 3, 3, 1)), "b": ("f32", (2, 7, 9, 3))},
-        lambda c, x: c.conv_2d_dw_direct(c.permute(x.a, 2, 3, 0, 1), c.permute(x.b, 2, 0, 1, 3), 1, 2, 1, 1, 1, 1),
+        # the result is CWHN too (not contiguous): cont() so a device result can be read back
+        lambda c, x: c.cont(c.conv_2d_dw_direct(c.permute(x.a, 2, 3, 0, 1), c.permute(x.b, 2, 0, 1, 3), 1, 2, 1, 1, 1, 1)),
         lambda x: oracles.conv_2d_dw_direct(x.a.transpose(2, 3, 0, 1), x.b.transpose(0, 3, 1, 2), 1, 2, 1, 1, 1, 1))
 
 # --- transposed ---------------------------------------------------------------------------------------------------------
