@@ -638,8 +638,19 @@ def _vk_group_norm(p):
     return None
 
 
-# what Vulkan's shaders compute wrongly though supports_op says yes: refused as unsupported
-_VK_RULES = {int(Op.ACC): _vk_nested_view, int(Op.SET): _vk_nested_view, int(Op.GROUP_NORM): _vk_group_norm}
+_K_QUANTS = {int(t) for t in (Type.Q2_K, Type.Q3_K, Type.Q4_K, Type.Q5_K, Type.Q6_K)}
+
+
+def _vk_mul_mat(p):
+    # docs/findings.md: a K-quant a times a non-contiguous b ended the process (SIGSEGV) on lavapipe
+    if p.src[0].type in _K_QUANTS and not lib.ggml_is_contiguous(p.src[1]):
+        return "a K-quant a times a non-contiguous b crashed it (make b contiguous with cont first)"
+    return None
+
+
+# what Vulkan computes wrongly or crashes on though supports_op says yes: refused as unsupported
+_VK_RULES = {int(Op.ACC): _vk_nested_view, int(Op.SET): _vk_nested_view, int(Op.GROUP_NORM): _vk_group_norm,
+             int(Op.MUL_MAT): _vk_mul_mat}
 
 
 def _vulkan_aligned(nodes, on_vulkan):

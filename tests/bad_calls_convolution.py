@@ -118,3 +118,6 @@ _bad("conv_3d_direct", lambda c, t: ops.conv_3d_direct(c, t("f32", (6, 3, 3, 3))
                                                        0, 1, 1, 1, 3, 2, 2), ValueError, "b too small")
 _bad("conv_3d_direct", lambda c, t: ops.conv_3d_direct(c, t("f32", (6, 3, 3, 3)), t("f16", (6, 5, 7, 9)), 1, 1, 1, 0, 0,
                                                        0, 1, 1, 1, 3, 2, 2), GraphError, "takes F32 src1, got F16")
+# ggml's conv_1d mixes the batches of b (docs/findings.md): one sequence only
+_bad("conv_1d", lambda c, t: ops.conv_1d(c, t("f32", (3, 2, 3)), t("f32", (2, 2, 11)), 1, 0, 1), ValueError,
+     "must hold one sequence")

@@ -100,7 +100,12 @@ def conv_3d_direct(ctx, a: Tensor, b: Tensor, s0: int, s1: int, s2: int, p0: int
 
 
 def conv_1d(ctx, a: Tensor, b: Tensor, s0: int, p0: int, d0: int):
-    """a: kernel [K, IC, OC], b: data [W, IC, N] -> [OW, OC, N]."""
+    """a: kernel [K, IC, OC], b: data [W, IC, 1] -> [OW, OC, 1]."""
+    # ggml_conv_1d's last reshape reads the product [OW*N, OC] as [OW, OC, N]: for N > 1 batches and
+    # channels come out interleaved, on every backend (docs/findings.md)
+    if isinstance(b, Tensor) and b.ptr.ne[2] * b.ptr.ne[3] > 1:
+        raise ValueError(f"conv_1d: b must hold one sequence (ne[2] == ne[3] == 1), got ne={b.ne}: ggml's conv_1d "
+                         "mixes the batches of more")
     return _call("conv_1d", "conv_1d", ctx, dict(a=a, b=b),
                  *_geometry("conv_1d", dict(s0=s0), dict(p0=p0), dict(d0=d0)))
 
