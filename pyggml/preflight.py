@@ -638,13 +638,11 @@ def _vk_group_norm(p):
     return None
 
 
-_K_QUANTS = {int(t) for t in (Type.Q2_K, Type.Q3_K, Type.Q4_K, Type.Q5_K, Type.Q6_K)}
-
-
 def _vk_mul_mat(p):
-    # docs/findings.md: a K-quant a times a non-contiguous b ended the process (SIGSEGV) on lavapipe
-    if p.src[0].type in _K_QUANTS and not lib.ggml_is_contiguous(p.src[1]):
-        return "a K-quant a times a non-contiguous b crashed it (make b contiguous with cont first)"
+    # docs/findings.md: a quantized a times a non-contiguous b ended the process (SIGSEGV) on lavapipe for
+    # Q2_K, Q4_K, Q5_K, Q6_K and TQ2_0 (not Q3_K, Q4_0, Q8_0, IQ4_NL, TQ1_0): refused for every quantized a
+    if lib.ggml_is_quantized(p.src[0].type) and not lib.ggml_is_contiguous(p.src[1]):
+        return "a quantized a times a non-contiguous b crashed it (make b contiguous with cont first)"
     return None
 
 
