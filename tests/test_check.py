@@ -105,3 +105,10 @@ def test_coverage_cli_json():
     assert t["cpu"]["fail"] == 0 and t["cpu"]["error"] == 0
     add = next(r for r in report["rows"] if r["kind"] == "ADD")
     assert add["cases"] >= 1 and add["backends"]["cpu"].get("pass", 0) >= 1
+
+
+def test_check_grad_mode_cli():
+    res = _cli("check", "--mode", "grad", "--backend", "cpu", "--only", "^mul_mat", "-q")
+    assert res.returncode == 0, res.stdout + res.stderr
+    summary = res.stdout.strip().splitlines()[-1]
+    assert summary.startswith("pass: ") and "fail" not in summary and "error" not in summary.split("(")[0], summary
