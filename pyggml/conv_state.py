@@ -43,24 +43,27 @@ SLOT_INDEX_NAME = "rs_s_slot_rev"
 
 
 class RecurrentMemory:
-    """The conv caches of every layer, allocated once in a buffer of `backend`."""
+    """The conv caches of every layer (and, with n_embd_s > 0, the recurrent-state caches
+    `cache_ssm_l{il}` [n_embd_s, mem_size*K], same rows), allocated once in a buffer of `backend`."""
 
     def __init__(self, backend: Backend, n_layer: int, d_conv: int, channels: int, mem_size: int,
-                 n_rs_seq: int, type="f32"):
-        if n_layer < 1 or d_conv < 2 or channels < 1 or mem_size < 1 or n_rs_seq < 0:
+                 n_rs_seq: int, type="f32", n_embd_s: int = 0):
+        if n_layer < 1 or d_conv < 2 or channels < 1 or mem_size < 1 or n_rs_seq < 0 or n_embd_s < 0:
             raise ValueError("RecurrentMemory needs n_layer >= 1, d_conv >= 2, channels >= 1, "
-                             f"mem_size >= 1, n_rs_seq >= 0 (got {n_layer}, {d_conv}, {channels}, "
-                             f"{mem_size}, {n_rs_seq})")
+                             f"mem_size >= 1, n_rs_seq >= 0, n_embd_s >= 0 (got {n_layer}, {d_conv}, {channels}, "
+                             f"{mem_size}, {n_rs_seq}, {n_embd_s})")
         self.type = types.as_type(type)
         if self.type not in (Type.F32, Type.F16):
             raise TypeError(f"conv cache type must be F32 or F16, got {self.type.name}")
         self.n_layer, self.d_conv, self.channels = n_layer, d_conv, channels
         self.mem_size, self.n_rs_seq = mem_size, n_rs_seq
         self.K = n_rs_seq + 1
-        self.n_embd_r = (d_conv - 1) * channels
-        self.ctx = Context(n_tensors=n_layer + 1)
+        self.n_embd_r, self.n_embd_s = (d_conv - 1) * channels, n_embd_s
+        self.ctx = Context(n_tensors=2 * n_layer + 1)
         self.conv_states_all = [self.ctx.new_tensor_2d(self.type, self.n_embd_r, mem_size * self.K,
                                                        name=f"cache_conv_l{il}") for il in range(n_layer)]
+        self.ssm_states_all = [self.ctx.new_tensor_2d(self.type, n_embd_s, mem_size * self.K, name=f"cache_ssm_l{il}")
+                               for il in range(n_layer)] if n_embd_s else []
         self.buffer = backend.alloc_tensors(self.ctx)
         self.buffer.clear(0)
 

@@ -57,6 +57,8 @@ def run_case(case, runner: Runner, backend: str) -> tuple[Record, list[np.ndarra
         actual = case.execute(runner)
     except Unsupported as e:
         return Record(case.name, backend, "unsupported", message=f"not supported: {e}"), None
+    except case_registry.Mismatch as e:
+        return Record(case.name, backend, "fail", message=str(e), seconds=time.perf_counter() - start), None
     except Exception as e:  # a failing case must not stop the run (a guard overwritten included)
         return Record(case.name, backend, "error", message=f"{type(e).__name__}: {e}",
                       seconds=time.perf_counter() - start), None

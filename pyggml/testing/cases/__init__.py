@@ -61,6 +61,10 @@ def max_error(actual: np.ndarray, expected: np.ndarray) -> float:
     return float(diff / scale) if scale > 0 else float(diff)
 
 
+class Mismatch(Exception):
+    """A property a case checks on the backend itself did not hold (e.g. rollback == rerun): a failure."""
+
+
 @dataclass
 class Comparison:
     ok: bool

@@ -1,0 +1,335 @@
+"""The seed's layer whole: a Qwen3-Next-style gated delta-net layer whose two recurrent states
+roll back together, built from Python with checked ops, llama.cpp's way.
+
+One layer (llama.cpp's `build_layer_attn_linear` with `build_recurrent_attn`), for x of ubatch
+shape [n_embd, n_seq_tokens, n_seqs]:
+
+    h        = rms_norm(x) * attn_norm
+    qkv      = attn_qkv @ h                  [conv channels]   (q, k, v of every key head)
+    z        = attn_gate @ h                 [n_v_heads * S]
+    beta     = sigmoid(b),  g = softplus(a + ssm_dt) * ssm_a   (b, a from ssm_ba @ h)
+    conv     = silu(ssm_conv(conv state ++ qkv, ssm_conv1d))   (the seed's conv-state write)
+    q, k     = l2_norm(q), l2_norm(k);  v
+    o, snaps = gated_delta_net(q, k, v, g, beta, recurrent state, K)
+    y        = x + ssm_out @ (rms_norm(o) * ssm_norm * silu(z))
+
+Rollback (`n_rs_seq` = K-1 > 0): both caches keep K slots per cell, row `slot*mem_size + cell`.
+A ubatch of n tokens writes the conv windows into slots 0..min(n+1, K)-1 (conv_state.py: the
+seed's host-filled `rs_s_slot_rev`, or the other strategies) and the recurrent-state snapshots
+gated_delta_net returns into slots 0..min(n, K)-1 (slot j: the state j tokens before the last,
+one copy: the op's snapshot order is the cache's slot order). Dropping the last j tokens of a
+sequence means reading row `j*mem_size + cell` of both caches in the next ubatch (`s_copy`).
+Slot min(n, K) of the conv cache exists but the recurrent state's does not: `DeltaNet.step`
+refuses a row whose slot the last ubatch at that cell did not write in both caches, so a
+restored recurrent state never sits next to a conv history captured for another token.
+
+Layout. The conv channels are grouped by key head, [q_g | k_g | v_g] for each key head g (the
+order of Qwen3-Next's checkpoint `in_proj_qkvz`; llama.cpp's converter regroups them into
+[q | k | v]). With this order a split by key-head groups is one contiguous range of every
+projection, of the conv cache and of the recurrent state, which is how a meta device splits the
+layer (`split_policy`): heads across devices, norms mirrored, ssm_out's partial sums reduced.
+Value heads n_v_heads = r * n_k_heads; value head h reads key head h // r (llama.cpp repeats q
+and k that way before the op, which broadcasts differently). ggml's op needs S_k == S_v == S.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyggml import types
+from pyggml._args import integer
+from pyggml.backend import Backend
+from pyggml.context import Context
+from pyggml.conv_state import STRATEGIES, GraphInputs, RecurrentMemory, build_conv_state
+from pyggml.graph import Graph
+from pyggml.runner import Runner
+from pyggml.tensor import Tensor
+from pyggml.types import Type
+
+
+@dataclass(frozen=True)
+class DeltaNetConfig:
+    n_embd: int = 32
+    n_layer: int = 2
+    head_dim: int = 16     # S: key and value head size (Vulkan computes S in {16, 32, 64, 128})
+    n_k_heads: int = 2
+    n_v_heads: int = 2     # a multiple of n_k_heads
+    d_conv: int = 4
+    eps: float = 1e-6
+
+    def __post_init__(self):
+        for name, lo in (("n_embd", 1), ("n_layer", 1), ("head_dim", 1), ("n_k_heads", 1), ("n_v_heads", 1),
+                         ("d_conv", 2)):
+            integer(f"DeltaNetConfig: {name}", getattr(self, name), lo, 1 << 20)
+        if self.n_v_heads % self.n_k_heads:
+            raise ValueError(f"DeltaNetConfig: n_v_heads ({self.n_v_heads}) must be a multiple of n_k_heads "
+                             f"({self.n_k_heads})")
+        if not (isinstance(self.eps, float) and 0 < self.eps < 1):
+            raise ValueError(f"DeltaNetConfig: eps must be a float in (0, 1), got {self.eps!r}")
+
+    @property
+    def ratio(self) -> int:
+        """r: value heads per key head."""
+        return self.n_v_heads // self.n_k_heads
+
+    @property
+    def group(self) -> int:
+        """Conv channels of one key head: its q and k (S each) and its r value heads."""
+        return (2 + self.ratio) * self.head_dim
+
+    @property
+    def conv_channels(self) -> int:
+        return self.n_k_heads * self.group
+
+    @property
+    def value_dim(self) -> int:
+        return self.n_v_heads * self.head_dim
+
+    @property
+    def n_embd_r(self) -> int:
+        return (self.d_conv - 1) * self.conv_channels
+
+    @property
+    def n_embd_s(self) -> int:
+        return self.head_dim * self.head_dim * self.n_v_heads
+
+    def weight_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Each layer's weights, NumPy shapes (ggml's ne reversed)."""
+        E, C, V = self.n_embd, self.conv_channels, self.value_dim
+        return {"attn_norm": (E,), "attn_qkv": (C, E), "attn_gate": (V, E), "ssm_ba": (2 * self.n_v_heads, E),
+                "ssm_dt": (self.n_v_heads,), "ssm_a": (self.n_v_heads,), "ssm_conv1d": (C, self.d_conv),
+                "ssm_norm": (self.head_dim,), "ssm_out": (E, V)}
+
+
+def weight_name(il: int, name: str) -> str:
+    return f"blk.{il}.{name}"
+
+
+def random_weights(config: DeltaNetConfig, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """Weights of every layer, F32, scaled so activations stay of order one (ssm_a < 0: a decay)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(config.n_layer):
+        w = {}
+        for name, shape in config.weight_shapes().items():
+            if name in ("attn_norm", "ssm_norm"):
+                v = 1 + 0.1 * rng.standard_normal(shape)
+            elif name == "ssm_a":
+                v = -np.exp(rng.uniform(-1.0, 0.5, shape))
+            elif name == "ssm_dt":
+                v = rng.uniform(-1.0, 1.0, shape)
+            else:
+                v = rng.standard_normal(shape) / np.sqrt(shape[-1])
+            w[name] = v.astype(np.float32)
+        out.append(w)
+    return out
+
+
+class DeltaNetWeights:
+    """The layers' weights in a buffer of `backend`, named llama.cpp's way (blk.{il}.attn_qkv, ...)."""
+
+    def __init__(self, backend: Backend, config: DeltaNetConfig, values: list[dict[str, np.ndarray]]):
+        if len(values) != config.n_layer:
+            raise ValueError(f"weights for {len(values)} layers, the config has {config.n_layer}")
+        shapes = config.weight_shapes()
+        self.ctx = Context(n_tensors=len(shapes) * config.n_layer + 1)
+        self.layers: list[dict[str, Tensor]] = []
+        for il, layer in enumerate(values):
+            if set(layer) != set(shapes):
+                raise ValueError(f"layer {il}: weights must be {sorted(shapes)}, got {sorted(layer)}")
+            self.layers.append({n: self.ctx.tensor(Type.F32, shapes[n], weight_name(il, n)) for n in shapes})
+        self.buffer = backend.alloc_tensors(self.ctx)
+        for il, layer in enumerate(values):
+            for n, v in layer.items():
+                v = np.asarray(v)
+                if v.shape != shapes[n]:
+                    raise ValueError(f"{weight_name(il, n)}: shape {v.shape}, expected {shapes[n]}")
+                self.layers[il][n].set(v.astype(np.float32))
+
+
+def split_policy(config: DeltaNetConfig, n_devices: int):
+    """Tensor parallelism for a meta device: key-head groups across devices (with their value heads),
+    for the projections, the conv weights and cache, the recurrent-state cache; norms mirrored."""
+    from pyggml.meta import Split
+    if config.n_k_heads < n_devices:
+        raise ValueError(f"a split over {n_devices} devices needs at least one key head per device "
+                         f"(n_k_heads={config.n_k_heads})")
+    c, S, r, nk = config, config.head_dim, config.ratio, config.n_k_heads
+
+    def even(axis, per_group):
+        return lambda t: Split.even(axis, nk * per_group, n_devices, per_group)
+    return [("blk.*.attn_qkv", even(1, c.group)),
+            ("blk.*.ssm_conv1d", even(1, c.group)),
+            ("blk.*.attn_gate", even(1, r * S)),
+            ("blk.*.ssm_ba", even(1, 2 * r)),
+            ("blk.*.ssm_dt", even(0, r)),
+            ("blk.*.ssm_a", even(0, r)),
+            ("blk.*.ssm_out", even(0, r * S)),
+            ("cache_conv_l*", even(0, (c.d_conv - 1) * c.group)),
+            ("cache_ssm_l*", even(0, S * S * r))]
+
+
+def l2_norm(ctx: Context, x: Tensor, eps: float) -> Tensor:
+    """llama.cpp's build_gdn_l2_norm: x / sqrt(sum(x^2) + eps) as rms_norm(x, eps/n) / sqrt(n)."""
+    n = x.ne[0]
+    return ctx.scale(ctx.rms_norm(x, eps / n), 1.0 / float(np.sqrt(n)))
+
+
+def build_layer(ctx: Context, graph: Graph, inp: GraphInputs, mem: RecurrentMemory, w: dict[str, Tensor],
+                config: DeltaNetConfig, x: Tensor, kv_head: int, il: int, strategy: str) -> Tensor:
+    """One gated delta-net layer with residual, x [n_embd, n_seq_tokens, n_seqs] -> the same shape; writes
+    both caches' rollback slots of cells kv_head .. kv_head+n_seqs-1."""
+    c = config
+    S, nk, nv, r, G = c.head_dim, c.n_k_heads, c.n_v_heads, c.ratio, c.group
+    nt, ns = x.ne[1], x.ne[2]
+    h = ctx.mul(ctx.rms_norm(x, c.eps), w["attn_norm"])
+    qkv_mixed = ctx.mul_mat(w["attn_qkv"], h).set_name(f"qkv_mixed-{il}")       # [C, nt, ns]
+    z = ctx.reshape_4d(ctx.mul_mat(w["attn_gate"], h), S, nv, nt, ns)
+    ba = ctx.reshape_4d(ctx.mul_mat(w["ssm_ba"], h), 2 * r, nk, nt, ns)            # [beta_g | alpha_g] per group
+    fs = ba.element_size
+    b = ctx.view_4d(ba, r, nk, nt, ns, ba.nb[1], ba.nb[2], ba.nb[3], 0)
+    a = ctx.view_4d(ba, r, nk, nt, ns, ba.nb[1], ba.nb[2], ba.nb[3], r * fs)
+    beta = ctx.reshape_4d(ctx.sigmoid(ctx.cont(b)), 1, nv, nt, ns)
+    alpha = ctx.cont_3d(a, nv, nt, ns)
+    gate = ctx.mul(ctx.softplus(ctx.add(alpha, w["ssm_dt"])), w["ssm_a"])
+    gate = ctx.reshape_4d(gate, 1, nv, nt, ns)
+
+    conv_input = build_conv_state(ctx, graph, inp, mem, qkv_mixed, kv_head, il, strategy)
+    ssm_states_all = mem.ssm_states_all[il]
+    state = ctx.get_rows(ssm_states_all, inp.s_copy).set_name(f"state-{il}")
+    state = ctx.reshape_4d(state, S, S, nv, ns)
+
+    conv = ctx.silu(ctx.ssm_conv(conv_input, w["ssm_conv1d"]))                     # [C, nt, ns]
+    cs = conv.element_size
+
+    def heads(width, n, offset):
+        return ctx.view_4d(conv, width, n, nt, ns, G * cs, conv.nb[1], conv.nb[2], offset * cs)
+    q = l2_norm(ctx, heads(S, nk, 0), c.eps)
+    k = l2_norm(ctx, heads(S, nk, S), c.eps)
+    v = heads(r * S, nk, 2 * S)
+    if r > 1:
+        v = ctx.reshape_4d(ctx.cont(v), S, nv, nt, ns)
+
+        def repeat_interleave(t):  # value head h reads key head h // r
+            t = ctx.reshape_4d(t, S, 1, nk, nt * ns)
+            t = ctx.repeat_4d(t, S, r, nk, nt * ns)
+            return ctx.reshape_4d(t, S, nv, nt, ns)
+        q, k = repeat_interleave(q), repeat_interleave(k)
+
+    K = mem.K
+    out = ctx.gated_delta_net(q, k, v, gate, beta, state, K).set_name(f"gdn-{il}")
+    fo = out.element_size
+    o = ctx.view_4d(out, S, nv, nt, ns, S * fo, S * nv * fo, S * nv * nt * fo, 0)
+    # the snapshots (slot j: the state j tokens before the last) into the cache's rollback slots
+    D = c.n_embd_s
+    n_written = min(nt, K)
+    src = ctx.view_3d(out, D, ns, n_written, D * fo, D * ns * fo, S * nv * nt * ns * fo)
+    row = types.row_size(ssm_states_all.type, D)
+    dst = ctx.view_3d(ssm_states_all, D, ns, n_written, ssm_states_all.nb[1], mem.mem_size * row, kv_head * row)
+    graph.build_forward_expand(ctx.cpy(src, dst))
+
+    normed = ctx.mul(ctx.mul(ctx.rms_norm(o, c.eps), w["ssm_norm"]), ctx.silu(z))
+    y = ctx.mul_mat(w["ssm_out"], ctx.reshape_3d(normed, nv * S, nt, ns))
+    return ctx.add(x, y).set_name(f"layer_out-{il}")
+
+
+class DeltaNetGraph:
+    """The graph of one ubatch shape (n_seq_tokens, n_seqs, kv_head): every layer, input x, output."""
+
+    def __init__(self, config: DeltaNetConfig, mem: RecurrentMemory, weights: DeltaNetWeights, n_seq_tokens: int,
+                 n_seqs: int, kv_head: int, strategy: str):
+        self.key = (n_seq_tokens, n_seqs, kv_head)
+        per_layer = 96 + 4 * mem.K
+        self.ctx = Context(n_tensors=64 + config.n_layer * per_layer)
+        self.graph = Graph(self.ctx, size=max(512, 2 * config.n_layer * per_layer))
+        self.inp = GraphInputs(self.ctx.new_tensor_1d(Type.I32, n_seqs, name="inp_s_copy").set_input())
+        self.x = self.ctx.new_tensor_3d(Type.F32, config.n_embd, n_seq_tokens, n_seqs, name="inp_x").set_input()
+        cur = self.x
+        for il in range(config.n_layer):
+            cur = build_layer(self.ctx, self.graph, self.inp, mem, weights.layers[il], config, cur, kv_head, il,
+                              strategy)
+        self.out = cur.set_name("out").set_output()
+        self.graph.build_forward_expand(self.out)
+
+    def set_inputs(self, x: np.ndarray, s_copy: list[int]):
+        self.inp.s_copy.set(np.asarray(s_copy, dtype=np.int32))
+        self.x.set(x)
+        s = self.inp.s_slot_rev
+        if s is not None:  # the seed's slot index, filled on the host
+            s.view()[...] = np.arange(s.ne[0] - 1, -1, -1, dtype=np.int32)
+
+
+class DeltaNet:
+    """Layers of gated delta-net over a runner, with both caches and llama.cpp-style graph reuse.
+
+    step(x, s_copy, kv_head): x NumPy (n_seqs, n_seq_tokens, n_embd); sequence s reads its states from
+    row s_copy[s] of both caches (`row(cell, rollback)`) and writes them to cell kv_head+s."""
+
+    def __init__(self, runner: Runner, config: DeltaNetConfig, K: int = 1, mem_size: int = 4, cache_type="f32",
+                 strategy: str = "host_index", weights: list[dict[str, np.ndarray]] | None = None, seed: int = 0):
+        if not isinstance(config, DeltaNetConfig):
+            raise TypeError(f"DeltaNet: config must be a DeltaNetConfig, got {type(config).__name__}")
+        K = integer("DeltaNet: K", K, 1, 64)
+        mem_size = integer("DeltaNet: mem_size", mem_size, 1, 1 << 16)
+        if strategy not in STRATEGIES:
+            raise ValueError(f"DeltaNet: strategy must be one of {STRATEGIES}, got {strategy!r}")
+        self.config, self.runner, self.strategy = config, runner, strategy
+        if runner.meta is not None:  # before the static tensors are allocated
+            runner.set_policy(split_policy(config, runner.n_devices))
+        self.weight_values = weights if weights is not None else random_weights(config, seed)
+        self.weights = DeltaNetWeights(runner.backend, config, self.weight_values)
+        self.mem = RecurrentMemory(runner.backend, config.n_layer, config.d_conv, config.conv_channels, mem_size,
+                                   K - 1, cache_type, n_embd_s=config.n_embd_s)
+        self.K = K
+        self.valid = [1] * mem_size  # slots of each cell that hold a state in both caches (slot 0: zero at start)
+        self.graph: DeltaNetGraph | None = None
+        self.builds = self.reuses = 0
+
+    @property
+    def mem_size(self) -> int:
+        return self.mem.mem_size
+
+    def row(self, cell: int, rollback: int = 0) -> int:
+        """The cache row holding `cell`'s state with its last `rollback` tokens dropped."""
+        cell = integer("DeltaNet.row: cell", cell, 0, self.mem_size - 1)
+        rollback = integer("DeltaNet.row: rollback", rollback, 0, self.K - 1)
+        if rollback >= self.valid[cell]:
+            raise ValueError(f"cell {cell} cannot roll back {rollback} token(s): the last ubatch there wrote "
+                             f"the states of its last {self.valid[cell]} token(s) (slots 0..{self.valid[cell] - 1} "
+                             f"of both caches, K={self.K})")
+        return rollback * self.mem_size + cell
+
+    def step(self, x: np.ndarray, s_copy: list[int], kv_head: int) -> np.ndarray:
+        """One ubatch through every layer; returns the last layer's output (n_seqs, n_seq_tokens, n_embd)."""
+        x = np.asarray(x, dtype=np.float32)
+        if x.ndim != 3 or x.shape[2] != self.config.n_embd or 0 in x.shape:
+            raise ValueError(f"DeltaNet.step: x must be (n_seqs, n_seq_tokens, {self.config.n_embd}), got {x.shape}")
+        n_seqs, n_seq_tokens = x.shape[0], x.shape[1]
+        kv_head = integer("DeltaNet.step: kv_head", kv_head, 0, self.mem_size - n_seqs)
+        s_copy = [integer("DeltaNet.step: s_copy", r, 0, self.mem_size * self.K - 1) for r in s_copy]
+        if len(s_copy) != n_seqs:
+            raise ValueError(f"DeltaNet.step: s_copy needs one row per sequence ({n_seqs}), got {len(s_copy)}")
+        for r in s_copy:
+            self.row(r % self.mem_size, r // self.mem_size)  # raises for a slot either cache lacks
+        key = (n_seq_tokens, n_seqs, kv_head)
+        if self.graph is not None and self.graph.key == key:
+            self.reuses += 1
+        else:
+            self.graph = DeltaNetGraph(self.config, self.mem, self.weights, *key, self.strategy)
+            self.runner.allocate(self.graph.graph, [self.graph.out])
+            self.builds += 1
+        self.graph.set_inputs(x, s_copy)
+        self.runner.compute(self.graph.graph)
+        for cell in range(kv_head, kv_head + n_seqs):
+            self.valid[cell] = min(n_seq_tokens, self.K)
+        return self.graph.out.numpy().reshape(n_seqs, n_seq_tokens, self.config.n_embd)
+
+    def states(self, il: int, row: int) -> tuple[np.ndarray, np.ndarray]:
+        """Layer il's states at a cache row, as float32: conv (conv_channels, d_conv-1) and recurrent
+        (n_v_heads, S, S) in ggml's layout (element [h, j, i] is the memory's M[i, j])."""
+        c = self.config
+        conv = self.mem.read(il)[row].astype(np.float32).reshape(c.conv_channels, c.d_conv - 1)
+        ssm = self.mem.ssm_states_all[il].numpy()[row].astype(np.float32).reshape(c.n_v_heads, c.head_dim, c.head_dim)
+        return conv, ssm

@@ -1,0 +1,173 @@
+"""The gated delta-net layer (pyggml/delta_net.py): the NumPy reference, the rollback property on
+every backend, the meta split, graph reuse and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pyggml.delta_net import DeltaNet, DeltaNetConfig, split_policy
+from pyggml.runner import Runner
+from pyggml.testing.cases import REGISTRY, _load_all, compare
+from pyggml.testing.cases.delta_net import DeltaNetCase, Scenario, check_rollback
+from pyggml.testing.oracles.delta_net import DeltaNetReference
+
+_load_all()
+CASES = [c for c in REGISTRY.values() if isinstance(c, DeltaNetCase)]
+
+
+def _backends():
+    from pyggml.testing.check import available_backends
+    names = [b for b in available_backends() if b != "vulkan1"] + ["meta:cpu,cpu"]
+    if {"vulkan0", "vulkan1"} <= set(available_backends()):
+        names.append("meta:vulkan0,vulkan1")
+    return names
+
+
+_RUNNERS: dict[str, Runner] = {}
+
+
+def runner_for(name: str) -> Runner:
+    if name not in _RUNNERS:
+        _RUNNERS[name] = Runner(name)
+    return _RUNNERS[name]
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_rollback_equals_rerun_and_the_reference(case, backend):
+    """Drafting n tokens and rolling back j (slot j of both caches) == running only the accepted tokens,
+    on the same backend (check_rollback raises Mismatch otherwise); and == the NumPy reference."""
+    actual = case.execute(runner_for(backend))
+    expected = case.expected()
+    assert len(actual) == len(expected)
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        v = compare(a, e, *case.bounds_for(backend))
+        assert v.ok, f"{case.name} on {backend}, output {i}: {v.message}"
+
+
+def test_cases_cover_what_the_property_needs():
+    Ks = {c.scenario.K for c in CASES}
+    assert Ks == set(range(1, 9))
+    assert {c.scenario.cache_type for c in CASES} == {"f32", "f16"}
+    shorter = [c for c in CASES if c.scenario.n_draft < c.scenario.K - 1]
+    longer = [c for c in CASES if c.scenario.n_draft > c.scenario.K - 1]
+    assert shorter and longer
+    assert any(len(set(c.scenario.rollback)) > 1 for c in CASES)  # sequences rolling back differently
+    assert any(c.scenario.continue_at != c.scenario.kv_head for c in CASES)  # states moved to other cells
+    assert any(c.scenario.config.ratio > 1 for c in CASES)
+
+
+def test_reference_rollback_is_the_rerun():
+    """The reference itself: reading slot j after a draft == having run only the accepted tokens."""
+    sc = Scenario(DeltaNetConfig(n_layer=1), K=4, cache_type="f32", n_draft=5, rollback=[3, 1])
+    from pyggml.delta_net import random_weights
+    w = random_weights(sc.config, sc.seed)
+    a = sc.run_rollback(DeltaNetReference(sc.config, w, sc.K, sc.mem_size))
+    b = sc.run_accepted(DeltaNetReference(sc.config, w, sc.K, sc.mem_size))
+    a[1] = np.where(sc.accepted_mask(), a[1], np.nan)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("strategy", ["host_index", "device_index", "copies"])
+def test_every_conv_write_strategy_rolls_back(strategy):
+    sc = Scenario(DeltaNetConfig(), K=4, cache_type="f32", n_draft=2, rollback=[1, 0])
+    runner = Runner("cpu")
+    rolled = sc.run_rollback(DeltaNet(runner, sc.config, K=4, mem_size=sc.mem_size, strategy=strategy))
+    base = sc.run_rollback(DeltaNet(runner, sc.config, K=4, mem_size=sc.mem_size))
+    for x, y in zip(rolled, base):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_meta_view_offset_inside_group():
+    """One value head per key head: the v heads are a view at offset 2*S inside each group of the conv
+    output. ggml's meta code halved that offset on two devices (every device read the k heads), a
+    silently wrong layer (max error 2.7); patch 0018 keeps it."""
+    cfg = DeltaNetConfig(n_layer=1, n_k_heads=2, n_v_heads=2)
+    x = np.random.default_rng(1).standard_normal((2, 3, cfg.n_embd)).astype(np.float32)
+    outs = []
+    for name in ("cpu", "meta:cpu,cpu"):
+        m = DeltaNet(Runner(name), cfg, K=2, mem_size=2)
+        outs.append(m.step(x, [m.row(0), m.row(1)], 0))
+    v = compare(outs[1], outs[0], 1e-12, 1e-5)
+    assert v.ok, v.message
+
+
+def test_meta_splits_heads_across_devices():
+    cfg = DeltaNetConfig(n_k_heads=4, n_v_heads=8)
+    policy = dict(split_policy(cfg, 2))
+    runner = Runner("meta:cpu,cpu")
+    m = DeltaNet(runner, cfg, K=3, mem_size=3)
+    splits = {t.name: runner.meta.split_of(t) for t in list(m.weights.ctx.tensors()) + list(m.mem.ctx.tensors())}
+    assert splits["blk.0.attn_qkv"].axis == 1 and sum(splits["blk.0.attn_qkv"].sizes) == cfg.conv_channels
+    assert list(splits["blk.0.attn_qkv"].sizes) == [cfg.conv_channels // 2] * 2
+    assert splits["cache_ssm_l1"].axis == 0 and list(splits["cache_ssm_l1"].sizes) == [cfg.n_embd_s // 2] * 2
+    assert splits["cache_conv_l0"].axis == 0 and list(splits["cache_conv_l0"].sizes) == [cfg.n_embd_r // 2] * 2
+    assert splits["blk.0.ssm_out"].axis == 0
+    assert splits["blk.1.ssm_norm"].axis == "mirrored" and splits["blk.1.attn_norm"].axis == "mirrored"
+    assert "blk.*.attn_qkv" in policy
+    with pytest.raises(ValueError, match="at least one key head per device"):
+        split_policy(DeltaNetConfig(n_k_heads=1, n_v_heads=2), 2)
+
+
+def test_graph_is_reused_for_one_shape():
+    m = DeltaNet(Runner("cpu"), DeltaNetConfig(n_layer=1), K=2, mem_size=2)
+    x = np.zeros((1, 2, 32), np.float32)
+    m.step(x, [m.row(0)], 0)
+    m.step(x, [m.row(0)], 0)
+    m.step(x, [m.row(0, 1)], 0)
+    assert (m.builds, m.reuses) == (1, 2)
+    m.step(x[:, :1], [m.row(0)], 0)
+    assert m.builds == 2
+
+
+def test_rollback_beyond_what_both_caches_hold_is_refused():
+    """After a ubatch of n tokens the conv cache holds n+1 windows but the recurrent cache only n states:
+    rolling back all n tokens would pair a conv history with a recurrent state never captured."""
+    m = DeltaNet(Runner("cpu"), DeltaNetConfig(n_layer=1), K=4, mem_size=2)
+    x = np.ones((1, 2, 32), np.float32)
+    m.step(x, [m.row(0)], 0)
+    assert m.row(0, 1) == 2
+    with pytest.raises(ValueError, match="cannot roll back 2 token"):
+        m.row(0, 2)
+    with pytest.raises(ValueError, match="cannot roll back"):
+        m.step(x, [2 * m.mem_size], 0)  # slot 2 of cell 0, by row number
+    with pytest.raises(ValueError, match="cannot roll back 1"):
+        m.row(1, 1)  # cell 1 never ran: only its zero state (slot 0)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda m: m.step(np.zeros((1, 2, 31), np.float32), [0], 0), r"x must be \(n_seqs, n_seq_tokens, 32\)"),
+    (lambda m: m.step(np.zeros((2, 2, 32), np.float32), [0], 0), "one row per sequence"),
+    (lambda m: m.step(np.zeros((2, 2, 32), np.float32), [0, 1], 1), "kv_head"),
+    (lambda m: m.step(np.zeros((1, 2, 32), np.float32), [99], 0), "s_copy"),
+    (lambda m: m.step(np.zeros((1, 0, 32), np.float32), [0], 0), "x must be"),
+    (lambda m: m.row(0, 4), "rollback"),
+])
+def test_bad_steps_raise(bad, match):
+    m = DeltaNet(Runner("cpu"), DeltaNetConfig(n_layer=1), K=4, mem_size=2)
+    with pytest.raises((ValueError, TypeError), match=match):
+        bad(m)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"n_k_heads": 2, "n_v_heads": 3}, "multiple of n_k_heads"),
+    ({"d_conv": 1}, "d_conv"),
+    ({"eps": 0.0}, "eps"),
+    ({"head_dim": 0}, "head_dim"),
+])
+def test_bad_configs_raise(kw, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        DeltaNetConfig(**kw)
+
+
+def test_bad_model_arguments_raise():
+    with pytest.raises(ValueError, match="strategy"):
+        DeltaNet(Runner("cpu"), DeltaNetConfig(), strategy="nope")
+    with pytest.raises(ValueError, match="K"):
+        DeltaNet(Runner("cpu"), DeltaNetConfig(), K=0)
+    with pytest.raises(TypeError, match="cache type"):
+        DeltaNet(Runner("cpu"), DeltaNetConfig(), cache_type="q8_0")
+    with pytest.raises(ValueError, match="weights for 1 layers"):
+        DeltaNet(Runner("cpu"), DeltaNetConfig(), weights=[{}])
