@@ -330,6 +330,8 @@ class DeltaNet:
         """Layer il's states at a cache row, as float32: conv (conv_channels, d_conv-1) and recurrent
         (n_v_heads, S, S) in ggml's layout (element [h, j, i] is the memory's M[i, j])."""
         c = self.config
-        conv = self.mem.read(il)[row].astype(np.float32).reshape(c.conv_channels, c.d_conv - 1)
-        ssm = self.mem.ssm_states_all[il].numpy()[row].astype(np.float32).reshape(c.n_v_heads, c.head_dim, c.head_dim)
-        return conv, ssm
+        row = integer("DeltaNet.states: row", row, 0, self.mem_size * self.K - 1)
+        # numpy() drops trailing extents of 1: a one-row cache would come back one-dimensional
+        conv = self.mem.read(il).reshape(-1, c.n_embd_r)[row].astype(np.float32)
+        ssm = self.mem.ssm_states_all[il].numpy().reshape(-1, c.n_embd_s)[row].astype(np.float32)
+        return conv.reshape(c.conv_channels, c.d_conv - 1), ssm.reshape(c.n_v_heads, c.head_dim, c.head_dim)

@@ -171,3 +171,14 @@ def test_bad_model_arguments_raise():
         DeltaNet(Runner("cpu"), DeltaNetConfig(), cache_type="q8_0")
     with pytest.raises(ValueError, match="weights for 1 layers"):
         DeltaNet(Runner("cpu"), DeltaNetConfig(), weights=[{}])
+
+
+def test_states_of_a_one_row_cache():
+    """mem_size = K = 1: the cache is one row, which Tensor.numpy() returns one-dimensional."""
+    m = DeltaNet(Runner("cpu"), DeltaNetConfig(n_layer=1), K=1, mem_size=1)
+    m.step(np.ones((1, 2, 32), np.float32), [m.row(0)], 0)
+    conv, ssm = m.states(0, 0)
+    assert conv.shape == (m.config.conv_channels, 3) and ssm.shape == (2, 16, 16)
+    assert np.abs(ssm).sum() > 0
+    with pytest.raises(ValueError, match="row"):
+        m.states(0, 1)
