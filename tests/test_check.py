@@ -112,3 +112,29 @@ def test_check_grad_mode_cli():
     assert res.returncode == 0, res.stdout + res.stderr
     summary = res.stdout.strip().splitlines()[-1]
     assert summary.startswith("pass: ") and "fail" not in summary and "error" not in summary.split("(")[0], summary
+
+
+def test_a_property_mismatch_is_a_failure_not_an_error():
+    """A case that checks a property on the backend itself (delta_net: rollback == rerun) and finds it
+    broken is a `fail` with its message, like a disagreement with the oracle."""
+    from pyggml.runner import Runner
+    from pyggml.testing.cases import Case, Mismatch
+    from pyggml.testing.check import run_case
+
+    class Broken(Case):
+        name = "broken/f32"
+
+        def execute(self, runner):
+            raise Mismatch("rollback != rerun of the accepted tokens on cpu: decode: 3 element(s) differ")
+
+        def expected(self):
+            return []
+
+    rec, out = run_case(Broken(), Runner("cpu"), "cpu")
+    assert rec.status == "fail" and "rollback != rerun" in rec.message and out is None
+
+
+def test_delta_net_cases_are_listed():
+    out = subprocess.run([sys.executable, "-m", "pyggml", "check", "--list", "--op", "delta_net"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "delta_net/f16/K8/n10/kv2x2" in out and out.strip().endswith("64 cases")
