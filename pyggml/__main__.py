@@ -1,4 +1,5 @@
-"""pyggml's command line: `info` (what this build has) and `check` (the differential suite)."""
+"""pyggml's command line: `info` (what this build has), `check` (the differential suite), `coverage`,
+and `rpc-server` (serve a local device to other processes over ggml's RPC backend)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,17 @@ def main(argv=None) -> int:
     p_cov = sub.add_parser("coverage", help="for every ggml op kind: wrapper, cases, and their results per backend")
     p_cov.add_argument("--backend", action="append", metavar="NAME", help="backends to run on (default: all available)")
     p_cov.add_argument("--json", action="store_true", help="print JSON")
+    p_rpc = sub.add_parser("rpc-server", help="serve one local device over ggml's RPC backend (TCP)")
+    p_rpc.add_argument("--host", default="127.0.0.1",
+                       help="address to bind (default 127.0.0.1; anything else is reachable from the network: "
+                            "ggml's RPC server is not secure)")
+    p_rpc.add_argument("--port", type=int, default=50052, help="port (default 50052)")
+    p_rpc.add_argument("--device", default="cpu", help="the device to serve: cpu, vulkan0, ... (default cpu)")
+    p_rpc.add_argument("--threads", type=int, default=None, help="CPU threads (default: the machine's cores)")
     for sub_parser in (p_info, p_check, p_cov):
+        sub_parser.add_argument("--rpc", metavar="HOST:PORT[,HOST:PORT...]",
+                                help="add these RPC servers' devices first (rpc0, rpc1, ... in this order)")
+    for sub_parser in (p_info, p_check, p_cov, p_rpc):
         sub_parser.add_argument("--vk-devices", metavar="LIST", default="0",
                                 help="GGML_VK_VISIBLE_DEVICES when it is not set (default 0): ggml lists CPU-type "
                                      "Vulkan devices such as lavapipe only when named; 0,0 shows device 0 twice")
@@ -59,6 +70,23 @@ def main(argv=None) -> int:
     from pyggml.backend import enable_cpu_vulkan_devices
     enable_cpu_vulkan_devices(args.vk_devices)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    if args.command == "rpc-server":
+        from pyggml import rpc
+        if not 0 < args.port < 65536 or (args.threads is not None and args.threads < 1):
+            print("rpc-server: --port must be in 1..65535 and --threads at least 1", file=sys.stderr)
+            return 2
+        try:
+            return rpc.serve(args.host, args.port, args.device, args.threads)
+        except ValueError as e:
+            print(f"rpc-server: {e}", file=sys.stderr)
+            return 2
+    if getattr(args, "rpc", None):
+        from pyggml import rpc
+        try:
+            rpc.add_servers(args.rpc)
+        except (rpc.RpcError, ValueError, RuntimeError) as e:
+            print(f"{args.command}: --rpc {args.rpc}: {e}", file=sys.stderr)
+            return 2
     if args.command == "info":
         return info(args)
     if args.command == "coverage":

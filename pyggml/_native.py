@@ -14,6 +14,7 @@ for ggml.h's pure-C functions). The checked op wrappers of `pyggml.ops` call tho
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import logging
@@ -71,6 +72,10 @@ def pyggml_abort_callback(error_message):
 
 
 lib.ggml_log_set(lib.pyggml_log_callback, ffi.NULL)
+# ggml's own threads log too (the RPC client's dispatcher when a server is gone, at exit freeing
+# its buffers): a thread that calls into Python after finalization has begun is ended on the spot,
+# and whoever waited for it hangs. From exit on, ggml logs to stderr itself.
+atexit.register(lib.ggml_log_set, ffi.NULL, ffi.NULL)
 # the C hook: inside a guarded call it jumps back; elsewhere it calls pyggml_abort_callback
 lib.ggml_set_abort_callback(ffi.addressof(lib, "pyggml_abort_hook"))
 

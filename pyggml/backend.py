@@ -12,9 +12,9 @@ import weakref
 from dataclasses import dataclass
 
 from pyggml._native import cstr, ffi, lib
-from pyggml import preflight
+from pyggml import preflight, rpc
 from pyggml._args import instance, integer, text
-from pyggml.errors import GGMLError, GraphError
+from pyggml.errors import GGMLError, GraphError, Unsupported
 from pyggml.context import Context
 from pyggml.graph import MAX_GRAPH_SIZE, Graph
 from pyggml.tensor import Tensor
@@ -101,6 +101,7 @@ class Backend:
     def __init__(self, ptr, dev: Device | None = None, n_threads: int | None = None):
         self.ptr = ffi.gc(ptr, lib.ggml_backend_free)
         self.device = dev if dev is not None else Device(lib.ggml_backend_get_device(ptr))
+        self.rpc_endpoints = rpc.endpoints_of_device(self.device.ptr)  # the RPC servers it talks to
         self.n_threads = None
         if self.is_cpu:
             self.set_n_threads((os.cpu_count() or 1) if n_threads is None else n_threads)
@@ -138,6 +139,7 @@ class Backend:
         if not ctx.no_alloc:
             raise ValueError("alloc_tensors: the context already holds its tensors' data (no_alloc=False)")
         ptr = lib.ggml_backend_alloc_ctx_tensors(ctx.ptr, self.ptr)
+        rpc.raise_if_failed(self.rpc_endpoints)
         if ptr == ffi.NULL:
             raise GGMLError(f"{self.name}: could not allocate the context's tensors (none to allocate, or out of memory)")
         buf = Buffer(ptr)
@@ -161,7 +163,10 @@ class Backend:
         if not isinstance(graph, Graph):
             raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
         preflight.check(graph, on_cpu=self.runs_on_cpu, key=id(self), backend=self, on_vulkan=self.is_vulkan)
-        _check_status(lib.ggml_backend_graph_compute(self.ptr, graph.ptr), lambda: f"{self.name} graph compute")
+        rpc.raise_if_failed(self.rpc_endpoints)
+        status = lib.ggml_backend_graph_compute(self.ptr, graph.ptr)
+        rpc.raise_if_failed(self.rpc_endpoints)  # a failed connection computes nothing and says SUCCESS
+        _check_status(status, lambda: f"{self.name} graph compute")
 
     def synchronize(self):
         lib.ggml_backend_synchronize(self.ptr)
@@ -207,6 +212,7 @@ class Buffer:
     def clear(self, value: int = 0):
         """Set every byte of the buffer to `value` (0..255)."""
         lib.ggml_backend_buffer_clear(self.ptr, integer("Buffer.clear: value", value, 0, 255))
+        rpc.check_buffer(self.ptr)
 
 
 # graph context -> {node address: its sources as built} (Scheduler.restore)
@@ -323,6 +329,21 @@ class Gallocr(_Lender):
         self._after_alloc(graph, fresh)
 
 
+def _check_view_leaves(graph: Graph):
+    """A leaf that views an input the graph does not hold (cont(view_tensor(transpose(x))): ggml makes the
+    view a leaf and x no part of the graph) gets no backend in ggml's unpinned scheduler, which aborted
+    (GGML_ASSERT(src_backend_id != -1)); refused here."""
+    for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
+        for leaf in lib.ggml_graph_node(graph.ptr, i).src:
+            if leaf == ffi.NULL or leaf.view_src == ffi.NULL or leaf.view_src.buffer != ffi.NULL:
+                continue
+            if leaf.op == lib.GGML_OP_NONE and leaf.view_src.flags & lib.GGML_TENSOR_FLAG_INPUT:
+                name = cstr(leaf.view_src.name) or "(unnamed)"
+                raise Unsupported(f"the graph reads a view of input {name} but not {name} itself: ggml's scheduler "
+                                 "cannot place it across devices (build the graph from the input, e.g. "
+                                 "cont(transpose(x)) rather than cont(view_tensor(transpose(x))))")
+
+
 class Scheduler(_Lender):
     """ggml_backend_sched over several backends; the last one must be the CPU.
 
@@ -343,6 +364,7 @@ class Scheduler(_Lender):
         # ggml mallocs tables of graph_size entries per backend and aborts if that fails
         graph_size = integer("Scheduler: graph_size", graph_size, 1, MAX_GRAPH_SIZE)
         self.backends = list(backends)
+        self.rpc_endpoints = tuple(dict.fromkeys(ep for b in backends for ep in b.rpc_endpoints))
         self.graph_size = graph_size
         arr = ffi.new("ggml_backend_t[]", [b.ptr for b in backends])
         ptr = lib.ggml_backend_sched_new(arr, ffi.NULL, len(backends), self.graph_size, parallel, True)
@@ -402,6 +424,8 @@ class Scheduler(_Lender):
         if pin is not None and not any(pin is own for own in self.backends):
             raise ValueError("scheduler alloc_graph: pin must be one of the scheduler's backends")
         self.restore(graph)
+        if pin is None and len(self.backends) > 1:
+            _check_view_leaves(graph)
         fresh = self._before_alloc(graph)
         preflight.check_placeable(graph)
         self._check_size(graph, "scheduler alloc_graph")
@@ -410,14 +434,18 @@ class Scheduler(_Lender):
         if self._needs_plan(graph):
             self._pin(graph, pin)
             graph.sources_as_built = None
+            rpc.raise_if_failed(self.rpc_endpoints)
             ok = lib.ggml_backend_sched_reserve(self.ptr, graph.ptr)  # resets the scheduler when done
             self.restore(graph)
+            rpc.raise_if_failed(self.rpc_endpoints)
             if not ok:
                 raise GGMLError("scheduler: planning the graph's memory failed")
             self._plan_made(graph)
         self._pin(graph, pin)
         graph.sources_as_built = None  # ggml rewires the sources now, whether it succeeds or not
-        if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
+        ok = lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr)
+        rpc.raise_if_failed(self.rpc_endpoints)
+        if not ok:
             raise GGMLError("scheduler: allocating the graph failed")
         self._after_alloc(graph, fresh)
 
@@ -427,6 +455,7 @@ class Scheduler(_Lender):
                 node = lib.ggml_graph_node(graph.ptr, i)
                 if node.view_src == ffi.NULL:
                     lib.ggml_backend_sched_set_tensor_backend(self.ptr, node, pin.ptr)
+
 
     def compute(self, graph: Graph):
         if not isinstance(graph, Graph):
@@ -438,7 +467,10 @@ class Scheduler(_Lender):
         # with each allocation, and the CPU kernels' rules with it
         version = None if len(self.backends) == 1 else self.generation
         preflight.check(graph, on_cpu=self._on_cpu, key=(("sched", id(self)), version), on_vulkan=self._on_vulkan)
-        _check_status(lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr), "scheduler graph compute")
+        rpc.raise_if_failed(self.rpc_endpoints)
+        status = lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr)
+        rpc.raise_if_failed(self.rpc_endpoints)  # a failed connection computes nothing and says SUCCESS
+        _check_status(status, "scheduler graph compute")
 
     def _on_vulkan(self, p) -> bool:
         b = lib.ggml_backend_sched_get_tensor_backend(self.ptr, p)

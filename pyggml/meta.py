@@ -27,6 +27,7 @@ import numpy as np
 
 from pyggml._args import instance, integer
 from pyggml._native import ffi, lib
+from pyggml import rpc
 from pyggml.backend import Backend, Buffer, Device, GGMLError, device
 from pyggml.context import Context
 from pyggml.errors import Unsplittable
@@ -174,6 +175,7 @@ class MetaDevice:
         if ptr == ffi.NULL:
             raise GGMLError("could not create the meta device")
         self.device = Device(ptr)
+        rpc.register_meta(ptr, [d.ptr for d in devs])  # its faults are those of its RPC devices
         _DEVICES.append(self)
 
     @property

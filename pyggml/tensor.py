@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyggml import types
+from pyggml import rpc, types
 from pyggml._native import cstr, ffi, lib
 from pyggml.types import Op, Type
 
@@ -190,6 +190,7 @@ class Tensor:
             ffi.memmove(p.data, ffi.from_buffer(raw), nbytes)
         else:
             lib.ggml_backend_tensor_set(p, ffi.from_buffer(raw), 0, nbytes)
+            rpc.check_buffer(p.buffer)  # a tensor on a failed RPC server was not written
         return self
 
     def set_raw(self, data) -> "Tensor":
@@ -208,6 +209,7 @@ class Tensor:
             ffi.memmove(p.data, ffi.from_buffer(raw), nbytes)
         else:
             lib.ggml_backend_tensor_set(p, ffi.from_buffer(raw), 0, nbytes)
+            rpc.check_buffer(p.buffer)  # a tensor on a failed RPC server was not written
         return self
 
     def raw_bytes(self) -> np.ndarray:
@@ -218,6 +220,7 @@ class Tensor:
             ffi.memmove(ffi.from_buffer(out), self.ptr.data, self.nbytes)
         else:
             lib.ggml_backend_tensor_get(self.ptr, ffi.from_buffer(out), 0, self.nbytes)
+            rpc.check_buffer(self.ptr.buffer)  # zeros, not its values, from a failed RPC server
         return out
 
     def numpy(self) -> np.ndarray:
@@ -235,6 +238,7 @@ class Tensor:
                 ffi.memmove(ffi.from_buffer(out), p.data, out.nbytes)
             else:
                 lib.ggml_backend_tensor_get(p, ffi.from_buffer(out), 0, out.nbytes)
+                rpc.check_buffer(p.buffer)
             return out
         full = tuple(reversed(self.ne))
         # a strided view: read through its strides, on the host

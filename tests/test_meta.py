@@ -361,3 +361,23 @@ X = np.arange(10, dtype=np.float32).reshape(5, 2)
 np.testing.assert_array_equal(y, X)
 print("ok")
 """)
+
+
+def test_a_view_of_a_view_of_an_input_does_not_abort_the_scheduler():
+    """cont(view_tensor(transpose(x))) on a meta runner: the graph's leaf is a view of an unallocated input
+    and ggml's scheduler aborted (GGML_ASSERT(src_backend_id != -1)); it
+    is refused before allocation, naming the input."""
+    import subprocess
+    import sys
+    code = (
+        "import numpy as np, pyggml as gg\n"
+        "ctx = gg.Context(); a = ctx.tensor('f32', (5, 7), 'a', input=True)\n"
+        "out = ctx.cont(ctx.view_tensor(ctx.transpose(a)))\n"
+        "g = gg.Graph(ctx).build_forward_expand(out)\n"
+        "try:\n"
+        "    gg.Runner('meta:cpu,cpu').run(g, {a: np.zeros((5, 7), np.float32)}, [out])\n"
+        "except gg.GraphError as e:\n"
+        "    assert 'reads a view of input a but not a itself' in str(e), e\n"
+        "    print('OK')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-2000:]

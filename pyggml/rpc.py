@@ -1,0 +1,240 @@
+"""ggml's RPC backend from Python: serve a local device over TCP, use devices of other processes.
+
+Server: `python -m pyggml rpc-server [--host 127.0.0.1] [--port 50052] [--device cpu] [--threads N]`
+serves one device (ggml_backend_rpc_start_server), one client connection at a time; from Python,
+`Server(device="cpu")` starts one as a child process and waits until it accepts (a context manager).
+
+Client: `add_server("host:port")` connects, registers the server's devices with ggml (named `RPC0`,
+`RPC1`, ... in the order servers are added: `rpc0` for `Runner`, `MetaDevice`, `check --backend`) and
+returns them.
+
+Faults: ggml's RPC client aborted the process when a server died or answered nonsense, and had no
+timeout. With our patch 0019 a failed connection is marked failed and later commands on it complete at
+once; pyggml asks ggml after every call that may have talked to a server (compute, allocation, tensor
+transfers: `check_backend`, `check_buffer`) and raises `RpcError`. The client carries on with its other
+backends; the failed server's devices stay failed. `set_timeout(seconds)` bounds connect, send and
+receive of connections opened afterwards (default 60 s: a receive waits for the server's compute, so
+the timeout must exceed the longest graph).
+
+The server is ggml's, documented upstream as a proof of concept that must never face an open network:
+it binds 127.0.0.1 unless told otherwise, and then prints that warning.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from pyggml._native import ffi, lib
+from pyggml.errors import GGMLError
+
+DEFAULT_PORT = 50052
+DEFAULT_TIMEOUT = 60.0
+OPEN_NETWORK_WARNING = ("WARNING: the RPC server binds {host}, not 127.0.0.1. Never expose it to an open network: "
+                        "ggml's RPC server is an experimental proof of concept and is not secure.")
+
+_ENDPOINT_OF_DEVICE: dict[int, str] = {}        # RPC device pointer -> "host:port"
+_META_ENDPOINTS: dict[int, tuple[str, ...]] = {}  # meta device pointer -> its RPC devices' endpoints
+_REGISTERED: dict[str, list] = {}                 # endpoint -> its Devices (ggml caches the registry)
+
+
+class RpcError(GGMLError):
+    """A connection to an RPC server failed: refused, closed, timed out, or answered nonsense."""
+
+
+def available() -> bool:
+    return hasattr(lib, "ggml_backend_rpc_add_server")
+
+
+def _require():
+    if not available():
+        raise RuntimeError("this pyggml was built without ggml's RPC backend (build with -DGGML_RPC=ON)")
+
+
+def parse_endpoint(endpoint: str) -> tuple[str, int]:
+    if not isinstance(endpoint, str):
+        raise TypeError(f"an RPC endpoint is a 'host:port' string, got {type(endpoint).__name__}")
+    host, sep, port = endpoint.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"an RPC endpoint is 'host:port' with a port in 1..65535, got {endpoint!r}")
+    return host, int(port)
+
+
+def set_timeout(seconds: float):
+    """Bound connect, send and receive of RPC connections opened from now on (0: wait forever)."""
+    _require()
+    if not isinstance(seconds, (int, float)) or not 0 <= seconds <= 24 * 3600:
+        raise ValueError(f"set_timeout: seconds must be in 0..86400, got {seconds!r}")
+    lib.ggml_backend_rpc_set_timeout(int(round(seconds * 1000)))
+
+
+def error(endpoint: str) -> str | None:
+    """Why the connection to endpoint failed, or None while it is fine."""
+    buf = ffi.new("char[]", 512)
+    if lib.ggml_backend_rpc_get_error(endpoint.encode(), buf, len(buf)):
+        return ffi.string(buf).decode(errors="replace")
+    return None
+
+
+def raise_if_failed(endpoints):
+    for ep in endpoints:
+        why = error(ep)
+        if why is not None:
+            raise RpcError(f"RPC server {ep}: {why}")
+
+
+def add_server(endpoint: str, timeout: float | None = None) -> list:
+    """Connect to an RPC server and register its devices with ggml; returns them (pyggml Devices).
+    Raises RpcError when it cannot be reached or is not an RPC server. Adding the same endpoint again
+    returns the same devices."""
+    _require()
+    from pyggml.backend import Device
+    parse_endpoint(endpoint)
+    if endpoint in _REGISTERED and error(endpoint) is None:
+        return list(_REGISTERED[endpoint])
+    if timeout is not None:
+        set_timeout(timeout)
+    elif not _REGISTERED:
+        set_timeout(float(os.environ.get("PYGGML_RPC_TIMEOUT", DEFAULT_TIMEOUT)))
+    reg = lib.ggml_backend_rpc_add_server(endpoint.encode())
+    raise_if_failed([endpoint])
+    if reg == ffi.NULL:
+        raise RpcError(f"RPC server {endpoint}: it reported no device")
+    devs = []
+    for i in range(lib.ggml_backend_reg_dev_count(reg)):
+        d = lib.ggml_backend_reg_dev_get(reg, i)
+        if int(ffi.cast("uintptr_t", d)) not in _ENDPOINT_OF_DEVICE:
+            lib.ggml_backend_device_register(d)
+            _ENDPOINT_OF_DEVICE[int(ffi.cast("uintptr_t", d))] = endpoint
+        devs.append(Device(d))
+    _REGISTERED[endpoint] = devs
+    return list(devs)
+
+
+def add_servers(spec: str) -> list:
+    """add_server for each of a comma-separated list; returns all their devices."""
+    out = []
+    for ep in (s.strip() for s in spec.split(",")):
+        if ep:
+            out.extend(add_server(ep))
+    return out
+
+
+def register_meta(meta_dev_ptr, device_ptrs):
+    """A meta device made of RPC devices: its faults are theirs."""
+    eps = tuple(dict.fromkeys(_ENDPOINT_OF_DEVICE[k] for k in (int(ffi.cast("uintptr_t", p)) for p in device_ptrs)
+                              if k in _ENDPOINT_OF_DEVICE))
+    if eps:
+        _META_ENDPOINTS[int(ffi.cast("uintptr_t", meta_dev_ptr))] = eps
+
+
+def endpoints_of_device(dev_ptr) -> tuple[str, ...]:
+    if not _ENDPOINT_OF_DEVICE or dev_ptr == ffi.NULL:
+        return ()
+    k = int(ffi.cast("uintptr_t", dev_ptr))
+    if k in _ENDPOINT_OF_DEVICE:
+        return (_ENDPOINT_OF_DEVICE[k],)
+    return _META_ENDPOINTS.get(k, ())
+
+
+def check_buffer(buffer_ptr):
+    """After a transfer into or out of a buffer: raise if it lives on a failed server."""
+    if _ENDPOINT_OF_DEVICE and buffer_ptr != ffi.NULL:
+        raise_if_failed(endpoints_of_device(lib.ggml_backend_buft_get_device(lib.ggml_backend_buffer_get_type(buffer_ptr))))
+
+
+# --- the server --------------------------------------------------------------------------------
+def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, device: str = "cpu", threads: int | None = None) -> int:
+    """Serve one local device until killed (ggml_backend_rpc_start_server). Returns 1 if it could not start."""
+    _require()
+    from pyggml.backend import device as find_device
+    dev = find_device(device)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        print(OPEN_NETWORK_WARNING.format(host=host), file=sys.stderr, flush=True)
+    endpoint = f"{host}:{port}"
+    parse_endpoint(endpoint)
+    n_threads = threads if threads is not None else (os.cpu_count() or 1)
+    devs = ffi.new("ggml_backend_dev_t[]", [dev.ptr])
+    sys.stdout.flush()
+    lib.ggml_backend_rpc_start_server(endpoint.encode(), ffi.NULL, n_threads, 1, devs)
+    return 1  # it returns only when it could not bind or set up
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """An RPC server in a child process (`python -m pyggml rpc-server`), for tests and notebooks:
+
+        with Server(device="cpu") as srv:
+            [dev] = add_server(srv.endpoint)
+
+    Waits until the server accepts connections (or raises RpcError with its output)."""
+
+    def __init__(self, device: str = "cpu", port: int | None = None, threads: int | None = None,
+                 startup_timeout: float = 30.0, env: dict | None = None):
+        self.host, self.port = "127.0.0.1", port or free_port()
+        self.endpoint = f"{self.host}:{self.port}"
+        cmd = [sys.executable, "-m", "pyggml", "rpc-server", "--host", self.host, "--port", str(self.port),
+               "--device", device]
+        if threads is not None:
+            cmd += ["--threads", str(threads)]
+        # its output goes to a file: a pipe nobody reads would fill up and block the server
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RpcError(f"the RPC server ({' '.join(cmd[2:])}) exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    break  # it accepts (this connection closes without a command: the server moves on)
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RpcError(f"the RPC server on {self.endpoint} did not accept within {startup_timeout} s")
+                time.sleep(0.05)
+
+    def output(self) -> str:
+        """What the server printed so far."""
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def kill(self):
+        """Kill it at once (SIGKILL): what a crash looks like to its clients."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def pause(self):
+        """Stop it without closing its connections (SIGSTOP): a server that stops answering."""
+        import signal
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self):
+        import signal
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.resume()
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()

@@ -1,0 +1,281 @@
+"""ggml's RPC backend from Python: servers in child processes, devices rpc0/rpc1, the suite over them,
+and faults that must be exceptions in the client, never a dead client.
+
+Each fault scenario runs in a child process: were the client to die (the upstream behaviour), the test
+fails with its exit status instead of taking pytest down."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import pyggml as gg
+from pyggml import rpc
+
+pytestmark = pytest.mark.skipif(not rpc.available(), reason="built without ggml's RPC backend")
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """Two CPU servers, added once for this module: rpc devices and a meta device of both."""
+    with rpc.Server(threads=1) as a, rpc.Server(threads=1) as b:
+        devs = rpc.add_server(a.endpoint) + rpc.add_server(b.endpoint)
+        yield [d.name.lower() for d in devs]
+
+
+def _add_graph(ctx, n=64):
+    x = ctx.tensor("f32", (n,), "x", input=True)
+    y = ctx.tensor("f32", (n,), "y", input=True)
+    out = ctx.mul(ctx.add(x, y), y)
+    return x, y, out
+
+
+def test_a_server_device_computes_like_the_cpu(servers):
+    name = servers[0]
+    assert name.startswith("rpc")
+    runner = gg.Runner(name)
+    ctx = gg.Context()
+    x, y, out = _add_graph(ctx)
+    g = gg.Graph(ctx).build_forward_expand(out)
+    xv, yv = np.arange(64, dtype=np.float32), np.full(64, 0.5, np.float32)
+    [r] = runner.run(g, {x: xv, y: yv}, [out])
+    np.testing.assert_array_equal(r, (xv + yv) * yv)
+
+
+def test_the_suite_over_rpc_and_a_meta_device_of_two_servers(servers):
+    """Every case of the differential suite on rpc0 and on meta:rpc0,rpc1 (the seed's conv-state cases
+    and the delta-net layer with their split policies included)."""
+    from pyggml.testing.check import run_check
+    a, b = servers
+    records = run_check([a, f"meta:{a},{b}"], progress=None)
+    bad = [f"{r.case} on {r.backend}: {r.status}: {r.message}" for r in records if r.status in ("fail", "error")]
+    assert not bad, "\n".join(bad[:20])
+    passed = {r.backend: 0 for r in records}
+    for r in records:
+        passed[r.backend] += r.status == "pass"
+    assert passed[a] > 1000 and passed[f"meta:{a},{b}"] > 1000
+    conv = [r for r in records if r.case.startswith(("conv_state/", "delta_net/")) and r.status == "pass"]
+    assert len(conv) == 2 * (48 + 64)
+
+
+def test_info_and_check_take_rpc_servers():
+    with rpc.Server(threads=1) as srv:
+        out = subprocess.run([sys.executable, "-m", "pyggml", "info", "--rpc", srv.endpoint],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and "rpc0" in out.stdout and srv.endpoint in out.stdout
+        out = subprocess.run([sys.executable, "-m", "pyggml", "check", "--rpc", srv.endpoint, "--backend", "rpc0",
+                              "--only", "conv_state/host_index/f32", "-q"], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "pass: 4" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "pyggml", "info", "--rpc", f"127.0.0.1:{rpc.free_port()}"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "failed to connect" in out.stderr
+
+
+def test_rpc_server_refuses_bad_arguments():
+    out = subprocess.run([sys.executable, "-m", "pyggml", "rpc-server", "--port", "0"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "--port" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "pyggml", "rpc-server", "--device", "nope"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "no device named" in out.stderr
+
+
+def test_binding_beyond_loopback_prints_the_warning():
+    port = rpc.free_port()
+    p = subprocess.Popen([sys.executable, "-m", "pyggml", "rpc-server", "--host", "0.0.0.0", "--port", str(port)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)
+    finally:
+        p.kill()
+        _, err = p.communicate()
+    assert "Never expose it to an open network" in err
+
+
+def _run_child(code: str, timeout: float = 120) -> str:
+    """Run a fault scenario (after _PRELUDE) in a child process; it must exit 0 (no abort) and print OK."""
+    out = subprocess.run([sys.executable, "-c", _PRELUDE + textwrap.dedent(code)], capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.returncode == 0 and "OK" in out.stdout, (
+        f"the client exited with {out.returncode}\nstdout:\n{out.stdout[-3000:]}\nstderr:\n{out.stderr[-3000:]}")
+    return out.stdout
+
+
+_PRELUDE = """
+import time, threading
+import numpy as np
+import pyggml as gg
+from pyggml import rpc
+
+def graph(ctx, n, depth=8):
+    a = ctx.tensor("f32", (n, n), "a", input=True)
+    b = ctx.tensor("f32", (n, n), "b", input=True)
+    out = a
+    for _ in range(depth):
+        out = ctx.mul_mat(out, b)
+    return a, b, out
+
+def carry_on():
+    # the same client goes on with another backend, and with a new server
+    ctx = gg.Context(); a, b, out = graph(ctx, 8)
+    g = gg.Graph(ctx).build_forward_expand(out)
+    [r] = gg.Runner("cpu").run(g, {a: np.eye(8, dtype=np.float32), b: np.eye(8, dtype=np.float32)}, [out])
+    assert np.array_equal(r, np.eye(8))
+    with rpc.Server(threads=1) as srv2:
+        [d2] = rpc.add_server(srv2.endpoint)
+        ctx = gg.Context(); a, b, out = graph(ctx, 8)
+        g = gg.Graph(ctx).build_forward_expand(out)
+        [r] = gg.Runner(d2.name.lower()).run(g, {a: np.eye(8, dtype=np.float32), b: np.eye(8, dtype=np.float32)}, [out])
+        assert np.array_equal(r, np.eye(8))
+"""
+
+
+def test_server_killed_before_compute_raises_and_the_client_carries_on():
+    _run_child("""
+    srv = rpc.Server(threads=1)
+    [dev] = rpc.add_server(srv.endpoint)
+    runner = gg.Runner(dev.name.lower())
+    ctx = gg.Context(); a, b, out = graph(ctx, 16)
+    g = gg.Graph(ctx).build_forward_expand(out)
+    runner.run(g, {a: np.eye(16, dtype=np.float32), b: np.eye(16, dtype=np.float32)}, [out])
+    srv.kill()
+    t = time.monotonic()
+    try:
+        runner.run(g, {a: np.eye(16, dtype=np.float32), b: np.eye(16, dtype=np.float32)}, [out])
+    except rpc.RpcError as e:
+        assert "RPC server" in str(e) and time.monotonic() - t < 5, (e, time.monotonic() - t)
+    else:
+        raise SystemExit("no exception after the server was killed")
+    try:  # it stays failed: reading a tensor it held raises too, never returns zeros
+        out.numpy()
+    except rpc.RpcError:
+        pass
+    else:
+        raise SystemExit("read from a dead server returned data")
+    carry_on()
+    srv.stop()
+    print("OK")
+    """)
+
+
+def test_server_killed_during_compute_raises():
+    _run_child("""
+    srv = rpc.Server(threads=1)
+    [dev] = rpc.add_server(srv.endpoint)
+    runner = gg.Runner(dev.name.lower())
+    ctx = gg.Context(); a, b, out = graph(ctx, 1024, 48)  # 48 products of 1024^3: seconds on one thread
+    g = gg.Graph(ctx).build_forward_expand(out)
+    runner.allocate(g, [out])
+    a.set(np.eye(1024, dtype=np.float32)); b.set(np.eye(1024, dtype=np.float32))
+    threading.Timer(0.3, srv.kill).start()
+    t = time.monotonic()
+    try:
+        runner.compute(g)
+        out.numpy()
+    except rpc.RpcError as e:
+        print("raised after", round(time.monotonic() - t, 2), "s:", e)
+    else:
+        raise SystemExit("no exception: the compute finished before the kill (make the graph longer)")
+    carry_on()
+    srv.stop()
+    print("OK")
+    """)
+
+
+def test_refused_and_wrong_endpoints_raise():
+    _run_child("""
+    import socket
+    port = rpc.free_port()
+    t = time.monotonic()
+    try:
+        rpc.add_server(f"127.0.0.1:{port}")
+    except rpc.RpcError as e:
+        assert "failed to connect" in str(e), e
+    else:
+        raise SystemExit("a refused endpoint was added")
+    # something that accepts and answers, but is not an RPC server
+    listener = socket.socket(); listener.bind(("127.0.0.1", 0)); listener.listen()
+    def answer():
+        c, _ = listener.accept()
+        c.recv(64); c.sendall(b"HTTP/1.1 400 Bad Request\\r\\n\\r\\n" * 4); c.close()
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        rpc.add_server(f"127.0.0.1:{listener.getsockname()[1]}")
+    except rpc.RpcError as e:
+        assert "handshake" in str(e), e
+    else:
+        raise SystemExit("a non-RPC endpoint was added")
+    for bad in ("localhost", "localhost:0", "localhost:x", 5):
+        try:
+            rpc.add_server(bad)
+        except (ValueError, TypeError):
+            pass
+        else:
+            raise SystemExit(f"{bad!r} accepted")
+    assert time.monotonic() - t < 10
+    carry_on()
+    print("OK")
+    """)
+
+
+def test_a_server_that_stops_answering_times_out():
+    _run_child("""
+    rpc.set_timeout(2)
+    srv = rpc.Server(threads=1)
+    [dev] = rpc.add_server(srv.endpoint, timeout=2)
+    runner = gg.Runner(dev.name.lower())
+    ctx = gg.Context(); a, b, out = graph(ctx, 16)
+    g = gg.Graph(ctx).build_forward_expand(out)
+    runner.run(g, {a: np.eye(16, dtype=np.float32), b: np.eye(16, dtype=np.float32)}, [out])
+    srv.pause()     # SIGSTOP: the connection stays open, nothing answers
+    t = time.monotonic()
+    try:
+        runner.run(g, {a: np.eye(16, dtype=np.float32), b: np.eye(16, dtype=np.float32)}, [out])
+    except rpc.RpcError as e:
+        took = time.monotonic() - t
+        assert 1.5 < took < 8, took
+        print("timed out after", round(took, 2), "s")
+    else:
+        raise SystemExit("no exception from a stopped server")
+    srv.stop()
+    rpc.set_timeout(60)
+    carry_on()
+    print("OK")
+    """)
+
+
+def test_meta_over_rpc_raises_when_one_server_dies():
+    _run_child("""
+    from pyggml.meta import Split
+    s1, s2 = rpc.Server(threads=1), rpc.Server(threads=1)
+    names = [d.name.lower() for d in rpc.add_server(s1.endpoint) + rpc.add_server(s2.endpoint)]
+    runner = gg.Runner("meta:" + ",".join(names))
+    runner.set_policy([("w", Split.even(1, 32, 2))])   # each server holds half of w's rows
+    wctx = gg.Context()
+    w = wctx.tensor("f32", (32, 16), "w")
+    runner.backend.alloc_tensors(wctx)
+    w.set(np.arange(32 * 16, dtype=np.float32).reshape(32, 16))
+    ctx = gg.Context()
+    x = ctx.tensor("f32", (3, 16), "x", input=True)
+    out = ctx.mul_mat(w, x)
+    g = gg.Graph(ctx).build_forward_expand(out)
+    xv = np.ones((3, 16), np.float32)
+    [r] = runner.run(g, {x: xv}, [out])
+    assert np.array_equal(r, xv @ w.numpy().T)
+    s2.kill()
+    try:
+        runner.run(g, {x: xv}, [out])
+    except rpc.RpcError as e:
+        assert s2.endpoint in str(e), e
+    else:
+        raise SystemExit("no exception from a meta device with a dead server")
+    carry_on()
+    s1.stop(); s2.stop()
+    print("OK")
+    """)
