@@ -163,6 +163,8 @@ class Backend:
         if not isinstance(graph, Graph):
             raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
         preflight.check(graph, on_cpu=self.runs_on_cpu, key=id(self), backend=self, on_vulkan=self.is_vulkan)
+        if graph.n_nodes == 0:
+            return  # nothing to compute (a graph of views only; ggml-rpc asserted on it)
         rpc.raise_if_failed(self.rpc_endpoints)
         status = lib.ggml_backend_graph_compute(self.ptr, graph.ptr)
         rpc.raise_if_failed(self.rpc_endpoints)  # a failed connection computes nothing and says SUCCESS
