@@ -279,3 +279,40 @@ def test_meta_over_rpc_raises_when_one_server_dies():
     s1.stop(); s2.stop()
     print("OK")
     """)
+
+
+def test_server_survives_malformed_messages():
+    """The server fuzzer's CI run: malformed commands after a valid handshake, 0 server crashes."""
+    from pyggml.testing.rpc_fuzz import run
+    res = run(messages=60, seed=0)
+    assert res["crashes"] == 0, res["reproducers"]
+
+
+def _tensor(buffer, data, ne, ttype=0, nb=(4, 64, 4096, 4096)):
+    import struct
+    return struct.pack("<QIQ4I4II16iI10QQQQ64si", 1, ttype, buffer, *ne, *nb, 0, *([0] * 16), 0,
+                       *([0] * 10), 0, 0, data, b"t".ljust(64, b"\0"), 0)
+
+
+@pytest.mark.parametrize("what", ["data_outside_buffer", "extents_overflow", "size_beyond_max"])
+def test_server_refuses_what_used_to_kill_it(what):
+    """Patch 0020: each of these ended ggml's RPC server (GGML_ASSERT, std::terminate)."""
+    import socket
+    import struct
+    from pyggml.testing import rpc_fuzz as fz
+    with rpc.Server(threads=1) as srv:
+        with socket.create_connection((srv.host, srv.port), timeout=10) as s:
+            assert fz.hello(s)
+            buffer, base = fz._setup(s)
+            if what == "data_outside_buffer":
+                msg = fz._request(fz.GET_TENSOR, _tensor(buffer, base + (1 << 20), (16, 1, 1, 1)) + struct.pack("<QQ", 0, 64))
+            elif what == "extents_overflow":
+                msg = fz._request(fz.GET_TENSOR, _tensor(buffer, base, (65536, 65536, 3975007697, 0)) + struct.pack("<QQ", 0, 4))
+            else:
+                msg = struct.pack("<BQ", fz.SET_TENSOR, (1 << 64) - 1) + bytes(16)
+            s.sendall(msg)
+            try:
+                s.recv(64)
+            except OSError:
+                pass
+        assert fz.alive(srv), srv.output()[-2000:]
