@@ -11,7 +11,7 @@ import sys
 
 def info(args) -> int:
     from pyggml import build_info, devices
-    data = {"build": build_info(), "devices": []}
+    data: dict = {"build": build_info(), "devices": []}
     for d in devices():
         free, total = d.memory()
         data["devices"].append({"name": d.name, "description": d.description, "type": d.type.name,

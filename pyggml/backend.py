@@ -102,7 +102,7 @@ class Backend:
         self.ptr = ffi.gc(ptr, lib.ggml_backend_free)
         self.device = dev if dev is not None else Device(lib.ggml_backend_get_device(ptr))
         self.rpc_endpoints = rpc.endpoints_of_device(self.device.ptr)  # the RPC servers it talks to
-        self.n_threads = None
+        self.n_threads: int | None = None
         if self.is_cpu:
             self.set_n_threads((os.cpu_count() or 1) if n_threads is None else n_threads)
 
@@ -234,8 +234,8 @@ class _Lender:
     """
 
     generation = 0
-    _lent = None  # (contexts of the graph, tensors given memory)
-    _planned = None  # (weak reference to the graph, its node count) the memory plan was made for
+    _lent: tuple[list, list] | None = None  # (contexts of the graph, tensors given memory)
+    _planned: tuple | None = None  # (weak reference to the graph, its node count) the memory plan was made for
 
     def _needs_plan(self, graph: Graph) -> bool:
         """ggml's graph allocator reuses its last memory plan for any graph whose node and leaf

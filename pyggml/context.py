@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pyggml import types
 from pyggml._args import integer
 from pyggml._native import ffi, guard_error, lib
+from pyggml.ops.methods import OpMethods
 from pyggml.tensor import MAX_DIMS, Tensor
 
 # ggml sizes memory in size_t and tensor extents in int64_t; keep both well inside range
@@ -21,7 +22,7 @@ MAX_MEM_SIZE = 2**48
 MAX_TENSOR_BYTES = 2**62
 
 
-class Context:
+class Context(OpMethods):
     def __init__(self, mem_size: int | None = None, *, n_tensors: int = 4096, no_alloc: bool = True,
                  graph_size: int = lib.GGML_DEFAULT_GRAPH_SIZE):
         """mem_size defaults to room for `n_tensors` tensor descriptions and one graph of `graph_size`."""
@@ -132,15 +133,3 @@ class Context:
             raise TypeError(f"get_tensor: name must be a str, got {type(name).__name__}")
         t = lib.ggml_get_tensor(self.ptr, name.encode())
         return Tensor(t, self) if t != ffi.NULL else None
-
-
-def _bind_ops():
-    """Every op of pyggml.ops as a method: ctx.add(a, b) is ops.add(ctx, a, b)."""
-    from pyggml import ops
-    for name in ops.__all__:
-        fn = getattr(ops, name)
-        if callable(fn) and not isinstance(fn, type) and not hasattr(Context, name):
-            setattr(Context, name, fn)
-
-
-_bind_ops()

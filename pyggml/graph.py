@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from pyggml._args import instance, integer, text
 from pyggml._native import ffi, guard_error, lib
@@ -31,10 +32,10 @@ class Graph:
         self.ctx = ctx
         self.size = size
         self.ptr = ptr
-        self.broken = None  # why the graph must not be computed (an expand that failed half-way)
-        self.allocation = None  # (allocator, its generation) that gave this graph its memory
-        self.index_inputs = None  # set by a scheduler before it rewires the graph (pyggml.preflight)
-        self.sources_as_built = None  # node count at a scheduler's restore, None once it allocates
+        self.broken: str | None = None  # why the graph must not be computed (an expand that failed half-way)
+        self.allocation: tuple[Any, int] | None = None  # (allocator, its generation) that gave this graph its memory
+        self.index_inputs: list | None = None  # set by a scheduler before it rewires the graph (pyggml.preflight)
+        self.sources_as_built: int | None = None  # node count at a scheduler's restore, None once it allocates
 
     def build_forward_expand(self, *tensors: Tensor) -> "Graph":
         """Add the tensors and everything they depend on (ggml_build_forward_expand)."""
@@ -43,6 +44,7 @@ class Graph:
                 raise TypeError(f"build_forward_expand: expected a Tensor, got {type(t).__name__}")
             if lib.pyggml_guarded_ggml_build_forward_expand(self.ptr, t.ptr):
                 err = guard_error("build_forward_expand")
+                assert err is not None  # the guarded call failed, so it left its message
                 # ggml stops where the graph filled up: what it holds is not what was asked for
                 self.broken = f"an expand failed half-way ({err})"
                 if "n_nodes < cgraph->size" in str(err):
@@ -119,6 +121,7 @@ class Graph:
         loss's gradient is a leaf to fill with 1 (see `grad_acc`)."""
         if lib.pyggml_guarded_ggml_build_backward_expand(self.ctx.ptr, self.ptr, ffi.NULL):
             err = guard_error("build_backward_expand")
+            assert err is not None  # the guarded call failed, so it left its message
             self.broken = f"the backward expand failed half-way ({err})"
             raise err
         return self

@@ -528,7 +528,7 @@ _CPU_RULES.update({  # backward ops, training
 })
 _CPU_RULES.update({  # movement
 })
-_CPU_RULES = {int(k): v for k, v in _CPU_RULES.items()}
+_CPU_RULES_BY_OP = {int(k): v for k, v in _CPU_RULES.items()}
 
 
 # --- the checks ------------------------------------------------------------------------------------------
@@ -587,7 +587,7 @@ def _structure(nodes, on_cpu):
         if on_cpu(p):
             # ops without rules here are ones pyggml has no wrapper for: built through the raw
             # layer, whose contract is ggml's own
-            rule = _CPU_RULES.get(p.op)
+            rule = _CPU_RULES_BY_OP.get(p.op)
             why = rule(p) if rule is not None else None
             if why:
                 raise GraphError(f"compute: {_name(p)}: {why}")

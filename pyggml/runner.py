@@ -10,6 +10,8 @@ every backend; the scheduler copies it to the device.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from pyggml._args import text
@@ -52,7 +54,7 @@ class Runner:
     def unsupported(self, graph: Graph) -> list[Tensor]:
         return self.backend.unsupported(graph)
 
-    def allocate(self, graph: Graph, outputs: list[Tensor] = ()):
+    def allocate(self, graph: Graph, outputs: Sequence[Tensor] = ()):
         """Allocate the graph's tensors (outputs kept intact) ready for set_inputs/compute."""
         if not isinstance(graph, Graph):
             raise TypeError(f"allocate: expected a Graph, got {type(graph).__name__}")

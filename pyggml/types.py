@@ -8,25 +8,11 @@ block-quantized types (Q8_0, Q4_0, ...) do not: they are converted on the way in
 
 from __future__ import annotations
 
-import enum
-
 import numpy as np
 
+from pyggml._enums import DeviceType, Op, SortOrder, Status, Type, UnaryOp
 from pyggml._native import ffi, lib
 
-
-def _enum(name: str, c_enum: str, prefix: str) -> type[enum.IntEnum]:
-    members = {k[len(prefix):]: v for k, v in ffi.typeof(c_enum).relements.items()
-               if k.startswith(prefix) and not k.endswith("_COUNT")}
-    return enum.IntEnum(name, members)
-
-
-Type = _enum("Type", "enum ggml_type", "GGML_TYPE_")
-Op = _enum("Op", "enum ggml_op", "GGML_OP_")
-UnaryOp = _enum("UnaryOp", "enum ggml_unary_op", "GGML_UNARY_OP_")
-Status = _enum("Status", "enum ggml_status", "GGML_STATUS_")
-SortOrder = _enum("SortOrder", "enum ggml_sort_order", "GGML_SORT_ORDER_")
-DeviceType = _enum("DeviceType", "enum ggml_backend_dev_type", "GGML_BACKEND_DEVICE_TYPE_")
 
 _DTYPES = {
     Type.F32: np.float32, Type.F16: np.float16, Type.F64: np.float64,
@@ -99,14 +85,14 @@ def row_size(t, n: int) -> int:
     return lib.ggml_row_size(as_type(t), n)
 
 
-def encode(t, values: np.ndarray) -> bytes | np.ndarray:
+def encode(t, values: np.ndarray) -> np.ndarray:
     """Values (host dtype, any shape) -> the tensor's bytes, row-major, innermost dim last."""
     t = as_type(t)
     if has_raw_dtype(t):
         return np.ascontiguousarray(values, dtype=_DTYPES[t])
     f = np.ascontiguousarray(values, dtype=np.float32)
     if t == Type.BF16:
-        out = np.empty(f.shape, dtype=np.uint16)
+        out: np.ndarray = np.empty(f.shape, dtype=np.uint16)
         lib.ggml_fp32_to_bf16_row(ffi.from_buffer("float[]", f), ffi.cast("ggml_bf16_t *", ffi.from_buffer(out)), f.size)
         return out
     reason = can_quantize(t)

@@ -32,9 +32,15 @@ from pyggml.ops.elementwise import UNARY_OPS  # noqa: F401 (the unary ops, for c
 FAMILIES = {m.__name__.rsplit(".", 1)[1]: m for m in
             (elementwise, reductions, matmul, attention, recurrent, convolution, movement, training)}
 
-for _module in FAMILIES.values():
-    globals().update({_name: getattr(_module, _name) for _name in _module.__all__})
-del _module
+# each family's wrappers (its __all__) as pyggml.ops.<name>
+from pyggml.ops.attention import *  # noqa: E402,F403
+from pyggml.ops.convolution import *  # noqa: E402,F403
+from pyggml.ops.elementwise import *  # noqa: E402,F403
+from pyggml.ops.matmul import *  # noqa: E402,F403
+from pyggml.ops.movement import *  # noqa: E402,F403
+from pyggml.ops.recurrent import *  # noqa: E402,F403
+from pyggml.ops.reductions import *  # noqa: E402,F403
+from pyggml.ops.training import *  # noqa: E402,F403
 
 __all__ = sorted(n for m in FAMILIES.values() for n in m.__all__)
 

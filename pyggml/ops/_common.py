@@ -4,11 +4,15 @@ generic wrappers of the common call shapes. `pyggml.ops` says why the checks are
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Callable
 
 from pyggml import types
 from pyggml._native import ffi, guard_error, lib
 from pyggml.errors import GGMLError
 from pyggml.tensor import MAX_DIMS, Tensor
+
+if TYPE_CHECKING:
+    from pyggml.context import Context
 
 _NULL = ffi.NULL
 _BLOCK = {int(t): types.block_size(t) for t in types.Type}
@@ -62,7 +66,13 @@ def _scalar(op: str, name: str, value, kind=float):
 
 
 # --- the generic shapes of a call: (ctx, a), (ctx, a, b), (ctx, a, b, c) ---------------------------
-def _make_unary(op: str, c_name: str | None = None):
+# The wrappers the generic shapes make, typed so that IDEs and type checkers see them as methods
+# of Context too (pyggml/ops/methods.py)
+UnaryWrapper = Callable[["Context", Tensor], Tensor]
+BinaryWrapper = Callable[["Context", Tensor, Tensor], Tensor]
+
+
+def _make_unary(op: str, c_name: str | None = None) -> UnaryWrapper:
     fn = _guarded(c_name or op)
 
     def call(ctx, a):
@@ -83,7 +93,7 @@ def _make_unary(op: str, c_name: str | None = None):
     return call
 
 
-def _make_binary(op: str, arg_names=("a", "b")):
+def _make_binary(op: str, arg_names: tuple[str, str] = ("a", "b")) -> BinaryWrapper:
     fn = _guarded(op)
     n0, n1 = arg_names
 

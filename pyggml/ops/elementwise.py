@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from pyggml import types
 from pyggml._native import lib
@@ -12,27 +13,53 @@ from pyggml.ops._common import (
     _TYPE_SIZE,
     _bad_arguments,
     _guarded,
+    BinaryWrapper,
+    UnaryWrapper,
     _make_binary,
     _make_unary,
     _result,
     _scalar,
     _shape_arg,
-    exported,
 )
 from pyggml.tensor import Tensor
 
+if TYPE_CHECKING:
+    from pyggml.context import Context
+
 # --- element-wise ------------------------------------------------------------------------------------
-add = _make_binary("add")
-sub = _make_binary("sub")
-mul = _make_binary("mul")
-div = _make_binary("div")
+add: BinaryWrapper = _make_binary("add")
+sub: BinaryWrapper = _make_binary("sub")
+mul: BinaryWrapper = _make_binary("mul")
+div: BinaryWrapper = _make_binary("div")
 
 UNARY_OPS = ("abs", "sgn", "neg", "step", "tanh", "elu", "relu", "sigmoid", "gelu", "gelu_quick", "gelu_erf",
              "silu", "hardswish", "hardsigmoid", "exp", "softplus", "floor", "ceil", "round", "trunc",
              "sqr", "sqrt", "log", "sin", "cos")
-for _name in UNARY_OPS:
-    globals()[_name] = _make_unary(_name)
-del _name
+abs: UnaryWrapper = _make_unary("abs")
+sgn: UnaryWrapper = _make_unary("sgn")
+neg: UnaryWrapper = _make_unary("neg")
+step: UnaryWrapper = _make_unary("step")
+tanh: UnaryWrapper = _make_unary("tanh")
+elu: UnaryWrapper = _make_unary("elu")
+relu: UnaryWrapper = _make_unary("relu")
+sigmoid: UnaryWrapper = _make_unary("sigmoid")
+gelu: UnaryWrapper = _make_unary("gelu")
+gelu_quick: UnaryWrapper = _make_unary("gelu_quick")
+gelu_erf: UnaryWrapper = _make_unary("gelu_erf")
+silu: UnaryWrapper = _make_unary("silu")
+hardswish: UnaryWrapper = _make_unary("hardswish")
+hardsigmoid: UnaryWrapper = _make_unary("hardsigmoid")
+exp: UnaryWrapper = _make_unary("exp")
+softplus: UnaryWrapper = _make_unary("softplus")
+floor: UnaryWrapper = _make_unary("floor")
+ceil: UnaryWrapper = _make_unary("ceil")
+round: UnaryWrapper = _make_unary("round")
+trunc: UnaryWrapper = _make_unary("trunc")
+sqr: UnaryWrapper = _make_unary("sqr")
+sqrt: UnaryWrapper = _make_unary("sqrt")
+log: UnaryWrapper = _make_unary("log")
+sin: UnaryWrapper = _make_unary("sin")
+cos: UnaryWrapper = _make_unary("cos")
 
 
 def scale(ctx, a, s: float):
@@ -85,7 +112,7 @@ def arange(ctx, start: float, stop: float, step: float = 1.0):
 
 
 # --- newer unary ops ---------------------------------------------------------------------------------
-expm1 = _make_unary("expm1")
+expm1: UnaryWrapper = _make_unary("expm1")
 
 
 def xielu(ctx, a: Tensor, alpha_n: float = 0.8, alpha_p: float = 0.8, beta: float = 0.5, eps: float = -1e-6):
@@ -106,33 +133,52 @@ def _glu_halves(op: str, a) -> None:
         raise ValueError(f"{op}: a's rows must have an even length (two halves), got ne0 = {a.ptr.ne[0]}")
 
 
-def _make_glu(op: str):
+def _make_glu(op: str) -> UnaryWrapper:
     fn = _guarded(op)
-    if op.endswith("_split"):
-        def call(ctx, a: Tensor, b: Tensor):
-            try:
-                r = fn(ctx.ptr, a.ptr, b.ptr)
-            except _ARG_ERRORS as e:
-                raise _bad_arguments(op, e, ctx, a=a, b=b) from None
-            return _result(ctx, r, op, a, b)
-    else:
-        def call(ctx, a: Tensor):
-            _glu_halves(op, a)
-            try:
-                r = fn(ctx.ptr, a.ptr)
-            except _ARG_ERRORS as e:
-                raise _bad_arguments(op, e, ctx, a=a) from None
-            return _result(ctx, r, op, a)
+
+    def call(ctx: Context, a: Tensor) -> Tensor:
+        _glu_halves(op, a)
+        try:
+            r = fn(ctx.ptr, a.ptr)
+        except _ARG_ERRORS as e:
+            raise _bad_arguments(op, e, ctx, a=a) from None
+        return _result(ctx, r, op, a)
     call.__name__ = call.__qualname__ = op
     call.__doc__ = f"ggml_{op}: the {op.split('_')[0]} gated linear unit"
     return call
 
 
+def _make_glu_split(op: str) -> BinaryWrapper:
+    fn = _guarded(op)
+
+    def call(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+        try:
+            r = fn(ctx.ptr, a.ptr, b.ptr)
+        except _ARG_ERRORS as e:
+            raise _bad_arguments(op, e, ctx, a=a, b=b) from None
+        return _result(ctx, r, op, a, b)
+    call.__name__ = call.__qualname__ = op
+    call.__doc__ = f"ggml_{op}: the {op.split('_')[0]} gated linear unit, gate in b"
+    return call
+
+
 GLU_OPS = tuple(f"{g}{v}" for g in ("reglu", "geglu", "swiglu", "geglu_erf", "geglu_quick")
                 for v in ("", "_swapped", "_split"))
-for _name in GLU_OPS:
-    globals()[_name] = _make_glu(_name)
-del _name
+reglu: UnaryWrapper = _make_glu("reglu")
+reglu_swapped: UnaryWrapper = _make_glu("reglu_swapped")
+reglu_split: BinaryWrapper = _make_glu_split("reglu_split")
+geglu: UnaryWrapper = _make_glu("geglu")
+geglu_swapped: UnaryWrapper = _make_glu("geglu_swapped")
+geglu_split: BinaryWrapper = _make_glu_split("geglu_split")
+swiglu: UnaryWrapper = _make_glu("swiglu")
+swiglu_swapped: UnaryWrapper = _make_glu("swiglu_swapped")
+swiglu_split: BinaryWrapper = _make_glu_split("swiglu_split")
+geglu_erf: UnaryWrapper = _make_glu("geglu_erf")
+geglu_erf_swapped: UnaryWrapper = _make_glu("geglu_erf_swapped")
+geglu_erf_split: BinaryWrapper = _make_glu_split("geglu_erf_split")
+geglu_quick: UnaryWrapper = _make_glu("geglu_quick")
+geglu_quick_swapped: UnaryWrapper = _make_glu("geglu_quick_swapped")
+geglu_quick_split: BinaryWrapper = _make_glu_split("geglu_quick_split")
 
 
 def _glu_limit(op: str, b, limit) -> float:
@@ -333,4 +379,15 @@ def timestep_embedding(ctx, timesteps: Tensor, dim: int, max_period: int = 10000
     return _call("timestep_embedding", ctx, {"timesteps": timesteps}, dim, max_period)
 
 
-__all__ = exported(globals())
+# the family's op wrappers, listed so that type checkers see them (tests/test_types.py keeps it exact)
+__all__ = [
+    "abs", "acc", "add", "add1", "add_cast", "arange", "cast", "ceil", "clamp", "cos",
+    "count_equal", "cumsum", "diag", "diag_mask_zero", "div", "elu", "exp", "expm1", "fill",
+    "floor", "geglu", "geglu_erf", "geglu_erf_split", "geglu_erf_swapped", "geglu_quick",
+    "geglu_quick_split", "geglu_quick_swapped", "geglu_split", "geglu_swapped", "gelu", "gelu_erf",
+    "gelu_quick", "hardsigmoid", "hardswish", "leaky_relu", "log", "mul", "neg", "pad_circular",
+    "pad_ext", "pad_ext_circular", "reglu", "reglu_split", "reglu_swapped", "relu", "repeat_4d",
+    "roll", "round", "scale", "scale_bias", "set", "set_1d", "set_2d", "sgn", "sigmoid", "silu",
+    "sin", "softplus", "sqr", "sqrt", "step", "sub", "swiglu", "swiglu_clamp", "swiglu_oai",
+    "swiglu_split", "swiglu_swapped", "tanh", "timestep_embedding", "tri", "trunc", "xielu",
+]

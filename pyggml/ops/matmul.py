@@ -4,20 +4,20 @@ expert's bias added by id)."""
 from __future__ import annotations
 
 from pyggml.ops._common import (
+    BinaryWrapper,
     _ARG_ERRORS,
     _bad_arguments,
     _guarded,
     _make_binary,
     _result,
-    exported,
 )
 from pyggml.tensor import Tensor
 
 # --- matrix, state space --------------------------------------------------------------------------------
-mul_mat = _make_binary("mul_mat")
+mul_mat: BinaryWrapper = _make_binary("mul_mat")
 mul_mat.__doc__ = "ggml_mul_mat: a [K, M, ...], b [K, N, ...] -> F32 [M, N, ...] (a's rows dotted with b's)."
 
-out_prod = _make_binary("out_prod")
+out_prod: BinaryWrapper = _make_binary("out_prod")
 out_prod.__doc__ = ("ggml_out_prod: a [M, K, ...], b [N, K, ...] -> F32 [M, N, ...], "
                     "out[m, n] = sum_k a[m, k] * b[n, k]; a broadcasts over b's dims 2 and 3.")
 
@@ -46,4 +46,7 @@ def add_id(ctx, a: Tensor, b: Tensor, ids: Tensor):
     return _result(ctx, r, "add_id", a, b, ids)
 
 
-__all__ = exported(globals())
+# the family's op wrappers, listed so that type checkers see them (tests/test_types.py keeps it exact)
+__all__ = [
+    "add_id", "mul_mat", "mul_mat_id", "out_prod",
+]

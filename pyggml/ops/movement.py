@@ -6,6 +6,8 @@ from pyggml import types
 from pyggml._args import integer
 from pyggml._native import lib
 from pyggml.ops._common import (
+    UnaryWrapper,
+    BinaryWrapper,
     _new_tensor,
     _ARG_ERRORS,
     _BLOCK,
@@ -21,12 +23,11 @@ from pyggml.ops._common import (
     _self_overlapping,
     _shape_arg,
     _whole_blocks,
-    exported,
 )
 from pyggml.tensor import MAX_DIMS, Tensor
 
 # --- index ops --------------------------------------------------------------------------------------------
-get_rows = _make_binary("get_rows")
+get_rows: BinaryWrapper = _make_binary("get_rows")
 get_rows.__doc__ = "Rows b (I32 [n, ne2, ne3]) of a ([ne0, rows, ne2, ne3]). Index values are checked before compute."
 _set_rows = _guarded("set_rows")
 
@@ -53,16 +54,16 @@ def set_rows(ctx, a, b, c):
 
 
 # --- data movement: copies, views, shapes ----------------------------------------------------------------
-_cpy = _make_binary("cpy")
+_cpy: BinaryWrapper = _make_binary("cpy")
 
 
 def cpy(ctx, a, b):
     """Copy a into b (same number of elements, converting type); the result is a view of b."""
     _destination("cpy", b)
     return _cpy(ctx, a, b)
-dup = _make_unary("dup")
-cont = _make_unary("cont")
-_transpose = _make_unary("transpose")
+dup: UnaryWrapper = _make_unary("dup")
+cont: UnaryWrapper = _make_unary("cont")
+_transpose: UnaryWrapper = _make_unary("transpose")
 
 
 
@@ -75,7 +76,7 @@ def reshape(ctx, a, b):
     if not isinstance(b, Tensor):
         raise TypeError(f"reshape: b must be a Tensor, got {type(b).__name__}")
     return _reshape_nd("reshape", ctx, a, *b.ne)
-repeat = _make_binary("repeat")
+repeat: BinaryWrapper = _make_binary("repeat")
 repeat.__doc__ = "Repeat a to b's shape."
 
 
@@ -325,8 +326,14 @@ def set_name(ctx, a, name: str):
 
 
 
-view_tensor = _make_unary("view_tensor")
+view_tensor: UnaryWrapper = _make_unary("view_tensor")
 view_tensor.__doc__ = "ggml_view_tensor(ctx, a): a view of all of a (same shape, strides and type)."
 
 
-__all__ = exported(globals())
+# the family's op wrappers, listed so that type checkers see them (tests/test_types.py keeps it exact)
+__all__ = [
+    "concat", "cont", "cont_1d", "cont_2d", "cont_3d", "cont_4d", "cpy", "dup", "get_rows", "pad",
+    "permute", "repeat", "reshape", "reshape_1d", "reshape_2d", "reshape_3d", "reshape_4d",
+    "set_name", "set_rows", "transpose", "view_1d", "view_2d", "view_3d", "view_4d", "view_nd",
+    "view_tensor",
+]

@@ -8,17 +8,17 @@ import math
 
 from pyggml._args import integer
 from pyggml.ops._common import (
+    BinaryWrapper,
     _ARG_ERRORS,
     _bad_arguments,
     _guarded,
     _make_binary,
     _result,
     _scalar,
-    exported,
 )
 from pyggml.tensor import Tensor
 
-ssm_conv = _make_binary("ssm_conv", ("sx", "c"))
+ssm_conv: BinaryWrapper = _make_binary("ssm_conv", ("sx", "c"))
 ssm_conv.__doc__ = "ggml_ssm_conv: sx [d_conv-1+n_t, d_inner, n_s], c [d_conv, d_inner] -> [d_inner, n_t, n_s]."
 
 _INT32_MAX = 2**31 - 1
@@ -156,4 +156,8 @@ def gated_delta_net(ctx, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tenso
     return out
 
 
-__all__ = exported(globals())
+# the family's op wrappers, listed so that type checkers see them (tests/test_types.py keeps it exact)
+__all__ = [
+    "gated_delta_net", "gated_linear_attn", "rwkv_wkv6", "rwkv_wkv7", "solve_tri", "ssm_conv",
+    "ssm_scan",
+]

@@ -21,8 +21,12 @@ from pyggml.testing.oracles._common import broadcast_to  # noqa: F401
 FAMILIES = {m.__name__.rsplit(".", 1)[1]: m for m in
             (elementwise, reductions, matmul, attention, recurrent, convolution, movement, training)}
 
-# every oracle by its op's name: oracles.add, oracles.mul_mat, ...
-for _module in FAMILIES.values():
-    globals().update({_n: _v for _n, _v in vars(_module).items()
-                      if not _n.startswith("_") and callable(_v) and getattr(_v, "__module__", None) == _module.__name__})
-del _module
+# every oracle by its op's name (each family's __all__): oracles.add, oracles.mul_mat, ...
+from pyggml.testing.oracles.attention import *  # noqa: E402,F403
+from pyggml.testing.oracles.convolution import *  # noqa: E402,F403
+from pyggml.testing.oracles.elementwise import *  # noqa: E402,F403
+from pyggml.testing.oracles.matmul import *  # noqa: E402,F403
+from pyggml.testing.oracles.movement import *  # noqa: E402,F403
+from pyggml.testing.oracles.recurrent import *  # noqa: E402,F403
+from pyggml.testing.oracles.reductions import *  # noqa: E402,F403
+from pyggml.testing.oracles.training import *  # noqa: E402,F403

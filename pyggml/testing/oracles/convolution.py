@@ -250,3 +250,12 @@ def conv_3d(a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2):
 
 def conv_3d_direct(a, b, s0, s1, s2, p0, p1, p2, d0, d1, d2, c, n, oc):
     return conv_3d(a, b, c, s0, s1, s2, p0, p1, p2, d0, d1, d2)
+
+
+# the family's oracles, listed so that type checkers see them (tests/test_types.py keeps it exact)
+__all__ = [
+    "col2im_1d", "conv_1d", "conv_1d_dw", "conv_2d", "conv_2d_direct", "conv_2d_dw",
+    "conv_2d_dw_direct", "conv_3d", "conv_3d_direct", "conv_transpose_1d", "conv_transpose_2d_p0",
+    "im2col", "im2col_3d", "interpolate", "pad_reflect_1d", "pool_1d", "pool_2d", "upscale",
+    "upscale_ext",
+]

@@ -154,10 +154,21 @@ def _make_glu(name):
     return op
 
 
-for _g in _GLU_ACT:
-    for _v in ("", "_swapped", "_split"):
-        globals()[_g + _v] = _make_glu(_g + _v)
-del _g, _v
+reglu = _make_glu("reglu")
+reglu_swapped = _make_glu("reglu_swapped")
+reglu_split = _make_glu("reglu_split")
+geglu = _make_glu("geglu")
+geglu_swapped = _make_glu("geglu_swapped")
+geglu_split = _make_glu("geglu_split")
+swiglu = _make_glu("swiglu")
+swiglu_swapped = _make_glu("swiglu_swapped")
+swiglu_split = _make_glu("swiglu_split")
+geglu_erf = _make_glu("geglu_erf")
+geglu_erf_swapped = _make_glu("geglu_erf_swapped")
+geglu_erf_split = _make_glu("geglu_erf_split")
+geglu_quick = _make_glu("geglu_quick")
+geglu_quick_swapped = _make_glu("geglu_quick_swapped")
+geglu_quick_split = _make_glu("geglu_quick_split")
 
 
 def swiglu_oai(a, b=None, alpha=1.702, limit=7.0):
@@ -316,3 +327,17 @@ def timestep_embedding(timesteps, dim, max_period=10000):
     out = np.zeros((t.shape[0], dim))
     out[:, :half], out[:, half:2 * half] = np.cos(t * freqs), np.sin(t * freqs)
     return out.astype(np.float32)
+
+
+# the family's oracles, listed so that type checkers see them (tests/test_types.py keeps it exact)
+__all__ = [
+    "abs", "acc", "add", "add1", "add_cast", "arange", "cast", "ceil", "clamp", "cos",
+    "count_equal", "cumsum", "diag", "diag_mask_zero", "div", "elu", "exp", "expm1", "fill",
+    "floor", "geglu", "geglu_erf", "geglu_erf_split", "geglu_erf_swapped", "geglu_quick",
+    "geglu_quick_split", "geglu_quick_swapped", "geglu_split", "geglu_swapped", "gelu", "gelu_erf",
+    "gelu_quick", "hardsigmoid", "hardswish", "leaky_relu", "log", "mul", "neg", "pad_circular",
+    "pad_ext", "pad_ext_circular", "reglu", "reglu_split", "reglu_swapped", "relu", "repeat_4d",
+    "roll", "round", "scale", "scale_bias", "set", "set_1d", "set_2d", "sgn", "sigmoid", "silu",
+    "sin", "softplus", "sqr", "sqrt", "step", "sub", "swiglu", "swiglu_clamp", "swiglu_oai",
+    "swiglu_split", "swiglu_swapped", "tanh", "timestep_embedding", "tri", "trunc", "xielu",
+]

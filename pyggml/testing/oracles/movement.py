@@ -148,3 +148,9 @@ def view_nd(a, ne, nb, offset=0):
     return view(a, ne, nb, offset)
 
 
+# the family's oracles, listed so that type checkers see them (tests/test_types.py keeps it exact)
+__all__ = [
+    "concat", "cont", "cont_nd", "cpy", "dup", "get_rows", "pad", "permute", "repeat", "reshape",
+    "round_to", "set_rows", "transpose", "view", "view_1d", "view_2d", "view_3d", "view_4d",
+    "view_nd",
+]

@@ -193,3 +193,10 @@ def gated_delta_net(q, k, v, g, beta, state, K=1, *, written_only=False):
                 slots[nt - 1 - t, s] = np.swapaxes(M, -1, -2)
     packed = np.concatenate([out.ravel(), slots.ravel()]).reshape(-1, S * H)
     return packed.astype(np.float32)
+
+
+# the family's oracles, listed so that type checkers see them (tests/test_types.py keeps it exact)
+__all__ = [
+    "gated_delta_net", "gated_linear_attn", "rwkv_wkv6", "rwkv_wkv7", "solve_tri", "ssm_conv",
+    "ssm_scan",
+]

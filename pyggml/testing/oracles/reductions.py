@@ -84,3 +84,10 @@ def group_norm(a, n_groups, eps=1e-6):
         v = ((g - m) ** 2).mean(axis=(1, 2, 3), keepdims=True)
         out[:, s:s + step] = (g - m) / np.sqrt(v + eps)
     return out.reshape(x.shape).astype(np.float32)
+
+
+# the family's oracles, listed so that type checkers see them (tests/test_types.py keeps it exact)
+__all__ = [
+    "argmax", "argsort", "argsort_top_k", "group_norm", "l2_norm", "mean", "norm", "rms_norm",
+    "sum", "sum_rows", "top_k",
+]

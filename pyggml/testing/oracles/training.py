@@ -192,3 +192,11 @@ def opt_step_sgd(a, grad, sgd_params):
     """The parameter a after one SGD step with weight decay: a*(1 - alpha*wd) - alpha*grad."""
     alpha, wd = _f64(sgd_params).ravel()[:2]
     return _out(_f64(a) * (1 - alpha * wd) - alpha * _f64(grad), a)
+
+
+# the family's oracles, listed so that type checkers see them (tests/test_types.py keeps it exact)
+__all__ = [
+    "cross_entropy_loss", "cross_entropy_loss_back", "get_rows_back", "im2col_back",
+    "opt_step_adamw", "opt_step_sgd", "pool_2d_back", "repeat_back", "rms_norm_back",
+    "rope_ext_back", "silu_back", "soft_max_ext_back",
+]

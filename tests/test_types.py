@@ -1,0 +1,86 @@
+"""Types: pyggml ships `py.typed` and generated stubs of its C layer, the op methods of Context
+are an explicit registry (no setattr), and mypy passes over pyggml/, tests/ and the code of the
+example notebooks."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyggml import lib, ops
+from pyggml._native import install_dir
+from pyggml.context import Context
+from pyggml.ops._common import exported
+from pyggml.ops.methods import OpMethods
+from pyggml.testing import oracles
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def test_every_op_wrapper_is_a_method_of_context_through_the_registry():
+    listed = {n for n in vars(OpMethods) if not n.startswith("_")}
+    assert listed == set(ops.__all__)
+    for name in ops.__all__:
+        assert vars(OpMethods)[name] is getattr(ops, name)
+        assert getattr(Context, name) is getattr(ops, name)
+        assert name not in vars(Context)  # inherited from the registry, not set on the class
+    assert len(ops.__all__) >= 160
+
+
+def test_family_lists_are_exact():
+    # __all__ is written out so type checkers see the wrappers and oracles; it must stay what the
+    # modules define
+    for family, module in ops.FAMILIES.items():
+        assert sorted(module.__all__) == exported(vars(module)), family
+    for family, module in oracles.FAMILIES.items():
+        defined = sorted(n for n, v in vars(module).items() if not n.startswith("_") and callable(v)
+                         and getattr(v, "__module__", None) == module.__name__)
+        assert sorted(module.__all__) == defined, family
+
+
+def test_the_package_is_typed_and_its_c_layer_has_a_stub():
+    package = Path(ops.__file__).resolve().parent.parent
+    assert (package / "py.typed").is_file()
+    stub = (install_dir() / "_pyggml_cffi.pyi").read_text()
+    declared = set(re.findall(r"^    def (\w+)\(", stub, flags=re.M))
+    constants = set(re.findall(r"^    (\w+): int$", stub, flags=re.M))
+    functions = {n for n in dir(lib) if callable(getattr(lib, n))}
+    assert declared == functions
+    assert {"GGML_MAX_DIMS", "GGML_TYPE_Q8_0", "GGML_OP_MUL_MAT"} <= constants
+    assert "def ggml_add(self, ctx: CData, a: CData, b: CData, /) -> CData: ..." in stub
+    enums = (install_dir() / "_enums.pyi").read_text()
+    assert "class Type(enum.IntEnum):" in enums and "    Q8_0 = 8" in enums
+
+
+def notebook_code(tmp: Path) -> list[Path]:
+    """Each notebook's code cells as one module (IPython's % and ! lines left out)."""
+    import nbformat
+    out = []
+    for path in sorted(EXAMPLES.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        cells = ["\n".join(line for line in c.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+                 for c in nb.cells if c.cell_type == "code"]
+        module = tmp / f"notebook_{path.stem}.py"
+        module.write_text("\n\n".join(cells) + "\n")
+        out.append(module)
+    return out
+
+
+def test_mypy_passes(tmp_path):
+    pytest.importorskip("mypy")
+    pytest.importorskip("nbformat")
+    if not (ROOT / "pyggml" / "_pyggml_cffi.pyi").is_file():
+        pytest.fail("pyggml/_pyggml_cffi.pyi is missing: an editable install (pip install -e .) puts the "
+                    "generated stubs there")
+    notebooks = notebook_code(tmp_path)
+    env = dict(os.environ, MYPY_FORCE_COLOR="0")
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"),
+                           "pyggml", "tests", *map(str, notebooks)],
+                          cwd=ROOT, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
