@@ -1,5 +1,5 @@
 """pyggml's command line: `info` (what this build has), `check` (the differential suite), `coverage`,
-and `rpc-server` (serve a local device to other processes over ggml's RPC backend)."""
+`rpc-server` (serve a local device to other processes over ggml's RPC backend) and `gguf` (summarize a GGUF file)."""
 
 from __future__ import annotations
 
@@ -59,6 +59,10 @@ def main(argv=None) -> int:
     p_rpc.add_argument("--port", type=int, default=50052, help="port (default 50052)")
     p_rpc.add_argument("--device", default="cpu", help="the device to serve: cpu, vulkan0, ... (default cpu)")
     p_rpc.add_argument("--threads", type=int, default=None, help="CPU threads (default: the machine's cores)")
+    p_gguf = sub.add_parser("gguf", help="summarize a GGUF file: header, metadata, tensors (read by ggml's gguf)")
+    p_gguf.add_argument("file", help="the GGUF file")
+    p_gguf.add_argument("--json", action="store_true", help="print JSON (metadata values in full)")
+    p_gguf.set_defaults(vk_devices="0")  # no device is used
     for sub_parser in (p_info, p_check, p_cov):
         sub_parser.add_argument("--rpc", metavar="HOST:PORT[,HOST:PORT...]",
                                 help="add these RPC servers' devices first (rpc0, rpc1, ... in this order)")
@@ -87,6 +91,9 @@ def main(argv=None) -> int:
         except (rpc.RpcError, ValueError, RuntimeError) as e:
             print(f"{args.command}: --rpc {args.rpc}: {e}", file=sys.stderr)
             return 2
+    if args.command == "gguf":
+        from pyggml import gguf
+        return gguf.main(args)
     if args.command == "info":
         return info(args)
     if args.command == "coverage":

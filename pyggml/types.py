@@ -8,6 +8,8 @@ block-quantized types (Q8_0, Q4_0, ...) do not: they are converted on the way in
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from pyggml._enums import DeviceType, Op, SortOrder, Status, Type, UnaryOp
@@ -68,7 +70,19 @@ def can_quantize(t) -> str | None:
         return f"{t.name} needs an importance matrix to be quantized"
     if lib.ggml_get_type_traits(t).from_float_ref == ffi.NULL:
         return f"ggml has no quantizer for {t.name}"
+    if not _quantize_chunk_writes(t):
+        return f"ggml_quantize_chunk does not write {t.name} (it has only a row quantizer for it)"
     return None
+
+
+@functools.cache
+def _quantize_chunk_writes(t: Type) -> bool:
+    """Whether ggml_quantize_chunk handles t (Q8_1 has a quantizer in its traits but not there):
+    one block of zeros, through the guarded call, must come back whole."""
+    n = block_size(t)
+    src, out = np.zeros(n, dtype=np.float32), np.empty(row_size(t, n), dtype=np.uint8)
+    return lib.pyggml_guarded_ggml_quantize_chunk(t, ffi.from_buffer("float[]", src), ffi.from_buffer(out), 0, 1, n,
+                                                  ffi.NULL) == out.size
 
 
 def host_dtype(t) -> np.dtype:
