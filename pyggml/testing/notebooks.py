@@ -1,0 +1,149 @@
+"""The example notebooks are committed executed, and what a reader sees must be what the code does.
+
+    python -m pyggml.testing.notebooks --refresh examples/*.ipynb   # execute, store the outputs
+    python -m pyggml.testing.notebooks examples/*.ipynb             # execute, compare, report
+
+`compare(committed, fresh)` lists how a fresh execution differs from the stored one, cell by
+cell. The rules:
+
+- every code cell has the same outputs in the same order, of the same kinds: a stream of the same
+  name, or a display/result with the same MIME types; an error output is always a difference;
+- text (streams, text/plain) is equal once its numbers are taken out, and each number is equal
+  within rtol 1e-6 and atol 1e-9 (the notebooks compute seeded values; CPU results repeat bit for
+  bit, so anything more is a change). Memory addresses (0x...) are not compared;
+- an image/png is where it was: present, not compared pixel by pixel (fonts and renderer versions
+  differ between machines; the numbers a plot shows are printed in a text output too);
+- a cell can say otherwise in its metadata, with the reason: `"pyggml": {"outputs": "structure",
+  "why": ...}` compares only the kinds of its outputs (device lists, ports, timings: what depends
+  on the machine), `"pyggml": {"rtol": r, "atol": a, "why": ...}` widens the number tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbclient import NotebookClient
+
+RTOL, ATOL = 1e-6, 1e-9
+NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?\b(?:nan|inf)\b")
+ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+TEXT_TYPES = ("text/plain",)
+
+
+def execute(path: Path, timeout: int = 600) -> Any:
+    """The notebook at `path`, executed top to bottom in its own folder (a fresh kernel)."""
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.outputs = coalesce_streams(cell.outputs)
+    return nb
+
+
+def coalesce_streams(outputs: list[Any]) -> list[Any]:
+    """Consecutive pieces of one stream as one output: how a print is cut into pieces depends on
+    when the kernel flushed, not on what the code printed."""
+    out: list[Any] = []
+    for o in outputs:
+        if o.output_type == "stream" and out and out[-1].output_type == "stream" and out[-1].name == o.name:
+            out[-1].text += o.text
+        else:
+            out.append(o)
+    return out
+
+
+def _kind(output: Any) -> str:
+    if output.output_type == "stream":
+        return f"stream:{output.name}"
+    if output.output_type in ("display_data", "execute_result"):
+        return f"{output.output_type}:{','.join(sorted(output.data))}"
+    return output.output_type
+
+
+def _texts(output: Any) -> list[str]:
+    if output.output_type == "stream":
+        return [output.text]
+    data = output.get("data", {})
+    return [data[t] for t in TEXT_TYPES if t in data]
+
+
+def _split(text: str) -> tuple[list[str], list[float]]:
+    text = ADDRESS.sub("0x?", text)
+    return NUMBER.split(text), [float(m) for m in NUMBER.findall(text)]
+
+
+def compare_text(old: str, new: str, rtol: float = RTOL, atol: float = ATOL) -> str | None:
+    """None when the texts agree (words equal, numbers within tolerance), else what differs."""
+    old_words, old_numbers = _split(old)
+    new_words, new_numbers = _split(new)
+    if old_words != new_words or len(old_numbers) != len(new_numbers):
+        return f"the text changed:\n--- committed\n{old}\n--- fresh\n{new}"
+    for i, (a, b) in enumerate(zip(old_numbers, new_numbers)):
+        same = (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= atol + rtol * abs(a)
+        if not same:
+            return (f"number {i} changed: {a!r} committed, {b!r} fresh (rtol {rtol}, atol {atol})\n"
+                    f"--- committed\n{old}\n--- fresh\n{new}")
+    return None
+
+
+def compare(committed: Any, fresh: Any) -> list[str]:
+    """How `fresh` differs from `committed` (two executions of the same notebook), per the rules above."""
+    problems = []
+    old_cells = [c for c in committed.cells if c.cell_type == "code"]
+    new_cells = [c for c in fresh.cells if c.cell_type == "code"]
+    if [c.source for c in old_cells] != [c.source for c in new_cells]:
+        return ["the code cells differ: compare two executions of the same notebook"]
+    for n, (old, new) in enumerate(zip(old_cells, new_cells)):
+        where = f"code cell {n}"
+        errors = [o for o in new.get("outputs", []) if o.output_type == "error"]
+        if errors:
+            problems.append(f"{where}: raised {errors[0].ename}: {errors[0].evalue}")
+            continue
+        rule = old.metadata.get("pyggml", {})
+        old_outputs = coalesce_streams(old.get("outputs", []))
+        new_outputs = coalesce_streams(new.get("outputs", []))
+        old_kinds, new_kinds = [_kind(o) for o in old_outputs], [_kind(o) for o in new_outputs]
+        if old_kinds != new_kinds:
+            problems.append(f"{where}: outputs {new_kinds}, committed {old_kinds}")
+            continue
+        if rule.get("outputs") == "structure":
+            continue
+        rtol, atol = rule.get("rtol", RTOL), rule.get("atol", ATOL)
+        for o_old, o_new in zip(old_outputs, new_outputs):
+            for t_old, t_new in zip(_texts(o_old), _texts(o_new)):
+                diff = compare_text(t_old, t_new, rtol, atol)
+                if diff:
+                    problems.append(f"{where}: {diff}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pyggml.testing.notebooks", description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("--refresh", action="store_true", help="store the fresh outputs in the notebooks")
+    args = parser.parse_args(argv)
+    status = 0
+    for path in args.notebooks:
+        fresh = execute(path)
+        if args.refresh:
+            nbformat.write(fresh, path)
+            print(f"{path}: executed and stored")
+            continue
+        problems = compare(nbformat.read(path, as_version=4), fresh)
+        print(f"{path}: {'as committed' if not problems else f'{len(problems)} differences'}")
+        for p in problems:
+            print("  " + p.replace("\n", "\n  "))
+        status |= bool(problems)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
