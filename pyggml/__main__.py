@@ -41,6 +41,7 @@ def main(argv=None) -> int:
                          help="backend to run on (cpu, vulkan0, ...; repeatable; default: all available)")
     p_check.add_argument("--only", metavar="PATTERN", help="cases whose name contains PATTERN (or matches it as a regex)")
     p_check.add_argument("--json", metavar="FILE", help="write the records (case, backend, status, error, ...) here")
+    p_check.add_argument("--junit", metavar="FILE", help="write JUnit XML here (a testsuite per backend, a testcase per case)")
     p_check.add_argument("--op", action="append", metavar="OP", help="cases of this op (repeatable)")
     p_check.add_argument("--type", action="append", metavar="TYPE", help="cases involving this ggml type (repeatable)")
     p_check.add_argument("--list", action="store_true", help="list the selected cases (name, op, types) and stop")

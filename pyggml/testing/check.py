@@ -14,6 +14,7 @@ from pyggml.backend import devices
 from pyggml.errors import Unsplittable
 from pyggml.runner import Runner, Unsupported
 from pyggml.testing import cases as case_registry
+from pyggml.testing.junit import write_junit
 from pyggml.types import DeviceType
 
 
@@ -220,12 +221,13 @@ def main(args) -> int:
         print(list_cases(cases))
         return 0 if cases else 2
     backends = [b.lower() for b in (args.backend or available_backends())]
-    if args.json:  # found out now, not after the whole run
+    reports = [(kind, path) for kind, path in (("JSON", args.json), ("JUnit", getattr(args, "junit", None))) if path]
+    for kind, path in reports:  # found out now, not after the whole run
         try:
-            with open(args.json, "a"):
+            with open(path, "a"):
                 pass
         except OSError as e:
-            print(f"check: cannot write the JSON report {args.json!r}: {e.strerror}", file=sys.stderr)
+            print(f"check: cannot write the {kind} report {path!r}: {e.strerror}", file=sys.stderr)
             return 2
     progress = None if args.quiet else sys.stderr
     if args.mode == "grad":
@@ -237,12 +239,15 @@ def main(args) -> int:
         print(f"no case matches {args.only!r}", file=sys.stderr)
         return 2
     print(table(records))
-    if args.json:
+    for kind, path in reports:
         try:
-            with open(args.json, "w") as f:
-                json.dump([asdict(r) for r in records], f, indent=1)
+            if kind == "JSON":
+                with open(path, "w") as f:
+                    json.dump([asdict(r) for r in records], f, indent=1)
+            else:
+                write_junit(records, path, "pyggml.check" if args.mode == "test" else "pyggml.check.grad")
         except OSError as e:
-            print(f"check: writing the JSON report {args.json!r} failed: {e.strerror}", file=sys.stderr)
+            print(f"check: writing the {kind} report {path!r} failed: {e.strerror}", file=sys.stderr)
             return 2
     failed = [r for r in records if r.status in ("fail", "error")]
     return 1 if failed else 0

@@ -1,0 +1,70 @@
+"""`check --junit FILE`: the records of a run as JUnit XML, so CI systems show the differential
+suite as tests: one <testsuite> per backend, one <testcase> per case (classname
+`pyggml.<case family>.<backend>`, name the case), a mismatch as <failure> with its figures, an
+exception as <error>, unsupported, skipped and known disagreements as <skipped> with the reason."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyggml.testing.check import Record
+
+# XML 1.0 has no way to write these; ggml's messages can hold them (a case name never does)
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+SKIPPED = ("unsupported", "skipped", "known")
+
+
+def _text(s: str) -> str:
+    return _NOT_XML.sub("\ufffd", s)
+
+
+def _figures(r: Record) -> str:
+    lines = []
+    if r.error is not None:
+        bound = f" (bound {r.bound:.3g})" if r.bound is not None else ""
+        lines.append(f"NMSE against the oracle {r.error:.3g}{bound}")
+    lines += [f"NMSE against {other}: {v:.3g}" for other, v in sorted(r.cross.items())]
+    if r.message:
+        lines.append(r.message)
+    return "\n".join(lines)
+
+
+def _counts(records: Sequence[Record]) -> dict[str, str]:
+    return {"tests": str(len(records)),
+            "failures": str(sum(r.status == "fail" for r in records)),
+            "errors": str(sum(r.status == "error" for r in records)),
+            "skipped": str(sum(r.status in SKIPPED for r in records)),
+            "time": f"{sum(r.seconds for r in records):.3f}"}
+
+
+def junit_tree(records: Sequence[Record], name: str = "pyggml.check") -> ET.ElementTree:
+    suites = ET.Element("testsuites", name=name, **_counts(records))
+    backends: dict[str, list[Record]] = {}
+    for r in records:
+        backends.setdefault(r.backend, []).append(r)
+    for backend, recs in backends.items():
+        suite = ET.SubElement(suites, "testsuite", name=f"{name}.{backend}", **_counts(recs))
+        for r in recs:
+            family = r.case.split("/", 1)[0]
+            case = ET.SubElement(suite, "testcase", classname=_text(f"pyggml.{family}.{backend}"), name=_text(r.case),
+                                 time=f"{r.seconds:.6f}")
+            first_line = _text(r.message.splitlines()[0] if r.message else r.status)[:500]
+            if r.status == "fail":
+                ET.SubElement(case, "failure", message=first_line, type="Mismatch").text = _text(_figures(r))
+            elif r.status == "error":
+                kind = r.message.split(":", 1)[0] if ":" in r.message else "Error"
+                ET.SubElement(case, "error", message=first_line, type=_text(kind)).text = _text(r.message)
+            elif r.status in SKIPPED:
+                ET.SubElement(case, "skipped", message=_text(f"{r.status}: {r.message}" if r.status == "known"
+                                                             else r.message or r.status))
+    return ET.ElementTree(suites)
+
+
+def write_junit(records: Sequence[Record], path: str, name: str = "pyggml.check") -> None:
+    tree = junit_tree(records, name)
+    ET.indent(tree)
+    tree.write(path, encoding="utf-8", xml_declaration=True)
