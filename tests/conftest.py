@@ -3,7 +3,9 @@ vulkan1) so a two-device meta backend exists on any machine with it.
 
 `backend_name` runs a test once per available backend (cpu, vulkan0, vulkan1, ...) and
 `meta_backend_name` once per meta backend (meta:cpu,cpu, and meta:vulkan0,vulkan1 when
-there are two Vulkan devices), each reported on its own.
+there are two Vulkan devices), each reported on its own: pyggml's pytest plugin's
+`ggml_backend` and `ggml_meta_backend` under the names these tests use (`--ggml-backend NAME`
+restricts them).
 """
 
 import os
@@ -12,12 +14,17 @@ import os
 os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0,0")
 
 
-def pytest_generate_tests(metafunc):
-    from pyggml.testing.check import available_backends
-    if "backend_name" in metafunc.fixturenames:
-        metafunc.parametrize("backend_name", available_backends())
-    if "meta_backend_name" in metafunc.fixturenames:
-        names = ["meta:cpu,cpu"]
-        if {"vulkan0", "vulkan1"} <= set(available_backends()):
-            names.append("meta:vulkan0,vulkan1")
-        metafunc.parametrize("meta_backend_name", names)
+import pytest  # noqa: E402
+
+# the backend parametrization pyggml offers every pytest user (pyggml/testing/pytest_plugin.py)
+pytest_plugins = ["pyggml.testing.pytest_plugin", "pytester"]
+
+
+@pytest.fixture
+def backend_name(ggml_backend: str) -> str:
+    return ggml_backend
+
+
+@pytest.fixture
+def meta_backend_name(ggml_meta_backend: str) -> str:
+    return ggml_meta_backend

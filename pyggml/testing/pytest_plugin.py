@@ -1,0 +1,105 @@
+"""pytest fixtures for writing your own ggml tests with pyggml. Enable them in a conftest.py:
+
+    pytest_plugins = ["pyggml.testing.pytest_plugin"]
+
+(not registered automatically, so it loads only where asked for). Then:
+
+- `ggml_backend`: a backend name; a test that asks for it runs once per available backend (cpu,
+  vulkan0, cuda0, rpc0, ...), each reported under its own id (`test_x[cpu]`, `test_x[vulkan0]`);
+- `ggml_meta_backend`: the same over meta devices (meta:cpu,cpu, and meta:vulkan0,vulkan1 when
+  two Vulkan devices are listed);
+- `--ggml-backend NAME` (repeatable) runs only on these names; `@pytest.mark.ggml_backends("cpu",
+  "vulkan0")` restricts one test (names it lists that are not available are left out);
+- `ggml_runner`: a `Runner` on the test's backend (whichever of the two above the test asks for);
+- `ggml_ctx`: a fresh `Context`;
+- `ggml_assert_close(actual, expected, nmse=1e-10, max_error=None)`: `check`'s comparison (NaN and
+  Inf in the same places, NMSE, and the largest error relative to the output's scale; both 0:
+  bit-exact), an AssertionError with the figures when it fails.
+
+Mesa's lavapipe counts as a Vulkan device (`enable_cpu_vulkan_devices`: GGML_VK_VISIBLE_DEVICES
+defaults to "0"; set it to "0,0" before the plugin loads for two, as pyggml's own tests do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pyggml.backend import enable_cpu_vulkan_devices
+
+enable_cpu_vulkan_devices()  # before ggml lists its devices, on the first call below
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--ggml-backend", action="append", default=None, metavar="NAME",
+                     help="pyggml: run ggml_backend / ggml_meta_backend tests on this backend only (repeatable)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "ggml_backends(*names): run this test on these backends only")
+
+
+def available_meta_backends(backends: list[str]) -> list[str]:
+    names = ["meta:cpu,cpu"]
+    if {"vulkan0", "vulkan1"} <= set(backends):
+        names.append("meta:vulkan0,vulkan1")
+    return names
+
+
+def _chosen(metafunc: pytest.Metafunc, names: list[str]) -> list[str]:
+    wanted = metafunc.config.getoption("--ggml-backend")
+    if wanted:
+        names = [n for n in names if n in {w.lower() for w in wanted}]
+    marker = metafunc.definition.get_closest_marker("ggml_backends")
+    if marker is not None:
+        names = [n for n in names if n in {m.lower() for m in marker.args}]
+    return names
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if not {"ggml_backend", "ggml_meta_backend"} & set(metafunc.fixturenames):
+        return
+    from pyggml.testing.check import available_backends
+    backends = available_backends()
+    for fixture, names in (("ggml_backend", backends), ("ggml_meta_backend", available_meta_backends(backends))):
+        if fixture in metafunc.fixturenames:
+            chosen = _chosen(metafunc, names)
+            # an empty choice still makes one (skipped) test, so a filter that matches nothing is visible
+            metafunc.parametrize(fixture, chosen or [pytest.param(None, marks=pytest.mark.skip(
+                reason=f"no {fixture} among {names} is selected"))], ids=lambda n: str(n))
+
+
+@pytest.fixture
+def ggml_runner(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A Runner on the test's backend (its ggml_backend, else its ggml_meta_backend, else cpu)."""
+    from pyggml.runner import Runner
+    params = getattr(request.node, "callspec", None)
+    names = params.params if params is not None else {}
+    name = names.get("ggml_backend") or names.get("ggml_meta_backend") or "cpu"
+    yield Runner(name)
+
+
+@pytest.fixture
+def ggml_ctx() -> Any:
+    """A fresh Context (tensor descriptions; memory comes from the runner)."""
+    from pyggml.context import Context
+    return Context()
+
+
+def assert_close(actual: Any, expected: Any, nmse: float = 1e-10, max_error: float | None = None) -> None:
+    """`check`'s verdict on one output, as an assertion: NaN/Inf positions equal, NMSE <= nmse and every
+    element within max_error of the output's scale (default: 30 root-mean-square errors of nmse)."""
+    from pyggml.testing.cases import compare
+    bound = max_error if max_error is not None else 30 * nmse ** 0.5
+    verdict = compare(np.asarray(actual), np.asarray(expected), nmse, bound)
+    if not verdict.ok:
+        raise AssertionError(f"{verdict.message} (NMSE {verdict.nmse:.3g}, largest error {verdict.max_error:.3g} "
+                             f"of the output's scale; bounds {nmse:g} and {bound:g})")
+
+
+@pytest.fixture
+def ggml_assert_close() -> Callable[..., None]:
+    return assert_close
