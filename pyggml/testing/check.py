@@ -53,7 +53,7 @@ def available_backends() -> list[str]:
     return names
 
 
-def run_case(case, runner: Runner, backend: str) -> tuple[Record, list[np.ndarray] | None]:
+def run_case(case, runner: Runner | _Recorder, backend: str) -> tuple[Record, list[np.ndarray] | None]:
     start = time.perf_counter()
     try:
         actual = case.execute(runner)
@@ -195,7 +195,7 @@ def table(records: list[Record]) -> str:
                 cell += f" x{fmt_err(max(r.cross.values()))}"
             cells.append(f"{cell:<22}")
         lines.append(f"{n:<{width}}  " + "  ".join(cells))
-    counts = {}
+    counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
     lines.append("")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from typing import Any
 
 from pyggml import ops
 from pyggml._native import ffi, lib
@@ -37,7 +38,7 @@ def wrappers_of(kinds: list[str]) -> dict[str, list[str]]:
     (view_2d, reshape_3d, swiglu_split), or with ext/direct/p0 left out (rope_ext, conv_2d_direct);
     a wrapper that is itself some kind's name counts for that kind only."""
     lower = {k.lower(): k for k in kinds}
-    out = {k: [] for k in kinds}
+    out: dict[str, list[str]] = {k: [] for k in kinds}
     for w in ops.__all__:
         if w in NOT_OPS or not callable(getattr(ops, w)):
             continue
@@ -56,7 +57,8 @@ def coverage(backends: list[str], progress=sys.stderr) -> dict:
     kinds = op_kinds()
     wrappers = wrappers_of(kinds)
     records = run_check(backends, progress=progress)
-    by_kind = {k: {"wrappers": wrappers[k], "cases": set(), "backends": {b: {} for b in backends}} for k in kinds}
+    by_kind: dict[str, dict[str, Any]] = {k: {"wrappers": wrappers[k], "cases": set(), "backends": {b: {} for b in backends}}
+                                          for k in kinds}
     for r in records:
         for k in r.ops:
             if k in by_kind:

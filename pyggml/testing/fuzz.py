@@ -34,6 +34,9 @@ import sys
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from pyggml._args import at_least
 
@@ -116,6 +119,8 @@ class Gen:
         self.limit: dict[str, int] = {}      # index tensors: values drawn below this
         self.distinct: set[str] = set()      # index tensors whose values must not repeat (set_rows)
         self.chosen: dict[str, str] = {}     # parameter name -> tensor var, for this call
+        self.n_seqs = 1                      # the recurrent ops' sequences, for this call
+        self.scan: dict[str, int] = {}       # ssm_scan's sizes, for this call
 
     def chance(self, p: float) -> bool:
         return self.rng.random() < p
@@ -372,7 +377,7 @@ def _rope_a(g: Gen) -> str:
                                                               g.rng.choice(SMALL), 1])
 
 
-HINTS = {
+HINTS: dict[tuple[str, str], Callable[[Gen], str]] = {
     ("mul_mat", "a"): _mul_mat_a, ("mul_mat", "b"): _mul_mat_b,
     ("get_rows", "a"): _get_rows_a, ("get_rows", "b"): _get_rows_b,
     ("set_rows", "a"): _set_rows_a, ("set_rows", "b"): _set_rows_b, ("set_rows", "c"): _set_rows_c,
@@ -404,6 +409,10 @@ def _like_token(g: Gen, first: str) -> str:
     return g.new_tensor("F32", list(_chosen(g, first).ne[:3]) + [1])
 
 
+def _time_first(g: Gen, first: str) -> str:
+    return g.new_tensor("F32", list(_chosen(g, first).ne[:2]) + [1, 1])
+
+
 def _wkv_state(g: Gen, first: str) -> str:
     k = _chosen(g, first)
     return g.new_tensor("F32", [k.ne[0] * k.ne[0] * k.ne[1], getattr(g, "n_seqs", 1), 1, 1])
@@ -414,11 +423,11 @@ for _op, _names in (("rwkv_wkv6", ["k", "v", "r", "tf", "td", "state"]), ("gated
     HINTS[(_op, _names[0])] = _first_token
     for _n in _names[1:]:
         if _n == "state":
-            HINTS[(_op, _n)] = lambda g, f=_names[0]: _wkv_state(g, f)
+            HINTS[(_op, _n)] = partial(_wkv_state, first=_names[0])
         elif _n == "tf":
-            HINTS[(_op, _n)] = lambda g, f=_names[0]: g.new_tensor("F32", list(_chosen(g, f).ne[:2]) + [1, 1])
+            HINTS[(_op, _n)] = partial(_time_first, first=_names[0])
         else:
-            HINTS[(_op, _n)] = lambda g, f=_names[0]: _like_token(g, f)
+            HINTS[(_op, _n)] = partial(_like_token, first=_names[0])
 HINTS[("solve_tri", "a")] = lambda g: g.new_tensor("F32", [(n := g.rng.choice([1, 2, 3, 5, 8])), n, g.rng.choice([1, 2]), 1])
 HINTS[("solve_tri", "b")] = lambda g: g.new_tensor("F32", [g.rng.choice([1, 2, 5])] + list(_chosen(g, "a").ne[1:]))
 HINTS[("gated_delta_net", "q")] = lambda g: g.new_tensor("F32", [g.rng.choice([1, 2, 4, 5, 16]), g.rng.choice([1, 2]),
@@ -484,12 +493,13 @@ def oracle_code(g: Gen, name: str, args: list[str]) -> str | None:
     from pyggml.testing import oracles
     if name in ORACLE_SKIP:
         return None
-    np_args = []
+    np_args: list[str] = []
     for a in args:
         if a in g.np:
-            if g.np[a] is None:
+            value = g.np[a]
+            if value is None:
                 return None
-            np_args.append(g.np[a])
+            np_args.append(value)
         else:
             np_args.append(a)
     m = re.fullmatch(r"(cont|reshape)_(\d)d", name)
@@ -863,7 +873,7 @@ def run_call(seed: int, k: int, meta: bool = True, echo=None, selftest_death: in
         return rec
     build_lines = list(script.lines)
     input_seed = rng.randrange(2**32)
-    results = {}
+    results: dict[str, Any] = {}
     for runner in ["cpu", "meta:cpu,cpu"] if meta else ["cpu"]:
         if runner != "cpu":  # a fresh build of the same program: a graph is allocated by one scheduler
             script = Script(echo)
@@ -873,7 +883,7 @@ def run_call(seed: int, k: int, meta: bool = True, echo=None, selftest_death: in
                     script.run(line)
             except Raised as e:
                 rec = failed(rec, f"rebuild {runner}", e, script)
-                rec.update(outcome="off-contract", message="the same program failed on its second run: " + rec["message"])
+                rec.update(outcome="off-contract", message=f"the same program failed on its second run: {rec['message']}")
                 return rec
         if echo:
             echo(f"@phase compute {runner}")
@@ -980,7 +990,10 @@ def child(seed: int, start: int, stop: int, meta: bool, selftest_death: int | No
 # --- parent: batches, deaths, summary ---------------------------------------------------------------
 def parse_stream(text: str) -> tuple[list[dict], int | None, list[str], str]:
     """Records of the finished calls; the call that was running at the end, its current pass's code and name."""
-    records, running, code, which = [], None, [], ""
+    records: list[dict] = []
+    running: int | None = None
+    code: list[str] = []
+    which = ""
     for line in text.splitlines():
         if line.startswith("@call "):
             running, code, which = int(line.split()[1]), [], ""

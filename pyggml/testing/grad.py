@@ -53,12 +53,12 @@ class GradCase:
                  bound: float = GRAD_BOUND, known: dict[str, str] | None = None):
         self.name, self.inputs, self.params = name, inputs, tuple(params)
         self.build_fn, self.oracle_fn, self.bound, self.known = build, oracle, bound, known or {}
-        self._values = None
+        self._values: dict[str | None, np.ndarray] | None = None
 
     def rng(self) -> np.random.Generator:
         return np.random.default_rng(zlib.crc32(("grad:" + self.name).encode()))
 
-    def values(self) -> dict[str, np.ndarray]:
+    def values(self) -> dict[str | None, np.ndarray]:
         """Input values as the tensors hold them, and the loss weights W (key None)."""
         if self._values is None:
             rng = self.rng()
@@ -113,9 +113,13 @@ class GradCase:
         if lib.pyggml_guarded_ggml_set_loss(loss.ptr):
             raise ValueError("grad: the loss must be an F32 scalar")
         graph = Graph.with_grads(ctx).build_forward_expand(loss).build_backward_expand()
-        seed = graph.grad_acc(loss).set_input()  # dL/dL: the leaf the backward pass starts from
-        grads = {p: graph.grad(x[p]) for p in self.params}
-        missing = [p for p, g in grads.items() if g is None]
+        acc = graph.grad_acc(loss)
+        if acc is None:
+            raise ValueError("grad: ggml built no gradient for the loss")
+        seed = acc.set_input()  # dL/dL: the leaf the backward pass starts from
+        maybe = {p: graph.grad(x[p]) for p in self.params}
+        grads = {p: g for p, g in maybe.items() if g is not None}
+        missing = [p for p in maybe if p not in grads]
         if missing:
             raise ValueError(f"grad: ggml built no gradient for {', '.join(missing)}")
         inputs = {x[k]: vals[k] for k in x}

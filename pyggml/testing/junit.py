@@ -42,12 +42,12 @@ def _counts(records: Sequence[Record]) -> dict[str, str]:
 
 
 def junit_tree(records: Sequence[Record], name: str = "pyggml.check") -> ET.ElementTree:
-    suites = ET.Element("testsuites", name=name, **_counts(records))
+    suites = ET.Element("testsuites", {"name": name, **_counts(records)})
     backends: dict[str, list[Record]] = {}
     for r in records:
         backends.setdefault(r.backend, []).append(r)
     for backend, recs in backends.items():
-        suite = ET.SubElement(suites, "testsuite", name=f"{name}.{backend}", **_counts(recs))
+        suite = ET.SubElement(suites, "testsuite", {"name": f"{name}.{backend}", **_counts(recs)})
         for r in recs:
             family = r.case.split("/", 1)[0]
             case = ET.SubElement(suite, "testcase", classname=_text(f"pyggml.{family}.{backend}"), name=_text(r.case),

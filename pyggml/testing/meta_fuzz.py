@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -31,10 +32,10 @@ def make_trial(seed: int) -> dict:
     """A random op chain; dims are multiples of the device count so even splits exist."""
     rng = np.random.default_rng(seed)
     K, M, P, N = (int(x) * 4 for x in rng.integers(1, 5, 4))
-    steps = [{"op": "mul_mat", "w": "w1", "split": SPLITS[rng.integers(3)]}]
+    steps: list[dict[str, Any]] = [{"op": "mul_mat", "w": "w1", "split": SPLITS[rng.integers(3)]}]
     for _ in range(int(rng.integers(1, 4))):
         kind = ["unary", "scale", "add", "mul", "rms_norm", "soft_max", "transpose"][rng.integers(7)]
-        step = {"op": kind}
+        step: dict[str, Any] = {"op": kind}
         if kind == "unary":
             step["fn"] = UNARY[rng.integers(len(UNARY))]
         if kind in ("add", "mul"):

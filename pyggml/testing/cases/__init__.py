@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import TypeVar
 
 import numpy as np
 
@@ -143,7 +144,10 @@ def graph_ops(graph: Graph) -> set[str]:
     return {ffi.string(lib.ggml_op_desc(n.ptr)).decode() for n in graph.nodes} - {"NONE"}
 
 
-def register(case: Case) -> Case:
+C = TypeVar("C", bound="Case")
+
+
+def register(case: C) -> C:
     if case.name in REGISTRY:
         raise ValueError(f"duplicate case name {case.name}")
     REGISTRY[case.name] = case
@@ -243,7 +247,7 @@ class OpCase(Case):
             worst = NMSE_F16 if types.Type.BF16 not in out_types else 1e-4
         self.nmse_bound = 0.0 if exact else (nmse if nmse is not None else worst)
         self.max_error = 0.0 if exact else max_error
-        self._values = None
+        self._values: dict[str, np.ndarray] | None = None
 
     def values(self) -> dict[str, np.ndarray]:
         """Input values as the tensors hold them (quantized / half inputs round-tripped once)."""

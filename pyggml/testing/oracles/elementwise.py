@@ -140,17 +140,17 @@ def _halves(a, b, swapped=False):
 
 def _make_glu(name):
     act = _GLU_ACT[name.split("_swapped")[0].split("_split")[0]]
-    if name.endswith("_split"):
-        def op(a, b):
-            x, g = _halves(a, b)
-            with np.errstate(all="ignore"):
-                return (act(x) * g).astype(np.float32)
-    else:
-        def op(a):
-            x, g = _halves(a, None, name.endswith("_swapped"))
-            with np.errstate(all="ignore"):
-                return (act(x) * g).astype(np.float32)
-    op.__name__ = name
+    def split(a, b):
+        x, g = _halves(a, b)
+        with np.errstate(all="ignore"):
+            return (act(x) * g).astype(np.float32)
+
+    def halves(a):
+        x, g = _halves(a, None, name.endswith("_swapped"))
+        with np.errstate(all="ignore"):
+            return (act(x) * g).astype(np.float32)
+    op = split if name.endswith("_split") else halves
+    op.__name__ = op.__qualname__ = name
     return op
 
 
