@@ -1,11 +1,14 @@
 """The notebooks under examples/ are committed executed: each runs top to bottom again, and its
 fresh outputs must be what is committed (pyggml.testing.notebooks states the rules: same outputs
-and kinds, text equal, numbers within rtol 1e-6 / atol 1e-9 unless a cell says why not, images
-where they were). After a deliberate change: `python -m pyggml.testing.notebooks --refresh
-examples/*.ipynb`."""
+and kinds, text equal, numbers within rtol 1e-6 / atol 1e-9, images where they were; addresses,
+host:port endpoints and column padding not compared; a cell may say, with its reason, that it is
+compared by the kinds of its outputs only, with a wider tolerance, or fully only on a machine with
+the backends that stored it). After a deliberate change: `python -m pyggml.testing.notebooks
+--refresh examples/*.ipynb`."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 
+from pyggml.testing.check import available_backends  # noqa: E402
 from pyggml.testing.notebooks import compare, compare_text, execute  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -32,7 +36,7 @@ def test_the_examples_are_committed_executed_with_their_plots():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_reruns_to_what_is_committed(path):
-    problems = compare(nbformat.read(path, as_version=4), execute(path))
+    problems = compare(nbformat.read(path, as_version=4), execute(path), available_backends())
     assert problems == [], "\n".join(problems)
 
 
@@ -83,6 +87,33 @@ def test_a_cell_can_ask_for_structure_only_or_a_wider_tolerance():
     assert compare(notebook(stream("1.00\n"), metadata=wide), notebook(stream("1.20\n")))
 
 
-def test_stream_pieces_and_addresses_do_not_count():
+def test_a_cell_listing_the_backends_is_compared_whole_only_on_a_machine_with_those_backends():
+    rule = {"pyggml": {"backends": ["cpu", "vulkan0"], "why": "one line per backend"}}
+    committed = notebook(stream("cpu True\nvulkan0 True\n"), metadata=rule)
+    assert compare(committed, notebook(stream("cpu True\nvulkan0 False\n")), ["cpu", "vulkan0"])
+    assert compare(committed, notebook(stream("cpu True\n")), ["cpu"]) == []
+    assert compare(committed, notebook(image()), ["cpu"])  # kinds still count
+
+
+def test_a_rule_says_why_and_only_what_it_may():
+    assert compare(notebook(stream("1\n"), metadata={"pyggml": {"outputs": "structure"}}), notebook(stream("2\n")))
+    typo = {"pyggml": {"rtoll": 0.1, "why": "lavapipe"}}
+    assert "rtoll" in compare(notebook(stream("1\n"), metadata=typo), notebook(stream("1\n")))[0]
+
+
+def test_stream_pieces_addresses_ports_and_padding_do_not_count():
     assert compare(notebook(stream("a 1\nb 2\n")), notebook(stream("a 1\n"), stream("b 2\n"))) == []
     assert compare_text("<Tensor at 0x7f3a12>", "<Tensor at 0x55e0aa>") is None
+    assert compare_text("127.0.0.1:36121 -> RPC0", "127.0.0.1:40153 -> RPC0") is None
+    assert compare_text("127.0.0.1:36121 -> RPC0", "127.0.0.1:40153 -> RPC1") is not None
+    assert compare_text("pass 0          |", "pass 1e-12     |", atol=1e-9) is None
+
+
+def test_a_changed_number_in_a_committed_notebook_is_caught():
+    committed = nbformat.read(EXAMPLES / "tour.ipynb", as_version=4)
+    fresh = copy.deepcopy(committed)
+    [cell] = [c for c in fresh.cells if c.cell_type == "code" and "Q8_0" in c.source]
+    cell.outputs[0].text = cell.outputs[0].text.replace("136 bytes", "137 bytes")
+    assert compare(committed, committed) == []
+    [problem] = compare(committed, fresh)
+    assert "number 2 changed: 136.0 committed, 137.0 fresh" in problem and "137 bytes" in problem

@@ -10,18 +10,25 @@ cell. The rules:
   name, or a display/result with the same MIME types; an error output is always a difference;
 - text (streams, text/plain) is equal once its numbers are taken out, and each number is equal
   within rtol 1e-6 and atol 1e-9 (the notebooks compute seeded values; CPU results repeat bit for
-  bit, so anything more is a change). Memory addresses (0x...) are not compared;
+  bit, so anything more is a change). Memory addresses (0x...) and host:port endpoints (a free
+  port each run) are not compared, nor the widths of runs of spaces (column padding follows the
+  widths of the numbers in the column);
 - an image/png is where it was: present, not compared pixel by pixel (fonts and renderer versions
   differ between machines; the numbers a plot shows are printed in a text output too);
 - a cell can say otherwise in its metadata, with the reason: `"pyggml": {"outputs": "structure",
-  "why": ...}` compares only the kinds of its outputs (device lists, ports, timings: what depends
-  on the machine), `"pyggml": {"rtol": r, "atol": a, "why": ...}` widens the number tolerance.
+  "why": ...}` compares only the kinds of its outputs (device lists, timings: what depends
+  on the machine), `"pyggml": {"rtol": r, "atol": a, "why": ...}` widens the number tolerance,
+  and `"pyggml": {"backends": [...], "why": ...}` says the output lists the backends of the
+  machine that stored it (`--refresh` records them): on a machine with other backends (a build
+  without Vulkan, a GPU machine) the cell is compared by the kinds of its outputs only. A rule
+  without its "why", or with a key not named here, is itself a difference.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -32,7 +39,11 @@ from nbclient import NotebookClient
 
 RTOL, ATOL = 1e-6, 1e-9
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?\b(?:nan|inf)\b")
-ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+# known-variable tokens, replaced alike in both texts before they are compared
+VARIABLE = [(re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+            (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}:\d+\b"), "host:port"),
+            (re.compile(r"[ \t]+"), " ")]
+RULE_KEYS = {"outputs", "rtol", "atol", "backends", "why"}
 TEXT_TYPES = ("text/plain",)
 
 
@@ -41,6 +52,7 @@ def execute(path: Path, timeout: int = 600) -> Any:
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
+    nb.metadata.get("language_info", {}).pop("version", None)   # this machine's Python, a diff per refresh
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         if cell.cell_type == "code":
@@ -76,7 +88,8 @@ def _texts(output: Any) -> list[str]:
 
 
 def _split(text: str) -> tuple[list[str], list[float]]:
-    text = ADDRESS.sub("0x?", text)
+    for pattern, replacement in VARIABLE:
+        text = pattern.sub(replacement, text)
     return NUMBER.split(text), [float(m) for m in NUMBER.findall(text)]
 
 
@@ -94,8 +107,9 @@ def compare_text(old: str, new: str, rtol: float = RTOL, atol: float = ATOL) -> 
     return None
 
 
-def compare(committed: Any, fresh: Any) -> list[str]:
-    """How `fresh` differs from `committed` (two executions of the same notebook), per the rules above."""
+def compare(committed: Any, fresh: Any, backends: list[str] | None = None) -> list[str]:
+    """How `fresh` differs from `committed` (two executions of the same notebook), per the rules
+    above; `backends`: those of the machine that ran `fresh` (None: not known, compare all)."""
     problems = []
     old_cells = [c for c in committed.cells if c.cell_type == "code"]
     new_cells = [c for c in fresh.cells if c.cell_type == "code"]
@@ -108,13 +122,17 @@ def compare(committed: Any, fresh: Any) -> list[str]:
             problems.append(f"{where}: raised {errors[0].ename}: {errors[0].evalue}")
             continue
         rule = old.metadata.get("pyggml", {})
+        if rule and (not rule.get("why") or set(rule) - RULE_KEYS):
+            problems.append(f"{where}: a rule needs its 'why' and only the keys {sorted(RULE_KEYS)}: {dict(rule)}")
+            continue
         old_outputs = coalesce_streams(old.get("outputs", []))
         new_outputs = coalesce_streams(new.get("outputs", []))
         old_kinds, new_kinds = [_kind(o) for o in old_outputs], [_kind(o) for o in new_outputs]
         if old_kinds != new_kinds:
             problems.append(f"{where}: outputs {new_kinds}, committed {old_kinds}")
             continue
-        if rule.get("outputs") == "structure":
+        other_machine = backends is not None and "backends" in rule and list(rule["backends"]) != backends
+        if rule.get("outputs") == "structure" or other_machine:
             continue
         rtol, atol = rule.get("rtol", RTOL), rule.get("atol", ATOL)
         for o_old, o_new in zip(old_outputs, new_outputs):
@@ -130,14 +148,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--refresh", action="store_true", help="store the fresh outputs in the notebooks")
     args = parser.parse_args(argv)
+    # the environment of the tests (tests/conftest.py): lavapipe listed twice
+    os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0,0")
+    from pyggml.testing.check import available_backends
+    backends = available_backends()
     status = 0
     for path in args.notebooks:
         fresh = execute(path)
         if args.refresh:
+            for cell in fresh.cells:
+                if "backends" in cell.metadata.get("pyggml", {}):
+                    cell.metadata.pyggml.backends = backends
             nbformat.write(fresh, path)
             print(f"{path}: executed and stored")
             continue
-        problems = compare(nbformat.read(path, as_version=4), fresh)
+        problems = compare(nbformat.read(path, as_version=4), fresh, backends)
         print(f"{path}: {'as committed' if not problems else f'{len(problems)} differences'}")
         for p in problems:
             print("  " + p.replace("\n", "\n  "))
