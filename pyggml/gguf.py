@@ -195,6 +195,10 @@ class GGUFFile:
         """Metadata as plain Python values (arrays as lists)."""
         return {k: v.value for k, v in self.fields.items()}
 
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """`metadata, tensors = gguf.load(path)`: the two halves of a file, as `save` takes them."""
+        return iter((self.metadata, self.tensors))
+
 
 # --- reading ----------------------------------------------------------------------------------
 class _Capture(logging.Handler):

@@ -147,6 +147,16 @@ def test_alignment(tmp_path):
     np.testing.assert_array_equal(np.asarray(r.tensors[2].data), np.ones(5, np.float16))
 
 
+def test_a_loaded_file_unpacks_into_what_save_takes(tmp_path):
+    path = tmp_path / "u.gguf"
+    gguf.save(path, {"general.name": "u", "n": 3}, {"w": np.arange(6, dtype=np.float32).reshape(2, 3)})
+    metadata, tensors = gguf.load(path)
+    assert metadata == {"general.name": "u", "n": 3} and list(tensors) == ["w"]
+    np.testing.assert_array_equal(tensors["w"].numpy(), np.arange(6, dtype=np.float32).reshape(2, 3))
+    gguf.save(tmp_path / "again.gguf", metadata, tensors)
+    assert (tmp_path / "again.gguf").read_bytes() == path.read_bytes()
+
+
 def test_loaded_tensors_keep_their_memory(tmp_path):
     import gc
     w = np.arange(12, dtype=np.float32).reshape(3, 4)
