@@ -1,3 +1,7 @@
 """pyggml's differential suite, apart from the binding itself: registered cases and their NumPy
-oracles (by op family), `check` (every case on every backend), `coverage` (which of ggml's ops
-the suite reaches), and the fuzzers of the Python layer and of the meta backend's splits."""
+oracles (by op family), `check` (every case on every backend; `junit` writes its records as JUnit
+XML), `coverage` (which of ggml's ops the suite reaches), the fuzzers of the Python layer, the meta
+backend's splits, the RPC server and GGUF files, the notebooks' re-execution (`notebooks`), and
+pytest fixtures for your own ggml tests: `pytest_plugins = ["pyggml.testing.pytest_plugin"]` in a
+conftest.py gives `ggml_backend`, `ggml_meta_backend`, `ggml_runner`, `ggml_ctx` and
+`ggml_assert_close` (see `pyggml.testing.pytest_plugin`)."""
