@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 
 import numpy as np
 
@@ -230,6 +231,7 @@ def main(args) -> int:
             print(f"check: cannot write the {kind} report {path!r}: {e.strerror}", file=sys.stderr)
             return 2
     progress = None if args.quiet else sys.stderr
+    started = datetime.now()  # the JUnit report's timestamp
     if args.mode == "grad":
         from pyggml.testing.grad import run_grad
         records = run_grad(backends, args.only)
@@ -245,7 +247,10 @@ def main(args) -> int:
                 with open(path, "w") as f:
                     json.dump([asdict(r) for r in records], f, indent=1)
             else:
-                write_junit(records, path, "pyggml.check" if args.mode == "test" else "pyggml.check.grad")
+                grad = args.mode == "grad"
+                write_junit(records, path, "pyggml.check.grad" if grad else "pyggml.check",
+                            "relative gradient error against finite differences" if grad
+                            else "NMSE against the oracle", started)
         except OSError as e:
             print(f"check: writing the {kind} report {path!r} failed: {e.strerror}", file=sys.stderr)
             return 2

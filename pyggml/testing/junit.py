@@ -6,8 +6,10 @@ exception as <error>, unsupported, skipped and known disagreements as <skipped> 
 from __future__ import annotations
 
 import re
+import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,11 +24,11 @@ def _text(s: str) -> str:
     return _NOT_XML.sub("\ufffd", s)
 
 
-def _figures(r: Record) -> str:
+def _figures(r: Record, measure: str) -> str:
     lines = []
     if r.error is not None:
         bound = f" (bound {r.bound:.3g})" if r.bound is not None else ""
-        lines.append(f"NMSE against the oracle {r.error:.3g}{bound}")
+        lines.append(f"{measure} {r.error:.3g}{bound}")
     lines += [f"NMSE against {other}: {v:.3g}" for other, v in sorted(r.cross.items())]
     if r.message:
         lines.append(r.message)
@@ -41,30 +43,40 @@ def _counts(records: Sequence[Record]) -> dict[str, str]:
             "time": f"{sum(r.seconds for r in records):.3f}"}
 
 
-def junit_tree(records: Sequence[Record], name: str = "pyggml.check") -> ET.ElementTree:
+def junit_tree(records: Sequence[Record], name: str = "pyggml.check", measure: str = "NMSE against the oracle",
+               timestamp: datetime | None = None) -> ET.ElementTree:
+    """`measure` names what Record.error is (grad mode: the relative gradient error)."""
+    # timestamp and hostname: Ant's JUnit schema requires them on a testsuite, and CI shows them
+    stamp = (timestamp or datetime.now()).strftime("%Y-%m-%dT%H:%M:%S")
+    host = _text(socket.gethostname())
     suites = ET.Element("testsuites", {"name": name, **_counts(records)})
     backends: dict[str, list[Record]] = {}
     for r in records:
         backends.setdefault(r.backend, []).append(r)
     for backend, recs in backends.items():
-        suite = ET.SubElement(suites, "testsuite", {"name": f"{name}.{backend}", **_counts(recs)})
+        suite = ET.SubElement(suites, "testsuite", {"name": f"{name}.{backend}", **_counts(recs),
+                                                     "timestamp": stamp, "hostname": host})
         for r in recs:
             family = r.case.split("/", 1)[0]
             case = ET.SubElement(suite, "testcase", classname=_text(f"pyggml.{family}.{backend}"), name=_text(r.case),
                                  time=f"{r.seconds:.6f}")
-            first_line = _text(r.message.splitlines()[0] if r.message else r.status)[:500]
+            figures = _figures(r, measure)
+            # grad mode's failures carry no message: their figures say it
+            first_line = _text((r.message or figures or r.status).splitlines()[0])[:500]
             if r.status == "fail":
-                ET.SubElement(case, "failure", message=first_line, type="Mismatch").text = _text(_figures(r))
+                ET.SubElement(case, "failure", message=first_line, type="Mismatch").text = _text(figures)
             elif r.status == "error":
                 kind = r.message.split(":", 1)[0] if ":" in r.message else "Error"
                 ET.SubElement(case, "error", message=first_line, type=_text(kind)).text = _text(r.message)
             elif r.status in SKIPPED:
-                ET.SubElement(case, "skipped", message=_text(f"{r.status}: {r.message}" if r.status == "known"
-                                                             else r.message or r.status))
+                # check's and grad's known records already say "known: why"
+                known = r.status == "known" and not r.message.startswith("known")
+                ET.SubElement(case, "skipped", message=_text(f"known: {r.message}" if known else r.message or r.status))
     return ET.ElementTree(suites)
 
 
-def write_junit(records: Sequence[Record], path: str, name: str = "pyggml.check") -> None:
-    tree = junit_tree(records, name)
+def write_junit(records: Sequence[Record], path: str, name: str = "pyggml.check",
+                measure: str = "NMSE against the oracle", timestamp: datetime | None = None) -> None:
+    tree = junit_tree(records, name, measure, timestamp)
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)

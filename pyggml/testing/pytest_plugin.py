@@ -12,9 +12,10 @@
   "vulkan0")` restricts one test (names it lists that are not available are left out);
 - `ggml_runner`: a `Runner` on the test's backend (whichever of the two above the test asks for);
 - `ggml_ctx`: a fresh `Context`;
-- `ggml_assert_close(actual, expected, nmse=1e-10, max_error=None)`: `check`'s comparison (NaN and
+- `ggml_assert_close(actual, expected, nmse=1e-7, max_error=None)`: `check`'s comparison (NaN and
   Inf in the same places, NMSE, and the largest error relative to the output's scale; both 0:
-  bit-exact), an AssertionError with the figures when it fails.
+  bit-exact) with check's default F32 bound, an AssertionError with the figures when it fails
+  (also importable: `from pyggml.testing.pytest_plugin import assert_close`).
 
 Mesa's lavapipe counts as a Vulkan device (`enable_cpu_vulkan_devices`: GGML_VK_VISIBLE_DEVICES
 defaults to "0"; set it to "0,0" before the plugin loads for two, as pyggml's own tests do).
@@ -22,7 +23,7 @@ defaults to "0"; set it to "0,0" before the plugin loads for two, as pyggml's ow
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,10 @@ import pytest
 from pyggml.backend import enable_cpu_vulkan_devices
 
 enable_cpu_vulkan_devices()  # before ggml lists its devices, on the first call below
+
+from pyggml.context import Context  # noqa: E402
+from pyggml.runner import Runner  # noqa: E402
+from pyggml.testing.cases import NMSE_F32, compare  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -73,26 +78,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
-def ggml_runner(request: pytest.FixtureRequest) -> Iterator[Any]:
+def ggml_runner(request: pytest.FixtureRequest) -> Runner:
     """A Runner on the test's backend (its ggml_backend, else its ggml_meta_backend, else cpu)."""
-    from pyggml.runner import Runner
+    # read from the parametrization, so a meta test does not also pull in ggml_backend's
     params = getattr(request.node, "callspec", None)
     names = params.params if params is not None else {}
-    name = names.get("ggml_backend") or names.get("ggml_meta_backend") or "cpu"
-    yield Runner(name)
+    return Runner(names.get("ggml_backend") or names.get("ggml_meta_backend") or "cpu")
 
 
 @pytest.fixture
-def ggml_ctx() -> Any:
+def ggml_ctx() -> Context:
     """A fresh Context (tensor descriptions; memory comes from the runner)."""
-    from pyggml.context import Context
     return Context()
 
 
-def assert_close(actual: Any, expected: Any, nmse: float = 1e-10, max_error: float | None = None) -> None:
-    """`check`'s verdict on one output, as an assertion: NaN/Inf positions equal, NMSE <= nmse and every
-    element within max_error of the output's scale (default: 30 root-mean-square errors of nmse)."""
-    from pyggml.testing.cases import compare
+def assert_close(actual: Any, expected: Any, nmse: float = NMSE_F32, max_error: float | None = None) -> None:
+    """`check`'s verdict on one output, as an assertion: NaN/Inf positions equal, NMSE <= nmse (default:
+    check's F32 bound, 1e-7) and every element within max_error of the output's scale (default: 30
+    root-mean-square errors of nmse, as check). nmse=0 and max_error=0: bit-exact."""
     bound = max_error if max_error is not None else 30 * nmse ** 0.5
     verdict = compare(np.asarray(actual), np.asarray(expected), nmse, bound)
     if not verdict.ok:
