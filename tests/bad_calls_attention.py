@@ -3,10 +3,13 @@ naming the op, from ggml's own assert, the wrapper's checks, or the CPU prefligh
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pyggml import ops
 from pyggml.errors import GraphError
 
-BAD = []
+BAD: list[tuple[str, Callable[..., Any], type[Exception], str]] = []
 
 
 def _bad(op, fn, exc, words):

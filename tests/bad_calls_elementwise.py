@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
 import numpy as np
 
 from pyggml import ops
 from pyggml.errors import GraphError, OpError
 from pyggml.ops.elementwise import GLU_OPS
 
-BAD = [
+BAD: list[tuple[str, Callable[..., Any], type[Exception], str]] = [
     ("expm1", lambda c, t: ops.expm1(c, t("i32", (3, 8))), GraphError, "the CPU kernel takes"),
     ("expm1", lambda c, t: ops.expm1(c, np.zeros(3)), TypeError, "a must be a Tensor"),
     ("xielu", lambda c, t: ops.xielu(c, t("f32", (3, 8)), float("nan")), ValueError, "must be finite"),

@@ -3,10 +3,13 @@ t(type, NumPy shape) makes a tensor in ctx."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pyggml import ops
 from pyggml.errors import GraphError
 
-BAD = []
+BAD: list[tuple[str, Callable[..., Any], type[Exception], str]] = []
 
 
 def _bad(op, fn, exc, words):

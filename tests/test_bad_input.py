@@ -10,6 +10,9 @@ show the checks are not too strict.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -36,7 +39,7 @@ class T:
 
 
 # (op, call(ctx, t), exception, words the message must hold besides "<op>:")
-BAD = []
+BAD: list[tuple[str, Callable[..., Any], type[Exception], str]] = []
 
 
 def _add_bad(op, fn, exc, words):

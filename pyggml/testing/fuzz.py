@@ -82,7 +82,7 @@ class Script:
     `lines` holds the lines that ran through; a line that raised is left out, so the
     program can be run again (the meta pass rebuilds it) and stays a valid script."""
 
-    def __init__(self, echo=None):
+    def __init__(self, echo=None) -> None:
         self.lines: list[str] = []
         self.echo = echo
         self.ns: dict = {}

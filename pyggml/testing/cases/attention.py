@@ -224,8 +224,8 @@ op_case("lightning_indexer/f32/q_permuted", {"q": ("f32", (3, 5, 16)), "k": ("f3
                                              "m": ("f16", (5, 9), uniform(-1, 0))},
         lambda c, x: c.lightning_indexer(c.permute(x.q, 0, 2, 1, 3), x.k, x.w, x.m),
         lambda x: oracles.lightning_indexer(x.q.transpose(1, 0, 2), x.k, x.w, x.m))
-for _t, _it, _eps in ((5, 1, 1e-6), (7, 3, 1e-6), (3, 20, 1e-3), (1, 2, 0.0)):
-    op_case(f"dsv4_hc_comb/f32/t{_t}_iter{_it}", {"mx": ("f32", (_t, 24)), "sc": ("f32", (3,), uniform(0.5, 2)), "b": ("f32", (24,))},
+for _tokens, _it, _eps in ((5, 1, 1e-6), (7, 3, 1e-6), (3, 20, 1e-3), (1, 2, 0.0)):
+    op_case(f"dsv4_hc_comb/f32/t{_tokens}_iter{_it}", {"mx": ("f32", (_tokens, 24)), "sc": ("f32", (3,), uniform(0.5, 2)), "b": ("f32", (24,))},
             lambda c, x, _it=_it, _eps=_eps: c.dsv4_hc_comb(x.mx, x.sc, x.b, _eps, _it),
             lambda x, _it=_it, _eps=_eps: oracles.dsv4_hc_comb(x.mx, x.sc, x.b, _eps, _it))
 op_case("dsv4_hc_comb/f32/mixes_transposed", {"mx": ("f32", (24, 5)), "sc": ("f32", (4,), uniform(0.5, 2)), "b": ("f32", (24,))},

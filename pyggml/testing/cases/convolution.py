@@ -10,6 +10,12 @@ from pyggml.testing.cases import NMSE_F16, distinct, op_case
 # the mul_mat: their error is F16 rounding of the data even with F32 inputs
 _F16_COLUMNS = NMSE_F16
 
+# loop variables the tables below reuse for parameter tuples and kernel shapes of several lengths
+_g: tuple[int, ...]
+_kk: tuple[int, ...]
+# the ignore[call-arg]s below: mypy counts f(*g, x), g of unknown length (a lambda's default is untyped),
+# as too many arguments (python/mypy#14648)
+
 # --- im2col -----------------------------------------------------------------------------------------------------
 # 2-D: (kernel KH, KW), (IC, H, W), N, s0, s1, p0, p1, d0, d1
 _IM2COL_2D = [
@@ -20,15 +26,16 @@ _IM2COL_2D = [
     ((1, 1), (4, 5, 5), 3, 1, 1, 0, 0, 1, 1),
     ((5, 3), (2, 9, 7), 1, 2, 2, 2, 1, 2, 2),
 ]
-for _i, (_k, (_ic, _h, _w), _n, _s0, _s1, _p0, _p1, _d0, _d1) in enumerate(_IM2COL_2D):
+for _i, (_kk, (_ic, _h, _w), _n, _s0, _s1, _p0, _p1, _d0, _d1) in enumerate(_IM2COL_2D):
     for _dst in ("f32", "f16"):
         _g = (_s0, _s1, _p0, _p1, _d0, _d1)
-        op_case(f"im2col/f32/2d_{_dst}_{_i}", {"a": ("f32", (2, _ic) + _k), "b": ("f32", (_n, _ic, _h, _w))},
+        op_case(f"im2col/f32/2d_{_dst}_{_i}", {"a": ("f32", (2, _ic) + _kk), "b": ("f32", (_n, _ic, _h, _w))},
                 lambda c, x, g=_g, t=_dst: c.im2col(x.a, x.b, *g, True, t),
-                lambda x, g=_g: oracles.im2col(x.a, x.b, *g, True), nmse=NMSE_F16 if _dst == "f16" else None)
-    op_case(f"im2col/f16/2d_{_i}", {"a": ("f16", (2, _ic) + _k), "b": ("f16", (_n, _ic, _h, _w))},
+                lambda x, g=_g: oracles.im2col(x.a, x.b, *g, True),  # type: ignore[call-arg]
+                nmse=NMSE_F16 if _dst == "f16" else None)
+    op_case(f"im2col/f16/2d_{_i}", {"a": ("f16", (2, _ic) + _kk), "b": ("f16", (_n, _ic, _h, _w))},
             lambda c, x, g=_g: c.im2col(x.a, x.b, *g, True, "f16"),
-            lambda x, g=_g: oracles.im2col(x.a, x.b, *g, True))
+            lambda x, g=_g: oracles.im2col(x.a, x.b, *g, True))  # type: ignore[call-arg]
 # 1-D: K, (IC, W), N, s0, p0, d0
 _IM2COL_1D = [(3, (2, 11), 1, 1, 0, 1), (5, (3, 13), 2, 2, 2, 1), (3, (1, 17), 3, 3, 1, 2), (2, (4, 7), 2, 1, 1, 2)]
 for _i, (_k, (_ic, _w), _n, _s0, _p0, _d0) in enumerate(_IM2COL_1D):
@@ -36,7 +43,8 @@ for _i, (_k, (_ic, _w), _n, _s0, _p0, _d0) in enumerate(_IM2COL_1D):
         _g = (_s0, 0, _p0, 0, _d0, 0)
         op_case(f"im2col/f32/1d_{_dst}_{_i}", {"a": ("f32", (3, _ic, _k)), "b": ("f32", (_n, _ic, _w))},
                 lambda c, x, g=_g, t=_dst: c.im2col(x.a, x.b, *g, False, t),
-                lambda x, g=_g: oracles.im2col(x.a, x.b, *g, False), nmse=NMSE_F16 if _dst == "f16" else None)
+                lambda x, g=_g: oracles.im2col(x.a, x.b, *g, False),  # type: ignore[call-arg]
+                nmse=NMSE_F16 if _dst == "f16" else None)
 # permuted data: channels and batches swapped in memory (the kernel reads whole rows, any plane strides)
 op_case("im2col/f32/2d_permuted", {"a": ("f32", (2, 3, 3, 3)), "b": ("f32", (3, 2, 7, 9))},
         lambda c, x: c.im2col(x.a, c.permute(x.b, 0, 1, 3, 2), 2, 1, 1, 0, 1, 2, True, "f32"),
@@ -66,8 +74,8 @@ _CONV_2D = [
     ((1, 1), 4, 3, (5, 7), 1, 1, 1, 0, 0, 1, 1),
     ((5, 3), 2, 2, (9, 7), 1, 2, 1, 1, 2, 2, 2),
 ]
-for _i, (_kk, _ic, _oc, _hw, _n, *_g) in enumerate(_CONV_2D):
-    _g = tuple(_g)
+for _i, (_kk, _ic, _oc, _hw, _n, *_gs) in enumerate(_CONV_2D):
+    _g = tuple(_gs)
     for _t in ("f32", "f16"):
         op_case(f"conv_2d/{_t}/{_i}", {"a": (_t, (_oc, _ic) + _kk), "b": ("f32", (_n, _ic) + _hw)},
                 lambda c, x, g=_g: c.conv_2d(x.a, x.b, *g), lambda x, g=_g: oracles.conv_2d(x.a, x.b, *g),
@@ -81,8 +89,8 @@ for _i, (_k, _ch, _w, _s, _p, _d) in enumerate([(3, 2, 11, 1, 0, 1), (5, 3, 13, 
     op_case(f"conv_1d_dw/f32/{_i}", {"a": ("f32", (_ch, 1, _k)), "b": ("f32", (1, _ch, _w))},
             lambda c, x, g=_g: c.conv_1d_dw(x.a, x.b, *g), lambda x, g=_g: oracles.conv_1d_dw(x.a, x.b, *g),
             nmse=_F16_COLUMNS)
-for _i, (_kk, _ic, _oc, _hw, _n, *_g) in enumerate(_CONV_2D):
-    _g = tuple(_g)
+for _i, (_kk, _ic, _oc, _hw, _n, *_gs) in enumerate(_CONV_2D):
+    _g = tuple(_gs)
     # with an F32 kernel the graph multiplies F32 by F16 columns, which the CPU mul_mat does not take
     for _t in ("f32", "f16"):
         op_case(f"conv_2d_dw/{_t}/{_i}", {"a": (_t, (_ic, 1) + _kk), "b": ("f32", (_n, _ic) + _hw)},
@@ -149,10 +157,11 @@ for _i, (_ne_in, _ne_out) in enumerate([((5, 7, 2, 1), (11, 13, 2, 1)), ((9, 7, 
                                         ((5, 5, 1, 1), (7, 3, 1, 1)), ((6, 3, 2, 2), (12, 9, 4, 2)),
                                         ((7, 5, 3, 1), (7, 5, 3, 1))]):
     for _m in (0, 1, 257):
-        for _op in ("interpolate", "upscale_ext"):
-            op_case(f"{_op}/f32/{_m}_{_i}", {"a": ("f32", _ne_in[::-1])},
-                    lambda c, x, n=_ne_out, m=_m, op=_op: getattr(c, op)(x.a, *n, m),
-                    lambda x, n=_ne_out, m=_m: oracles.interpolate(x.a, *n, m), exact=_m == 0)
+        for _name in ("interpolate", "upscale_ext"):
+            op_case(f"{_name}/f32/{_m}_{_i}", {"a": ("f32", _ne_in[::-1])},
+                    lambda c, x, n=_ne_out, m=_m, op=_name: getattr(c, op)(x.a, *n, m),
+                    lambda x, n=_ne_out, m=_m: oracles.interpolate(x.a, *n, m),  # type: ignore[call-arg]
+                    exact=_m == 0)
 # a transposed input: the kernels read through the strides
 op_case("interpolate/f32/transposed", {"a": ("f32", (2, 7, 5))},
         lambda c, x: c.interpolate(c.transpose(x.a), 11, 9, 2, 1, 1),
@@ -165,8 +174,8 @@ _CONV_3D = [
     ((1, 2, 3), 1, 4, (3, 9, 7), 1, 1, 2, 1, 0, 2, 1, 2, 1, 1),
     ((3, 1, 2), 2, 2, (7, 3, 5), 2, 1, 1, 2, 1, 0, 0, 1, 1, 2),
 ]
-for _i, (_kk, _ic, _oc, _dhw, _n, *_g) in enumerate(_CONV_3D):
-    _g = tuple(_g)
+for _i, (_kk, _ic, _oc, _dhw, _n, *_gs) in enumerate(_CONV_3D):
+    _g = tuple(_gs)
     for _dst in ("f32", "f16"):
         op_case(f"im2col_3d/f32/{_dst}_{_i}", {"a": ("f32", (_oc * _ic,) + _kk), "b": ("f32", (_n * _ic,) + _dhw)},
                 lambda c, x, g=_g, ic=_ic, t=_dst: c.im2col_3d(x.a, x.b, ic, *g, t),

@@ -93,6 +93,7 @@ op_case("expm1/f32/transposed_cont", {"a": ("f32", (7, 5), uniform(-2.0, 2.0))},
 op_case("expm1/f32/permuted", {"a": ("f32", (3, 5, 7), uniform(-2.0, 2.0))},
         lambda c, x: c.expm1(c.permute(x.a, 0, 2, 1, 3)), lambda x: oracles.expm1(x.a.transpose(1, 0, 2)))
 
+_p: tuple[float, ...]  # the parameters of xielu, pad_ext and pad_circular below
 for _i, (_t, _p) in enumerate((("f32", (0.8, 0.8, 0.5, -1e-6)), ("f32", (1.5, -0.3, 0.2, -1e-4)),
                                ("f16", (0.8, 0.8, 0.5, -1e-6)), ("f32", (25.0, 30.0, 0.0, -1e-6)))):
     op_case(f"xielu/{_t}/p{_i}", {"a": (_t, (3, 5, 7) if _t == "f32" else (5, 13), uniform(-3.0, 3.0))},

@@ -75,6 +75,7 @@ for _n, _ne in _CONT_NE.items():
 op_case("reshape/f32", {"a": ("f32", (4, 6))}, lambda c, x: c.reshape(x.a, c.new_tensor("f32", [3, 8])),
         lambda x: oracles.reshape(x.a, (3, 8)))
 
+_axes: tuple[int, ...]  # and every permutation below
 for _axes in ((1, 0, 2, 3), (2, 0, 1, 3), (0, 2, 1, 3), (3, 2, 1, 0), (1, 3, 0, 2)):
     op_case("permute/f32/" + "".join(map(str, _axes)), {"a": ("f32", (2, 3, 4, 5))},
             lambda c, x, _a=_axes: c.cont(c.permute(x.a, *_a)), lambda x, _a=_axes: oracles.permute(x.a, *_a))
@@ -85,6 +86,9 @@ op_case("transpose/f32", {"a": ("f32", (2, 3, 7))}, lambda c, x: c.cont(c.transp
 op_case("transpose/f16", {"a": ("f16", (6, 7))}, lambda c, x: c.cont(c.transpose(x.a)),
         lambda x: oracles.transpose(x.a))
 
+# NumPy shapes, reused below: lists where one extent is set, tuples from the set_rows table
+_sa: list[int] | tuple[int, ...]
+_sb: list[int] | tuple[int, ...]
 for _dim in range(4):
     _sa, _sb = [2, 3, 4, 5], [2, 3, 4, 5]
     _sb[3 - _dim] = 2
@@ -147,10 +151,10 @@ def _inp(t, shape):
 
 # --- permute: all 24 permutations, odd extents (NumPy (2, 3, 5, 7): ggml ne [7, 5, 3, 2]) -----------------------------
 for _axes in _permutations(range(4)):
-    _s = "".join(map(str, _axes))
-    op_case(f"permute/f32/all_{_s}", {"a": _inp("f32", (2, 3, 5, 7))},
+    _tag = "".join(map(str, _axes))
+    op_case(f"permute/f32/all_{_tag}", {"a": _inp("f32", (2, 3, 5, 7))},
             lambda c, x, _a=_axes: c.cont(c.permute(x.a, *_a)), lambda x, _a=_axes: oracles.permute(x.a, *_a), exact=True)
-    op_case(f"permute/f16/all_{_s}", {"a": _inp("f16", (3, 5, 2, 7))},
+    op_case(f"permute/f16/all_{_tag}", {"a": _inp("f16", (3, 5, 2, 7))},
             lambda c, x, _a=_axes: c.cont(c.permute(x.a, *_a)), lambda x, _a=_axes: oracles.permute(x.a, *_a), exact=True)
 for _t in ("bf16", "i32"):
     for _axes in ((1, 0, 2, 3), (2, 0, 1, 3), (0, 2, 1, 3), (3, 2, 1, 0), (1, 3, 0, 2), (2, 3, 0, 1)):

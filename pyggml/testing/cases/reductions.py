@@ -45,6 +45,7 @@ def _sorted_top_k(c, a, k):
     return c.get_rows(c.reshape_3d(flat, 1, k, rows), c.argsort(flat, SortOrder.ASC))
 
 
+_shape: tuple[int, ...]  # NumPy shapes of several ranks, here and below
 for _shape, _k in (((5, 13), 3), ((2, 3, 20), 1), ((7, 11), 11), ((3, 33), 8)):
     op_case(f"top_k/f32/{'x'.join(map(str, _shape))}_k{_k}", {"a": ("f32", _shape, distinct())},
             lambda c, x, _k=_k: _sorted_top_k(c, x.a, _k),

@@ -144,6 +144,8 @@ _IM2COL = (
     ("1d/stride_pad", [11, 2, 3], [3, 2, 4], 2, 0, 1, 0, 1, 0, False, "f16"),
     ("1d/dilation", [17, 1, 2], [4, 1, 1], 1, 0, 2, 0, 3, 0, False, "f32"),
 )
+_gshape: tuple[int, ...]
+_args: tuple[object, ...]  # the parameters after the tensors, of the ops below
 for _name, _ne, _kne, _s0, _s1, _p0, _p1, _d0, _d1, _2d, _kt in _IM2COL:
     if _2d:
         _ow = (_ne[0] + 2 * _p0 - _d0 * (_kne[0] - 1) - 1) // _s0 + 1
@@ -201,6 +203,7 @@ def _adamw_params(alpha, beta1, beta2, eps, wd, t):
     return lambda rng, shape: p.reshape(shape)
 
 
+_hp: tuple[float, ...]  # hyperparameters: AdamW's (then SGD's below)
 for _name, _shape, _hp in (("step1", (3, 5), (1e-3, 0.9, 0.999, 1e-8, 0.0, 1)),
                            ("step10_wd", (2, 3, 7), (1e-2, 0.9, 0.999, 1e-8, 0.1, 10)),
                            ("large_lr", (13,), (0.5, 0.8, 0.99, 1e-6, 0.01, 3)),
