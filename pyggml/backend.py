@@ -12,7 +12,7 @@ import weakref
 from dataclasses import dataclass
 
 from pyggml._native import cstr, ffi, lib
-from pyggml import preflight, rpc
+from pyggml import lending, preflight, rpc
 from pyggml._args import instance, integer, text
 from pyggml.errors import GGMLError, GraphError, Unsupported
 from pyggml.context import Context
@@ -236,6 +236,7 @@ class _Lender:
     generation = 0
     _lent: tuple[list, list] | None = None  # (contexts of the graph, tensors given memory)
     _planned: tuple | None = None  # (weak reference to the graph, its node count) the memory plan was made for
+    _leaves: list = []  # leaves of the lent graph that must be written before it is computed (pyggml.lending)
 
     def _needs_plan(self, graph: Graph) -> bool:
         """ggml's graph allocator reuses its last memory plan for any graph whose node and leaf
@@ -274,17 +275,24 @@ class _Lender:
         for c in contexts:
             c.keep_alive(self)
         self._lent = (contexts, fresh)
+        self._leaves = lending.lend(self, fresh, [lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)])
         self.generation += 1
         graph.allocation = (self, self.generation)
+
+    def check_written(self):
+        """Raise naming the graph's leaves given memory by the last allocation and not written since."""
+        lending.check_written(self._leaves)
 
     def release(self):
         """Take the memory back from the graph allocated last (its tensors lose their data)."""
         if self._lent is not None:
             _, fresh = self._lent
+            lending.take_back(self, fresh)
             for t in fresh:
                 t.data = ffi.NULL
                 t.buffer = ffi.NULL
             self._lent = None
+            self._leaves = []
             self.generation += 1
 
 

@@ -15,7 +15,7 @@ from pyggml import types
 from pyggml._args import integer
 from pyggml._native import ffi, guard_error, lib
 from pyggml.ops.methods import OpMethods
-from pyggml.tensor import MAX_DIMS, Tensor
+from pyggml.tensor import MAX_DIMS, Tensor, set_rank
 
 # ggml sizes memory in size_t and tensor extents in int64_t; keep both well inside range
 MAX_MEM_SIZE = 2**48
@@ -98,6 +98,7 @@ class Context(OpMethods):
         ptr = lib.pyggml_guarded_ggml_new_tensor(self.ptr, t, len(ne), arr)
         if ptr == ffi.NULL:
             raise guard_error("new_tensor") or MemoryError("ggml_new_tensor failed")
+        set_rank(ptr, len(ne))
         out = Tensor(ptr, self)
         if name:
             out.name = name
@@ -115,9 +116,16 @@ class Context(OpMethods):
     def new_tensor_4d(self, type, ne0, ne1, ne2, ne3, name=None) -> Tensor:
         return self.new_tensor(type, [ne0, ne1, ne2, ne3], name)
 
-    def tensor(self, type, shape: Sequence[int], name: str | None = None, *, input: bool = False) -> Tensor:
-        """A new tensor of NumPy shape `shape` (outermost first); `input=True` marks it a graph input."""
-        out = self.new_tensor(type, list(reversed(list(shape))) or [1], name)
+    def tensor(self, type, shape: int | Sequence[int], name: str | None = None, *, input: bool = False) -> Tensor:
+        """A new tensor of NumPy shape `shape` (outermost first, up to 4 dims; an int is a 1-d shape, () a
+        scalar); it keeps that shape, leading 1s included. `type`: a `Type`, its name ("f32", "q8_0") or a
+        NumPy dtype. `input=True` marks it a graph input, to be given a value at every run."""
+        if isinstance(shape, (str, bytes)) or not (hasattr(shape, "__iter__") or hasattr(shape, "__index__")):
+            raise TypeError(f"tensor: shape must be an int or a sequence of ints (NumPy order), "
+                            f"got {shape.__class__.__name__} {shape!r}")
+        dims: list[int] = [shape] if isinstance(shape, int) or hasattr(shape, "__index__") else list(shape)  # type: ignore[list-item]
+        out = self.new_tensor(type, list(reversed(dims)) or [1], name)
+        set_rank(out.ptr, len(dims))
         return out.set_input() if input else out
 
     def tensors(self) -> list[Tensor]:

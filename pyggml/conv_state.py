@@ -236,7 +236,7 @@ class ConvStateGraph:
             if not s.is_host:
                 raise RuntimeError(f"{SLOT_INDEX_NAME} is not in host memory (buffer "
                                    f"{s.buffer}); it must be filled on the host")
-            s.view()[...] = np.arange(s.ne[0] - 1, -1, -1, dtype=np.int32)
+            s.set(np.arange(s.ne[0] - 1, -1, -1, dtype=np.int32))
 
 
 @dataclass

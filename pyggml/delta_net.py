@@ -258,7 +258,7 @@ class DeltaNetGraph:
         self.x.set(x)
         s = self.inp.s_slot_rev
         if s is not None:  # the seed's slot index, filled on the host
-            s.view()[...] = np.arange(s.ne[0] - 1, -1, -1, dtype=np.int32)
+            s.set(np.arange(s.ne[0] - 1, -1, -1, dtype=np.int32))
 
 
 class DeltaNet:

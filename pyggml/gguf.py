@@ -57,7 +57,7 @@ from pyggml.backend import Backend, Buffer
 from pyggml.backend import backend as backend_named
 from pyggml.context import Context
 from pyggml.errors import GGMLError
-from pyggml.tensor import MAX_DIMS, Tensor
+from pyggml.tensor import MAX_DIMS, Tensor, set_rank
 from pyggml.types import Type
 
 ALIGNMENT_KEY = "general.alignment"
@@ -320,6 +320,7 @@ def load(path: str | os.PathLike[str], backend: Backend | str | None = None) -> 
         tensors = []
         for info in infos:
             t = ctx.new_tensor(info.type, info.ne)
+            set_rank(t.ptr, len(info.shape))  # GGUF keeps ggml's dims (ggml_n_dims), not leading 1s
             lib.ggml_set_name(t.ptr, info.name.encode(*_ENCODING))  # the file's bytes, UTF-8 or not
             tensors.append(t)
         if be is None:

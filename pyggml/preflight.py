@@ -794,6 +794,8 @@ def check(graph, *, on_cpu, key, backend=None, on_vulkan=False):
         _memory(nodes)
         _vulkan_aligned(nodes, on_vulkan)
         st.memory = (alloc, n)
+    if alloc is not None:
+        alloc[0].check_written()
     recorded = graph.index_inputs
     _index_values(recorded if recorded is not None else st.index_inputs)
 

@@ -11,11 +11,12 @@ every backend; the scheduler copies it to the device.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from pyggml._args import text
-from pyggml._native import ffi
+from pyggml._native import ffi, lib
 from pyggml.errors import Unsupported
 from pyggml.backend import Backend, Scheduler, backend, cpu_backend
 from pyggml.graph import Graph
@@ -80,17 +81,46 @@ class Runner:
             if self.meta is not None:
                 self.meta.raise_pending()
 
-    def run(self, graph: Graph, inputs: dict[Tensor, np.ndarray], outputs: list[Tensor]) -> list[np.ndarray]:
-        """Allocate, set inputs, compute, read outputs."""
+    def run(self, graph: Graph, inputs: dict[Tensor, Any], outputs: Tensor | Sequence[Tensor]) -> Any:
+        """Allocate the graph, write its inputs, compute it and read the outputs.
+
+        inputs: {tensor: values} for every input of the graph (tensors made with `input=True` and any
+        other tensor no op computes that lives in the graph's memory), at every run: the graph's memory
+        is allocated anew each time, so values given to an earlier run are gone, and a missing input
+        raises `GraphError` naming it. Values are converted exactly or raise (`Tensor.set`).
+        outputs: a tensor of the graph (one NumPy array is returned) or a list of them (a list of arrays,
+        each in its tensor's `shape`). Weights that stay between runs live in a buffer of their own
+        (`runner.backend.alloc_tensors(weights_ctx)`), written once."""
         if not isinstance(inputs, dict):
             raise TypeError(f"run: inputs must be a dict of Tensor -> values, got {type(inputs).__name__}")
+        single = isinstance(outputs, Tensor)
+        if isinstance(outputs, Tensor):
+            outs: Sequence[Tensor] = [outputs]
+        elif isinstance(outputs, (str, bytes)) or not isinstance(outputs, Sequence):
+            raise TypeError(f"run: outputs must be a Tensor or a list of Tensors, got {type(outputs).__name__}")
+        else:
+            outs = outputs
         for t in inputs:
             if not isinstance(t, Tensor):
                 raise TypeError(f"run: input keys must be Tensors, got {type(t).__name__}")
-        self.allocate(graph, outputs)
+            if t.ptr.op != lib.GGML_OP_NONE:
+                viewed = t.view_src
+                what = (f"a view ({t.op.name}) of {viewed.name or 'another tensor'}; give that tensor instead"
+                        if viewed is not None else
+                        f"computed by the graph (a {t.op.name} node), so a value given to it would be overwritten "
+                        "or, worse, read half-way; give the inputs it is computed from")
+                raise ValueError(f"run: {t.name or '(unnamed)'} is not an input: it is {what}")
+        self.allocate(graph, outs)
         for t, values in inputs.items():
             if t.ptr.data == ffi.NULL:
-                raise ValueError(f"run: input {t.name or '(unnamed)'} is not part of the graph (it got no memory)")
+                raise ValueError(f"run: input {t.name or '(unnamed)'} is not part of the graph (it got no memory); "
+                                 "only tensors the graph reads can be given")
+        for t in outs:
+            if t.ptr.data == ffi.NULL:
+                raise ValueError(f"run: output {t.name or '(unnamed)'} is not part of the graph: add it with "
+                                 "graph.build_forward_expand(output) before running")
+        for t, values in inputs.items():
             t.set(values)
         self.compute(graph)
-        return [t.numpy() for t in outputs]
+        results = [t.numpy() for t in outs]
+        return results[0] if single else results

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyggml import rpc, types
+from pyggml import lending, rpc, types
 from pyggml._native import cstr, ffi, lib
 from pyggml.types import Op, Type
 
@@ -18,6 +18,63 @@ MAX_DIMS = lib.GGML_MAX_DIMS
 # plain dict lookups: Enum(value) costs several times more, and op building reads types a lot
 _TYPE_OF = {int(t): t for t in Type}
 _OP_OF = {int(o): o for o in Op}
+
+
+# --- rank: how many dims `shape` has --------------------------------------------------------------
+# ggml keeps 4 extents and no rank. pyggml records the rank a tensor was made with in its first byte
+# of `padding` (rank + 1; 0: not recorded), which ggml never reads and zeroes in every new tensor, so
+# the rank travels with the C tensor, whichever Python object reads it later.
+_U8 = "uint8_t *"
+# ops whose result's dims ggml defines afresh: their rank is what their extents show
+_OWN_DIMS = {int(o) for o in (Op.VIEW, Op.RESHAPE, Op.ARGMAX, Op.SUM, Op.COUNT_EQUAL, Op.CROSS_ENTROPY_LOSS)}
+
+
+def set_rank(p, n: int):
+    """Record that the tensor p has n NumPy dims (0 to 4)."""
+    ffi.cast(_U8, p.padding)[0] = n + 1
+
+
+def _extent_rank(p) -> int:
+    n = MAX_DIMS
+    while n > 1 and p.ne[n - 1] == 1:  # not ggml_n_dims: it drops a trailing dim of 0 as well
+        n -= 1
+    return n
+
+
+def rank(p) -> int:
+    """The NumPy rank of tensor p (see Tensor.shape); derived once from its sources, then recorded."""
+    stored = ffi.cast(_U8, p.padding)[0]
+    if stored:
+        return stored - 1
+    # post-order over the sources with no rank yet, without recursion (graphs are deep)
+    stack, seen = [(p, False)], set()
+    while stack:
+        q, expanded = stack.pop()
+        if expanded:
+            set_rank(q, _derived_rank(q))
+            continue
+        a = int(ffi.cast("uintptr_t", q))
+        if a in seen:
+            continue
+        seen.add(a)
+        stack.append((q, True))
+        if q.op not in _OWN_DIMS:
+            stack.extend((s, False) for s in q.src if s != ffi.NULL and not ffi.cast(_U8, s.padding)[0])
+    return ffi.cast(_U8, p.padding)[0] - 1
+
+
+def _derived_rank(q) -> int:
+    n = _extent_rank(q)
+    if q.op in _OWN_DIMS:
+        return n
+    for s in q.src:
+        if s != ffi.NULL:
+            r = ffi.cast(_U8, s.padding)[0] - 1
+            # a source's leading 1s carry over where ggml keeps its outer dims in place: this
+            # result is 1 along them too
+            if r > n and all(s.ne[i] == 1 for i in range(n, r)):
+                n = r
+    return n
 
 
 class Tensor:
@@ -49,16 +106,22 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """NumPy order, trailing ggml dims of size 1 dropped (at least one dim)."""
-        ne = list(self.ptr.ne)
-        n = MAX_DIMS
-        while n > 1 and ne[n - 1] == 1:  # not ggml_n_dims: it drops a trailing dim of 0 as well
-            n -= 1
-        return tuple(reversed(ne[:n]))
+        """NumPy order (outermost first), with the rank the tensor was made with.
+
+        A tensor made from a NumPy shape (`Context.tensor`) or a list of ggml extents keeps that
+        many dims, leading 1s included: `ctx.tensor("f32", (1, 16)).shape == (1, 16)`. An op's
+        result keeps the largest rank of its sources where ggml keeps their outer dims in place
+        (elementwise ops, mul_mat, norms, rope, get_rows, ...): `mul_mat(w, x)` of an x of shape
+        (1, E) has shape (1, rows). Views, reshapes and ops that define their own dims (argmax,
+        sum, count_equal, the losses) take the rank their extents show (trailing ggml 1s
+        dropped, at least one dim)."""
+        ne = self.ptr.ne
+        return tuple(ne[i] for i in range(rank(self.ptr) - 1, -1, -1))
 
     @property
     def ndim(self) -> int:
-        return lib.ggml_n_dims(self.ptr)
+        """len(shape)."""
+        return rank(self.ptr)
 
     @property
     def type(self) -> Type:
@@ -164,8 +227,15 @@ class Tensor:
             raise ValueError(f"{what}: tensor {self.name or '(unnamed)'} has no memory yet "
                              "(allocate its context or graph on a backend first)")
 
-    def set(self, values) -> "Tensor":
-        """Write values (NumPy order shape, or any array with as many elements)."""
+    def set(self, values, *, cast: bool = False) -> "Tensor":
+        """Write values: an array of the tensor's NumPy shape (leading 1s may be left out) or any
+        array with as many elements, converted to the tensor's type.
+
+        Values go in exactly or raise `ValueError`: into an integer type (I32 row indices, ...) only
+        whole numbers in its range (`cast=True` rounds fractions toward zero, as NumPy's astype);
+        into a float type, values are rounded to its precision (F16: 11 bits), and finite values
+        beyond its range (F16: 65504) raise unless `cast=True` (then they become inf). Quantized
+        types quantize (lossy by design; `pyggml.types.decode(encode(...))` shows the values held)."""
         p = self.ptr
         if p.data == ffi.NULL:
             self._require_allocated("set")
@@ -175,14 +245,15 @@ class Tensor:
         t = _TYPE_OF[p.type]
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"set: values of dtype {arr.dtype} cannot be written to a {t.name} tensor")
-        if types.is_integer(t) and arr.size:
-            _check_integer_values(arr, t)
         if arr.size != lib.ggml_nelements(p):
             raise ValueError(f"set: {arr.size} values for a tensor of {self.nelements} elements (shape {self.shape})")
         if arr.ndim > 1 and _strip_leading_ones(arr.shape) != _strip_leading_ones(self.shape):
             raise ValueError(f"set: array shape {arr.shape} does not match tensor shape {self.shape}")
+        if arr.size and arr.dtype != _HOST_DTYPE[t]:
+            _check_exact(arr, t, cast, self.name)
         # raw types keep their bytes in C order whatever the shape; the others convert row by row
-        raw = types.encode(t, arr if types.has_raw_dtype(t) else arr.reshape(tuple(reversed(self.ne))))
+        with np.errstate(over="ignore"):  # overflow was refused above unless cast=True asked for inf
+            raw = types.encode(t, arr if types.has_raw_dtype(t) else arr.reshape(tuple(reversed(self.ne))))
         nbytes = lib.ggml_nbytes(p)
         if raw.nbytes != nbytes:
             raise ValueError(f"set: {raw.nbytes} bytes encoded for a tensor of {nbytes} bytes")
@@ -191,6 +262,7 @@ class Tensor:
         else:
             lib.ggml_backend_tensor_set(p, ffi.from_buffer(raw), 0, nbytes)
             rpc.check_buffer(p.buffer)  # a tensor on a failed RPC server was not written
+        lending.written(p)
         return self
 
     def set_raw(self, data) -> "Tensor":
@@ -210,6 +282,7 @@ class Tensor:
         else:
             lib.ggml_backend_tensor_set(p, ffi.from_buffer(raw), 0, nbytes)
             rpc.check_buffer(p.buffer)  # a tensor on a failed RPC server was not written
+        lending.written(p)
         return self
 
     def raw_bytes(self) -> np.ndarray:
@@ -252,26 +325,56 @@ class Tensor:
         return arr.reshape(self.shape).copy()
 
     def view(self) -> np.ndarray:
-        """A zero-copy NumPy view of a contiguous host tensor of a raw type (writes go to ggml)."""
+        """A zero-copy NumPy view of a contiguous host tensor of a raw type (writes go to ggml).
+
+        Only for memory the tensor keeps: a context's own memory (`no_alloc=False`) or a buffer from
+        `Backend.alloc_tensors`. Memory a Runner, Scheduler or Gallocr lends to one graph is taken back
+        at its next allocation, and a view would then read what the next graph put there, so viewing
+        it raises; `numpy()` copies."""
         self._require_allocated("view")
         if not self.is_host:
             raise ValueError("view: the tensor is not in host memory; use numpy() to copy it")
+        if lending.is_lent(self.ptr):
+            raise ValueError(f"view: {self.name or 'the tensor'}'s memory is lent by a graph allocator (a Runner, "
+                             "Scheduler or Gallocr) until it allocates another graph, which a view would outlive; "
+                             "use numpy() for a copy, or give the tensor memory of its own (Backend.alloc_tensors) "
+                             "to view it")
         if not self.is_contiguous() or not types.has_raw_dtype(self.type):
             raise ValueError("view: only contiguous tensors of a raw type (F32, F16, I32, ...) can be viewed")
         # the array's base holds this tensor, so the memory outlives every view of it
         return np.asarray(_HostMemory(self, types.host_dtype(self.type)))
 
 
-def _check_integer_values(arr: np.ndarray, t: Type):
-    """NumPy would wrap values beyond the type's range, and cast NaN to anything: refuse both
-    (floats are truncated, as NumPy's astype does)."""
-    info = np.iinfo(types.host_dtype(t))
-    if arr.dtype.kind == "f":
-        if not np.isfinite(arr).all():
-            raise ValueError(f"set: NaN or infinite values for a {t.name} tensor")
-    lo, hi = arr.min(), arr.max()
-    if lo < info.min or hi > info.max:
-        raise ValueError(f"set: values {lo}..{hi} do not fit in {t.name} ({info.min}..{info.max})")
+def _check_exact(arr: np.ndarray, t: Type, cast: bool, name: str):
+    """Raise unless every value converts to type t exactly (see Tensor.set)."""
+    what = f"set: {name or 'tensor'} ({t.name})"
+    if types.is_integer(t):
+        if arr.dtype.kind == "f":
+            bad = ~np.isfinite(arr)
+            if bad.any():
+                raise ValueError(f"{what}: NaN or infinite value ({arr[bad].flat[0].item()}) has no integer value")
+            if not cast:
+                frac = arr != np.trunc(arr)
+                if frac.any():
+                    raise ValueError(f"{what}: {arr[frac].flat[0].item()!r} is not a whole number; round the values "
+                                     f"yourself, cast them (np.asarray(v).astype(np.{_HOST_DTYPE[t]})), or pass "
+                                     "cast=True to round toward zero")
+        info = np.iinfo(_HOST_DTYPE[t])
+        lo, hi = arr.min(), arr.max()
+        if lo < info.min or hi > info.max:
+            raise ValueError(f"{what}: values {lo}..{hi} do not fit in {t.name} ({info.min}..{info.max})")
+    elif not cast and arr.dtype.kind in "fiu":
+        biggest = _FLOAT_MAX.get(t, _FLOAT_MAX[Type.F32])  # quantized types convert through F32
+        finite = arr[np.isfinite(arr)] if arr.dtype.kind == "f" else arr
+        if finite.size and np.abs(finite).max() > biggest:
+            raise ValueError(f"{what}: {np.abs(finite).max()} is beyond the type's largest value {biggest:g} "
+                             "and would become inf (pass cast=True to accept that)")
+
+
+# the largest finite value of each float type, after rounding (a value rounds up to inf only past these)
+_FLOAT_MAX = {Type.F16: 65519.99, Type.BF16: 3.3961e38, Type.F32: float(np.finfo(np.float32).max) * (1 + 2**-25),
+              Type.F64: float("inf")}
+_HOST_DTYPE = {t: types.host_dtype(t) for t in Type}
 
 
 class _HostMemory:

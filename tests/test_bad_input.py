@@ -362,7 +362,8 @@ def test_good_edge_calls_compute(name, build):
     graph = Graph(ctx).build_forward_expand(out)
     used = {t for t in x.values() if t in graph.leafs()}
     rng = np.random.default_rng(1)
-    vals = {t: rng.uniform(-1, 1, t.shape).astype(np.float32) for t in used}
+    vals = {t: rng.integers(-3, 4, t.shape).astype(np.int32) if t.type.name == "I32" else
+            rng.uniform(-1, 1, t.shape).astype(np.float32) for t in used}
     [y] = Runner("cpu").run(graph, vals, [out])
     assert np.isfinite(y).all()
 

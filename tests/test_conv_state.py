@@ -104,9 +104,9 @@ def test_index_is_filled_on_the_host_with_the_reversed_slots(backend_name):
     model.step(ubatch(rng, 1, 2, 0, 4))
     index = model.graph.inp.s_slot_rev
     assert index.is_host
-    np.testing.assert_array_equal(index.view(), [1, 0])
+    np.testing.assert_array_equal(index.numpy(), [1, 0])
     model.step(ubatch(rng, 5, 2, 0, 4))
-    np.testing.assert_array_equal(model.graph.inp.s_slot_rev.view(), [3, 2, 1, 0])
+    np.testing.assert_array_equal(model.graph.inp.s_slot_rev.numpy(), [3, 2, 1, 0])
 
 
 def test_graph_is_reused_for_the_same_shape_and_rebuilt_when_it_changes():

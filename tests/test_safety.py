@@ -159,7 +159,7 @@ def test_zero_element_tensors_are_refused():
 def test_shape_keeps_every_dim():
     ctx = gg.Context()
     assert ctx.tensor("f32", (5, 1, 3)).shape == (5, 1, 3)
-    assert ctx.tensor("f32", (1, 1, 3)).shape == (3,)
+    assert ctx.tensor("f32", (1, 1, 3)).shape == (1, 1, 3)  # leading 1s as written (issue 19)
 
 
 def test_cont_of_quantized_is_refused_or_right():
