@@ -6,12 +6,42 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import signal
 import sys
+
+
+CPU_FEATURES = ("sse3", "ssse3", "avx", "avx_vnni", "avx2", "bmi2", "f16c", "fma", "avx512", "avx512_vbmi",
+                "avx512_vnni", "avx512_bf16", "amx_int8", "neon", "arm_fma", "fp16_va", "dotprod", "matmul_int8",
+                "sve", "sme", "sme2", "riscv_v", "vsx", "vxe", "wasm_simd", "llamafile")
+
+
+def ggml_info() -> dict:
+    """ggml's version, the pin it was fetched by and the patches on it, and the CPU features ggml-cpu uses.
+    The pin and patches come from the build's record when it has them, else from the source tree of an
+    editable install (vendor/ggml), else they are unknown (None)."""
+    import tomllib
+    from pathlib import Path
+
+    from pyggml import build_info, lib
+    from pyggml._native import cstr
+    built = build_info()
+    data: dict = {"version": cstr(lib.ggml_version()), "commit": cstr(lib.ggml_commit()),
+                  "pin": built.get("pin"), "patches": built.get("patches"), "pin_from": "build" if built.get("pin") else None}
+    vendor = Path(__file__).resolve().parent.parent / "vendor" / "ggml"
+    if data["pin"] is None and (vendor / "pin.toml").is_file():
+        pin = tomllib.loads((vendor / "pin.toml").read_text())
+        data["pin"] = {k: pin[k] for k in ("package", "version", "sha256") if k in pin}
+        data["pin_from"] = "source tree's vendor/ggml/pin.toml"
+    if data["patches"] is None and (vendor / "patches").is_dir():
+        data["patches"] = sorted(p.name for p in (vendor / "patches").glob("*.patch"))
+    data["cpu_features"] = [f for f in CPU_FEATURES if hasattr(lib, f"ggml_cpu_has_{f}") and getattr(lib, f"ggml_cpu_has_{f}")()]
+    return data
 
 
 def info(args) -> int:
     from pyggml import build_info, devices
-    data: dict = {"build": build_info(), "devices": []}
+    data: dict = {"build": build_info(), "ggml": ggml_info(), "devices": []}
     for d in devices():
         free, total = d.memory()
         data["devices"].append({"name": d.name, "description": d.description, "type": d.type.name,
@@ -19,6 +49,22 @@ def info(args) -> int:
     if args.json:
         print(json.dumps(data, indent=1))
         return 0
+    g = data["ggml"]
+    print(f"ggml {g['version']} (build commit {g['commit'] or 'unknown'})")
+    if g["pin"]:
+        pin = g["pin"]
+        print(f"pin: {pin.get('package')}=={pin.get('version')}, sdist sha256 {pin.get('sha256')} "
+              f"(from the {g['pin_from']})")
+    else:
+        print("pin: not recorded in this build (see vendor/ggml/pin.toml in pyggml's source)")
+    if g["patches"] is not None:
+        print(f"patches: {len(g['patches'])} of vendor/ggml/patches, applied at build (one already in the ggml "
+              "source is skipped):")
+        from pyggml.testing.check import _wrap
+        print(_wrap([p.removesuffix(".patch") for p in g["patches"]]))
+    else:
+        print("patches: not recorded in this build")
+    print("ggml-cpu built with:", " ".join(f.upper() for f in g["cpu_features"]) or "none of the SIMD extensions")
     print("backends built:", ", ".join(data["build"]["backends"]))
     print("devices:")
     for d in data["devices"]:
@@ -27,21 +73,44 @@ def info(args) -> int:
     if "vulkan" in data["build"]["backends"]:
         print("note: ggml lists CPU-type Vulkan devices (Mesa's lavapipe) only when GGML_VK_VISIBLE_DEVICES "
               "names them, e.g. GGML_VK_VISIBLE_DEVICES=0 (or 0,0 for the same device twice)")
+    else:
+        print("not built: Vulkan (CMAKE_ARGS=\"-DGGML_VULKAN=ON\" pip install -e .)"
+              + ("" if "cuda" in data["build"]["backends"] else ", CUDA (CMAKE_ARGS=\"-DGGML_CUDA=ON\" pip install -e .)"))
     return 0
 
 
 def main(argv=None) -> int:
+    """Run the command; a reader that goes away (`| head`) ends it quietly, as with other command-line tools."""
+    try:
+        rc = _main(argv)
+        sys.stdout.flush()
+        return rc
+    except BrokenPipeError:
+        # nothing more can be written: point stdout and stderr at /dev/null so that Python's own
+        # flush at exit does not complain, and exit as a process killed by SIGPIPE would (128 + 13)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (OSError, ValueError):
+                pass
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="pyggml", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="show ggml's log")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_info = sub.add_parser("info", help="list the built backends and their devices")
+    p_info = sub.add_parser("info", help="ggml's version, pin, patches and CPU features; the built backends and their devices")
     p_info.add_argument("--json", action="store_true", help="print JSON")
     p_check = sub.add_parser("check", help="run every case on every backend against its NumPy oracle")
     p_check.add_argument("--backend", action="append", metavar="NAME",
                          help="backend to run on (cpu, vulkan0, ...; repeatable; default: all available)")
     p_check.add_argument("--only", metavar="PATTERN", help="cases whose name contains PATTERN (or matches it as a regex)")
-    p_check.add_argument("--json", metavar="FILE", help="write the records (case, backend, status, error, ...) here")
-    p_check.add_argument("--junit", metavar="FILE", help="write JUnit XML here (a testsuite per backend, a testcase per case)")
+    p_check.add_argument("--json", metavar="FILE", help="write the records (case, backend, status, error, ...) here "
+                         "(- : to stdout, the table then goes to stderr; `coverage --from FILE` reads it)")
+    p_check.add_argument("--junit", metavar="FILE", help="write JUnit XML here (a testsuite per backend, a testcase per "
+                         "case; - : to stdout)")
     p_check.add_argument("--op", action="append", metavar="OP", help="cases of this op (repeatable)")
     p_check.add_argument("--type", action="append", metavar="TYPE", help="cases involving this ggml type (repeatable)")
     p_check.add_argument("--list", action="store_true", help="list the selected cases (name, op, types) and stop")
@@ -49,10 +118,16 @@ def main(argv=None) -> int:
                          help="also run the cases lavapipe needs minutes to compile shaders for (see docs/findings.md)")
     p_check.add_argument("--mode", choices=("test", "grad"), default="test",
                          help="test: outputs against the oracles; grad: gradients against finite differences")
-    p_check.add_argument("-q", "--quiet", action="store_true", help="no progress")
-    p_cov = sub.add_parser("coverage", help="for every ggml op kind: wrapper, cases, and their results per backend")
+    p_check.add_argument("-q", "--quiet", action="store_true",
+                         help="no progress, no row per case: only the counts per backend and the failures")
+    p_cov = sub.add_parser("coverage", help="for every ggml op kind: wrapper, cases, and their results per backend "
+                           "(runs the whole suite unless --from gives a check --json report)")
     p_cov.add_argument("--backend", action="append", metavar="NAME", help="backends to run on (default: all available)")
     p_cov.add_argument("--json", action="store_true", help="print JSON")
+    p_cov.add_argument("--from", dest="from_file", metavar="FILE",
+                       help="read the results from a `check --json FILE` report instead of running the suite "
+                            "(- : from stdin)")
+    p_cov.add_argument("-q", "--quiet", action="store_true", help="no progress")
     p_rpc = sub.add_parser("rpc-server", help="serve one local device over ggml's RPC backend (TCP)")
     p_rpc.add_argument("--host", default="127.0.0.1",
                        help="address to bind (default 127.0.0.1; anything else is reachable from the network: "

@@ -1,5 +1,8 @@
 """ggml's enums as Python IntEnums, read from the compiled headers at import, so they follow the
-pinned ggml. Their stub (_enums.pyi) is generated with the C layer, for IDEs and type checkers."""
+pinned ggml. Their stub (_enums.pyi) is generated with the C layer, for IDEs and type checkers.
+
+`str()` and an f-string show a member's name (`F32`, not `0`); `int()` and a format spec (`f"{t:d}"`)
+its value, which is what ggml's C functions take."""
 
 from __future__ import annotations
 
@@ -8,10 +11,33 @@ import enum
 from pyggml._native import ffi
 
 
+class _Named(enum.IntEnum):
+    """An IntEnum that prints as its name: `print(t.type)` shows `F32` (IntEnum prints the number)."""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return self.name.__format__(spec) if not spec or spec[-1] not in "bcdoxXneEfFgG%" else int.__format__(self, spec)
+
+
+_DOCS = {
+    "Type": "ggml's tensor types (enum ggml_type): F32, F16, BF16, the integer types, the block-quantized types "
+            "(Q8_0, Q4_K, ...). `types.as_type` also takes a name ('f32') or a NumPy dtype.",
+    "Op": "ggml's graph node kinds (enum ggml_op): `t.op` of a tensor made by an op (NONE for a leaf).",
+    "UnaryOp": "The element-wise functions of ggml's UNARY node kind (enum ggml_unary_op): gelu, silu, exp, ...",
+    "Status": "What a ggml compute call returns (enum ggml_status): SUCCESS, or a failure pyggml raises as GGMLError.",
+    "SortOrder": "argsort's order (enum ggml_sort_order): ASC or DESC.",
+    "DeviceType": "A backend device's kind (enum ggml_backend_dev_type): CPU, GPU, IGPU, ACCEL, META.",
+}
+
+
 def _enum(name: str, c_enum: str, prefix: str) -> type[enum.IntEnum]:
     members = {k[len(prefix):]: v for k, v in ffi.typeof(c_enum).relements.items()
                if k.startswith(prefix) and not k.endswith("_COUNT")}
-    return enum.IntEnum(name, members)  # type: ignore[return-value]
+    cls = _Named(name, members, module=__name__)  # type: ignore[call-overload]
+    cls.__doc__ = _DOCS[name]
+    return cls  # type: ignore[no-any-return]
 
 
 Type = _enum("Type", "enum ggml_type", "GGML_TYPE_")

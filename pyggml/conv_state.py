@@ -69,6 +69,7 @@ class RecurrentMemory:
 
     @property
     def n_rows(self) -> int:
+        """Rows of each layer's conv cache: mem_size cells times K rollback slots."""
         return self.mem_size * self.K
 
     def read(self, il: int) -> np.ndarray:
@@ -76,6 +77,7 @@ class RecurrentMemory:
         return self.conv_states_all[il].numpy()
 
     def write(self, il: int, values: np.ndarray):
+        """Overwrite layer il's cache with values of NumPy shape (mem_size*K, n_embd_r)."""
         self.conv_states_all[il].set(values)
 
 
@@ -93,10 +95,12 @@ class Ubatch:
 
     @property
     def n_seqs(self) -> int:
+        """How many sequences the ubatch holds."""
         return self.qkv[0].shape[0]
 
     @property
     def n_seq_tokens(self) -> int:
+        """How many new tokens each sequence brings."""
         return self.qkv[0].shape[1]
 
 

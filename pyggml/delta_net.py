@@ -81,18 +81,22 @@ class DeltaNetConfig:
 
     @property
     def conv_channels(self) -> int:
+        """Channels the short conv runs over (the width of qkv_mixed): n_k_heads * group."""
         return self.n_k_heads * self.group
 
     @property
     def value_dim(self) -> int:
+        """The values' width: n_v_heads * head_dim."""
         return self.n_v_heads * self.head_dim
 
     @property
     def n_embd_r(self) -> int:
+        """One cell's conv state: (d_conv - 1) * conv_channels values (llama.cpp's n_embd_r)."""
         return (self.d_conv - 1) * self.conv_channels
 
     @property
     def n_embd_s(self) -> int:
+        """One cell's recurrent state: head_dim * head_dim * n_v_heads values (llama.cpp's n_embd_s)."""
         return self.head_dim * self.head_dim * self.n_v_heads
 
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -104,6 +108,7 @@ class DeltaNetConfig:
 
 
 def weight_name(il: int, name: str) -> str:
+    """Layer il's tensor name as GGUF files spell it: blk.<il>.<name>."""
     return f"blk.{il}.{name}"
 
 
@@ -254,6 +259,8 @@ class DeltaNetGraph:
         self.graph.build_forward_expand(self.out)
 
     def set_inputs(self, x: np.ndarray, s_copy: list[int]):
+        """Fill the graph's inputs: the layer input x, the cells each sequence reads (s_copy), and the
+        rollback slot index when the graph has one (Kw-1, ..., 0, filled on the host)."""
         self.inp.s_copy.set(np.asarray(s_copy, dtype=np.int32))
         self.x.set(x)
         s = self.inp.s_slot_rev
@@ -289,6 +296,7 @@ class DeltaNet:
 
     @property
     def mem_size(self) -> int:
+        """Cells of the recurrent memory (one per sequence it can hold)."""
         return self.mem.mem_size
 
     def row(self, cell: int, rollback: int = 0) -> int:

@@ -149,6 +149,7 @@ class Value:
 
     @property
     def is_array(self) -> bool:
+        """Whether the value is an array (a list, tuple or NumPy array) of its type, not a scalar."""
         return isinstance(self.value, (list, tuple, np.ndarray))
 
     @property
@@ -176,6 +177,7 @@ class TensorInfo:
 
     @property
     def nelements(self) -> int:
+        """The number of elements: the product of ne."""
         return math.prod(self.ne)
 
 

@@ -47,6 +47,7 @@ class RpcError(GGMLError):
 
 
 def available() -> bool:
+    """Whether this pyggml was built with ggml's RPC backend (-DGGML_RPC=ON)."""
     return hasattr(lib, "ggml_backend_rpc_add_server")
 
 
@@ -56,6 +57,7 @@ def _require():
 
 
 def parse_endpoint(endpoint: str) -> tuple[str, int]:
+    """(host, port) of a 'host:port' endpoint; ValueError for anything else (a port outside 1..65535)."""
     if not isinstance(endpoint, str):
         raise TypeError(f"an RPC endpoint is a 'host:port' string, got {type(endpoint).__name__}")
     host, sep, port = endpoint.rpartition(":")
@@ -81,6 +83,7 @@ def error(endpoint: str) -> str | None:
 
 
 def raise_if_failed(endpoints):
+    """Raise RpcError for the first of these endpoints whose server has failed (its reason in the message)."""
     for ep in endpoints:
         why = error(ep)
         if why is not None:
@@ -133,6 +136,8 @@ def register_meta(meta_dev_ptr, device_ptrs):
 
 
 def endpoints_of_device(dev_ptr) -> tuple[str, ...]:
+    """The RPC endpoints a device reaches: its own for an RPC device, its parts' for a meta device over RPC
+    devices, () for any other device."""
     if not _ENDPOINT_OF_DEVICE or dev_ptr == ffi.NULL:
         return ()
     k = int(ffi.cast("uintptr_t", dev_ptr))
@@ -165,6 +170,7 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, device: str = "cpu"
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 free at the time of the call (for a local rpc-server)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -219,10 +225,12 @@ class Server:
         self.proc.send_signal(signal.SIGSTOP)
 
     def resume(self):
+        """Let a paused server run again (SIGCONT)."""
         import signal
         self.proc.send_signal(signal.SIGCONT)
 
     def stop(self):
+        """End the server process: resumed, terminated, killed if it has not ended within 5 s."""
         if self.proc.poll() is None:
             self.resume()
             self.proc.terminate()

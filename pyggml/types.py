@@ -45,14 +45,18 @@ _TYPE_SIZE = {t: lib.ggml_type_size(t) for t in Type}
 
 
 def block_size(t) -> int:
+    """How many values one block of type t holds (1 for F32, F16, the integers; 32 for Q8_0, 256 for Q4_K...).
+    A row's ne0 must be a multiple of it."""
     return _BLOCK_SIZE[as_type(t)]
 
 
 def type_size(t) -> int:
+    """The bytes of one block of type t (4 for F32, 34 for Q8_0's 32 values): ggml_type_size."""
     return _TYPE_SIZE[as_type(t)]
 
 
 def is_quantized(t) -> bool:
+    """Whether t is a block-quantized type (Q8_0, Q4_K, IQ4_NL, ...): ggml_is_quantized."""
     return bool(lib.ggml_is_quantized(as_type(t)))
 
 
@@ -60,6 +64,7 @@ _INTEGER = {Type.I8, Type.I16, Type.I32, Type.I64}
 
 
 def is_integer(t) -> bool:
+    """Whether t is one of ggml's integer types (I8, I16, I32, I64)."""
     return as_type(t) in _INTEGER
 
 
@@ -96,6 +101,7 @@ def has_raw_dtype(t) -> bool:
 
 
 def row_size(t, n: int) -> int:
+    """The bytes of a row of n values of type t (n a multiple of its block size): ggml_row_size."""
     return lib.ggml_row_size(as_type(t), n)
 
 

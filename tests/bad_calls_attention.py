@@ -182,3 +182,23 @@ _bad("dsv4_hc_post", lambda c, t: ops.dsv4_hc_post(c, t(*_hp["x"]), t("f32", (5,
      "residual->ne[0] == n_embd")
 _bad("dsv4_hc_post", lambda c, t: ops.dsv4_hc_post(c, t(*_hp["x"]), t(*_hp["r"]), t(*_hp["p"]), "comb"), TypeError,
      "comb must be a Tensor")
+
+# scalar arguments (issue 19): rope_ext's hot path hands its scalars to cffi, the slow path names the refused one
+_rope_a = ("f32", (4, 2, 8))
+_bad("rope_ext", lambda c, t: ops.rope_ext(c, t(*_rope_a), t("i32", (4,)), freq_base="1e4"), TypeError,
+     "freq_base must be a number, got str")
+_bad("rope_ext", lambda c, t: ops.rope_ext(c, t(*_rope_a), t("i32", (4,)), n_ctx_orig=2.5), TypeError,
+     "n_ctx_orig must be an integer, got float")
+_bad("rope_ext", lambda c, t: ops.rope_ext(c, t(*_rope_a), t("i32", (4,)), mode=False), TypeError,
+     "mode must be an integer, got bool")
+_bad("rope_ext", lambda c, t: ops.rope_ext(c, t(*_rope_a), t("i32", (4,)), n_dims=8.0), TypeError,
+     "n_dims must be an integer, got float")
+_bad("rope_multi", lambda c, t: ops.rope_multi(c, t("f32", (4, 2, 8)), t("i32", (16,)), None, None, (1, 1, 2, 0),
+                                               freq_scale="1"), TypeError, "freq_scale must be a number")
+_bad("soft_max_ext", lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), None, "0.5"), TypeError,
+     "scale must be a number, got str")
+_bad("flash_attn_ext", lambda c, t: ops.flash_attn_ext(c, t("f32", (1, 4, 8)), t("f32", (1, 4, 8)),
+                                                       t("f32", (1, 4, 8)), None, True), TypeError,
+     "scale must be a number, got bool")
+_bad("dsv4_hc_pre_gated", lambda c, t: ops.dsv4_hc_pre_gated(c, t("f32", (2, 4, 8)), t("f32", (2, 4, 8)), "2"),
+     TypeError, "scale must be a number")

@@ -124,3 +124,9 @@ _bad("conv_3d_direct", lambda c, t: ops.conv_3d_direct(c, t("f32", (6, 3, 3, 3))
 # ggml's conv_1d mixes the batches of b (docs/findings.md): one sequence only
 _bad("conv_1d", lambda c, t: ops.conv_1d(c, t("f32", (3, 2, 3)), t("f32", (2, 2, 11)), 1, 0, 1), ValueError,
      "must hold one sequence")
+
+# scalar arguments (issue 19)
+_bad("pool_2d", lambda c, t: ops.pool_2d(c, t("f32", (1, 1, 8, 8)), 0, "2", 2, 2, 2, 0, 0), TypeError,
+     "k0 must be an integer, got str")
+_bad("conv_2d", lambda c, t: ops.conv_2d(c, t("f32", (2, 1, 3, 3)), t("f32", (1, 1, 8, 8)), 1.0, 1, 0, 0, 1, 1),
+     TypeError, "s0 must be an integer, got float")

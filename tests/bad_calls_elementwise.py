@@ -105,3 +105,25 @@ BAD += [
     ("count_equal", lambda c, t: ops.count_equal(c, t("i32", (2, 3, 7)), t("i32", (2, 3, 7))), GraphError,
      "counts 3-d and 4-d inputs wrongly"),
 ]
+
+# scalar arguments: text and truth values are no numbers, a float is no integer (issue 19: `scale(a, "2")`
+# was taken as 2.0, and `int(2.7)` silently truncated)
+BAD += [
+    ("scale", lambda c, t: ops.scale(c, t("f32", (3, 8)), "2"), TypeError, "s must be a number, got str"),
+    ("scale", lambda c, t: ops.scale(c, t("f32", (3, 8)), True), TypeError, "s must be a number, got bool"),
+    ("scale_bias", lambda c, t: ops.scale_bias(c, t("f32", (3, 8)), 1.0, b"1"), TypeError, "b must be a number"),
+    ("clamp", lambda c, t: ops.clamp(c, t("f32", (3, 8)), "-1", 1.0), TypeError, "min must be a number, got str"),
+    ("fill", lambda c, t: ops.fill(c, t("f32", (3, 8)), np.bool_(True)), TypeError, "c must be a number, got bool"),
+    ("leaky_relu", lambda c, t: ops.leaky_relu(c, t("f32", (3, 8)), "0.1"), TypeError, "negative_slope must be a number"),
+    ("arange", lambda c, t: ops.arange(c, 0, "5"), TypeError, "stop must be a number, got str"),
+    ("tri", lambda c, t: ops.tri(c, t("f32", (4, 4)), 1.0), TypeError, "type must be an integer, got float"),
+    ("diag_mask_zero", lambda c, t: ops.diag_mask_zero(c, t("f32", (4, 4)), 2.7), TypeError,
+     "n_past must be an integer, got float"),
+    ("roll", lambda c, t: ops.roll(c, t("f32", (4, 4)), True), TypeError, "shift0 must be an integer, got bool"),
+    ("timestep_embedding", lambda c, t: ops.timestep_embedding(c, t("f32", (4,)), "8"), TypeError,
+     "dim must be an integer, got str"),
+    ("swiglu_oai", lambda c, t: ops.swiglu_oai(c, t("f32", (3, 8)), None, "1.7"), TypeError, "alpha must be a number"),
+    ("argsort", lambda c, t: ops.argsort(c, t("f32", (3, 8)), True), TypeError, "order must be an integer, got bool"),
+    ("rms_norm", lambda c, t: ops.rms_norm(c, t("f32", (3, 8)), "1e-6"), TypeError, "eps must be a number, got str"),
+    ("top_k", lambda c, t: ops.top_k(c, t("f32", (3, 8)), 2.0), TypeError, "k must be an integer, got float"),
+]

@@ -54,3 +54,13 @@ _bad("view_4d", lambda c, t: ops.view_4d(c, t("i32", (2, 3, 8)), 8, 3, 2, 1, 32,
      "strides and offset non-negative")
 _bad("view_nd", lambda c, t: ops.view_nd(c, t("q8_0", (2, 64)), [32, 2, 1, 1], [34, 68, 136, 136]), ValueError,
      "has blocks")
+
+# scalar arguments (issue 19): a float, text or a truth value is no axis, extent or offset
+_bad("permute", lambda c, t: ops.permute(c, t("f32", (2, 3, 4, 5)), 0, 2.0, 1, 3), TypeError,
+     "axis1 must be an integer, got float")
+_bad("permute", lambda c, t: ops.permute(c, t("f32", (2, 3, 4, 5)), "0", 2, 1, 3), TypeError,
+     "axis0 must be an integer, got str")
+_bad("view_1d", lambda c, t: ops.view_1d(c, t("f32", (2, 8)), True), TypeError, "ne must be integers")
+_bad("view_3d", lambda c, t: ops.view_3d(c, t("f32", (2, 2, 8)), 2, 2, 2, 32, 64, True), TypeError,
+     "offset must be an integer, got bool")
+_bad("view_2d", lambda c, t: ops.view_2d(c, t("f32", (2, 8)), 4, 2, "32"), TypeError, "must be an integer")

@@ -119,3 +119,12 @@ _bad("gated_delta_net", lambda c, t: _gdn(c, t, qv=lambda c, t: ops.permute(c, t
 _bad("gated_delta_net", lambda c, t: ops.gated_delta_net(c, t("f32", (1, 3, 2, 4)), None, t("f32", (1, 3, 2, 4)),
                                                          t("f32", (1, 3, 2, 1)), t("f32", (1, 3, 2, 1)),
                                                          t("f32", (1, 2, 4, 4))), TypeError, "k must be a Tensor")
+
+# scalar arguments (issue 19)
+_bad("gated_linear_attn", lambda c, t: ops.gated_linear_attn(c, t("f32", (4, 2, 8)), t("f32", (4, 2, 8)),
+                                                             t("f32", (4, 2, 8)), t("f32", (4, 2, 8)),
+                                                             t("f32", (1, 128)), "0.5"), TypeError,
+     "scale must be a number, got str")
+_bad("ssm_scan", lambda c, t: ops.ssm_scan(c, t("f32", (1, 2, 2, 4)), t("f32", (1, 2, 2, 4)), t("f32", (1, 2, 2)),
+                                           t("f32", (2, 4)), t("f32", (1, 2, 1, 4)), t("f32", (1, 2, 1, 4)),
+                                           t("i32", (1,)), K=2.0), TypeError, "K must be an integer, got float")

@@ -95,4 +95,11 @@ BAD = [
      GraphError, "takes F32"),
     ("opt_step_sgd", lambda c, t: ops.opt_step_sgd(c, _param(t("f32", (3, 8))), t("f32", (3, 8)), None), TypeError,
      "sgd_params must be a Tensor"),
+    # scalar arguments (issue 19)
+    ("rope_ext_back", lambda c, t: ops.rope_ext_back(c, t("f32", (4, 2, 8)), t("i32", (4,)), mode=True), TypeError,
+     "mode must be an integer, got bool"),
+    ("rope_ext_back", lambda c, t: ops.rope_ext_back(c, t("f32", (4, 2, 8)), t("i32", (4,)), attn_factor="1"),
+     TypeError, "attn_factor must be a number, got str"),
+    ("rms_norm_back", lambda c, t: ops.rms_norm_back(c, t("f32", (3, 8)), t("f32", (3, 8)), "1e-6"), TypeError,
+     "eps must be a number"),
 ]

@@ -98,6 +98,10 @@ def test_coverage_counts_kinds_from_ggml_tables():
 def test_coverage_cli_json():
     res = _cli("coverage", "--backend", "cpu", "--json")
     assert res.returncode == 0, res.stderr
+    # it says up front that it runs the suite, how much of it and where, then shows progress
+    n = len(cases.select())
+    assert f"running the whole suite to see which op kinds each case computes: {n} cases on cpu" in res.stderr
+    assert "coverage --from FILE" in res.stderr and f"[{n}/{n}]" in res.stderr
     report = json.loads(res.stdout)
     t = report["totals"]
     assert t["kinds"] == len(report["rows"]) == len(op_kinds())
@@ -138,3 +142,26 @@ def test_delta_net_cases_are_listed():
     out = subprocess.run([sys.executable, "-m", "pyggml", "check", "--list", "--op", "delta_net"],
                          capture_output=True, text=True, check=True).stdout
     assert "delta_net/f16/K8/n10/kv2x2" in out and out.strip().endswith("64 cases")
+
+
+def test_closest_names_for_typos():
+    from pyggml.testing.check import OP_ALIASES, closest
+    ops = ["mul", "mul_mat", "mul_mat_id", "soft_max", "soft_max_ext", "rms_norm", "norm"]
+    assert closest("matmul", ops, OP_ALIASES)[0] == "mul_mat"
+    assert closest("softmax", ops)[:2] == ["soft_max", "soft_max_ext"]
+    assert closest("rmsnorm", ops)[0] == "rms_norm"
+    assert closest("q4", ["q4_0", "q4_1", "q4_k", "q8_0", "iq4_nl"])[:3] == ["q4_0", "q4_1", "q4_k"]
+
+
+def test_listing_does_not_probe_types_it_leaves_out():
+    """`check --list` took seconds in ggml_quantize_init: matmul's cases probed IQ2_S (whose grid tables take
+    about 2 s to build) only to leave it out."""
+    code = ("import pyggml.types as T\n"
+            "seen = []\n"
+            "orig = T._quantize_chunk_writes\n"
+            "T._quantize_chunk_writes = lambda t: seen.append(t) or orig(t)\n"
+            "from pyggml.testing import cases\n"
+            "assert len(cases.select()) > 1000\n"
+            "assert T.Type.IQ2_S not in seen, seen\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr

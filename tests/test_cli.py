@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -36,3 +37,125 @@ def test_meta_fuzz_counts_only_ggml_refusals_as_unsplittable():
     record = meta_fuzz.run_in_child({"seed": 0, "K": 4, "M": 4, "P": 4, "N": 4, "steps": [{"op": "nonsense"}]},
                                     "cpu,cpu")
     assert record["status"] == "fail"
+
+
+# --- issue 19's papercuts: every refusal says what to do, before any case runs ------------------------------------
+def _not_built() -> tuple[str, str]:
+    """A backend this build lacks and the CMake option that builds it."""
+    from pyggml import build_info
+    built = build_info()["backends"]
+    return next((f, opt) for f, opt in (("vulkan", "GGML_VULKAN"), ("cuda", "GGML_CUDA"), ("sycl", "GGML_SYCL"))
+                if f not in built)
+
+
+def test_check_unknown_op_names_the_closest_and_every_valid_op():
+    res = run("pyggml", "check", "--op", "matmul", "--backend", "cpu")
+    assert res.returncode == 2 and "Traceback" not in res.stderr and res.stdout == ""
+    assert "did you mean mul_mat" in res.stderr and "ops with cases" in res.stderr and "soft_max" in res.stderr
+    assert "None" not in res.stderr
+
+
+def test_check_unknown_type_names_the_types_it_begins():
+    res = run("pyggml", "check", "--type", "q4", "--list")
+    assert res.returncode == 2 and res.stdout == ""
+    assert "did you mean q4_0, q4_1, q4_K" in res.stderr and "types with cases" in res.stderr
+
+
+def test_check_filters_that_select_nothing_together_say_so():
+    res = run("pyggml", "check", "--only", "^add/", "--type", "q4_0")
+    assert res.returncode == 2 and "no case matches --only ^add/ --type q4_0" in res.stderr
+
+
+def test_check_a_backend_this_build_lacks_says_how_to_build_it():
+    family, option = _not_built()
+    res = run("pyggml", "check", "--backend", f"{family}0", "--op", "add")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f'CMAKE_ARGS="-D{option}=ON" pip install -e .' in res.stderr and "backends: cpu" in res.stderr
+    assert "GGML_VK_VISIBLE_DEVICES" not in res.stderr  # a hint about a backend that is not there misleads
+    assert res.stdout == ""  # refused before any case ran: no table, no "error: 1"
+    res = run("pyggml", "check", "--backend", f"meta:cpu,{family}0", "--op", "add")
+    assert res.returncode == 2 and option in res.stderr and res.stdout == ""
+    res = run("pyggml", "check", "--backend", "cpux", "--op", "add")
+    assert res.returncode == 2 and "did you mean cpu" in res.stderr and "meta:cpu,cpu" in res.stderr
+
+
+def test_check_grad_mode_refuses_filters_it_cannot_apply():
+    res = run("pyggml", "check", "--mode", "grad", "--op", "add")
+    assert res.returncode == 2 and "--only" in res.stderr
+
+
+def test_check_quiet_prints_only_the_counts_and_failures():
+    res = run("pyggml", "check", "--backend", "cpu", "--op", "add", "-q")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert not any(line.startswith("add/") for line in lines) and len(lines) <= 5, res.stdout
+    assert lines[0].split()[:3] == ["backend", "pass", "known"] and lines[1].split()[:2] == ["cpu", "17"]
+    assert lines[-1].startswith("pass: 17") and res.stderr == ""
+
+
+def test_check_json_dash_writes_the_report_to_stdout(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "pyggml", "check", "--backend", "cpu", "--op", "add", "--json", "-"],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    records = json.loads(res.stdout)  # nothing else on stdout
+    assert len(records) == 17 and {r["status"] for r in records} == {"pass"}
+    assert not (tmp_path / "-").exists() and "pass: 17" in res.stderr  # the table went to stderr
+    res = run("pyggml", "check", "--backend", "cpu", "--op", "add", "--junit", "-", "-q")
+    assert res.returncode == 0 and res.stdout.startswith("<?xml") and "<testsuite " in res.stdout
+    res = run("pyggml", "check", "--json", "-", "--junit", "-")
+    assert res.returncode == 2 and "only one report" in res.stderr
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    for args in (["check", "--list"], ["info", "--json"]):
+        proc = subprocess.Popen([sys.executable, "-m", "pyggml", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.readline()  # `| head -1`
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=600) in (0, 141) and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_the_cross_backend_legend_shows_with_several_backends_only():
+    one = run("pyggml", "check", "--backend", "cpu", "--only", "^add/f32$")
+    assert one.returncode == 0 and "NMSE vs the NumPy oracle" in one.stdout and "x = " not in one.stdout
+    two = run("pyggml", "check", "--backend", "cpu", "--backend", "meta:cpu,cpu", "--only", "^add/f32$")
+    assert two.returncode == 0, two.stdout + two.stderr
+    assert "x = largest NMSE vs the first backend (cpu)" in two.stdout
+
+
+def test_coverage_reads_a_check_report_instead_of_running(tmp_path):
+    report = tmp_path / "r.json"
+    assert run("pyggml", "check", "--backend", "cpu", "--op", "add", "--json", str(report), "-q").returncode == 0
+    res = run("pyggml", "coverage", "--from", str(report), "--json")
+    assert res.returncode == 0, res.stderr
+    rows = {r["kind"]: r for r in json.loads(res.stdout)["rows"]}
+    assert rows["ADD"]["cases"] >= 1 and rows["ADD"]["backends"]["cpu"]["pass"] >= 1 and rows["MUL_MAT"]["cases"] == 0
+    assert "holds 17 of the" in res.stderr  # a filtered report is said to be one
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    for args in (["--from", str(bad)], ["--from", str(tmp_path / "none.json")], ["--from", str(report), "--backend", "x"]):
+        res = run("pyggml", "coverage", *args)
+        assert res.returncode == 2 and "Traceback" not in res.stderr and "coverage:" in res.stderr
+
+
+def test_coverage_refuses_a_backend_before_running_the_suite():
+    family, option = _not_built()
+    res = run("pyggml", "coverage", "--backend", f"{family}0")
+    assert res.returncode == 2 and option in res.stderr and "running the whole suite" not in res.stderr
+
+
+def test_info_shows_ggml_version_pin_patches_and_cpu_features():
+    res = run("pyggml", "info")
+    assert res.returncode == 0, res.stderr
+    from pyggml import lib
+    from pyggml._native import cstr
+    assert f"ggml {cstr(lib.ggml_version())}" in res.stdout and "ggml-cpu built with:" in res.stdout
+    assert "pin: llama-cpp-python==" in res.stdout and "sha256" in res.stdout  # a source checkout has the pin
+    assert "0001-meta-split-permuted-view" in res.stdout
+    data = json.loads(run("pyggml", "info", "--json").stdout)["ggml"]
+    assert data["version"] and data["pin"]["sha256"] and data["patches"]
+    assert set(data["cpu_features"]) == {f for f in data["cpu_features"] if getattr(lib, f"ggml_cpu_has_{f}")()}
+    if bool(lib.ggml_cpu_has_avx2()):
+        assert "avx2" in data["cpu_features"] and "AVX2" in res.stdout

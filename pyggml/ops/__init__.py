@@ -1,6 +1,14 @@
 """Checked ggml ops. Names and arguments mirror the C functions (`ggml_add(ctx, a, b)` is
 `ops.add(ctx, a, b)` or `ctx.add(a, b)`); shapes are ggml order, strides and offsets bytes.
 
+Reading an op's docstring (`help(ctx.mul_mat)`): shapes are written as ggml's ne, innermost first,
+`[ne0, ne1, ne2, ne3]` (what `t.ne` gives); NumPy's `t.shape` is the reverse, so `a: ne [K, M]` is a
+NumPy (M, K) matrix. Strides (`nb1`, ...) and offsets are C's bytes, not elements. Each docstring says
+the result's shape and type and, where ggml's backends compute differently from a float64 NumPy
+reference (F16 tables and activations, F16 shared memory, quantized dot products), how much:
+docs/precision.md gathers those figures. Scalar arguments take Python or NumPy numbers, never a
+str or a bool, and an integer argument never a float (a TypeError names the op and the argument).
+
 How an op is checked, and why it is cheap:
 
 - ggml's own preconditions (the GGML_ASSERTs of ggml.c: shapes, types, ranges, a full

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Callable
 
+import numpy as np
+
 from pyggml import types
 from pyggml._native import ffi, guard_error, lib
 from pyggml.errors import GGMLError
@@ -57,12 +59,51 @@ def _result(ctx, ptr, op: str, *srcs: Tensor) -> Tensor:
 
 
 def _scalar(op: str, name: str, value, kind=float):
-    """A Python number for a C scalar argument (cffi would raise an unnamed TypeError)."""
-    try:
-        return kind(value)
-    except (TypeError, ValueError, OverflowError):
-        raise TypeError(f"{op}: {name} must be {'a number' if kind is float else 'an integer'}, "
-                        f"got {type(value).__name__} {value!r}") from None
+    """A Python number for a C scalar argument, or a TypeError naming the op and the argument.
+
+    float: anything with __float__ (int, float, NumPy scalars) but a str, bytes or bool: `float("2")`
+    would parse text, and `True` is no scale or epsilon. int: anything with __index__ but a bool; a
+    float is refused rather than truncated (`int(2.7)` is 2)."""
+    if kind is float:
+        if type(value) is float:
+            return value
+        if not isinstance(value, _NOT_NUMBERS) and hasattr(value, "__float__"):
+            try:
+                return float(value)
+            except (TypeError, ValueError, OverflowError):
+                pass
+        what = "a number"
+    else:
+        if type(value) is int:
+            return value
+        if not isinstance(value, _NOT_NUMBERS) and hasattr(value, "__index__"):
+            return value.__index__()
+        what = "an integer"
+    raise TypeError(f"{op}: {name} must be {what}, got {type(value).__name__} {value!r}")
+
+
+# what `float()`/`int()` would accept but no scalar argument of an op means: text, and truth values
+_NOT_NUMBERS = (str, bytes, bytearray, bool, np.bool_)
+
+
+def _check_scalars(op: str, floats: dict | None = None, ints: dict | None = None) -> None:
+    """The slow path of a call that passed its scalars to cffi unconverted (the hot wrappers): raise
+    the TypeError naming the first argument that is not a number of its kind."""
+    for name, v in (floats or {}).items():
+        _scalar(op, name, v)
+    for name, v in (ints or {}).items():
+        _scalar(op, name, v, int)
+
+
+def _fill(doc: str, width: int = 100) -> str:
+    """A generated docstring's long lines wrapped for help(); a line "name: ..." continues indented."""
+    import re
+    import textwrap
+    out = []
+    for line in doc.splitlines():
+        label = re.match(r"(\w+: |Precision: |Result: )", line)
+        out.append(textwrap.fill(line, width, subsequent_indent="   " if label else "") if line else "")
+    return "\n".join(out)
 
 
 # --- the generic shapes of a call: (ctx, a), (ctx, a, b), (ctx, a, b, c) ---------------------------
@@ -72,7 +113,9 @@ UnaryWrapper = Callable[["Context", Tensor], Tensor]
 BinaryWrapper = Callable[["Context", Tensor, Tensor], Tensor]
 
 
-def _make_unary(op: str, c_name: str | None = None) -> UnaryWrapper:
+def _make_unary(op: str, c_name: str | None = None, doc: str | None = None) -> UnaryWrapper:
+    """The wrapper of `ggml_<c_name or op>(ctx, a)`; `doc` is its docstring (what help() shows: what it
+    computes, a's shape and types, the result, the precision). Nothing is added per call."""
     fn = _guarded(c_name or op)
 
     def call(ctx, a):
@@ -88,12 +131,14 @@ def _make_unary(op: str, c_name: str | None = None) -> UnaryWrapper:
         t.ptr, t.ctx = r, ctx
         return t
     call.__name__ = call.__qualname__ = op
-    call.__doc__ = f"ggml_{c_name or op}(ctx, a)"
+    call.__doc__ = _fill(doc) if doc else f"ggml_{c_name or op}(ctx, a)"
     call.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
     return call
 
 
-def _make_binary(op: str, arg_names: tuple[str, str] = ("a", "b")) -> BinaryWrapper:
+def _make_binary(op: str, arg_names: tuple[str, str] = ("a", "b"), doc: str | None = None) -> BinaryWrapper:
+    """The wrapper of `ggml_<op>(ctx, a, b)` (arguments named arg_names in its errors); `doc` is its
+    docstring. Nothing is added per call."""
     fn = _guarded(op)
     n0, n1 = arg_names
 
@@ -112,7 +157,7 @@ def _make_binary(op: str, arg_names: tuple[str, str] = ("a", "b")) -> BinaryWrap
         t.ptr, t.ctx = r, ctx
         return t
     call.__name__ = call.__qualname__ = op
-    call.__doc__ = f"ggml_{op}(ctx, {n0}, {n1})"
+    call.__doc__ = _fill(doc) if doc else f"ggml_{op}(ctx, {n0}, {n1})"
     call.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
     return call
 

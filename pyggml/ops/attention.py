@@ -17,15 +17,32 @@ from pyggml.ops._common import (
     _guarded,
     _make_unary,
     _result,
+    _check_scalars,
     _scalar,
 )
 from pyggml.tensor import Tensor
 
-soft_max: UnaryWrapper = _make_unary("soft_max")
+soft_max: UnaryWrapper = _make_unary("soft_max", doc="""ggml_soft_max: softmax over each row: np.exp(a - max) / sum, along ne0 (NumPy's last axis).
+
+a: any ne (NumPy shape reversed), F32, contiguous rows.
+Result: a's shape, F32.
+Precision: F32 exponentials with the row sum in double on the CPU (within NMSE 1e-7 of float64).""")
 _soft_max_ext = _guarded("soft_max_ext")
 
 
 def soft_max_ext(ctx, a, mask=None, scale: float = 1.0, max_bias: float = 0.0):
+    """ggml_soft_max_ext: softmax over each row (ne0, NumPy's last axis) of a*scale + slope*mask.
+
+    a: ne [n_kv, n_rows, n_head, ne3] (NumPy shape reversed), F32, contiguous rows.
+    mask: None, or F16/F32 ne [n_kv, >= n_rows, m2, m3], added to a*scale row by row (row i of a takes
+        mask row i); m2 must divide n_head and m3 divide ne3 (repeated over them). -inf masks out.
+    scale: multiplies a first (e.g. 1/sqrt(head_dim)).
+    max_bias: ALiBi: 0 for none; > 0 gives head h (a's dim 2) its slope m0**(h+1) (m0 =
+        2**(-max_bias/n_head_log2), the second set of heads m1**(2(h - n_head_log2) + 1)); needs a mask.
+    Result: a's shape, F32.
+    Precision: F32 exponentials with the row sum in double on the CPU (within NMSE 1e-7); an F16 mask is
+    rounded to F16 when it is made.
+    """
     if type(scale) is not float or type(max_bias) is not float:
         scale, max_bias = _scalar("soft_max_ext", "scale", scale), _scalar("soft_max_ext", "max_bias", max_bias)
     if not max_bias >= 0:
@@ -48,6 +65,13 @@ def soft_max_ext(ctx, a, mask=None, scale: float = 1.0, max_bias: float = 0.0):
 
 
 def diag_mask_inf(ctx, a, n_past: int):
+    """ggml_diag_mask_inf: a causal mask: element (row i1, column i0) set to -inf where
+    i0 > n_past + i1, the rest copied (softmax then gives those 0).
+
+    a: ne [n_kv, n_rows, ne2, ne3] (NumPy shape reversed), F32, contiguous.
+    n_past: how many columns every row sees beyond the diagonal (tokens already in the cache), >= 0.
+    Result: a's shape and type. Exact.
+    """
     n_past = integer("diag_mask_inf: n_past", n_past)
     if n_past < 0:
         raise ValueError(f"diag_mask_inf: n_past must be >= 0, got {n_past}")
@@ -62,22 +86,51 @@ _rope_ext = _guarded("rope_ext")
 _ROPE_MODES = (lib.GGML_ROPE_TYPE_NORMAL, lib.GGML_ROPE_TYPE_NEOX)
 
 
-def rope_ext(ctx, a, pos, freq_factors=None, n_dims: int = 0, mode: int = 0, n_ctx_orig: int = 0,
+def rope_ext(ctx, a, pos, freq_factors=None, n_dims: int | None = None, mode: int = 0, n_ctx_orig: int = 0,
              freq_base: float = 10000.0, freq_scale: float = 1.0, ext_factor: float = 0.0,
              attn_factor: float = 1.0, beta_fast: float = 32.0, beta_slow: float = 1.0):
+    """ggml_rope_ext: rotary position embedding (RoPE, with YaRN's context extension).
+
+    Every row of a (one head of one token) has its first n_dims elements rotated in pairs: pair
+    k (k < n_dims/2) turns by the angle theta_k = pos[token] * freq_base**(-2k/n_dims), divided by
+    freq_factors[k] when given, times freq_scale (YaRN-corrected when ext_factor != 0); the elements
+    past n_dims pass unchanged. Result: a's shape and type, each rotated value times attn_factor.
+
+    a: [head_dim, n_head, n_tokens, ne3] in ggml's ne order (NumPy shape (ne3, n_tokens, n_head,
+       head_dim)), F32 or F16, contiguous rows.
+    pos: I32 [n_tokens] (ne[0] == a.ne[2]), each token's position.
+    freq_factors: optional F32 [>= n_dims/2], per-pair divisors of theta (Phi-3 long rope), or None.
+    n_dims: how many leading elements of each row rotate, even, at most head_dim; None (the default)
+       rotates the whole head (head_dim = a.ne[0]), as llama.cpp does unless a model's n_rot says less.
+    mode: 0 (GGML_ROPE_TYPE_NORMAL, llama) pairs elements (2k, 2k+1); 2 (GGML_ROPE_TYPE_NEOX, GPT-NeoX)
+       pairs (k, k + n_dims/2). The multi-section modes are rope_multi's.
+    n_ctx_orig: the model's training context, which YaRN's correction range is computed from.
+    freq_base: theta's base (10000 for llama). freq_scale: 1 / the context-extension factor (1: none).
+    ext_factor: YaRN's mix of extrapolated and interpolated angles (0: off). attn_factor: YaRN's
+       magnitude scale of the result (1: none). beta_fast, beta_slow: YaRN's correction dims (used only
+       when ext_factor != 0).
+
+    Precision: the angles are computed in F32 on every backend (the CPU caches cos/sin per row; the
+    GPU shaders compute them per element), so large positions differ from a float64 NumPy reference by
+    a few F32 ulps of the angle; an F16 a is rotated in F32 and rounded to F16 (11 bits) once. The suite's
+    bounds: pyggml/testing/cases/attention.py.
+    """
     # multi-section modes read sections this wrapper cannot pass (ggml_rope_multi); the kernels
-    # would read garbage, so only the two plain modes
-    if mode not in _ROPE_MODES:
-        raise ValueError(f"rope_ext: mode must be 0 (normal) or 2 (neox), got {mode} "
-                         "(multi-section modes need ggml_rope_multi)")
+    # would read garbage, so only the two plain modes (a bool is no mode)
+    if mode not in _ROPE_MODES or type(mode) is not int:
+        mode = _rope_mode("rope_ext", mode)
     if type(n_dims) is not int:
-        n_dims = integer("rope_ext: n_dims", n_dims)
+        n_dims = a.ptr.ne[0] if n_dims is None and isinstance(a, Tensor) else integer("rope_ext: n_dims", n_dims)
     if not (0 < n_dims and n_dims % 2 == 0):  # ggml asserts n_dims <= ne[0] only in the kernels
         raise ValueError(f"rope_ext: n_dims ({n_dims}) must be even and positive")
     try:
         r = _rope_ext(ctx.ptr, a.ptr, pos.ptr, _NULL if freq_factors is None else freq_factors.ptr,
                       n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow)
     except _ARG_ERRORS as e:
+        # the scalars went to cffi unconverted (the hot path): name the one it refused
+        _check_scalars("rope_ext", floats=dict(freq_base=freq_base, freq_scale=freq_scale, ext_factor=ext_factor,
+                                               attn_factor=attn_factor, beta_fast=beta_fast, beta_slow=beta_slow),
+                       ints=dict(n_ctx_orig=n_ctx_orig))
         extra = {} if freq_factors is None else {"freq_factors": freq_factors}
         raise _bad_arguments("rope_ext", e, ctx, a=a, pos=pos, **extra) from None
     if not r:
@@ -91,6 +144,15 @@ def rope_ext(ctx, a, pos, freq_factors=None, n_dims: int = 0, mode: int = 0, n_c
     t = _new_tensor(Tensor)
     t.ptr, t.ctx = r, ctx
     return t
+
+
+def _rope_mode(op: str, mode) -> int:
+    """rope_ext's and rope_ext_back's mode: 0 (normal) or 2 (neox), an integer (not a bool)."""
+    m = integer(f"{op}: mode", mode)
+    if m not in _ROPE_MODES:
+        raise ValueError(f"{op}: mode must be 0 (normal) or 2 (neox), got {mode} "
+                         "(multi-section modes need ggml_rope_multi)")
+    return m
 
 
 def _finite(op: str, name: str, value) -> float:
@@ -110,14 +172,30 @@ _rope_multi = _guarded("rope_multi")
 _MROPE_MODES = (lib.GGML_ROPE_TYPE_MROPE, lib.GGML_ROPE_TYPE_VISION, lib.GGML_ROPE_TYPE_IMROPE)
 
 
-def rope_multi(ctx, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int = 0,
+def rope_multi(ctx, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int | None = None,
                sections=(0, 0, 0, 0), mode: int = 8, n_ctx_orig: int = 0, freq_base: float = 10000.0,
                freq_scale: float = 1.0, ext_factor: float = 0.0, attn_factor: float = 1.0,
                beta_fast: float = 32.0, beta_slow: float = 1.0):
-    """ggml_rope_multi: RoPE whose rotated pairs take their position from one of 4 position streams
-    (pos I32 [4 * a.ne2]: t, h, w, e) by section; mode 8 (MROPE), 24 (VISION) or 40 (IMROPE)."""
+    """ggml_rope_multi: RoPE with several position streams (Qwen2-VL's M-RoPE, its vision RoPE, interleaved
+    M-RoPE): each rotated pair takes its position from one of 4 streams, chosen by section.
+
+    a: [head_dim, n_head, n_tokens, ne3] in ggml's ne order (NumPy shape reversed), F32 or F16.
+    pos: I32 ne [4 * n_tokens]: the 4 streams one after another (t, h, w, e), n_tokens positions each.
+    freq_factors: optional F32 per-pair divisors of theta, or None.
+    n_dims: the rotated dims; None (the default) rotates the whole head (head_dim) in modes 8 and 40,
+        half of it (head_dim / 2, as llama.cpp's vision encoders) in mode 24. Even.
+    sections: 4 non-negative ints, the number of pairs taken from each stream (t, h, w, e) in turn;
+        pair i reads the stream of its sector i % sum(sections) (mode 40 interleaves the streams).
+    mode: 8 (GGML_ROPE_TYPE_MROPE), 24 (GGML_ROPE_TYPE_VISION: pairs (i, i + n_dims), each section
+        restarting theta's exponent) or 40 (GGML_ROPE_TYPE_IMROPE).
+    n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow: as rope_ext (YaRN).
+    Result: a's shape and type. Precision: as rope_ext (F32 angles; F16 a rounded once).
+    """
     op = "rope_multi"
-    n_dims, mode, n_ctx_orig = _int_args(op, n_dims=n_dims, mode=mode, n_ctx_orig=n_ctx_orig)
+    mode, n_ctx_orig = _int_args(op, mode=mode, n_ctx_orig=n_ctx_orig)
+    if n_dims is None and isinstance(a, Tensor):  # the whole head; the vision mode rotates (i, i + n_dims)
+        n_dims = a.ptr.ne[0] // 2 if mode == lib.GGML_ROPE_TYPE_VISION else a.ptr.ne[0]
+    (n_dims,) = _int_args(op, n_dims=n_dims)
     # other modes (plain or with extra bits) fall to the kernels' "rope type not supported" abort
     if mode not in _MROPE_MODES:
         raise ValueError(f"{op}: mode must be 8 (MROPE), 24 (VISION) or 40 (IMROPE), got {mode} "
@@ -152,10 +230,22 @@ _PRECS = {int(getattr(lib, n)) for n in dir(lib) if n.startswith("GGML_PREC_")}
 
 def flash_attn_ext(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale: float = 1.0,
                    max_bias: float = 0.0, logit_softcap: float = 0.0):
-    """ggml_flash_attn_ext: softmax(scale*q.k + slope*mask) v per head (logit_softcap > 0: the scaled
-    logits pass through softcap*tanh(x/softcap) first). q [D, n_q, n_head, ne3], k [D, n_kv, n_head_kv, ne3],
-    v [Dv, n_kv, n_head_v, ne3] (k/v heads broadcast to q's), mask F16 [n_kv, >= n_q, ...]
-    -> F32 [Dv, n_head, n_q, ne3] (permuted)."""
+    """ggml_flash_attn_ext: attention in one op: softmax(scale * q.k + slope*mask) @ v per head
+    (logit_softcap > 0: the scaled logits pass through softcap*tanh(x/softcap) first).
+
+    All shapes in ggml's ne order (NumPy's reversed):
+    q: F32 [D, n_q, n_head, ne3]. k: [D, n_kv, n_head_kv, ne3], F32/F16/BF16 or quantized (Q8_0, Q4_0...).
+    v: [Dv, n_kv, n_head_v, ne3] (not transposed), k's type; n_head_kv and n_head_v divide n_head
+        (grouped-query attention: head h reads kv head h // (n_head / n_head_kv)).
+    mask: None or F16 [n_kv, >= n_q, m2, m3] (m2 divides n_head, m3 divides ne3), added to the logits.
+    scale: multiplies q.k (1/sqrt(D) usually). max_bias: ALiBi slopes as soft_max_ext, 0 for none.
+    logit_softcap: 0 for none.
+    Result: F32 [Dv, n_head, n_q, ne3]: permuted (heads before tokens), unlike q.
+    Precision: CPU: with F16 k the q.k products are computed in F16 (q rounded to F16), with F16 v the
+    weighted sum of v accumulates in F16 (NMSE 1e-5 bound); F32 k and v in F32. Vulkan: q, k and v go
+    through F16 whatever their type (bound NMSE 1e-6 for all-F32 inputs, docs/findings.md entry 19).
+    Quantized k: q is quantized to Q8_0 first, as in mul_mat (NMSE 5e-4).
+    """
     op = "flash_attn_ext"
     scale, max_bias, logit_softcap = (_finite(op, "scale", scale), _finite(op, "max_bias", max_bias),
                                       _finite(op, "logit_softcap", logit_softcap))
@@ -183,8 +273,13 @@ def flash_attn_ext(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = N
 
 
 def flash_attn_ext_add_sinks(ctx, a: Tensor, sinks: Tensor):
-    """ggml_flash_attn_ext_add_sinks: one F32 logit per head (sinks [n_head]) joins every softmax
-    denominator of the flash_attn_ext node a, with no value. Returns a."""
+    """ggml_flash_attn_ext_add_sinks: attention sinks for the flash_attn_ext node a: one logit per
+    head joins every softmax denominator, with no value (GPT-OSS).
+
+    a: the result of flash_attn_ext (changed in place).
+    sinks: F32 ne [n_head], the logit of each head.
+    Returns a.
+    """
     op = "flash_attn_ext_add_sinks"
     try:
         failed = _guarded(op)(a.ptr, sinks.ptr)
@@ -198,8 +293,13 @@ def flash_attn_ext_add_sinks(ctx, a: Tensor, sinks: Tensor):
 
 
 def flash_attn_ext_set_prec(ctx, a: Tensor, prec: int):
-    """ggml_flash_attn_ext_set_prec: the accumulation precision of the flash_attn_ext node a
-    (a ggml_prec value: 0 default, 10 F32, ...). Returns a."""
+    """ggml_flash_attn_ext_set_prec: ask for the accumulation precision of the flash_attn_ext node a.
+
+    a: the result of flash_attn_ext (changed in place).
+    prec: a ggml_prec value: 0 (GGML_PREC_DEFAULT: the backend chooses, F16 on some), 10
+        (GGML_PREC_F32: accumulate in F32 where the backend has such a kernel), 15 (GGML_PREC_BF16).
+    Returns a. The CPU computes as without it (see flash_attn_ext's precision).
+    """
     op = "flash_attn_ext_set_prec"
     prec = integer(f"{op}: prec", prec)
     if prec not in _PRECS:  # an enum value outside ggml_prec means nothing to any backend
@@ -215,8 +315,12 @@ def flash_attn_ext_set_prec(ctx, a: Tensor, prec: int):
 
 # --- SAM: windows and relative positions ----------------------------------------------------------------------
 def win_part(ctx, a: Tensor, w: int):
-    """ggml_win_part: a F32 [C, W, H] cut into w x w windows (zero padded) -> [C, w, w, n_windows],
-    window index px + npx*py."""
+    """ggml_win_part: SAM's window partition: a cut into w x w windows, zero-padded to whole windows.
+
+    a: F32 [C, W, H] (ne order; NumPy shape (H, W, C)), ne3 = 1.
+    w: the window size, >= 1.
+    Result: F32 [C, w, w, n_windows], window index px + npx*py (npx = ceil(W/w)). Exact.
+    """
     (w,) = _int_args("win_part", w=w)
     if w < 1:  # ggml.c divides by w
         raise ValueError(f"win_part: w must be >= 1, got {w}")
@@ -228,7 +332,12 @@ def win_part(ctx, a: Tensor, w: int):
 
 
 def win_unpart(ctx, a: Tensor, w0: int, h0: int, w: int):
-    """ggml_win_unpart: the inverse of win_part: windows a [C, w, w, n_windows] -> [C, w0, h0]."""
+    """ggml_win_unpart: the inverse of win_part: windows back to a [C, w0, h0] image (padding dropped).
+
+    a: F32 [C, w, w, n_windows] (ne order), n_windows >= ceil(w0/w) * ceil(h0/w).
+    w0, h0: the image's width and height. w: the window size.
+    Result: F32 [C, w0, h0]. Exact.
+    """
     op = "win_unpart"
     w0, h0, w = _int_args(op, w0=w0, h0=h0, w=w)
     if min(w0, h0, w) < 1:
@@ -247,7 +356,12 @@ def win_unpart(ctx, a: Tensor, w0: int, h0: int, w: int):
 
 
 def get_rel_pos(ctx, a: Tensor, qh: int, kh: int):
-    """ggml_get_rel_pos: a F16 [C, 2*kh - 1] -> F16 [C, kh, qh], out[:, j, i] = a[:, i - j + kh - 1]."""
+    """ggml_get_rel_pos: SAM's relative-position table: out[:, j, i] = a[:, i - j + kh - 1].
+
+    a: F16 [C, 2*kh - 1] (ne order).
+    qh: the query extent, kh: the key extent.
+    Result: F16 [C, kh, qh]. Exact.
+    """
     qh, kh = _int_args("get_rel_pos", qh=qh, kh=kh)
     try:
         r = _guarded("get_rel_pos")(ctx.ptr, a.ptr, qh, kh)
@@ -257,8 +371,12 @@ def get_rel_pos(ctx, a: Tensor, qh: int, kh: int):
 
 
 def add_rel_pos(ctx, a: Tensor, pw: Tensor, ph: Tensor):
-    """ggml_add_rel_pos: a F32 [W*W, W*H', np] (SAM's attention logits) plus the decomposed relative
-    positions pw, ph F32 [W, W, H', np]: a viewed [np, H', W, W(h), W(w)] gets ph[..., h] + pw[..., w]."""
+    """ggml_add_rel_pos: SAM's decomposed relative positions added to its attention logits.
+
+    a: F32 [W*W, W*H', np] (the logits); viewed [W(w), W(h), W, H', np] it gets ph[..., h] + pw[..., w].
+    pw, ph: F32 [W, W, H', np], the width and height terms.
+    Result: a's shape, F32. Exact up to F32 addition.
+    """
     try:
         r = _guarded("add_rel_pos")(ctx.ptr, a.ptr, pw.ptr, ph.ptr)
     except _ARG_ERRORS as e:
@@ -268,8 +386,13 @@ def add_rel_pos(ctx, a: Tensor, pw: Tensor, ph: Tensor):
 
 # --- DeepSeek: lightning indexer, hyper-connections -----------------------------------------------------------
 def lightning_indexer(ctx, q: Tensor, k: Tensor, weights: Tensor, mask: Tensor):
-    """ggml_lightning_indexer: out[kv, t, 0, s] = sum_h relu(q[:, h, t, s] . k[:, 0, kv, s]) * weights[h, t, 0, s]
-    + mask[kv, t, 0, s % mask.ne3]."""
+    """ggml_lightning_indexer: DeepSeek's lightning indexer scores:
+    out[kv, t, 0, s] = sum_h relu(q[:, h, t, s] . k[:, 0, kv, s]) * weights[h, t, 0, s] + mask[kv, t, 0, s % m3].
+
+    q: [E, H, T, S] (ne order; NumPy (S, T, H, E)), k: [E, 1, KV, S], weights: [H, T, 1, S],
+    mask: [KV, T, 1, m3], all F32 (the suite's types).
+    Result: F32 [KV, T, 1, S]. Precision: F32 dot products (within NMSE 1e-7).
+    """
     try:
         r = _guarded("lightning_indexer")(ctx.ptr, q.ptr, k.ptr, weights.ptr, mask.ptr)
     except _ARG_ERRORS as e:
@@ -278,8 +401,14 @@ def lightning_indexer(ctx, q: Tensor, k: Tensor, weights: Tensor, mask: Tensor):
 
 
 def dsv4_hc_comb(ctx, mixes: Tensor, scale: Tensor, base: Tensor, eps: float = 1e-6, n_iter: int = 1):
-    """ggml_dsv4_hc_comb: the hyper-connection combination matrices [hc, hc, n_tokens] (hc = 4) from
-    mixes [(2 + hc)*hc, n_tokens]: softmax over dst, + eps, then n_iter column/row normalisations."""
+    """ggml_dsv4_hc_comb: DeepSeek-V4's hyper-connection combination matrices (hc = 4 streams):
+    logits mixes[2hc + dst + hc*src, t] * scale[2] + base[...], softmax over dst, + eps, divided by
+    (eps + their sum over src); then n_iter - 1 more rounds of column and row normalisation.
+
+    mixes: F32 [(2 + hc)*hc, n_tokens]. scale: F32 [>= 3] (scale[2] used here). base: F32 [(2 + hc)*hc].
+    eps: >= 0, finite. n_iter: the normalisation rounds, >= 1.
+    Result: F32 [hc, hc, n_tokens] (dst, src). Precision: F32 (within NMSE 1e-7).
+    """
     op = "dsv4_hc_comb"
     eps = _finite(op, "eps", eps)
     if eps < 0:  # a negative eps can cancel a normalising sum to 0
@@ -293,8 +422,11 @@ def dsv4_hc_comb(ctx, mixes: Tensor, scale: Tensor, base: Tensor, eps: float = 1
 
 
 def dsv4_hc_pre(ctx, x: Tensor, weights: Tensor):
-    """ggml_dsv4_hc_pre: x [n_embd, hc, n_tokens], weights [hc, n_tokens] -> [n_embd, n_tokens],
-    out[i, t] = sum_h x[i, h, t] * weights[h, t]."""
+    """ggml_dsv4_hc_pre: DeepSeek-V4's hyper-connection read: out[i, t] = sum_h x[i, h, t] * weights[h, t].
+
+    x: F32 [n_embd, hc, n_tokens] (ne order), weights: F32 [hc, n_tokens].
+    Result: F32 [n_embd, n_tokens]. Precision: F32.
+    """
     try:
         r = _guarded("dsv4_hc_pre")(ctx.ptr, x.ptr, weights.ptr)
     except _ARG_ERRORS as e:
@@ -303,7 +435,12 @@ def dsv4_hc_pre(ctx, x: Tensor, weights: Tensor):
 
 
 def dsv4_hc_pre_gated(ctx, x: Tensor, gate: Tensor, scale: float = 1.0):
-    """ggml_dsv4_hc_pre_gated: out[i, t] = scale * sum_h x[i, h, t] * sigmoid(gate[i, h, t])."""
+    """ggml_dsv4_hc_pre_gated: out[i, t] = scale * sum_h x[i, h, t] * sigmoid(gate[i, h, t]).
+
+    x, gate: F32 [n_embd, hc, n_tokens] (ne order).
+    scale: a finite number.
+    Result: F32 [n_embd, n_tokens]. Precision: F32.
+    """
     scale = _finite("dsv4_hc_pre_gated", "scale", scale)
     try:
         r = _guarded("dsv4_hc_pre_gated")(ctx.ptr, x.ptr, gate.ptr, scale)
@@ -313,8 +450,13 @@ def dsv4_hc_pre_gated(ctx, x: Tensor, gate: Tensor, scale: float = 1.0):
 
 
 def dsv4_hc_post(ctx, x: Tensor, residual: Tensor, post: Tensor, comb: Tensor | None = None):
-    """ggml_dsv4_hc_post: out[i, d, t] = x[i, t] * post[d, t] + sum_s residual[i, s, t] * comb[d, s, t]
-    (comb None: + residual[i, d, t])."""
+    """ggml_dsv4_hc_post: DeepSeek-V4's hyper-connection write:
+    out[i, d, t] = x[i, t] * post[d, t] + sum_s residual[i, s, t] * comb[d, s, t].
+
+    x: F32 [n_embd, n_tokens], residual: F32 [n_embd, hc, n_tokens], post: F32 [hc, n_tokens],
+    comb: F32 [hc, hc, n_tokens] (dst, src) from dsv4_hc_comb, or None (then + residual[i, d, t]).
+    Result: F32 [n_embd, hc, n_tokens]. Precision: F32.
+    """
     try:
         r = _guarded("dsv4_hc_post")(ctx.ptr, x.ptr, residual.ptr, post.ptr, _NULL if comb is None else comb.ptr)
     except _ARG_ERRORS as e:

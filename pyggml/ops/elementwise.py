@@ -12,6 +12,7 @@ from pyggml.ops._common import (
     _NULL,
     _TYPE_SIZE,
     _bad_arguments,
+    _fill,
     _guarded,
     BinaryWrapper,
     UnaryWrapper,
@@ -27,42 +28,109 @@ if TYPE_CHECKING:
     from pyggml.context import Context
 
 # --- element-wise ------------------------------------------------------------------------------------
-add: BinaryWrapper = _make_binary("add")
-sub: BinaryWrapper = _make_binary("sub")
-mul: BinaryWrapper = _make_binary("mul")
-div: BinaryWrapper = _make_binary("div")
+# Shapes below are ggml's ne, innermost first (`t.ne`); NumPy's `t.shape` is the reverse.
+_F16_NOTE = ("F16/BF16 a: computed in F32 and rounded to a's type once (F16 keeps 11 significant bits, "
+             "BF16 8; the suite's bounds: NMSE 1e-5 and 1e-4).")
+_BINARY_DOC = """ggml_{op}: a {sym} b, element-wise, b repeated (tiled) over a.
+
+a: any ne [ne0, ne1, ne2, ne3], F32, F16 or BF16, contiguous rows.
+b: each b.ne[i] divides a.ne[i] (ggml's repeat rule: b is tiled over a, never a over b, so it is
+   NumPy broadcasting only when b's extents are 1 or a's), of a's type or F32.
+Result: a's shape and type.
+Precision: F32 exactly as NumPy's float32 {sym} (one IEEE operation). {f16}"""
+add: BinaryWrapper = _make_binary("add", doc=_BINARY_DOC.format(op="add", sym="+", f16=_F16_NOTE))
+sub: BinaryWrapper = _make_binary("sub", doc=_BINARY_DOC.format(op="sub", sym="-", f16=_F16_NOTE))
+mul: BinaryWrapper = _make_binary("mul", doc=_BINARY_DOC.format(op="mul", sym="*", f16=_F16_NOTE))
+div: BinaryWrapper = _make_binary("div", doc=_BINARY_DOC.format(op="div", sym="/", f16=_F16_NOTE))
 
 UNARY_OPS = ("abs", "sgn", "neg", "step", "tanh", "elu", "relu", "sigmoid", "gelu", "gelu_quick", "gelu_erf",
              "silu", "hardswish", "hardsigmoid", "exp", "softplus", "floor", "ceil", "round", "trunc",
              "sqr", "sqrt", "log", "sin", "cos")
-abs: UnaryWrapper = _make_unary("abs")
-sgn: UnaryWrapper = _make_unary("sgn")
-neg: UnaryWrapper = _make_unary("neg")
-step: UnaryWrapper = _make_unary("step")
-tanh: UnaryWrapper = _make_unary("tanh")
-elu: UnaryWrapper = _make_unary("elu")
-relu: UnaryWrapper = _make_unary("relu")
-sigmoid: UnaryWrapper = _make_unary("sigmoid")
-gelu: UnaryWrapper = _make_unary("gelu")
-gelu_quick: UnaryWrapper = _make_unary("gelu_quick")
-gelu_erf: UnaryWrapper = _make_unary("gelu_erf")
-silu: UnaryWrapper = _make_unary("silu")
-hardswish: UnaryWrapper = _make_unary("hardswish")
-hardsigmoid: UnaryWrapper = _make_unary("hardsigmoid")
-exp: UnaryWrapper = _make_unary("exp")
-softplus: UnaryWrapper = _make_unary("softplus")
-floor: UnaryWrapper = _make_unary("floor")
-ceil: UnaryWrapper = _make_unary("ceil")
-round: UnaryWrapper = _make_unary("round")
-trunc: UnaryWrapper = _make_unary("trunc")
-sqr: UnaryWrapper = _make_unary("sqr")
-sqrt: UnaryWrapper = _make_unary("sqrt")
-log: UnaryWrapper = _make_unary("log")
-sin: UnaryWrapper = _make_unary("sin")
-cos: UnaryWrapper = _make_unary("cos")
+_GELU_TABLE = ("CPU: an F32 a with |a| < 10 is rounded to F16 and looked up in a table of F16 results "
+               "(ggml-cpu's GGML_GELU_FP16), so the result has F16's 11 significant bits (relative errors of order "
+               "1e-3, more where gelu(a) is near 0; the suite's bound NMSE 1e-5); an F16 a is looked up directly. Other "
+               "backends compute in F32.")
+_UNARY_EXACT = "F32 as NumPy's float32 (exact). " + _F16_NOTE
+_UNARY_LIBM = ("F32: the backend's single-precision math library (a few ulps from NumPy's float32, within "
+               "the suite's F32 bound NMSE 1e-7). " + _F16_NOTE)
+# op -> (what it computes in NumPy terms, precision)
+_UNARY_DOCS = {
+    "abs": ("np.abs(a)", _UNARY_EXACT),
+    "sgn": ("np.sign(a): 1 where a > 0, -1 where a < 0, else 0", _UNARY_EXACT),
+    "neg": ("-a", _UNARY_EXACT),
+    "step": ("1 where a > 0, else 0 (Heaviside step; 0 at 0)", _UNARY_EXACT),
+    "tanh": ("np.tanh(a)", _UNARY_LIBM),
+    "elu": ("a where a > 0, else np.expm1(a) (ELU, alpha 1)", _UNARY_LIBM),
+    "relu": ("np.maximum(a, 0)", _UNARY_EXACT),
+    "sigmoid": ("1 / (1 + np.exp(-a))", _UNARY_LIBM),
+    "gelu": ("GELU, tanh approximation: 0.5*a*(1 + tanh(sqrt(2/pi)*(a + 0.044715*a**3)))", _GELU_TABLE),
+    "gelu_quick": ("a * sigmoid(1.702*a)", _GELU_TABLE),
+    "gelu_erf": ("exact GELU: 0.5*a*(1 + erf(a/sqrt(2)))", _UNARY_LIBM + " (No lookup table, unlike gelu.)"),
+    "silu": ("a * sigmoid(a) (SiLU, swish)", "F32: the CPU's vectorized exp (within the suite's F32 bound "
+             "NMSE 1e-7). " + _F16_NOTE),
+    "hardswish": ("a * np.clip((a + 3)/6, 0, 1)", _UNARY_EXACT),
+    "hardsigmoid": ("np.clip((a + 3)/6, 0, 1)", _UNARY_EXACT),
+    "exp": ("np.exp(a)", _UNARY_LIBM),
+    "softplus": ("np.log1p(np.exp(a)), and a itself where a > 20", _UNARY_LIBM + " Computed as log(1 + exp(a)): "
+                 "for a below about -17 the result underflows to 0 where NumPy's log1p does not."),
+    "floor": ("np.floor(a)", _UNARY_EXACT),
+    "ceil": ("np.ceil(a)", _UNARY_EXACT),
+    "round": ("C's roundf: halves away from zero (np.round rounds halves to even: 2.5 -> 3 here, 2 in NumPy)",
+              _UNARY_EXACT),
+    "trunc": ("np.trunc(a)", _UNARY_EXACT),
+    "sqr": ("a * a", _UNARY_EXACT),
+    "sqrt": ("np.sqrt(a) (NaN for a < 0)", _UNARY_EXACT),
+    "log": ("np.log(a) (NaN for a < 0, -inf at 0)", _UNARY_LIBM),
+    "sin": ("np.sin(a)", _UNARY_LIBM),
+    "cos": ("np.cos(a)", _UNARY_LIBM),
+    "expm1": ("np.expm1(a)", "the CPU computes exp(a) - 1 in F32, so for |a| << 1 the error is about 1e-7 "
+              "absolute, not relative as NumPy's expm1. " + _F16_NOTE),
+}
+
+
+def _unary_doc(op: str) -> str:
+    what, precision = _UNARY_DOCS[op]
+    return (f"ggml_{op}: {what}, element-wise.\n\n"
+            "a: any ne (NumPy shape reversed), F32, F16 or BF16, contiguous rows.\n"
+            "Result: a's shape and type.\n"
+            f"Precision: {precision}")
+
+
+abs: UnaryWrapper = _make_unary("abs", doc=_unary_doc("abs"))
+sgn: UnaryWrapper = _make_unary("sgn", doc=_unary_doc("sgn"))
+neg: UnaryWrapper = _make_unary("neg", doc=_unary_doc("neg"))
+step: UnaryWrapper = _make_unary("step", doc=_unary_doc("step"))
+tanh: UnaryWrapper = _make_unary("tanh", doc=_unary_doc("tanh"))
+elu: UnaryWrapper = _make_unary("elu", doc=_unary_doc("elu"))
+relu: UnaryWrapper = _make_unary("relu", doc=_unary_doc("relu"))
+sigmoid: UnaryWrapper = _make_unary("sigmoid", doc=_unary_doc("sigmoid"))
+gelu: UnaryWrapper = _make_unary("gelu", doc=_unary_doc("gelu"))
+gelu_quick: UnaryWrapper = _make_unary("gelu_quick", doc=_unary_doc("gelu_quick"))
+gelu_erf: UnaryWrapper = _make_unary("gelu_erf", doc=_unary_doc("gelu_erf"))
+silu: UnaryWrapper = _make_unary("silu", doc=_unary_doc("silu"))
+hardswish: UnaryWrapper = _make_unary("hardswish", doc=_unary_doc("hardswish"))
+hardsigmoid: UnaryWrapper = _make_unary("hardsigmoid", doc=_unary_doc("hardsigmoid"))
+exp: UnaryWrapper = _make_unary("exp", doc=_unary_doc("exp"))
+softplus: UnaryWrapper = _make_unary("softplus", doc=_unary_doc("softplus"))
+floor: UnaryWrapper = _make_unary("floor", doc=_unary_doc("floor"))
+ceil: UnaryWrapper = _make_unary("ceil", doc=_unary_doc("ceil"))
+round: UnaryWrapper = _make_unary("round", doc=_unary_doc("round"))
+trunc: UnaryWrapper = _make_unary("trunc", doc=_unary_doc("trunc"))
+sqr: UnaryWrapper = _make_unary("sqr", doc=_unary_doc("sqr"))
+sqrt: UnaryWrapper = _make_unary("sqrt", doc=_unary_doc("sqrt"))
+log: UnaryWrapper = _make_unary("log", doc=_unary_doc("log"))
+sin: UnaryWrapper = _make_unary("sin", doc=_unary_doc("sin"))
+cos: UnaryWrapper = _make_unary("cos", doc=_unary_doc("cos"))
 
 
 def scale(ctx, a, s: float):
+    """ggml_scale: a * s, element-wise.
+
+    a: any ne (NumPy shape reversed), F32 or BF16 on the CPU, contiguous.
+    s: the factor, a Python number (a str or bool is refused).
+    Result: a's shape and type.
+    Precision: F32 exactly as NumPy's float32 product (s is rounded to F32 first).
+    """
     s = _scalar("scale", "s", s)
     try:
         r = _guarded("scale")(ctx.ptr, a.ptr, s)
@@ -72,6 +140,12 @@ def scale(ctx, a, s: float):
 
 
 def clamp(ctx, a, min: float, max: float):
+    """ggml_clamp: np.clip(a, min, max), element-wise.
+
+    a: any ne (NumPy shape reversed), F32 or F16.
+    min, max: the bounds, numbers with min <= max.
+    Result: a's shape and type. Precision: exact (the bounds rounded to F32).
+    """
     lo, hi = _scalar("clamp", "min", min), _scalar("clamp", "max", max)
     if not lo <= hi:
         raise ValueError(f"clamp: min ({min}) must not exceed max ({max})")
@@ -83,6 +157,12 @@ def clamp(ctx, a, min: float, max: float):
 
 
 def leaky_relu(ctx, a, negative_slope: float = 0.01):
+    """ggml_leaky_relu: a where a > 0, else negative_slope * a, element-wise.
+
+    a: any ne (NumPy shape reversed), F32 or F16, contiguous rows.
+    negative_slope: the slope for a < 0, a finite number.
+    Result: a's shape and type. Precision: F32 as NumPy's float32; F16 a rounded once.
+    """
     slope = _scalar("leaky_relu", "negative_slope", negative_slope)
     if not math.isfinite(slope):  # ggml computes x + slope*min(x, 0): inf*0 is NaN for every x >= 0
         raise ValueError(f"leaky_relu: negative_slope must be finite, got {slope}")
@@ -94,6 +174,11 @@ def leaky_relu(ctx, a, negative_slope: float = 0.01):
 
 
 def arange(ctx, start: float, stop: float, step: float = 1.0):
+    """ggml_arange: np.arange(start, stop, step) as a new F32 tensor.
+
+    start, stop, step: finite numbers, stop > start, step > 0.
+    Result: F32 ne [n], n = ceil((stop - start) / step), element i = start + i*step computed in F32.
+    """
     start, stop, step = (_scalar("arange", n, v) for n, v in (("start", start), ("stop", stop), ("step", step)))
     # ggml sizes the result as ceil((stop - start) / step) elements, unchecked
     if not all(map(math.isfinite, (start, stop, step))):
@@ -112,10 +197,19 @@ def arange(ctx, start: float, stop: float, step: float = 1.0):
 
 
 # --- newer unary ops ---------------------------------------------------------------------------------
-expm1: UnaryWrapper = _make_unary("expm1")
+expm1: UnaryWrapper = _make_unary("expm1", doc=_unary_doc("expm1"))
 
 
 def xielu(ctx, a: Tensor, alpha_n: float = 0.8, alpha_p: float = 0.8, beta: float = 0.5, eps: float = -1e-6):
+    """ggml_xielu: the xIELU activation, element-wise, as ggml computes it.
+
+    With an = beta + softplus(alpha_n) and ap = softplus(alpha_p) (ggml stores those, not the raw
+    alphas; ggml.h's formula differs, docs/findings.md entry 21):
+        a > 0: ap*a*a + beta*a;    else: (expm1(min(a, eps)) - a)*an + beta*a
+    a: any ne (NumPy shape reversed), F32 or F16, contiguous rows.
+    alpha_n, alpha_p, beta, eps: finite numbers (defaults: llama.cpp's Apertus values).
+    Result: a's shape and type. Precision: F32 math library; F16 a rounded once.
+    """
     vals = [_scalar("xielu", n, v) for n, v in (("alpha_n", alpha_n), ("alpha_p", alpha_p), ("beta", beta), ("eps", eps))]
     if not all(map(math.isfinite, vals)):  # ggml stores softplus(alpha): a NaN/Inf poisons every element
         raise ValueError(f"xielu: alpha_n, alpha_p, beta and eps must be finite, got {vals}")
@@ -133,6 +227,36 @@ def _glu_halves(op: str, a) -> None:
         raise ValueError(f"{op}: a's rows must have an even length (two halves), got ne0 = {a.ptr.ne[0]}")
 
 
+# family -> (its activation in NumPy terms, precision)
+_GLU_ACTS = {
+    "reglu": ("relu(x) = np.maximum(x, 0)", _UNARY_EXACT),
+    "geglu": ("gelu(x), tanh approximation (see gelu)", _GELU_TABLE),
+    "swiglu": ("silu(x) = x * sigmoid(x)", _UNARY_LIBM),
+    "geglu_erf": ("exact gelu(x) = 0.5*x*(1 + erf(x/sqrt(2)))", _UNARY_LIBM),
+    "geglu_quick": ("x * sigmoid(1.702*x) (see gelu_quick)", _GELU_TABLE),
+}
+
+
+def _glu_doc(op: str) -> str:
+    family = op.removesuffix("_swapped").removesuffix("_split")
+    act, precision = _GLU_ACTS[family]
+    if op.endswith("_split"):
+        what = (f"ggml_{op}: act(a) * b, element-wise, act(x) = {act}: the {family} gated linear unit with its "
+                "input and gate in two tensors.\n\n"
+                "a: the activation's input, any ne, F32, F16 or BF16, contiguous rows.\n"
+                "b: the gate, a's shape and type.\n"
+                "Result: a's shape and type.")
+    else:
+        halves = ("x the second half of each row of a, g the first" if op.endswith("_swapped")
+                  else "x the first half of each row of a, g the second")
+        what = (f"ggml_{op}: act(x) * g, act(x) = {act}: the {family} gated linear unit, {halves}.\n\n"
+                "a: ne [2n, ne1, ne2, ne3] (NumPy shape reversed: the halves split its last axis), F32, F16 or "
+                "BF16, "
+                "contiguous rows of even length.\n"
+                "Result: ne [n, ne1, ne2, ne3], a's type.")
+    return f"{what}\nPrecision: {precision}"
+
+
 def _make_glu(op: str) -> UnaryWrapper:
     fn = _guarded(op)
 
@@ -144,7 +268,7 @@ def _make_glu(op: str) -> UnaryWrapper:
             raise _bad_arguments(op, e, ctx, a=a) from None
         return _result(ctx, r, op, a)
     call.__name__ = call.__qualname__ = op
-    call.__doc__ = f"ggml_{op}: the {op.split('_')[0]} gated linear unit"
+    call.__doc__ = _fill(_glu_doc(op))
     return call
 
 
@@ -158,7 +282,7 @@ def _make_glu_split(op: str) -> BinaryWrapper:
             raise _bad_arguments(op, e, ctx, a=a, b=b) from None
         return _result(ctx, r, op, a, b)
     call.__name__ = call.__qualname__ = op
-    call.__doc__ = f"ggml_{op}: the {op.split('_')[0]} gated linear unit, gate in b"
+    call.__doc__ = _fill(_glu_doc(op))
     return call
 
 
@@ -189,6 +313,14 @@ def _glu_limit(op: str, b, limit) -> float:
 
 
 def swiglu_oai(ctx, a: Tensor, b: Tensor | None = None, alpha: float = 1.702, limit: float = 7.0):
+    """ggml_swiglu_oai: GPT-OSS's clamped SwiGLU: x*sigmoid(alpha*x) * (g + 1), x = min(x, limit),
+    g = np.clip(g, -limit, limit).
+
+    a: without b, ne [2n, ...] whose rows hold x (first half) then g (second half); with b, x itself.
+    b: the gate g, a's shape and type, or None.
+    alpha: sigmoid's slope (1.702), finite. limit: the clamp, positive.
+    Result: ne [n, ...] (halves) or a's shape, a's type (F32). Precision: F32 math library.
+    """
     alpha, limit = _scalar("swiglu_oai", "alpha", alpha), _glu_limit("swiglu_oai", b, limit)
     if not math.isfinite(alpha):
         raise ValueError(f"swiglu_oai: alpha must be finite, got {alpha}")
@@ -202,6 +334,13 @@ def swiglu_oai(ctx, a: Tensor, b: Tensor | None = None, alpha: float = 1.702, li
 
 
 def swiglu_clamp(ctx, a: Tensor, b: Tensor | None = None, limit: float = 7.0):
+    """ggml_swiglu_clamp: silu(min(x, limit)) * np.clip(g, -limit, limit).
+
+    a: without b, ne [2n, ...] whose rows hold x (first half) then g (second half); with b, x itself.
+    b: the gate g, a's shape and type, or None.
+    limit: the clamp, positive.
+    Result: ne [n, ...] (halves) or a's shape, a's type. Precision: F32 math library; F16 rounded once.
+    """
     limit = _glu_limit("swiglu_clamp", b, limit)
     if b is None:
         _glu_halves("swiglu_clamp", a)
@@ -230,26 +369,62 @@ def _type_arg(op: str, type) -> int:
 
 
 def add1(ctx, a: Tensor, b: Tensor):
+    """ggml_add1: a + b[0]: the one value of b added to every element of a.
+
+    a: any ne (NumPy shape reversed), F32, F16 or BF16.
+    b: a scalar tensor (one element), of a's type or F32.
+    Result: a's shape and type. Precision: F32 exact; F16/BF16 computed in F32, rounded once.
+    """
     return _call("add1", ctx, {"a": a, "b": b})
 
 
 def add_cast(ctx, a: Tensor, b: Tensor, type):
+    """ggml_add_cast: a + b (b repeated over a, as add), the result converted to `type`.
+
+    a, b: as add (b.ne[i] divides a.ne[i]).
+    type: the result's ggml type (Type, its name such as 'f32', or a NumPy dtype).
+    Result: a's shape, of `type`. Precision: F32 sum, rounded once to `type`.
+    """
     return _call("add_cast", ctx, {"a": a, "b": b}, _type_arg("add_cast", type))
 
 
 def cast(ctx, a: Tensor, type):
+    """ggml_cast: a converted to another type (a copy).
+
+    a: any ne (NumPy shape reversed).
+    type: the result's ggml type (Type, 'f16', 'q8_0', or a NumPy dtype).
+    Result: a's shape, of `type`. Precision: to F16 rounds to nearest (11 bits); to a quantized type
+    with ggml's own quantizer (as types.encode does); to an integer type, as C's conversion.
+    """
     return _call("cast", ctx, {"a": a}, _type_arg("cast", type))
 
 
 def scale_bias(ctx, a: Tensor, s: float, b: float):
+    """ggml_scale_bias: a * s + b, element-wise (b a number, not a tensor).
+
+    a: any ne (NumPy shape reversed), F32 or BF16, contiguous.
+    s: the factor, b: the offset, both numbers.
+    Result: a's shape and type. Precision: F32 (s and b rounded to F32; the product may be fused).
+    """
     return _call("scale_bias", ctx, {"a": a}, _scalar("scale_bias", "s", s), _scalar("scale_bias", "b", b))
 
 
 def fill(ctx, a: Tensor, c: float):
+    """ggml_fill: a tensor of a's shape and type with every element c (np.full_like(a, c)).
+
+    a: any ne (only its shape and type are used), F32 or F16.
+    c: the value, a number.
+    Result: a's shape and type.
+    """
     return _call("fill", ctx, {"a": a}, _scalar("fill", "c", c))
 
 
 def count_equal(ctx, a: Tensor, b: Tensor):
+    """ggml_count_equal: np.count_nonzero(a == b): how many elements of a and b are equal.
+
+    a, b: I32 of the same ne, contiguous (the CPU's rule: 1-d or 2-d).
+    Result: I64 ne [1]. Exact.
+    """
     return _call("count_equal", ctx, {"a": a, "b": b})
 
 
@@ -257,7 +432,14 @@ TRI_TYPES = {"upper_diag": 0, "upper": 1, "lower_diag": 2, "lower": 3}
 
 
 def tri(ctx, a: Tensor, type=0):
-    """type: 0 upper_diag, 1 upper, 2 lower_diag, 3 lower (or those names)."""
+    """ggml_tri: every matrix of a with the elements outside one triangle set to 0 (np.triu / np.tril).
+
+    a: ne [n, n, ne2, ne3] (each matrix's row r is ne1 index r, column i is ne0 index i), F32,
+   contiguous.
+    type: which part is kept: 0 or 'upper_diag' (i >= r, np.triu(a)), 1 'upper' (i > r, np.triu(a, 1)),
+          2 'lower_diag' (i <= r, np.tril(a)), 3 'lower' (i < r, np.tril(a, -1)).
+    Result: a's shape and type. Exact.
+    """
     t = TRI_TYPES.get(type.lower(), -1) if isinstance(type, str) else _scalar("tri", "type", type, int)
     if t not in TRI_TYPES.values():  # the CPU kernel aborts on any other value
         raise ValueError(f"tri: type must be one of {TRI_TYPES} (or its name), got {type!r}")
@@ -265,10 +447,22 @@ def tri(ctx, a: Tensor, type=0):
 
 
 def diag(ctx, a: Tensor):
+    """ggml_diag: a matrix with a's row on its diagonal (np.diag per row).
+
+    a: ne [n, 1, ne2, ne3] (NumPy shape (ne3, ne2, 1, n)), F32.
+    Result: ne [n, n, ne2, ne3], zeros off the diagonal. Exact.
+    """
     return _call("diag", ctx, {"a": a})
 
 
 def diag_mask_zero(ctx, a: Tensor, n_past: int):
+    """ggml_diag_mask_zero: a causal mask by zeros: element (row i1, column i0) set to 0 where
+    i0 > n_past + i1; the rest copied.
+
+    a: ne [n_kv, n_rows, ne2, ne3] (NumPy shape reversed), F32.
+    n_past: how many columns every row keeps beyond the diagonal, >= 0.
+    Result: a's shape and type. Exact.
+    """
     n_past = _scalar("diag_mask_zero", "n_past", n_past, int)
     if not 0 <= n_past < 2**31:  # the kernel asserts n_past >= 0 on a worker thread
         raise ValueError(f"diag_mask_zero: n_past must be >= 0, got {n_past}")
@@ -276,6 +470,13 @@ def diag_mask_zero(ctx, a: Tensor, n_past: int):
 
 
 def roll(ctx, a: Tensor, shift0: int = 0, shift1: int = 0, shift2: int = 0, shift3: int = 0):
+    """ggml_roll: np.roll of a along every dim: shift_i along ggml dim i (NumPy axis 3 - i).
+
+    a: any ne, F32 (the CPU's rule), contiguous rows.
+    shift0, shift1, shift2, shift3: how far each dim's elements move toward higher indices (negative:
+        lower), wrapping around; shift0 moves along ne0 (NumPy's last axis).
+    Result: a's shape and type. Exact.
+    """
     shifts = [_scalar("roll", f"shift{i}", v, int) for i, v in enumerate((shift0, shift1, shift2, shift3))]
     if not all(-2**31 < v < 2**31 for v in shifts):
         raise ValueError(f"roll: shifts {shifts} do not fit a C int")
@@ -283,11 +484,23 @@ def roll(ctx, a: Tensor, shift0: int = 0, shift1: int = 0, shift2: int = 0, shif
 
 
 def repeat_4d(ctx, a: Tensor, ne0: int, ne1: int = 1, ne2: int = 1, ne3: int = 1):
+    """ggml_repeat_4d: a tiled to ne [ne0, ne1, ne2, ne3] (np.tile, in ggml's dim order).
+
+    a: any ne, each a.ne[i] dividing the target's.
+    ne0, ne1, ne2, ne3: the result's extents in ggml order (ne0 innermost: NumPy's last axis).
+    Result: ne [ne0, ne1, ne2, ne3], a's type. Exact.
+    """
     ne = _shape_arg("repeat_4d", (ne0, ne1, ne2, ne3))
     return _call("repeat_4d", ctx, {"a": a}, *ne)
 
 
 def cumsum(ctx, a: Tensor):
+    """ggml_cumsum: the running sum along each row: np.cumsum(a, axis=-1) (ggml's dim 0).
+
+    a: any ne (NumPy shape reversed), F32.
+    Result: a's shape and type. Precision: a sequential F32 sum (error grows with the row length, as
+    np.cumsum in float32; the suite compares with a float64 sum to NMSE 1e-7).
+    """
     return _call("cumsum", ctx, {"a": a})
 
 
@@ -319,10 +532,27 @@ def _view_of_b(op: str, a, b, nb1, nb2, nb3, offset) -> list[int]:
 
 
 def acc(ctx, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int):
+    """ggml_acc: a copy of a with b added into a strided view of it (C-style byte strides).
+
+    The view has b's ne and the byte strides (a's element size, nb1, nb2, nb3), and starts at byte
+    `offset` of a; view += b, the rest of a copied.
+    a: F32, contiguous. b: F32, any ne (the view's extents).
+    nb1, nb2, nb3: the view's byte strides of dims 1-3 (multiples of a's element size; a.nb gives a's
+        own), offset: its first byte in a. The view must lie inside a and not overlap itself.
+    Result: a's shape and type. Exact (one F32 addition per element).
+    """
     return _call("acc", ctx, {"a": a, "b": b}, *_view_of_b("acc", a, b, nb1, nb2, nb3, offset))
 
 
 def set(ctx, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int):  # noqa: A001
+    """ggml_set: a copy of a with b written into a strided view of it (C-style byte strides).
+
+    The view has b's ne and the byte strides (a's element size, nb1, nb2, nb3), and starts at byte
+    `offset` of a (offset < 2**30).
+    a: F32 or I32, contiguous. b: any ne (the view's extents), of a's type, contiguous rows.
+    nb1, nb2, nb3: the view's byte strides of dims 1-3 (a.nb for a's own), offset: its first byte.
+    Result: a's shape and type. Exact.
+    """
     vals = _view_of_b("set", a, b, nb1, nb2, nb3, offset)
     if vals[3] >= 1 << 30:
         raise ValueError(f"set: offset must be < 2**30 (ggml stores it in an int32), got {vals[3]}")
@@ -330,12 +560,23 @@ def set(ctx, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int):  
 
 
 def set_1d(ctx, a: Tensor, b: Tensor, offset: int):
+    """ggml_set_1d: a copy of a with b's elements written at byte `offset` of a (a's own strides).
+
+    a, b: of one type; b's ne must fit from offset. offset: bytes from a's start.
+    Result: a's shape and type. Exact.
+    """
     if isinstance(a, Tensor):
         _view_of_b("set_1d", a, b, a.ptr.nb[1], a.ptr.nb[2], a.ptr.nb[3], offset)
     return _call("set_1d", ctx, {"a": a, "b": b}, _scalar("set_1d", "offset", offset, int))
 
 
 def set_2d(ctx, a: Tensor, b: Tensor, nb1: int, offset: int):
+    """ggml_set_2d: a copy of a with b's rows written at byte `offset`, nb1 bytes apart.
+
+    a, b: of one type. nb1: the byte stride between b's rows inside a (a.nb[1] for a's own rows).
+    offset: the first row's first byte in a.
+    Result: a's shape and type. Exact.
+    """
     if isinstance(a, Tensor):
         _view_of_b("set_2d", a, b, nb1, a.ptr.nb[2], a.ptr.nb[3], offset)
     return _call("set_2d", ctx, {"a": a, "b": b}, _scalar("set_2d", "nb1", nb1, int), _scalar("set_2d", "offset", offset, int))
@@ -355,21 +596,50 @@ def _pads(op: str, a, pads, circular: bool) -> list[int]:
 
 def pad_ext(ctx, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int = 0, lp2: int = 0, rp2: int = 0,
             lp3: int = 0, rp3: int = 0):
+    """ggml_pad_ext: zero padding before and after each dim (np.pad with zeros, in ggml's dim order).
+
+    a: any ne, F32.
+    lp0, rp0: zeros before and after dim 0 (ne0, NumPy's last axis); lp1, rp1 for dim 1; lp2, rp2;
+        lp3, rp3. All >= 0.
+    Result: ne [ne0 + lp0 + rp0, ne1 + lp1 + rp1, ...], a's type. Exact.
+    """
     return _call("pad_ext", ctx, {"a": a}, *_pads("pad_ext", a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), False))
 
 
 def pad_ext_circular(ctx, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int = 0, lp2: int = 0,
                      rp2: int = 0, lp3: int = 0, rp3: int = 0):
+    """ggml_pad_ext_circular: circular padding before and after each dim (np.pad(mode="wrap")).
+
+    a: any ne, F32.
+    lp0, rp0: elements added before and after dim 0 (ne0), taken from the other end; lp1, rp1 for
+        dim 1; lp2, rp2; lp3, rp3. All >= 0, a left padding at most the dim's extent.
+    Result: ne [ne0 + lp0 + rp0, ...], a's type. Exact.
+    """
     pads = _pads("pad_ext_circular", a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), True)
     return _call("pad_ext_circular", ctx, {"a": a}, *pads)
 
 
 def pad_circular(ctx, a: Tensor, p0: int = 0, p1: int = 0, p2: int = 0, p3: int = 0):
+    """ggml_pad_circular: circular padding after each dim (np.pad(mode="wrap") on the right only).
+
+    a: any ne, F32.
+    p0, p1, p2, p3: elements appended to dims 0-3 (p0 along ne0, NumPy's last axis), taken from the
+        dim's start.
+    Result: ne [ne0 + p0, ne1 + p1, ne2 + p2, ne3 + p3], a's type. Exact.
+    """
     pads = _pads("pad_circular", a, (0, p0, 0, p1, 0, p2, 0, p3), True)
     return _call("pad_circular", ctx, {"a": a}, *pads[1::2])
 
 
 def timestep_embedding(ctx, timesteps: Tensor, dim: int, max_period: int = 10000):
+    """ggml_timestep_embedding: sinusoidal embeddings of diffusion timesteps.
+
+    Row t is [cos(t*f_0), ..., cos(t*f_{h-1}), sin(t*f_0), ..., sin(t*f_{h-1})] with h = dim // 2 and
+    f_j = max_period**(-j/h); an odd dim ends with a 0.
+    timesteps: F32 ne [n] (a vector).
+    dim: the embedding size, > 0. max_period: the longest period, > 0.
+    Result: F32 ne [dim, n] (NumPy shape (n, dim)). Precision: F32 math library.
+    """
     dim, max_period = _scalar("timestep_embedding", "dim", dim, int), _scalar("timestep_embedding", "max_period", max_period, int)
     if not 0 < dim < 2**31 or not 0 < max_period < 2**31:  # log(max_period) and a [dim, n] result
         raise ValueError(f"timestep_embedding: dim and max_period must be positive, got {dim}, {max_period}")

@@ -14,6 +14,7 @@ from pyggml.ops._common import (
     _BLOCKED,
     _TYPE_SIZE,
     _bad_arguments,
+    _check_scalars,
     _destination,
     _failed,
     _guarded,
@@ -27,12 +28,27 @@ from pyggml.ops._common import (
 from pyggml.tensor import MAX_DIMS, Tensor
 
 # --- index ops --------------------------------------------------------------------------------------------
-get_rows: BinaryWrapper = _make_binary("get_rows")
-get_rows.__doc__ = "Rows b (I32 [n, ne2, ne3]) of a ([ne0, rows, ne2, ne3]). Index values are checked before compute."
+get_rows: BinaryWrapper = _make_binary("get_rows", doc="""ggml_get_rows: the rows of a that b lists (an embedding lookup): a[..., b[i], :] in NumPy terms.
+
+a: ne [ne0, rows, ne2, ne3] (ggml order; NumPy shape (ne3, ne2, rows, ne0)), any type with a row
+   reader (F32, F16, BF16, quantized: dequantized on the way; I32).
+b: I32 ne [n, ne2, ne3] (NumPy shape (ne3, ne2, n)): row indices, each in 0..rows-1 (checked
+   before compute); b's dims 1 and 2 pick a's dims 2 and 3.
+Result: F32 ne [ne0, n, ne2, ne3] (I32 for an I32 a). Exact (a quantized row is dequantized as
+types.decode does).""")
 _set_rows = _guarded("set_rows")
 
 def set_rows(ctx, a, b, c):
-    """Write rows of b into rows c (I32/I64 index) of a; returns a view of a as the op's node."""
+    """ggml_set_rows: rows of b written into rows c of a (a scatter): a[..., c[i], :] = b[..., i, :] in
+    NumPy terms; returns a view of a as the op's node (compute it to write a).
+
+    a: the destination, ne [ne0, rows, ne2, ne3] (ggml order), F32, F16, BF16 or quantized (rows
+       quantized on the way).
+    b: F32 ne [ne0, n, ne2, ne3], the rows to write.
+    c: I32 or I64 ne [n, c2, c3] (c2 divides ne2, c3 divides ne3), target row of each row of b, each in
+       0..rows-1 (checked before compute). Duplicate targets: which write wins is not defined.
+    Result: a view of a (a's shape and type). Precision: exact for F32; rounded/quantized to a's type.
+    """
     try:
         pa = a.ptr
         if pa.view_src and _self_overlapping(pa):
@@ -58,26 +74,51 @@ _cpy: BinaryWrapper = _make_binary("cpy")
 
 
 def cpy(ctx, a, b):
-    """Copy a into b (same number of elements, converting type); the result is a view of b."""
+    """ggml_cpy: a's elements copied into b, in order, converted to b's type; the result is a view of b.
+
+    a: the source, any ne. b: the destination, the same number of elements (any shape, any type ggml
+       converts to: F32, F16, BF16, quantized, I32); a view of b must not overlap itself.
+    Result: a view of b. Precision: exact between equal types; to F16/BF16 rounded to nearest; to a
+    quantized type through ggml's quantizer.
+    """
     _destination("cpy", b)
     return _cpy(ctx, a, b)
-dup: UnaryWrapper = _make_unary("dup")
-cont: UnaryWrapper = _make_unary("cont")
+dup: UnaryWrapper = _make_unary("dup", doc="""ggml_dup: a copy of a (same ne and type, contiguous): np.array(a, copy=True).
+
+a: any ne and strides.
+Result: a new tensor of a's shape and type. Exact.""")
+cont: UnaryWrapper = _make_unary("cont", doc="""ggml_cont: a copied into contiguous memory, same ne and type (np.ascontiguousarray).
+
+a: any ne and strides (a transposed or permuted view, typically).
+Result: a contiguous tensor of a's shape and type. Exact.""")
 _transpose: UnaryWrapper = _make_unary("transpose")
 
 
 
 
 def transpose(ctx, a):
+    """ggml_transpose: a view with dims 0 and 1 swapped (a.T for a matrix), no copy.
+
+    a: any ne [ne0, ne1, ne2, ne3] (a quantized a cannot be transposed: its rows hold blocks).
+    Result: a view, ne [ne1, ne0, ne2, ne3] (NumPy's last two axes swapped), non-contiguous: cont() it
+    for the ops that need contiguous rows.
+    """
     t = _transpose(ctx, a)
     return _whole_blocks("transpose", t) if t.ptr.type in _BLOCKED else t
 def reshape(ctx, a, b):
-    """Reshape a to b's shape, like ggml_reshape."""
+    """ggml_reshape: a's elements with b's shape (like np.reshape; a view, no copy).
+
+    a: contiguous, any type. b: any tensor with a's number of elements: only its ne is read.
+    Result: a view of a with ne = b.ne.
+    """
     if not isinstance(b, Tensor):
         raise TypeError(f"reshape: b must be a Tensor, got {type(b).__name__}")
     return _reshape_nd("reshape", ctx, a, *b.ne)
-repeat: BinaryWrapper = _make_binary("repeat")
-repeat.__doc__ = "Repeat a to b's shape."
+repeat: BinaryWrapper = _make_binary("repeat", doc="""ggml_repeat: a tiled to b's shape (np.tile in ggml's dim order).
+
+a: any ne, each a.ne[i] dividing b.ne[i]; F32, F16, BF16, I16 or I32.
+b: any tensor of the target shape: only its ne is read.
+Result: b's ne, a's type. Exact.""")
 
 
 
@@ -94,18 +135,38 @@ def _cont_nd(op: str, ctx, a, ne) -> Tensor:
 
 
 def cont_1d(ctx, a, ne0):
+    """ggml_cont_1d: a copied into a new contiguous tensor of ne [ne0] (np.ascontiguousarray + reshape).
+
+    a: any ne and strides. ne0: a's number of elements.
+    Result: ne [ne0], a's type. Exact.
+    """
     return _cont_nd("cont_1d", ctx, a, (ne0, 1, 1, 1))
 
 
 def cont_2d(ctx, a, ne0, ne1):
+    """ggml_cont_2d: a copied into a new contiguous tensor of ne [ne0, ne1] (ggml order).
+
+    a: any ne and strides. ne0, ne1: the new extents (product: a's number of elements; ne0 innermost).
+    Result: ne [ne0, ne1] (NumPy shape (ne1, ne0)), a's type. Exact.
+    """
     return _cont_nd("cont_2d", ctx, a, (ne0, ne1, 1, 1))
 
 
 def cont_3d(ctx, a, ne0, ne1, ne2):
+    """ggml_cont_3d: a copied into a new contiguous tensor of ne [ne0, ne1, ne2] (ggml order).
+
+    a: any ne and strides. ne0, ne1, ne2: the new extents (their product a's number of elements).
+    Result: ne [ne0, ne1, ne2] (NumPy shape reversed), a's type. Exact.
+    """
     return _cont_nd("cont_3d", ctx, a, (ne0, ne1, ne2, 1))
 
 
 def cont_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
+    """ggml_cont_4d: a copied into a new contiguous tensor of ne [ne0, ne1, ne2, ne3] (ggml order).
+
+    a: any ne and strides. ne0, ne1, ne2, ne3: the new extents (their product a's number of elements).
+    Result: ne [ne0, ne1, ne2, ne3] (NumPy shape reversed), a's type. Exact.
+    """
     return _cont_nd("cont_4d", ctx, a, (ne0, ne1, ne2, ne3))
 
 
@@ -144,18 +205,41 @@ def _reshape_error(op: str, exc, ctx, a, ne) -> Exception:
 
 
 def reshape_1d(ctx, a, ne0):
+    """ggml_reshape_1d: a view of the contiguous a as ne [ne0] (np.reshape(a, -1)); no copy.
+
+    a: contiguous. ne0: a's number of elements.
+    Result: a view, ne [ne0].
+    """
     return _reshape_nd("reshape_1d", ctx, a, ne0, 1, 1, 1)
 
 
 def reshape_2d(ctx, a, ne0, ne1):
+    """ggml_reshape_2d: a view of the contiguous a as ne [ne0, ne1] (ggml order); no copy.
+
+    a: contiguous. ne0, ne1: the new extents (ne0 innermost: np.reshape(a, (ne1, ne0))); a quantized a
+       keeps whole blocks in ne0.
+    Result: a view, ne [ne0, ne1].
+    """
     return _reshape_nd("reshape_2d", ctx, a, ne0, ne1, 1, 1)
 
 
 def reshape_3d(ctx, a, ne0, ne1, ne2):
+    """ggml_reshape_3d: a view of the contiguous a as ne [ne0, ne1, ne2] (np.reshape(a, (ne2, ne1, ne0)));
+    no copy.
+
+    a: contiguous. ne0, ne1, ne2: the new extents in ggml order.
+    Result: a view, ne [ne0, ne1, ne2].
+    """
     return _reshape_nd("reshape_3d", ctx, a, ne0, ne1, ne2, 1)
 
 
 def reshape_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
+    """ggml_reshape_4d: a view of the contiguous a as ne [ne0, ne1, ne2, ne3]
+    (np.reshape(a, (ne3, ne2, ne1, ne0))); no copy.
+
+    a: contiguous. ne0, ne1, ne2, ne3: the new extents in ggml order.
+    Result: a view, ne [ne0, ne1, ne2, ne3].
+    """
     return _reshape_nd("reshape_4d", ctx, a, ne0, ne1, ne2, ne3)
 
 
@@ -163,10 +247,18 @@ _permute = _guarded("permute")
 
 
 def permute(ctx, a, axis0: int, axis1: int, axis2: int, axis3: int):
-    """ggml_permute: source dim i goes to position axis_i."""
+    """ggml_permute: a view with a's dims moved: source dim i goes to position axis_i (ggml order), no copy.
+
+    Not np.transpose's convention: np.transpose(x, axes) takes result axis j from source axes[j];
+    ggml_permute sends source dim i to result dim axis_i. permute(a, 0, 2, 1, 3) swaps dims 1 and 2.
+    a: any ne [ne0, ne1, ne2, ne3].
+    axis0, axis1, axis2, axis3: where dims 0, 1, 2, 3 of a go, a permutation of 0..3.
+    Result: a view (non-contiguous unless trivial: cont() it for the ops that need contiguous rows).
+    """
     try:
         r = _permute(ctx.ptr, a.ptr, axis0, axis1, axis2, axis3)
     except _ARG_ERRORS as e:
+        _check_scalars("permute", ints=dict(axis0=axis0, axis1=axis1, axis2=axis2, axis3=axis3))
         raise _bad_arguments("permute", e, ctx, a=a) from None
     if not r:
         raise _failed("permute")
@@ -180,6 +272,12 @@ def permute(ctx, a, axis0: int, axis1: int, axis2: int, axis3: int):
 
 
 def concat(ctx, a, b, dim: int):
+    """ggml_concat: a and b joined along ggml dim `dim` (np.concatenate(..., axis=3 - dim)).
+
+    a, b: the same type and the same extents in every dim but `dim`.
+    dim: the ggml dim to join along, 0..3 (0 is NumPy's last axis).
+    Result: a's ne with ne[dim] = a.ne[dim] + b.ne[dim]. Exact.
+    """
     dim = integer("concat: dim", dim)
     try:
         r = _guarded("concat")(ctx.ptr, a.ptr, b.ptr, dim)
@@ -189,6 +287,12 @@ def concat(ctx, a, b, dim: int):
 
 
 def pad(ctx, a, p0: int, p1: int = 0, p2: int = 0, p3: int = 0):
+    """ggml_pad: zeros appended at the end of each dim (np.pad(a, [(0, p3), (0, p2), (0, p1), (0, p0)])).
+
+    a: any ne, F32.
+    p0, p1, p2, p3: zeros after dims 0-3 (p0 along ne0, NumPy's last axis), >= 0.
+    Result: ne [ne0 + p0, ne1 + p1, ne2 + p2, ne3 + p3]. Exact.
+    """
     p = [integer(f"pad: p{i}", v) for i, v in enumerate((p0, p1, p2, p3))]
     if min(p) < 0:  # ggml would make a tensor of negative extent
         raise ValueError(f"pad: padding must be non-negative, got {p}")
@@ -213,6 +317,8 @@ def _view(op: str, ctx, a, ne: tuple, nb: tuple, offset) -> Tensor:
             raise TypeError(f"{op}: a must be a Tensor, got {type(a).__name__}") from None
         _shape_arg(op, ne), [integer(f"{op}: nb", n) for n in nb], integer(f"{op}: offset", offset)
         raise
+    if bool in {type(v) for v in (*ne, *nb, offset)}:  # True is no extent, stride or offset
+        _shape_arg(op, ne), [integer(f"{op}: nb", n) for n in nb], integer(f"{op}: offset", offset)
     if negative or not all(ne):
         raise ValueError(f"{op}: ne must be positive and strides and offset non-negative (ggml does not handle "
                          f"empty tensors), got ne={list(ne)}, nb={list(nb)}, offset={offset}")
@@ -252,6 +358,12 @@ def _sum_strides(ne, nb) -> int:
 
 
 def view_1d(ctx, a, ne0, offset=0):
+    """ggml_view_1d: a view of ne0 consecutive elements of a, from byte `offset`; no copy.
+
+    a: any tensor. ne0: the number of elements (whole blocks for a quantized a).
+    offset: the first byte, counted from a's start (C's byte offset, not an element index).
+    Result: a view, ne [ne0], that must lie inside a (checked).
+    """
     return _view("view_1d", ctx, a, (ne0,), (), offset)
 
 
@@ -260,6 +372,14 @@ _view_2d = _VIEW_FNS[2]
 
 def view_2d(ctx, a, ne0, ne1, nb1, offset=0):
     # the view most graphs use, written out: the generic _view costs twice as much
+    """ggml_view_2d: a 2-D view of a with a row stride in bytes; no copy.
+
+    a: any tensor.
+    ne0, ne1: the view's extents in ggml order (ne0 elements per row, ne1 rows; NumPy shape (ne1, ne0)).
+    nb1: the byte stride between rows (a.nb[1] for a's own rows; C's bytes, not elements).
+    offset: the first byte, counted from a's start.
+    Result: a view, ne [ne0, ne1], that must lie inside a (checked).
+    """
     try:
         p = a.ptr
         if ne0 <= 0 or ne1 <= 0 or nb1 < 0 or offset < 0:
@@ -284,17 +404,39 @@ def view_2d(ctx, a, ne0, ne1, nb1, offset=0):
 
 
 def view_3d(ctx, a, ne0, ne1, ne2, nb1, nb2, offset=0):
+    """ggml_view_3d: a 3-D view of a with byte strides; no copy.
+
+    a: any tensor.
+    ne0, ne1, ne2: the view's extents in ggml order (NumPy shape (ne2, ne1, ne0)).
+    nb1, nb2: the byte strides of dims 1 and 2 (a.nb for a's own).
+    offset: the first byte, counted from a's start.
+    Result: a view, ne [ne0, ne1, ne2], that must lie inside a (checked).
+    """
     return _view("view_3d", ctx, a, (ne0, ne1, ne2), (nb1, nb2), offset)
 
 
 def view_4d(ctx, a, ne0, ne1, ne2, ne3, nb1, nb2, nb3, offset=0):
+    """ggml_view_4d: a 4-D view of a with byte strides; no copy.
+
+    a: any tensor.
+    ne0, ne1, ne2, ne3: the view's extents in ggml order (NumPy shape reversed).
+    nb1, nb2, nb3: the byte strides of dims 1-3 (a.nb for a's own).
+    offset: the first byte, counted from a's start.
+    Result: a view, ne [ne0, ne1, ne2, ne3], that must lie inside a (checked).
+    """
     return _view("view_4d", ctx, a, (ne0, ne1, ne2, ne3), (nb1, nb2, nb3), offset)
 
 
 def view_nd(ctx, a, ne, nb, offset=0):
-    """A view with explicit strides for every dim (nb[0] included), for views no ggml_view_Nd makes:
-    ggml_view_4d of ne/nb[1:], then nb[0] and any widened ne set on the view, as llama.cpp's seed does
-    with its overlapping conv windows."""
+    """A view with explicit byte strides for every dim, nb[0] included, for views no ggml_view_Nd makes
+    (ggml_view_4d of ne/nb[1:], then nb[0] and any widened ne set on the view, as llama.cpp's conv-state
+    code does with its overlapping conv windows).
+
+    a: any tensor of an unblocked type (not quantized).
+    ne: 4 extents in ggml order. nb: 4 byte strides (nb[0] at least the element size unless ne[0] is 1).
+    offset: the first byte, counted from a's start.
+    Result: a view that must lie inside a (checked); it may read elements twice (overlapping windows).
+    """
     if not isinstance(a, Tensor):
         raise TypeError(f"view_nd: a must be a Tensor, got {type(a).__name__}")
     ne, nb = _shape_arg("view_nd", ne), [integer("view_nd: nb", n) for n in nb]
@@ -320,14 +462,20 @@ def view_nd(ctx, a, ne, nb, offset=0):
 
 
 def set_name(ctx, a, name: str):
+    """Name a (ggml_set_name) and return it: the name shows in graphs, errors and GGUF files.
+
+    a: the tensor. name: a str of at most GGML_MAX_NAME - 1 bytes.
+    """
     if not isinstance(a, Tensor):
         raise TypeError(f"set_name: a must be a Tensor, got {type(a).__name__}")
     return a.set_name(name)
 
 
 
-view_tensor: UnaryWrapper = _make_unary("view_tensor")
-view_tensor.__doc__ = "ggml_view_tensor(ctx, a): a view of all of a (same shape, strides and type)."
+view_tensor: UnaryWrapper = _make_unary("view_tensor", doc="""ggml_view_tensor: a view of all of a: the same ne, byte strides and type, no copy.
+
+a: any tensor.
+Result: a view of a (writes through it change a).""")
 
 
 # the family's op wrappers, listed so that type checkers see them (tests/test_types.py keeps it exact)

@@ -18,8 +18,13 @@ from pyggml.ops._common import (
 )
 from pyggml.tensor import Tensor
 
-ssm_conv: BinaryWrapper = _make_binary("ssm_conv", ("sx", "c"))
-ssm_conv.__doc__ = "ggml_ssm_conv: sx [d_conv-1+n_t, d_inner, n_s], c [d_conv, d_inner] -> [d_inner, n_t, n_s]."
+ssm_conv: BinaryWrapper = _make_binary("ssm_conv", ("sx", "c"), doc="""ggml_ssm_conv: Mamba's causal depthwise conv1d over each sequence's window:
+out[i, t, s] = sum_k a[t + k, i, s] * b[k, i], in ggml's ne order.
+
+a: sx, F32 ne [d_conv - 1 + n_t, d_inner, n_s] (NumPy shape (n_s, d_inner, d_conv - 1 + n_t)): each
+   channel's last d_conv - 1 inputs followed by its n_t new ones.
+b: c, F32 ne [d_conv, d_inner], the conv weights of each channel.
+Result: F32 ne [d_inner, n_t, n_s]. Precision: F32 (within NMSE 1e-7).""")
 
 _INT32_MAX = 2**31 - 1
 
@@ -52,11 +57,20 @@ def _slots(op: str, K) -> int:
 
 
 def ssm_scan(ctx, s: Tensor, x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, ids: Tensor, K: int = 1):
-    """ggml_ssm_scan (Mamba-1 when A is [d_state, n_head], Mamba-2 when A is [1, n_head]).
-    s [d_state, head_dim, n_head, >= n_seqs], x [head_dim, n_head, n_tokens, n_seqs], dt [n_head, n_tokens,
-    n_seqs], B, C [d_state, n_group, n_tokens, n_seqs], ids I32 [n_seqs] (the row of s each sequence starts
-    from). Result (1-d F32): y [head_dim, n_head, n_tokens, n_seqs], then K state slots [d_state, head_dim,
-    n_head, n_seqs], slot i the state i tokens before the last; slots >= n_tokens are not written."""
+    """ggml_ssm_scan: Mamba's selective scan (Mamba-1 when A is [d_state, n_head], Mamba-2 when A is
+    [1, n_head]). Per sequence, token and head h (group g = h // (n_head / n_group)):
+        d = softplus(dt[h]);  S[h] = S[h] * exp(d * A[h]) + d * outer(x[h], B[g]);  y[h] = S[h] @ C[g]
+
+    Shapes in ggml's ne order (NumPy shapes reversed), all F32:
+    s: [d_state, head_dim, n_head, >= n_seqs], the states to start from.
+    x: [head_dim, n_head, n_tokens, n_seqs]. dt: [n_head, n_tokens, n_seqs].
+    A: [d_state, n_head] or [1, n_head]. B, C: [d_state, n_group, n_tokens, n_seqs] (n_group divides n_head).
+    ids: I32 [n_seqs], the row of s each sequence starts from.
+    K: how many state snapshots to keep, >= 1.
+    Result (1-d F32): y [head_dim, n_head, n_tokens, n_seqs], then K state slots [d_state, head_dim,
+    n_head, n_seqs], slot i the state i tokens before the last; slots >= n_tokens are not written.
+    Precision: F32 on every backend (within NMSE 1e-7 of a float64 scan).
+    """
     _tensors("ssm_scan", ctx, s=s, x=x, dt=dt, A=A, B=B, C=C, ids=ids)
     K = _slots("ssm_scan", K)
     out = _call("ssm_scan", ctx, {"s": s, "x": x, "dt": dt, "A": A, "B": B, "C": C, "ids": ids}, K)
@@ -84,8 +98,14 @@ def _rwkv_shapes(op: str, tokens: dict, state: Tensor) -> None:
 
 
 def rwkv_wkv6(ctx, k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Tensor, state: Tensor):
-    """ggml_rwkv_wkv6: k, v, r, td [S, H, n_tokens], tf [S, H] (time_first), state [S*S*H, n_seqs]
-    -> [S*H, n_tokens + S*n_seqs]: the outputs, then the final states."""
+    """ggml_rwkv_wkv6: RWKV-6 time mixing. Per head, with W[i, j] the state (i key, j value), per token:
+        kv = outer(k, v);  out[j] = sum_i r[i] * (tf[i] * kv[i, j] + W[i, j]);  W = W * td[i] + kv
+
+    k, v, r, td: F32 [S, H, n_tokens] (ggml ne order; NumPy shape reversed); tf: F32 [S, H] (time_first);
+    state: F32 [S*S*H, n_seqs]; the tokens split evenly over the sequences (n_seqs divides n_tokens).
+    Result: F32 [S*H, n_tokens + S*n_seqs]: the outputs, then the final states.
+    Precision: F32 (within NMSE 1e-7).
+    """
     _tensors("rwkv_wkv6", ctx, k=k, v=v, r=r, tf=tf, td=td, state=state)
     out = _call("rwkv_wkv6", ctx, {"k": k, "v": v, "r": r, "tf": tf, "td": td, "state": state})
     _rwkv_shapes("rwkv_wkv6", {"k": k, "v": v, "r": r, "td": td}, state)
@@ -96,8 +116,14 @@ def rwkv_wkv6(ctx, k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Tensor, stat
 
 
 def gated_linear_attn(ctx, k: Tensor, v: Tensor, q: Tensor, g: Tensor, state: Tensor, scale: float = 1.0):
-    """ggml_gated_linear_attn: k, v, q, g [S, H, n_tokens], state [S*S*H, n_seqs]
-    -> [S*H, n_tokens + S*n_seqs]: the outputs (times scale), then the final states."""
+    """ggml_gated_linear_attn: gated linear attention. Per head, with W[i, j] the state, per token:
+        W = W * g[i] + outer(k, v);  out[j] = scale * sum_i q[i] * W[i, j]
+
+    k, v, q, g: F32 [S, H, n_tokens] (ggml ne order; NumPy shape reversed); state: F32 [S*S*H, n_seqs];
+    the tokens split evenly over the sequences.
+    scale: multiplies the outputs, finite.
+    Result: F32 [S*H, n_tokens + S*n_seqs]: the outputs, then the final states. Precision: F32.
+    """
     _tensors("gated_linear_attn", ctx, k=k, v=v, q=q, g=g, state=state)
     scale = _scalar("gated_linear_attn", "scale", scale)
     if not math.isfinite(scale):  # would poison every output
@@ -108,8 +134,13 @@ def gated_linear_attn(ctx, k: Tensor, v: Tensor, q: Tensor, g: Tensor, state: Te
 
 
 def rwkv_wkv7(ctx, r: Tensor, w: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, state: Tensor):
-    """ggml_rwkv_wkv7: r, w, k, v, a, b [S, H, n_tokens], state [S*S*H, n_seqs]
-    -> [S*H, n_tokens + S*n_seqs]: the outputs, then the final states."""
+    """ggml_rwkv_wkv7: RWKV-7 time mixing. Per head, with W[i, j] the state (i value, j key), per token:
+        W = W * w[j] + outer(v, k) + outer(W @ a, b);  out = W @ r   (W @ a with the W before the update)
+
+    r, w, k, v, a, b: F32 [S, H, n_tokens] (ggml ne order; NumPy shape reversed); state: F32 [S*S*H, n_seqs];
+    the tokens split evenly over the sequences.
+    Result: F32 [S*H, n_tokens + S*n_seqs]: the outputs, then the final states. Precision: F32.
+    """
     _tensors("rwkv_wkv7", ctx, r=r, w=w, k=k, v=v, a=a, b=b, state=state)
     out = _call("rwkv_wkv7", ctx, {"r": r, "w": w, "k": k, "v": v, "a": a, "b": b, "state": state})
     _rwkv_shapes("rwkv_wkv7", {"r": r, "w": w, "k": k, "v": v, "a": a, "b": b}, state)
@@ -123,20 +154,39 @@ def _flag(op: str, name: str, value) -> bool:
 
 
 def solve_tri(ctx, a: Tensor, b: Tensor, left: bool = True, lower: bool = True, uni: bool = False):
-    """ggml_solve_tri: X with a X = b (left) or X a = b, a [n, n, ...] triangular (lower or upper;
-    uni: unit diagonal assumed), b [m, n, ...] -> [m, n, ...]. ggml implements left, lower, not uni."""
+    """ggml_solve_tri: the triangular solve X with A X = B, per matrix (np.linalg.solve for a triangular A).
+
+    a: A, F32 ne [n, n, ne2, ne3] (ggml order; NumPy shape (ne3, ne2, n, n)); only its lower triangle is
+       read.
+    b: B, F32 ne [m, n, ne2, ne3] (NumPy shape (ne3, ne2, n, m)).
+    left, lower, uni: ggml implements only left=True (A X = B), lower=True (A lower triangular) and
+       uni=False (the diagonal read, not taken as ones); other values raise.
+    Result: X, F32 of b's shape. Precision: F32 forward substitution (error grows with A's condition).
+    """
     _tensors("solve_tri", ctx, a=a, b=b)
     flags = [_flag("solve_tri", n, v) for n, v in (("left", left), ("lower", lower), ("uni", uni))]
     return _call("solve_tri", ctx, {"a": a, "b": b}, *flags)
 
 
 def gated_delta_net(ctx, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor, K: int = 1):
-    """ggml_gated_delta_net: q, k [S, H_k, n_tokens, n_seqs_qk], v [S, H, n_tokens, n_seqs], g [1 or S, H,
-    n_tokens, n_seqs], beta [1, H, n_tokens, n_seqs], state [S, S, H, n_seqs] (s0, stored transposed: element
-    (i, j) at ne0 = i is S[i][j], i the key index). H_k divides H (head h reads q/k head h % H_k),
-    n_seqs_qk divides n_seqs. Result [S*H, n_tokens*n_seqs + K*S*n_seqs]: the outputs [S, H, n_tokens,
-    n_seqs], then K snapshots of the state, slot i the state i tokens before the last (slot 0 the final
-    state); slots >= n_tokens are not written. See oracles.gated_delta_net for the recurrence."""
+    """ggml_gated_delta_net: the gated delta rule (Qwen3-Next, Kimi linear attention), token by token.
+    Per sequence and head, with M the state (M[i][j]: key index i to value index j):
+        M = M * exp(g);  M = M + outer(k, beta * (v - M^T k));  o = M^T q / sqrt(S)
+
+    Shapes in ggml's ne order (NumPy shapes reversed):
+    q, k: [S, H_k, n_tokens, n_seqs_qk] (H_k divides H: head h reads q/k head h % H_k; n_seqs_qk
+          divides n_seqs); used as given (l2-normalise them first).
+    v: [S, H, n_tokens, n_seqs]. g: [1 or S, H, n_tokens, n_seqs] (one gate per head, or per key row:
+       KDA). beta: [1, H, n_tokens, n_seqs].
+    state: [S, S, H, n_seqs], the state before the first token, stored transposed (element (i, j) at
+           ne0 = i is M[i][j]).
+    K: how many state snapshots to keep, >= 1.
+    Result: F32 [S*H, n_tokens*n_seqs + K*S*n_seqs]: the outputs [S, H, n_tokens, n_seqs], then K
+    snapshots of the state, slot i the state i tokens before the last (slot 0 the final state); slots
+    >= n_tokens are not written. See pyggml.testing.oracles.gated_delta_net for the recurrence.
+    Precision: F32 on every backend (the suite: NMSE 1e-7 on the CPU; docs/findings.md entry 25 for a
+    whole layer on Vulkan).
+    """
     _tensors("gated_delta_net", ctx, q=q, k=k, v=v, g=g, beta=beta, state=state)
     K = _slots("gated_delta_net", K)
     out = _call("gated_delta_net", ctx, {"q": q, "k": k, "v": v, "g": g, "beta": beta, "state": state}, K)

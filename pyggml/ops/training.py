@@ -18,6 +18,7 @@ from pyggml.ops._common import (
     _result,
     _scalar,
 )
+from pyggml.ops.attention import _rope_mode
 from pyggml.tensor import Tensor
 
 
@@ -94,19 +95,25 @@ def soft_max_ext_back(ctx, a: Tensor, b: Tensor, scale: float = 1.0, max_bias: f
     return _call("soft_max_ext_back", ctx, {"a": a, "b": b}, scale, max_bias)
 
 
-_ROPE_MODES = (lib.GGML_ROPE_TYPE_NORMAL, lib.GGML_ROPE_TYPE_NEOX)
-
-
-def rope_ext_back(ctx, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int = 0,
+def rope_ext_back(ctx, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int | None = None,
                   mode: int = 0, n_ctx_orig: int = 0, freq_base: float = 10000.0, freq_scale: float = 1.0,
                   ext_factor: float = 0.0, attn_factor: float = 1.0, beta_fast: float = 32.0,
                   beta_slow: float = 1.0):
-    """Gradient of rope_ext with the same arguments: a = gradient of its output (the inverse rotation)."""
+    """ggml_rope_ext_back: the gradient of rope_ext with the same arguments: the inverse rotation (by
+    -theta) of a, the gradient of rope_ext's output, scaled by attn_factor.
+
+    a: the output's gradient, rope_ext's shape ([head_dim, n_head, n_tokens, ne3] in ggml ne order).
+    pos: I32 ne [n_tokens], the positions rope_ext used.
+    freq_factors: optional F32 per-pair divisors of theta, or None.
+    n_dims: the rotated dims; None (the default) the whole head (a.ne[0]). Even.
+    mode: 0 (normal) or 2 (neox).
+    n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow: as rope_ext.
+    Result: a's shape and type. Precision: as rope_ext (F32 angles).
+    """
     _tensors("rope_ext_back", ctx, a=a, pos=pos, **({} if freq_factors is None else {"freq_factors": freq_factors}))
     # as rope_ext: multi-section modes need sections this call cannot pass
-    if mode not in _ROPE_MODES:
-        raise ValueError(f"rope_ext_back: mode must be 0 (normal) or 2 (neox), got {mode}")
-    n_dims = integer("rope_ext_back: n_dims", n_dims)
+    mode = _rope_mode("rope_ext_back", mode)
+    n_dims = a.ne[0] if n_dims is None else integer("rope_ext_back: n_dims", n_dims)  # None: the whole head
     if not (0 < n_dims and n_dims % 2 == 0):
         raise ValueError(f"rope_ext_back: n_dims ({n_dims}) must be even and positive")
     n_ctx_orig = integer("rope_ext_back: n_ctx_orig", n_ctx_orig)
@@ -194,10 +201,17 @@ def cross_entropy_loss_back(ctx, a: Tensor, b: Tensor, c: Tensor):
 
 # --- optimizer steps ------------------------------------------------------------------------------------
 def opt_step_adamw(ctx, a: Tensor, grad: Tensor, m: Tensor, v: Tensor, adamw_params: Tensor):
-    """One AdamW step on the parameter a (flagged with ggml_set_param), in place: the result is a view of
-    a, which holds the updated values after compute (m and v are updated in place too).
-    adamw_params: F32 [alpha, beta1, beta2, eps, wd, beta1h, beta2h] with beta1h = 1/(1 - beta1^t),
-    beta2h = 1/(1 - beta2^t) at step t."""
+    """ggml_opt_step_adamw: one AdamW step on the parameter a, in place (decoupled weight decay):
+    m = beta1*m + (1-beta1)*grad, v = beta2*v + (1-beta2)*grad**2,
+    a = a*(1 - alpha*wd) - alpha * (m*beta1h) / (sqrt(v*beta2h) + eps).
+
+    a: the parameter (flagged with ggml_set_param), F32; the result is a view of it, which holds the
+       updated values after compute.
+    grad: the gradient, a's shape. m, v: the first and second moments, a's shape, updated in place.
+    adamw_params: F32 [7]: alpha, beta1, beta2, eps, wd, beta1h = 1/(1 - beta1**t), beta2h = 1/(1 - beta2**t)
+       at step t.
+    Precision: F32.
+    """
     _tensors("opt_step_adamw", ctx, a=a, grad=grad, m=m, v=v, adamw_params=adamw_params)
     return _call("opt_step_adamw", ctx, {"a": a, "grad": grad, "m": m, "v": v, "adamw_params": adamw_params})
 

@@ -3,7 +3,10 @@ and against the other backends."""
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -178,12 +181,28 @@ def fmt_err(x: float | None) -> str:
     return "" if x is None else ("0" if x == 0 else f"{x:.1e}")
 
 
-def table(records: list[Record]) -> str:
+STATUSES = ("pass", "known", "unsupported", "skipped", "fail", "error")
+
+
+def summary(records: list[Record]) -> list[str]:
+    """One line per backend: how many cases ended in each status."""
+    backends = list(dict.fromkeys(r.backend for r in records))
+    width = max([len(b) for b in backends] + [7])
+    lines = [f"{'backend':<{width}}  " + "  ".join(f"{s:>11}" for s in STATUSES)]
+    for b in backends:
+        counts = [sum(1 for r in records if r.backend == b and r.status == s) for s in STATUSES]
+        lines.append(f"{b:<{width}}  " + "  ".join(f"{n:>11}" for n in counts))
+    return lines
+
+
+def table(records: list[Record], quiet: bool = False) -> str:
+    """The results: a row per case and a column per backend (quiet: only the counts per backend), then
+    the totals and every failure. The cross-backend column and legend appear with several backends only."""
     backends = list(dict.fromkeys(r.backend for r in records))
     by = {(r.case, r.backend): r for r in records}
-    names = list(dict.fromkeys(r.case for r in records if r.case != "*"))
+    names = [] if quiet else list(dict.fromkeys(r.case for r in records if r.case != "*"))
     width = max([len(n) for n in names] + [4])
-    lines = [f"{'case':<{width}}  " + "  ".join(f"{b:<22}" for b in backends)]
+    lines = [] if quiet else [f"{'case':<{width}}  " + "  ".join(f"{b:<22}" for b in backends)]
     for n in names:
         cells = []
         for b in backends:
@@ -199,9 +218,14 @@ def table(records: list[Record]) -> str:
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
+    if names:
+        lines.append("")
+    lines.extend(summary(records))
     lines.append("")
-    lines.append("  ".join(f"{k}: {v}" for k, v in sorted(counts.items())) +
-                 "   (error = NMSE vs the NumPy oracle; x = largest NMSE vs the first backend)")
+    legend = "error = NMSE vs the NumPy oracle"
+    if len(backends) > 1:
+        legend += f"; x = largest NMSE vs the first backend ({backends[0]})"
+    lines.append("  ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ("" if quiet else f"   ({legend})"))
     for r in records:
         if r.status in ("fail", "error"):
             lines.append(f"{r.status.upper()}: {r.case} on {r.backend}: {r.message or fmt_err(r.error)}"
@@ -216,43 +240,198 @@ def list_cases(cases) -> str:
     return "\n".join(lines)
 
 
+# --- what a user may name, and what to say when a name is not one -------------------------------------------------
+# names other libraries give ggml's ops
+OP_ALIASES = {"matmul": "mul_mat", "mm": "mul_mat", "bmm": "mul_mat", "gemm": "mul_mat", "linear": "mul_mat",
+              "dot": "mul_mat", "moe": "mul_mat_id", "layernorm": "norm", "layer_norm": "norm", "softmax": "soft_max",
+              "attention": "flash_attn_ext", "sdpa": "flash_attn_ext", "rope": "rope_ext", "embedding": "get_rows",
+              "gather": "get_rows", "scatter": "set_rows", "copy": "cpy", "minus": "sub", "multiply": "mul",
+              "divide": "div", "contiguous": "cont", "swish": "silu"}
+
+
+def closest(word: str, choices, aliases: dict[str, str] | None = None, n: int = 5) -> list[str]:
+    """The choices a mistyped `word` most likely meant, best first: its alias, the same name without
+    underscores or with its parts in another order (matmul: mul_mat), the choices it begins (q4: q4_0,
+    q4_1, q4_k), then the ones difflib finds close."""
+    word = word.lower()
+    choices = sorted(set(choices))
+    flat = word.replace("_", "")
+    found: list[str] = []
+    if aliases and word in aliases and aliases[word] in choices:
+        found.append(aliases[word])
+    found += [c for c in choices if c.replace("_", "") == flat or sorted(c.replace("_", "")) == sorted(flat)]
+    found += [c for c in choices if c.startswith(word)]
+    found += difflib.get_close_matches(word, choices, n, 0.6)
+    return list(dict.fromkeys(found))[:n]
+
+
+def type_label(name: str) -> str:
+    """ggml's own spelling of a type (q4_K), from its lower-case name."""
+    from pyggml._native import ffi, lib
+    from pyggml.types import Type
+    try:
+        return ffi.string(lib.ggml_type_name(int(Type[name.upper()]))).decode()
+    except KeyError:
+        return name
+
+
+def _wrap(names, width: int = 100, indent: str = "  ") -> str:
+    lines, line = [], indent
+    for name in names:
+        if len(line) + len(name) + 2 > width and line.strip():
+            lines.append(line.rstrip(", "))
+            line = indent
+        line += name + ", "
+    lines.append(line.rstrip(", "))
+    return "\n".join(lines)
+
+
+def selection_error(pattern: str | None, ops: list[str] | None, type_names: list[str] | None) -> str | None:
+    """Why `--only`/`--op`/`--type` select no case, saying which names are valid and the closest ones to
+    a typo; None when the filters select cases."""
+    from pyggml.types import Type
+    every = case_registry.select()
+    valid_ops = sorted({case_registry.case_op(c) for c in every})
+    ggml_types = {t.name.lower() for t in Type}
+    any_type = set().union(*(case_registry.case_types(c) for c in every))  # with names' parts (f16_f32)
+    valid_types = sorted(any_type & ggml_types)
+    for op in ops or []:
+        if op.lower() not in valid_ops:
+            near = closest(op, valid_ops, OP_ALIASES)
+            return (f"no op {op!r} among the cases" + (f"; did you mean {', '.join(near)}?" if near else ".") +
+                    f"\nops with cases ({len(valid_ops)}; `check --list` shows each case's op):\n{_wrap(valid_ops)}")
+    for t in type_names or []:
+        if t.lower() not in any_type:
+            near = [] if t.lower() in ggml_types else [type_label(n) for n in closest(t, valid_types)]
+            what = "no case involves type" if t.lower() in ggml_types else "no ggml type"
+            return (f"{what} {t!r}" + (f"; did you mean {', '.join(near)}?" if near else "") +
+                    f"\ntypes with cases:\n{_wrap(type_label(n) for n in valid_types)}")
+    if case_registry.select(pattern, ops, type_names):
+        return None
+    given = " ".join(f"{flag} {v}" for flag, vs in (("--only", [pattern] if pattern else []), ("--op", ops or []),
+                                                     ("--type", type_names or [])) for v in vs)
+    msg = f"no case matches {pattern!r}" if pattern and not ops and not type_names else f"no case matches {given}"
+    if pattern and not case_registry.select(pattern):
+        near = difflib.get_close_matches(pattern, [c.name for c in every], 3, 0.6)
+        if near:
+            msg += f"; did you mean {', '.join(near)}?"
+        return msg + "\n(--only takes part of a case name or a regular expression; `check --list` lists the names)"
+    return msg + "\n(each filter matches cases, not all of them together: `check --list` with fewer filters shows " \
+                 "what each selects)"
+
+
+# CMake option that builds each ggml backend (README, Building)
+CMAKE_OPTION = {"vulkan": "GGML_VULKAN", "cuda": "GGML_CUDA", "rpc": "GGML_RPC", "metal": "GGML_METAL",
+                "sycl": "GGML_SYCL", "hip": "GGML_HIP", "rocm": "GGML_HIP", "opencl": "GGML_OPENCL",
+                "cann": "GGML_CANN", "musa": "GGML_MUSA", "webgpu": "GGML_WEBGPU", "blas": "GGML_BLAS"}
+
+
+LABEL = {"vulkan": "Vulkan", "cuda": "CUDA", "rpc": "RPC", "metal": "Metal", "sycl": "SYCL", "hip": "HIP",
+         "rocm": "HIP", "opencl": "OpenCL", "cann": "CANN", "musa": "MUSA", "webgpu": "WebGPU", "blas": "BLAS"}
+
+
+def backend_error(name: str) -> str | None:
+    """Why this build cannot run on backend `name` (cpu, vulkan0, meta:cpu,cpu, ...), with what to do;
+    None when it can. Found before any case runs."""
+    from pyggml import build_info
+    name = name.lower()
+    if name.startswith("meta:"):
+        parts = [d for d in name[len("meta:"):].split(",") if d]
+        if not parts:
+            return f"backend {name!r}: a meta backend names its devices, e.g. meta:cpu,cpu or meta:vulkan0,vulkan1"
+        for part in parts:
+            why = backend_error(part)
+            if why:
+                return why
+        return None
+    names = [d.name.lower() for d in devices()]
+    if name in names or name == "cpu":
+        return None
+    built = [b.lower() for b in build_info()["backends"]]
+    have = f"this build's backends: {', '.join(built)}; its devices: {', '.join(names)}"
+    family = re.sub(r"\d+$", "", name)
+    if family in CMAKE_OPTION and family not in built:
+        return (f"no device {name!r}: this build of pyggml has no {LABEL.get(family, family)} backend ({have}).\n"
+                f"Build it in: CMAKE_ARGS=\"-D{CMAKE_OPTION[family]}=ON\" pip install -e .   (README, Building)")
+    if family == "vulkan":
+        visible = os.environ.get("GGML_VK_VISIBLE_DEVICES")
+        return (f"no device {name!r} ({have}).\nggml lists CPU-type Vulkan devices (Mesa's lavapipe) only when "
+                f"GGML_VK_VISIBLE_DEVICES names them (now {visible!r}): --vk-devices 0 for vulkan0, --vk-devices 0,0 "
+                "for vulkan0 and vulkan1 (the same device twice)")
+    if family == "rpc":
+        return (f"no device {name!r} ({have}).\nRPC devices come from servers: start one with "
+                "`python -m pyggml rpc-server` and add it with --rpc HOST:PORT (rpc0, rpc1, ... in that order)")
+    near = closest(name, names + ["meta:cpu,cpu"])
+    if family in built or family in CMAKE_OPTION:
+        return f"no device {name!r}" + (f"; did you mean {', '.join(near)}?" if near else "") + f" ({have})"
+    return (f"no backend {name!r}" + (f"; did you mean {', '.join(near)}?" if near else "") +
+            f"\n{have}; a meta backend over several devices: meta:DEV,DEV (e.g. meta:cpu,cpu)")
+
+
+def _fail(msg: str) -> int:
+    print(f"check: {msg}", file=sys.stderr)
+    return 2
+
+
 def main(args) -> int:
+    grad = args.mode == "grad"
+    if grad and (args.op or args.type):
+        return _fail("--mode grad selects cases by name only: use --only PATTERN (`check --mode grad --list` "
+                     "is not available; the grad cases are in pyggml/testing/grad.py)")
+    if not grad:
+        why = selection_error(args.only, args.op, args.type)
+        if why:
+            return _fail(why)
     if args.list:
-        cases = case_registry.select(args.only, args.op, args.type)
-        print(list_cases(cases))
-        return 0 if cases else 2
+        if grad:
+            return _fail("--list lists the oracle cases; leave out --mode grad")
+        print(list_cases(case_registry.select(args.only, args.op, args.type)))
+        return 0
     backends = [b.lower() for b in (args.backend or available_backends())]
+    for b in dict.fromkeys(backends):
+        why = backend_error(b)
+        if why:
+            return _fail(f"--backend {b}: {why}")
     reports = [(kind, path) for kind, path in (("JSON", args.json), ("JUnit", getattr(args, "junit", None))) if path]
+    if sum(path == "-" for _, path in reports) > 1:
+        return _fail("only one report can go to stdout (-): give --json or --junit a file")
     for kind, path in reports:  # found out now, not after the whole run
+        if path == "-":
+            continue
         try:
             with open(path, "a"):
                 pass
         except OSError as e:
-            print(f"check: cannot write the {kind} report {path!r}: {e.strerror}", file=sys.stderr)
-            return 2
+            return _fail(f"cannot write the {kind} report {path!r}: {e.strerror}")
+    # a report on stdout (-) keeps stdout for itself: the table goes to stderr then
+    out = sys.stderr if any(path == "-" for _, path in reports) else sys.stdout
     progress = None if args.quiet else sys.stderr
     started = datetime.now()  # the JUnit report's timestamp
-    if args.mode == "grad":
+    if grad:
         from pyggml.testing.grad import run_grad
         records = run_grad(backends, args.only)
     else:
         records = run_check(backends, args.only, progress, args.op, args.type, args.slow)
     if not records:
-        print(f"no case matches {args.only!r}", file=sys.stderr)
-        return 2
-    print(table(records))
+        return _fail(f"no case matches {args.only!r}")
+    print(table(records, quiet=args.quiet), file=out, flush=True)
     for kind, path in reports:
         try:
             if kind == "JSON":
-                with open(path, "w") as f:
-                    json.dump([asdict(r) for r in records], f, indent=1)
+                if path == "-":
+                    json.dump([asdict(r) for r in records], sys.stdout, indent=1)
+                    sys.stdout.write("\n")
+                else:
+                    with open(path, "w") as f:
+                        json.dump([asdict(r) for r in records], f, indent=1)
             else:
-                grad = args.mode == "grad"
-                write_junit(records, path, "pyggml.check.grad" if grad else "pyggml.check",
+                write_junit(records, sys.stdout.buffer if path == "-" else path,
+                            "pyggml.check.grad" if grad else "pyggml.check",
                             "relative gradient error against finite differences" if grad
                             else "NMSE against the oracle", started)
         except OSError as e:
-            print(f"check: writing the {kind} report {path!r} failed: {e.strerror}", file=sys.stderr)
-            return 2
+            if isinstance(e, BrokenPipeError):
+                raise
+            return _fail(f"writing the {kind} report {path!r} failed: {e.strerror}")
     failed = [r for r in records if r.status in ("fail", "error")]
     return 1 if failed else 0

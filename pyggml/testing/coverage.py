@@ -16,7 +16,8 @@ from typing import Any
 
 from pyggml import ops
 from pyggml._native import ffi, lib
-from pyggml.testing.check import available_backends, run_check
+from pyggml.testing import cases as case_registry
+from pyggml.testing.check import Record, available_backends, backend_error, run_check
 
 NOT_COUNTED = {"NONE", "UNARY", "GLU", "MAP_CUSTOM1", "MAP_CUSTOM2", "MAP_CUSTOM3", "CUSTOM"}
 NOT_OPS = {"set_name"}  # Context methods that make no node
@@ -53,10 +54,13 @@ def wrappers_of(kinds: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def coverage(backends: list[str], progress=sys.stderr) -> dict:
+def coverage(backends: list[str], progress=sys.stderr, records: list[Record] | None = None) -> dict:
+    """The coverage report of these backends' results: `records` (a check report's), or those of a
+    run of the whole suite on `backends` now."""
     kinds = op_kinds()
     wrappers = wrappers_of(kinds)
-    records = run_check(backends, progress=progress)
+    if records is None:
+        records = run_check(backends, progress=progress)
     by_kind: dict[str, dict[str, Any]] = {k: {"wrappers": wrappers[k], "cases": set(), "backends": {b: {} for b in backends}}
                                           for k in kinds}
     for r in records:
@@ -104,9 +108,63 @@ def table(report: dict, backends: list[str]) -> str:
     return "\n".join(lines)
 
 
+def read_report(path: str) -> list[Record]:
+    """The records of a `check --json` report (`-`: stdin); ValueError saying what is wrong with it."""
+    try:
+        if path == "-":
+            data = json.load(sys.stdin)
+        else:
+            with open(path) as f:
+                data = json.load(f)
+    except OSError as e:
+        raise ValueError(f"cannot read {path!r}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path!r} is not JSON ({e}); write a report with `check --json FILE`") from None
+    fields = set(Record.__dataclass_fields__)
+    if not isinstance(data, list) or not all(isinstance(r, dict) and {"case", "backend", "status"} <= set(r)
+                                             for r in data):
+        raise ValueError(f"{path!r} is not a `check --json` report (a list of records with case, backend, status)")
+    records = [Record(**{k: v for k, v in r.items() if k in fields}) for r in data]
+    if records and not any(r.ops for r in records):
+        raise ValueError(f"{path!r} names no op kinds (a `check --mode grad` report?); write one with "
+                         "`check --json FILE` (test mode)")
+    return records
+
+
 def main(args) -> int:
-    backends = [b.lower() for b in (args.backend or available_backends())]
-    report = coverage(backends, progress=sys.stderr)
+    from_file = getattr(args, "from_file", None)
+    records = None
+    if from_file:
+        try:
+            records = read_report(from_file)
+        except ValueError as e:
+            print(f"coverage: --from: {e}", file=sys.stderr)
+            return 2
+        in_report = list(dict.fromkeys(r.backend for r in records))
+        backends = [b.lower() for b in (args.backend or in_report)]
+        missing = [b for b in backends if b not in in_report]
+        if missing:
+            print(f"coverage: the report {from_file!r} has no results on {', '.join(missing)}; it has: "
+                  f"{', '.join(in_report) or 'none'}", file=sys.stderr)
+            return 2
+        records = [r for r in records if r.backend in backends]
+        n_report = len({r.case for r in records if r.case != "*"})
+        n_all = len(case_registry.select())
+        note = "" if n_report >= n_all else (f"; it holds {n_report} of the {n_all} cases (a filtered run?): "
+                                             "the counts cover those only")
+        print(f"coverage: results of {from_file!r} on {', '.join(backends)}{note}", file=sys.stderr)
+    else:
+        backends = [b.lower() for b in (args.backend or available_backends())]
+        for b in dict.fromkeys(backends):
+            why = backend_error(b)
+            if why:
+                print(f"coverage: --backend {b}: {why}", file=sys.stderr)
+                return 2
+        n = len(case_registry.select())
+        print(f"coverage: running the whole suite to see which op kinds each case computes: {n} cases on "
+              f"{', '.join(backends)} ({n * len(backends)} runs; minutes). `check --json FILE` then "
+              "`coverage --from FILE` reuses a run.", file=sys.stderr, flush=True)
+    report = coverage(backends, progress=None if getattr(args, "quiet", False) else sys.stderr, records=records)
     if args.json:
         print(json.dumps(report, indent=1))
     else:

@@ -10,7 +10,7 @@ import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyggml.testing.check import Record
@@ -75,8 +75,9 @@ def junit_tree(records: Sequence[Record], name: str = "pyggml.check", measure: s
     return ET.ElementTree(suites)
 
 
-def write_junit(records: Sequence[Record], path: str, name: str = "pyggml.check",
+def write_junit(records: Sequence[Record], path: str | IO[bytes], name: str = "pyggml.check",
                 measure: str = "NMSE against the oracle", timestamp: datetime | None = None) -> None:
+    """To a file named `path`, or to a binary stream (check --junit -: stdout)."""
     tree = junit_tree(records, name, measure, timestamp)
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)
