@@ -1,8 +1,10 @@
 """Devices, backends, buffers, the graph allocator (gallocr) and the scheduler.
 
 Devices are named as ggml names them, case-insensitively: `cpu`, `vulkan0`, `cuda0`.
-A CPU backend uses as many threads as the machine has cores (ggml's own default is 4,
-which on a 2-core machine makes a tiny graph hundreds of times slower).
+A CPU backend made without `n_threads` chooses its threads per graph: one for a small graph (ggml
+starts and joins its threads at every compute, which a small graph's work never repays: 40 ms
+against 0.5 ms per run on a loaded 2-core machine), the machine's cores for a large one
+(`auto_threads`, measured by bench/cpu_threads.py); ggml's own default is a fixed 4.
 """
 
 from __future__ import annotations
@@ -11,14 +13,14 @@ import os
 import weakref
 from dataclasses import dataclass
 
-from pyggml._native import cstr, ffi, lib
+from pyggml._native import build_info, cstr, ffi, lib
 from pyggml import lending, preflight, rpc
 from pyggml._args import instance, integer, text
 from pyggml.errors import GGMLError, GraphError, Unsupported
 from pyggml.context import Context
 from pyggml.graph import MAX_GRAPH_SIZE, Graph
 from pyggml.tensor import Tensor
-from pyggml.types import DeviceType, Status
+from pyggml.types import DeviceType, Op, Status
 
 
 def _check_status(status: int, what):
@@ -90,9 +92,16 @@ def device(name: str) -> Device:
             return d
     known = ", ".join(d.name.lower() for d in devices())
     hint = ""
-    if name.lower().startswith("vulkan"):
-        hint = (" (ggml lists CPU-type Vulkan devices such as Mesa's lavapipe only when "
-                "GGML_VK_VISIBLE_DEVICES names them, e.g. GGML_VK_VISIBLE_DEVICES=0)")
+    for prefix, backend_name, option in (("vulkan", "vulkan", "GGML_VULKAN"), ("cuda", "cuda", "GGML_CUDA")):
+        if not name.lower().startswith(prefix):
+            continue
+        if backend_name not in build_info()["backends"]:
+            hint = (f" (this build has no {backend_name} backend: rebuild with "
+                    f"CMAKE_ARGS=\"-D{option}=ON\" pip install -e .)")
+        elif prefix == "vulkan":
+            hint = (" (ggml lists CPU-type Vulkan devices such as Mesa's lavapipe only when "
+                    "GGML_VK_VISIBLE_DEVICES names them, e.g. GGML_VK_VISIBLE_DEVICES=0, set before the first "
+                    "device is listed: pyggml.enable_cpu_vulkan_devices())")
     raise ValueError(f"no device named {name!r}; this build has: {known}{hint}")
 
 
@@ -103,8 +112,11 @@ class Backend:
         self.device = dev if dev is not None else Device(lib.ggml_backend_get_device(ptr))
         self.rpc_endpoints = rpc.endpoints_of_device(self.device.ptr)  # the RPC servers it talks to
         self.n_threads: int | None = None
+        # n_threads None: chosen per graph by its work (auto_threads), else fixed
+        self.auto_threads = n_threads is None
         if self.is_cpu:
             self.set_n_threads((os.cpu_count() or 1) if n_threads is None else n_threads)
+            self.auto_threads = n_threads is None
 
     @property
     def name(self) -> str:
@@ -115,11 +127,20 @@ class Backend:
         return bool(lib.ggml_backend_is_cpu(self.ptr))
 
     def set_n_threads(self, n: int):
+        """Compute with n threads from now on (CPU backends), instead of choosing them per graph."""
         n = integer("n_threads", n, 1, MAX_THREADS)
         if not self.is_cpu:
             raise ValueError(f"{self.name} is not a CPU backend; threads are set on CPU backends")
         lib.ggml_backend_cpu_set_n_threads(self.ptr, n)
         self.n_threads = n
+        self.auto_threads = False
+
+    def _threads_for(self, graph: Graph):
+        if self.auto_threads:
+            n = auto_threads(graph)
+            if n != self.n_threads:
+                lib.ggml_backend_cpu_set_n_threads(self.ptr, n)
+                self.n_threads = n
 
     @property
     def buffer_type(self):
@@ -166,6 +187,8 @@ class Backend:
         if graph.n_nodes == 0:
             return  # nothing to compute (a graph of views only; ggml-rpc asserted on it)
         rpc.raise_if_failed(self.rpc_endpoints)
+        if self.is_cpu:
+            self._threads_for(graph)
         status = lib.ggml_backend_graph_compute(self.ptr, graph.ptr)
         rpc.raise_if_failed(self.rpc_endpoints)  # a failed connection computes nothing and says SUCCESS
         _check_status(status, lambda: f"{self.name} graph compute")
@@ -187,7 +210,36 @@ def backend(name: str = "cpu", n_threads: int | None = None) -> Backend:
     return device(name).init(n_threads)
 
 
+# The work (graph_work) below which one CPU thread computes a graph faster than several: starting
+# and joining ggml's threads for each compute costs tens of microseconds, far more on a loaded machine,
+# which a small graph's work never repays (bench/cpu_threads.py, bench/README.md)
+SMALL_GRAPH_WORK = 1 << 18
+_MATMUL_OPS = {int(Op.MUL_MAT), int(Op.MUL_MAT_ID), int(Op.OUT_PROD)}
+
+
+def graph_work(graph: Graph) -> int:
+    """A measure of a graph's compute in multiply-adds: a matrix product's (result elements times the
+    inner extent), and 8 per element of any other node (about what an element of an elementwise op
+    costs against a multiply-add of ggml's vectorized products, bench/cpu_threads.py)."""
+    def count():
+        work = 0
+        for i in range(graph.n_nodes):
+            p = lib.ggml_graph_node(graph.ptr, i)
+            n = p.ne[0] * p.ne[1] * p.ne[2] * p.ne[3]
+            work += n * p.src[0].ne[0] if p.op in _MATMUL_OPS else 8 * n
+        return work
+    return preflight.once(graph, "work", count)
+
+
+def auto_threads(graph: Graph) -> int:
+    """The threads a CPU backend made without n_threads computes this graph with: 1 for a small
+    graph (work under SMALL_GRAPH_WORK), the machine's cores otherwise."""
+    return 1 if graph_work(graph) < SMALL_GRAPH_WORK else (os.cpu_count() or 1)
+
+
 def cpu_backend(n_threads: int | None = None) -> Backend:
+    """A CPU backend. n_threads: a fixed thread count; None (the default) chooses per graph: one thread
+    for a small graph, the machine's cores for a large one (`auto_threads`)."""
     ptr = lib.ggml_backend_cpu_init()
     if ptr == ffi.NULL:
         raise GGMLError("could not initialise the CPU backend")
@@ -296,6 +348,25 @@ class _Lender:
             self.generation += 1
 
 
+def _memory_needs(graph: Graph, backends: list) -> str:
+    """Why an allocation may have failed, in numbers: what the graph's tensors take against what the devices have."""
+    need = [t for t in graph_tensors(graph) if t.data == ffi.NULL and t.view_src == ffi.NULL]
+    total = sum(lib.ggml_nbytes(t) for t in need)
+    text = f"its tensors take up to {_gib(total)} in all"
+    if need:
+        big = max(need, key=lambda t: lib.ggml_nbytes(t))
+        text += f", the largest ({cstr(big.name) or Op(big.op).name.lower()}, ne={tuple(big.ne)}) {_gib(lib.ggml_nbytes(big))}"
+    for b in backends:
+        free, _ = b.device.memory()
+        if free:
+            text += f"; {b.device.name} has {_gib(free)} free"
+    return text + " (ggml's log, pyggml.ggml at level WARNING, has the allocation that failed): make the tensors smaller or use a device with more memory"
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.2f} MiB"
+
+
 def graph_tensors(graph: Graph) -> list:
     """Every tensor of the graph: nodes, what they read and what they view (C pointers, once each)."""
     seen, out = set(), []
@@ -327,7 +398,7 @@ class Gallocr(_Lender):
         instance("gallocr reserve: graph", graph, Graph)
         preflight.check_allocatable(graph)
         if not lib.ggml_gallocr_reserve(self.ptr, graph.ptr):
-            raise GGMLError("gallocr: reserving the graph's memory failed")
+            raise GGMLError(f"gallocr: reserving the graph's memory failed: {_memory_needs(graph, [])}")
         self._plan_made(graph)
 
     def alloc_graph(self, graph: Graph):
@@ -449,7 +520,7 @@ class Scheduler(_Lender):
             self.restore(graph)
             rpc.raise_if_failed(self.rpc_endpoints)
             if not ok:
-                raise GGMLError("scheduler: planning the graph's memory failed")
+                raise GGMLError(f"scheduler: planning the graph's memory failed: {_memory_needs(graph, self.backends)}")
             self._plan_made(graph)
         self._pin(graph, pin)
         graph.sources_as_built = None  # ggml rewires the sources now, whether it succeeds or not
@@ -478,6 +549,9 @@ class Scheduler(_Lender):
         version = None if len(self.backends) == 1 else self.generation
         preflight.check(graph, on_cpu=self._on_cpu, key=(("sched", id(self)), version), on_vulkan=self._on_vulkan)
         rpc.raise_if_failed(self.rpc_endpoints)
+        for b in self.backends:
+            if b.is_cpu:
+                b._threads_for(graph)
         status = lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr)
         rpc.raise_if_failed(self.rpc_endpoints)  # a failed connection computes nothing and says SUCCESS
         _check_status(status, "scheduler graph compute")

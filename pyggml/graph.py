@@ -47,15 +47,36 @@ class Graph:
                 assert err is not None  # the guarded call failed, so it left its message
                 # ggml stops where the graph filled up: what it holds is not what was asked for
                 self.broken = f"an expand failed half-way ({err})"
-                if "n_nodes < cgraph->size" in str(err):
-                    raise ValueError(f"build_forward_expand: graph is full: it holds {self.size} nodes "
-                                     f"(create the Graph with a larger size); {err}")
+                if "cgraph->size" in str(err) or "GGML_HASHSET_FULL" in str(err):
+                    need = self._size_needed(t)
+                    raise ValueError(f"build_forward_expand: graph is full: it holds {self.size} nodes and leafs, "
+                                     f"this one needs {need}: create it as Graph(ctx, size={need}) (or larger), "
+                                     f"in a Context with room for it (Context(graph_size={need})); {err}")
                 raise err
             if t.ctx is not self.ctx:
                 self.ctx.adopt(t)
         return self
 
     expand = build_forward_expand
+
+    def _size_needed(self, t: Tensor) -> int:
+        """The size a graph needs to hold what this one holds and t: its nodes or its leafs, the more
+        numerous (ggml keeps each in a table of `size` entries, and both in a hash set of twice that)."""
+        seen: set[int] = set()
+        stack = [t.ptr] + [lib.ggml_graph_node(self.ptr, i) for i in range(self.n_nodes)]
+        nodes = leafs = 0
+        while stack:
+            p = stack.pop()
+            a = _addr(p)
+            if a in seen:
+                continue
+            seen.add(a)
+            if p.op == lib.GGML_OP_NONE:
+                leafs += 1
+            else:
+                nodes += 1
+            stack.extend(s for s in p.src if s != ffi.NULL)
+        return max(nodes, leafs, 1)
 
     @property
     def n_nodes(self) -> int:

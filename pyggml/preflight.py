@@ -532,7 +532,7 @@ _CPU_RULES_BY_OP = {int(k): v for k, v in _CPU_RULES.items()}
 
 
 # --- the checks ------------------------------------------------------------------------------------------
-def _once(graph, what: str, compute):
+def once(graph, what: str, compute):
     """compute() once per graph and node count (what it looks at does not change otherwise):
     allocating a reused graph, as every Runner.run does, walks it once, not at every run."""
     st = _state(graph)
@@ -546,13 +546,13 @@ def _once(graph, what: str, compute):
 
 
 def leaf_count(graph) -> int:
-    return _once(graph, "leafs", lambda: len(graph.leafs()))
+    return once(graph, "leafs", lambda: len(graph.leafs()))
 
 
 def check_placeable(graph):
     """A scheduler places a tensor without memory only if it is an input or something computes it:
     a leaf that is neither has no backend, and ggml's allocator asserts."""
-    _once(graph, "placeable", lambda: _placeable(_nodes(graph)))
+    once(graph, "placeable", lambda: _placeable(_nodes(graph)))
 
 
 def _placeable(nodes):
@@ -573,7 +573,7 @@ def check_allocatable(graph):
         raise GraphError(f"the graph must not be allocated or computed: {graph.broken}")
     if graph.n_nodes == 0:  # ggml's allocator asserts on a graph of leafs only
         raise GraphError("the graph has no nodes to compute (it holds only leafs: inputs or weights)")
-    _once(graph, "allocatable", lambda: _structure(_nodes(graph), _NEVER))
+    once(graph, "allocatable", lambda: _structure(_nodes(graph), _NEVER))
 
 
 def _structure(nodes, on_cpu):
@@ -742,7 +742,7 @@ def _NEVER(p):
 
 class _State:
     """What is known of one graph: structure checked per compute path and node count (and the
-    allocation checks of _once); memory checked
+    allocation checks of once); memory checked
     for (allocation, node count); its index inputs."""
     __slots__ = ("marks", "memory", "index_inputs", "__weakref__")
 

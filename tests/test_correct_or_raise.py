@@ -211,3 +211,37 @@ def test_rank_of_a_deep_graph_needs_no_recursion():
     for _ in range(20000):
         y = ctx.add(y, x)
     assert y.shape == (1, 4)
+
+
+# --- messages that say what to do ------------------------------------------------------------------------
+def test_a_graph_too_small_says_the_size_it_needs():
+    ctx = gg.Context(n_tensors=500)
+    x = ctx.tensor("f32", (4,), "x")
+    y = x
+    for _ in range(100):
+        y = ctx.add(y, ctx.tensor("f32", (4,)))
+    with pytest.raises(ValueError, match=r"graph is full.*needs 101: create it as Graph\(ctx, size=101\)") as e:
+        gg.Graph(ctx, 64).build_forward_expand(y)
+    assert "GGML_HASHSET_FULL" in str(e.value)
+    assert gg.Graph(ctx, 101).build_forward_expand(y).n_nodes == 100  # the size it named is enough
+
+
+def test_memory_that_cannot_be_had_says_how_much_and_which_tensor():
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (2**34,), "big", input=True)  # 64 GiB, and as much for each result
+    o = ctx.exp(ctx.exp(a)).set_name("out")
+    g = gg.Graph(ctx).build_forward_expand(o)
+    try:
+        gg.Runner("cpu", n_threads=1).run(g, {a: np.zeros(1, np.float32)}, o)  # fails before the values matter
+    except gg.GGMLError as e:
+        assert "GiB in all, the largest" in str(e) and "ne=(17179869184, 1, 1, 1)" in str(e)
+        assert "CPU has" in str(e)
+    except ValueError:
+        pytest.skip("this machine had the memory (the input's values were then refused)")
+
+
+def test_a_device_this_build_lacks_says_how_to_build_it():
+    if "cuda" in gg.build_info()["backends"]:
+        pytest.skip("built with CUDA")
+    with pytest.raises(ValueError, match=r'no cuda backend: rebuild with CMAKE_ARGS="-DGGML_CUDA=ON"'):
+        gg.device("cuda0")

@@ -4,4 +4,9 @@ XML), `coverage` (which of ggml's ops the suite reaches), the fuzzers of the Pyt
 backend's splits, the RPC server and GGUF files, the notebooks' re-execution (`notebooks`), and
 pytest fixtures for your own ggml tests: `pytest_plugins = ["pyggml.testing.pytest_plugin"]` in a
 conftest.py gives `ggml_backend`, `ggml_meta_backend`, `ggml_runner`, `ggml_ctx` and
-`ggml_assert_close` (see `pyggml.testing.pytest_plugin`)."""
+`ggml_assert_close` (see `pyggml.testing.pytest_plugin`); `assert_close` is `check`'s comparison as an
+assertion, without pytest."""
+
+from pyggml.testing.assertions import assert_close
+
+__all__ = ["assert_close"]

@@ -15,7 +15,7 @@
 - `ggml_assert_close(actual, expected, nmse=1e-7, max_error=None)`: `check`'s comparison (NaN and
   Inf in the same places, NMSE, and the largest error relative to the output's scale; both 0:
   bit-exact) with check's default F32 bound, an AssertionError with the figures when it fails
-  (also importable: `from pyggml.testing.pytest_plugin import assert_close`).
+  (also importable without pytest: `from pyggml.testing import assert_close`).
 
 Mesa's lavapipe counts as a Vulkan device (`enable_cpu_vulkan_devices`: GGML_VK_VISIBLE_DEVICES
 defaults to "0"; set it to "0,0" before the plugin loads for two, as pyggml's own tests do).
@@ -35,7 +35,7 @@ enable_cpu_vulkan_devices()  # before ggml lists its devices, on the first call 
 
 from pyggml.context import Context  # noqa: E402
 from pyggml.runner import Runner  # noqa: E402
-from pyggml.testing.cases import NMSE_F32, compare  # noqa: E402
+from pyggml.testing.assertions import assert_close  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -90,17 +90,6 @@ def ggml_runner(request: pytest.FixtureRequest) -> Runner:
 def ggml_ctx() -> Context:
     """A fresh Context (tensor descriptions; memory comes from the runner)."""
     return Context()
-
-
-def assert_close(actual: Any, expected: Any, nmse: float = NMSE_F32, max_error: float | None = None) -> None:
-    """`check`'s verdict on one output, as an assertion: NaN/Inf positions equal, NMSE <= nmse (default:
-    check's F32 bound, 1e-7) and every element within max_error of the output's scale (default: 30
-    root-mean-square errors of nmse, as check). nmse=0 and max_error=0: bit-exact."""
-    bound = max_error if max_error is not None else 30 * nmse ** 0.5
-    verdict = compare(np.asarray(actual), np.asarray(expected), nmse, bound)
-    if not verdict.ok:
-        raise AssertionError(f"{verdict.message} (NMSE {verdict.nmse:.3g}, largest error {verdict.max_error:.3g} "
-                             f"of the output's scale; bounds {nmse:g} and {bound:g})")
 
 
 @pytest.fixture
