@@ -24,14 +24,14 @@ _OP_OF = {int(o): o for o in Op}
 # ggml keeps 4 extents and no rank. pyggml records the rank a tensor was made with in its first byte
 # of `padding` (rank + 1; 0: not recorded), which ggml never reads and zeroes in every new tensor, so
 # the rank travels with the C tensor, whichever Python object reads it later.
-_U8 = "uint8_t *"
+RANK_BYTE = [bytes([n + 1]) for n in range(MAX_DIMS + 1)]  # what padding[0] holds for each rank
 # ops whose result's dims ggml defines afresh: their rank is what their extents show
 _OWN_DIMS = {int(o) for o in (Op.VIEW, Op.RESHAPE, Op.ARGMAX, Op.SUM, Op.COUNT_EQUAL, Op.CROSS_ENTROPY_LOSS)}
 
 
 def set_rank(p, n: int):
     """Record that the tensor p has n NumPy dims (0 to 4)."""
-    ffi.cast(_U8, p.padding)[0] = n + 1
+    p.padding[0] = RANK_BYTE[n]
 
 
 def _extent_rank(p) -> int:
@@ -43,7 +43,7 @@ def _extent_rank(p) -> int:
 
 def rank(p) -> int:
     """The NumPy rank of tensor p (see Tensor.shape); derived once from its sources, then recorded."""
-    stored = ffi.cast(_U8, p.padding)[0]
+    stored = p.padding[0][0]
     if stored:
         return stored - 1
     # post-order over the sources with no rank yet, without recursion (graphs are deep)
@@ -59,8 +59,8 @@ def rank(p) -> int:
         seen.add(a)
         stack.append((q, True))
         if q.op not in _OWN_DIMS:
-            stack.extend((s, False) for s in q.src if s != ffi.NULL and not ffi.cast(_U8, s.padding)[0])
-    return ffi.cast(_U8, p.padding)[0] - 1
+            stack.extend((s, False) for s in q.src if s != ffi.NULL and not s.padding[0][0])
+    return p.padding[0][0] - 1
 
 
 def _derived_rank(q) -> int:
@@ -69,7 +69,7 @@ def _derived_rank(q) -> int:
         return n
     for s in q.src:
         if s != ffi.NULL:
-            r = ffi.cast(_U8, s.padding)[0] - 1
+            r = s.padding[0][0] - 1
             # a source's leading 1s carry over where ggml keeps its outer dims in place: this
             # result is 1 along them too
             if r > n and all(s.ne[i] == 1 for i in range(n, r)):

@@ -245,3 +245,15 @@ def test_a_device_this_build_lacks_says_how_to_build_it():
         pytest.skip("built with CUDA")
     with pytest.raises(ValueError, match=r'no cuda backend: rebuild with CMAKE_ARGS="-DGGML_CUDA=ON"'):
         gg.device("cuda0")
+
+
+def test_views_and_reshapes_have_the_dims_asked_for():
+    ctx = gg.Context()
+    x = ctx.tensor("f32", (1, 16), "x")
+    assert ctx.reshape_2d(x, 16, 1).shape == (1, 16)
+    assert ctx.reshape_3d(x, 4, 4, 1).shape == (1, 4, 4)
+    assert ctx.reshape(x, ctx.tensor("f32", (1, 1, 16))).shape == (1, 1, 16)
+    assert ctx.view_2d(x, 8, 1, 32, 0).shape == (1, 8)
+    assert ctx.view_3d(x, 4, 2, 1, 16, 32, 0).shape == (1, 2, 4)
+    assert ctx.cont_2d(x, 16, 1).shape == (1, 16)
+    assert ctx.reshape_1d(x, 16).shape == (16,)

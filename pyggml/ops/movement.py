@@ -25,7 +25,9 @@ from pyggml.ops._common import (
     _shape_arg,
     _whole_blocks,
 )
-from pyggml.tensor import MAX_DIMS, Tensor
+from pyggml.tensor import MAX_DIMS, RANK_BYTE, Tensor, rank
+
+_RANK_2 = RANK_BYTE[2]
 
 # --- index ops --------------------------------------------------------------------------------------------
 get_rows: BinaryWrapper = _make_binary("get_rows", doc="""ggml_get_rows: the rows of a that b lists (an embedding lookup): a[..., b[i], :] in NumPy terms.
@@ -113,7 +115,7 @@ def reshape(ctx, a, b):
     """
     if not isinstance(b, Tensor):
         raise TypeError(f"reshape: b must be a Tensor, got {type(b).__name__}")
-    return _reshape_nd("reshape", ctx, a, *b.ne)
+    return _reshape_nd("reshape", ctx, a, *b.ne, RANK_BYTE[rank(b.ptr)])
 repeat: BinaryWrapper = _make_binary("repeat", doc="""ggml_repeat: a tiled to b's shape (np.tile in ggml's dim order).
 
 a: any ne, each a.ne[i] dividing b.ne[i]; F32, F16, BF16, I16 or I32.
@@ -131,6 +133,8 @@ def _cont_nd(op: str, ctx, a, ne) -> Tensor:
         r = _guarded("cont_4d")(ctx.ptr, a.ptr, ne0, ne1, ne2, ne3)
     except _ARG_ERRORS as e:
         raise _bad_arguments(op, e, ctx, a=a) from None
+    if r:
+        r.padding[0] = RANK_BYTE[int(op[5])]  # cont_Nd: N dims, 1s included (Tensor.shape)
     return _result(ctx, r, op, a)
 
 
@@ -173,7 +177,7 @@ def cont_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
 _reshape_4d = _guarded("reshape_4d")
 
 
-def _reshape_nd(op: str, ctx, a, ne0, ne1, ne2, ne3) -> Tensor:
+def _reshape_nd(op: str, ctx, a, ne0, ne1, ne2, ne3, rank_byte: bytes) -> Tensor:
     try:
         p = a.ptr
         # ggml checks only that the element counts agree (which two negative extents also do), not
@@ -185,6 +189,7 @@ def _reshape_nd(op: str, ctx, a, ne0, ne1, ne2, ne3) -> Tensor:
         raise _reshape_error(op, e, ctx, a, (ne0, ne1, ne2, ne3)) from None
     if not r:
         raise _reshape_error(op, None, ctx, a, (ne0, ne1, ne2, ne3))
+    r.padding[0] = rank_byte  # the dims asked for, 1s included (Tensor.shape)
     if a.ctx is not ctx:
         ctx.adopt(a)
     t = _new_tensor(Tensor)
@@ -210,7 +215,7 @@ def reshape_1d(ctx, a, ne0):
     a: contiguous. ne0: a's number of elements.
     Result: a view, ne [ne0].
     """
-    return _reshape_nd("reshape_1d", ctx, a, ne0, 1, 1, 1)
+    return _reshape_nd("reshape_1d", ctx, a, ne0, 1, 1, 1, RANK_BYTE[1])
 
 
 def reshape_2d(ctx, a, ne0, ne1):
@@ -220,7 +225,7 @@ def reshape_2d(ctx, a, ne0, ne1):
        keeps whole blocks in ne0.
     Result: a view, ne [ne0, ne1].
     """
-    return _reshape_nd("reshape_2d", ctx, a, ne0, ne1, 1, 1)
+    return _reshape_nd("reshape_2d", ctx, a, ne0, ne1, 1, 1, RANK_BYTE[2])
 
 
 def reshape_3d(ctx, a, ne0, ne1, ne2):
@@ -230,7 +235,7 @@ def reshape_3d(ctx, a, ne0, ne1, ne2):
     a: contiguous. ne0, ne1, ne2: the new extents in ggml order.
     Result: a view, ne [ne0, ne1, ne2].
     """
-    return _reshape_nd("reshape_3d", ctx, a, ne0, ne1, ne2, 1)
+    return _reshape_nd("reshape_3d", ctx, a, ne0, ne1, ne2, 1, RANK_BYTE[3])
 
 
 def reshape_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
@@ -240,7 +245,7 @@ def reshape_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
     a: contiguous. ne0, ne1, ne2, ne3: the new extents in ggml order.
     Result: a view, ne [ne0, ne1, ne2, ne3].
     """
-    return _reshape_nd("reshape_4d", ctx, a, ne0, ne1, ne2, ne3)
+    return _reshape_nd("reshape_4d", ctx, a, ne0, ne1, ne2, ne3, RANK_BYTE[4])
 
 
 _permute = _guarded("permute")
@@ -347,6 +352,8 @@ def _view(op: str, ctx, a, ne: tuple, nb: tuple, offset) -> Tensor:
             r = _VIEW_FNS[4](ctx.ptr, p, ne[0], ne[1], ne[2], ne[3], nb[0], nb[1], nb[2], offset)
     except _ARG_ERRORS as e:
         raise _bad_arguments(op, e, ctx, a=a) from None
+    if r:
+        r.padding[0] = RANK_BYTE[len(ne)]  # view_Nd: N dims, 1s included (Tensor.shape)
     return _result(ctx, r, op, a)
 
 
@@ -396,6 +403,7 @@ def view_2d(ctx, a, ne0, ne1, nb1, offset=0):
         return _view("view_2d", ctx, a, (ne0, ne1), (nb1,), offset)  # says what is wrong
     if not r:
         raise _failed("view_2d")
+    r.padding[0] = _RANK_2
     if a.ctx is not ctx:
         ctx.adopt(a)
     t = _new_tensor(Tensor)
@@ -458,6 +466,7 @@ def view_nd(ctx, a, ne, nb, offset=0):
     for i in range(MAX_DIMS):
         v.ptr.ne[i] = ne[i]
         v.ptr.nb[i] = nb[i]
+    v.ptr.padding[0] = b"\0"  # its rank is what its extents show
     return v
 
 
