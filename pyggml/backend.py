@@ -44,22 +44,32 @@ def enable_cpu_vulkan_devices(spec: str = "0") -> str:
 
 @dataclass(frozen=True)
 class Device:
+    """A ggml backend device (ggml_backend_dev_t in `ptr`): the CPU, a GPU, an RPC server's device.
+
+    Listed by pyggml.devices(), found by pyggml.device(name); `init()` makes a Backend on it.
+    """
+
     ptr: object
 
     @property
     def name(self) -> str:
+        """The device's ggml name ('CPU', 'Vulkan0', 'RPC0', ...; ggml_backend_dev_name): what
+        pyggml.device() and Runner take, in any case."""
         return cstr(lib.ggml_backend_dev_name(self.ptr))
 
     @property
     def description(self) -> str:
+        """The device's description from its backend, e.g. the GPU's model (ggml_backend_dev_description)."""
         return cstr(lib.ggml_backend_dev_description(self.ptr))
 
     @property
     def type(self) -> DeviceType:
+        """The device's kind (pyggml.types.DeviceType: CPU, GPU, IGPU, ACCEL, ...; ggml_backend_dev_type)."""
         return DeviceType(lib.ggml_backend_dev_type(self.ptr))
 
     @property
     def backend_name(self) -> str:
+        """The name of the backend registry the device belongs to ('CPU', 'Vulkan', 'RPC', ...)."""
         return cstr(lib.ggml_backend_reg_name(lib.ggml_backend_dev_backend_reg(self.ptr)))
 
     def memory(self) -> tuple[int, int]:
@@ -69,12 +79,17 @@ class Device:
         return free[0], total[0]
 
     def init(self, n_threads: int | None = None) -> "Backend":
+        """A new Backend on this device (ggml_backend_dev_init); GGMLError when ggml cannot make one.
+        n_threads: a CPU device's fixed thread count; None chooses per graph (see cpu_backend). Other
+        devices ignore it."""
         ptr = lib.ggml_backend_dev_init(self.ptr, ffi.NULL)
         if ptr == ffi.NULL:
             raise GGMLError(f"could not initialise a backend on device {self.name}")
         return Backend(ptr, self, n_threads)
 
     def supports_op(self, t: Tensor) -> bool:
+        """Whether the device can compute the node t, its op with its types and shapes
+        (ggml_backend_dev_supports_op)."""
         return bool(lib.ggml_backend_dev_supports_op(self.ptr, t.ptr))
 
     def __repr__(self):
@@ -82,10 +97,14 @@ class Device:
 
 
 def devices() -> list[Device]:
+    """Every device ggml registered on this machine, in its registry's order (ggml_backend_dev_get): GPUs
+    first, then the CPU, then RPC servers' devices as they are added."""
     return [Device(lib.ggml_backend_dev_get(i)) for i in range(lib.ggml_backend_dev_count())]
 
 
 def device(name: str) -> Device:
+    """The device of this name ('cpu', 'vulkan0', ..., in any case). ValueError listing this build's
+    devices when none matches (and how to get a missing Vulkan or CUDA one); TypeError for a non-str."""
     text("device: name", name)
     for d in devices():
         if d.name.lower() == name.lower():
@@ -107,6 +126,15 @@ def device(name: str) -> Device:
 
 # --- backends ----------------------------------------------------------------------------
 class Backend:
+    """A ggml backend (ggml_backend_t in `ptr`): a device's stream that computes graphs; freed with the object.
+
+    Made by `device.init(n_threads)`, `pyggml.backend(name)` or `pyggml.cpu_backend(n_threads)`.
+    `compute(graph)` computes a graph whose tensors have memory this backend can use (`alloc_tensors`, a
+    Gallocr on its buffer_type). Most users want a Runner, which adds the scheduler, the CPU for inputs,
+    and the checks before compute. On a CPU backend `n_threads` is the thread count in force (None on
+    others) and `auto_threads` whether it is chosen per graph (made without n_threads; see auto_threads).
+    """
+
     def __init__(self, ptr, dev: Device | None = None, n_threads: int | None = None):
         self.ptr = ffi.gc(ptr, lib.ggml_backend_free)
         self.device = dev if dev is not None else Device(lib.ggml_backend_get_device(ptr))
@@ -120,14 +148,17 @@ class Backend:
 
     @property
     def name(self) -> str:
+        """The backend's ggml name ('CPU', 'Vulkan0', ...; ggml_backend_name)."""
         return cstr(lib.ggml_backend_name(self.ptr))
 
     @property
     def is_cpu(self) -> bool:
+        """Whether this is ggml's CPU backend (ggml_backend_is_cpu), the only one with a thread count."""
         return bool(lib.ggml_backend_is_cpu(self.ptr))
 
     def set_n_threads(self, n: int):
-        """Compute with n threads from now on (CPU backends), instead of choosing them per graph."""
+        """Compute with n threads from now on, n in 1..MAX_THREADS (ggml_backend_cpu_set_n_threads), instead
+        of choosing them per graph. ValueError on a backend that is not the CPU or for n out of range."""
         n = integer("n_threads", n, 1, MAX_THREADS)
         if not self.is_cpu:
             raise ValueError(f"{self.name} is not a CPU backend; threads are set on CPU backends")
@@ -144,9 +175,12 @@ class Backend:
 
     @property
     def buffer_type(self):
+        """The backend's default buffer type (a ggml_backend_buffer_type_t cdata;
+        ggml_backend_get_default_buffer_type), e.g. for `Gallocr(backend.buffer_type)`."""
         return lib.ggml_backend_get_default_buffer_type(self.ptr)
 
     def supports_op(self, t: Tensor) -> bool:
+        """Whether the backend can compute the node t (ggml_backend_supports_op); TypeError for a non-Tensor."""
         return bool(lib.ggml_backend_supports_op(self.ptr, instance("supports_op: t", t, Tensor).ptr))
 
     def unsupported(self, graph: Graph) -> list[Tensor]:
@@ -155,7 +189,10 @@ class Backend:
         return [n for n in graph.nodes if n.op.name != "NONE" and not self.supports_op(n)]
 
     def alloc_tensors(self, ctx) -> "Buffer":
-        """Allocate every tensor of a no_alloc context in one buffer of this backend."""
+        """Give every tensor of a no_alloc context memory in one new buffer of this backend
+        (ggml_backend_alloc_ctx_tensors) and return the Buffer; the context keeps it alive. The memory stays
+        the tensors' own (weights written once, `Tensor.view()` allowed). ValueError for a context made
+        with no_alloc=False; GGMLError when there is nothing to allocate or no memory for it."""
         instance("alloc_tensors: ctx", ctx, Context)
         if not ctx.no_alloc:
             raise ValueError("alloc_tensors: the context already holds its tensors' data (no_alloc=False)")
@@ -169,6 +206,7 @@ class Backend:
 
     @property
     def is_vulkan(self) -> bool:
+        """Whether the backend is one of ggml-vulkan's devices (its name starts with 'Vulkan')."""
         return _is_vulkan(self.ptr)
 
     @property
@@ -194,6 +232,7 @@ class Backend:
         _check_status(status, lambda: f"{self.name} graph compute")
 
     def synchronize(self):
+        """Wait until the backend has finished the work it was given (ggml_backend_synchronize)."""
         lib.ggml_backend_synchronize(self.ptr)
 
     def __repr__(self):
@@ -206,7 +245,8 @@ def _is_vulkan(backend_ptr) -> bool:
 
 
 def backend(name: str = "cpu", n_threads: int | None = None) -> Backend:
-    """A backend on the device of that name (`cpu`, `vulkan0`, ...)."""
+    """A new backend on the device of that name (`cpu`, `vulkan0`, ..., any case; see device(), whose
+    errors it raises). n_threads: for the CPU, a fixed thread count, or None to choose per graph."""
     return device(name).init(n_threads)
 
 
@@ -238,8 +278,9 @@ def auto_threads(graph: Graph) -> int:
 
 
 def cpu_backend(n_threads: int | None = None) -> Backend:
-    """A CPU backend. n_threads: a fixed thread count; None (the default) chooses per graph: one thread
-    for a small graph, the machine's cores for a large one (`auto_threads`)."""
+    """A new CPU backend (ggml_backend_cpu_init). n_threads: a fixed thread count; None (the default)
+    chooses per graph: one thread for a small graph, the machine's cores for a large one (`auto_threads`).
+    GGMLError when ggml cannot make it."""
     ptr = lib.ggml_backend_cpu_init()
     if ptr == ffi.NULL:
         raise GGMLError("could not initialise the CPU backend")
@@ -248,19 +289,25 @@ def cpu_backend(n_threads: int | None = None) -> Backend:
 
 # --- buffers and allocation -----------------------------------------------------------------
 class Buffer:
+    """A ggml backend buffer (ggml_backend_buffer_t in `ptr`): memory on a device that tensors are placed in,
+    freed (ggml_backend_buffer_free) when the last reference goes; `Backend.alloc_tensors` returns one."""
+
     def __init__(self, ptr):
         self.ptr = ffi.gc(ptr, lib.ggml_backend_buffer_free)
 
     @property
     def size(self) -> int:
+        """The buffer's size in bytes (ggml_backend_buffer_get_size)."""
         return lib.ggml_backend_buffer_get_size(self.ptr)
 
     @property
     def name(self) -> str:
+        """The buffer's ggml name, its buffer type's (e.g. 'CPU', 'Vulkan0'; ggml_backend_buffer_name)."""
         return cstr(lib.ggml_backend_buffer_name(self.ptr))
 
     @property
     def is_host(self) -> bool:
+        """Whether the buffer is host memory, readable by NumPy without a copy (ggml_backend_buffer_is_host)."""
         return bool(lib.ggml_backend_buffer_is_host(self.ptr))
 
     def clear(self, value: int = 0):
@@ -271,8 +318,8 @@ class Buffer:
 
 # graph context -> {node address: its sources as built} (Scheduler.restore)
 _PRISTINE_SOURCES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-SCHED_MAX_BACKENDS = 16
-MAX_THREADS = 4096  # GGML_SCHED_MAX_BACKENDS of ggml-backend.cpp (not in a public header)
+SCHED_MAX_BACKENDS = 16  # GGML_SCHED_MAX_BACKENDS of ggml-backend.cpp (not in a public header)
+MAX_THREADS = 4096  # the most threads set_n_threads takes
 
 
 class _Lender:
@@ -386,7 +433,10 @@ def graph_tensors(graph: Graph) -> list:
 
 
 class Gallocr(_Lender):
-    """ggml_gallocr: allocates a graph's tensors in one buffer type, reusing memory between nodes."""
+    """ggml_gallocr: allocates a graph's tensors in one buffer type, reusing memory between nodes.
+
+    `Gallocr(buffer_type)`: a ggml_backend_buffer_type_t, e.g. `backend.buffer_type`; the graph is then
+    computed with that backend's `compute`. GGMLError when ggml cannot make the allocator."""
 
     def __init__(self, buffer_type):
         ptr = lib.ggml_gallocr_new(buffer_type)
@@ -395,6 +445,9 @@ class Gallocr(_Lender):
         self.ptr = ffi.gc(ptr, lib.ggml_gallocr_free)
 
     def reserve(self, graph: Graph):
+        """Plan graph's memory and size the buffer for it (ggml_gallocr_reserve), without giving the tensors
+        memory: the buffer grows when a plan needs more, never shrinks. alloc_graph does this itself when
+        the graph is not the one planned last. GGMLError, with the sizes, when the memory cannot be had."""
         instance("gallocr reserve: graph", graph, Graph)
         preflight.check_allocatable(graph)
         if not lib.ggml_gallocr_reserve(self.ptr, graph.ptr):
@@ -402,6 +455,10 @@ class Gallocr(_Lender):
         self._plan_made(graph)
 
     def alloc_graph(self, graph: Graph):
+        """Give every tensor of graph that has no memory a place in the allocator's buffer
+        (ggml_gallocr_alloc_graph), reusing memory between nodes whose lifetimes do not overlap (outputs
+        and inputs keep theirs). The memory is lent: the tensors lose it when this allocator allocates
+        another graph, and inputs must be written before compute. GGMLError when it fails."""
         fresh = self._before_alloc(graph)
         if self._needs_plan(graph):
             self.reserve(graph)
@@ -430,6 +487,10 @@ class Scheduler(_Lender):
 
     Graph inputs (tensors flagged with set_input) are placed on the last backend, so they
     are in host memory and filled there; the scheduler copies them to the devices.
+
+    `Scheduler(backends, graph_size=GGML_DEFAULT_GRAPH_SIZE, parallel=False)`: backends, 1 to 16 Backends
+    in order of preference, the CPU last (ValueError otherwise); graph_size, the most nodes and leafs
+    together of a graph it allocates; parallel, ggml's pipeline parallelism (several copies of the inputs).
     """
 
     def __init__(self, backends: list[Backend], graph_size: int = lib.GGML_DEFAULT_GRAPH_SIZE,
@@ -461,6 +522,9 @@ class Scheduler(_Lender):
                              f"{self.graph_size} (create it with a larger graph_size)")
 
     def reserve(self, graph: Graph):
+        """Plan graph's memory on every backend (ggml_backend_sched_reserve) without giving the tensors
+        memory; alloc_graph does this itself when the graph is not the one planned last. GraphError for a
+        graph with more nodes and leafs than graph_size; GGMLError when the plan fails."""
         instance("scheduler reserve: graph", graph, Graph)
         self.restore(graph)
         preflight.check_allocatable(graph)
@@ -472,6 +536,8 @@ class Scheduler(_Lender):
         self._plan_made(graph)
 
     def reset(self):
+        """Forget the assignment of nodes to backends and the allocation (ggml_backend_sched_reset);
+        alloc_graph resets the scheduler itself."""
         lib.ggml_backend_sched_reset(self.ptr)
 
     def restore(self, graph: Graph):
@@ -539,6 +605,10 @@ class Scheduler(_Lender):
 
 
     def compute(self, graph: Graph):
+        """Compute graph, split over the backends (ggml_backend_sched_graph_compute). It must be the graph
+        this scheduler allocated last: GraphError otherwise, or when the preflight checks refuse it (inputs
+        not written since the allocation among them); GGMLError when ggml reports a failed compute. CPU
+        backends made without n_threads choose their threads for this graph first."""
         if not isinstance(graph, Graph):
             raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
         if graph.allocation is None or graph.allocation[0] is not self:
@@ -570,16 +640,24 @@ class Scheduler(_Lender):
         return True
 
     def set_tensor_backend(self, t: Tensor, b: Backend):
+        """Assign tensor t to backend b, one of the scheduler's (ggml_backend_sched_set_tensor_backend;
+        ValueError for another). alloc_graph resets the scheduler, and planning a graph resets it again,
+        which clears such assignments: one survives only on a reset scheduler allocating a graph planned
+        already. To compute every node on one backend, use `alloc_graph(graph, pin=b)`."""
         instance("set_tensor_backend: t", t, Tensor)
         if not any(b is own for own in self.backends):
             raise ValueError("set_tensor_backend: b must be one of the scheduler's backends")
         lib.ggml_backend_sched_set_tensor_backend(self.ptr, t.ptr, b.ptr)
 
     def tensor_backend(self, t: Tensor) -> str | None:
+        """The name of the backend tensor t is assigned to (ggml_backend_sched_get_tensor_backend), or None
+        when it has none (before the graph is allocated)."""
         instance("tensor_backend: t", t, Tensor)
         p = lib.ggml_backend_sched_get_tensor_backend(self.ptr, t.ptr)
         return cstr(lib.ggml_backend_name(p)) if p != ffi.NULL else None
 
     @property
     def n_splits(self) -> int:
+        """How many splits (runs of consecutive nodes on one backend) the last allocated graph was cut into
+        (ggml_backend_sched_get_n_splits)."""
         return lib.ggml_backend_sched_get_n_splits(self.ptr)

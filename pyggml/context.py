@@ -23,6 +23,17 @@ MAX_TENSOR_BYTES = 2**62
 
 
 class Context(OpMethods):
+    """A ggml context (ggml_init): the memory pool that tensors, their op descriptions and graphs are made in.
+
+    `Context(mem_size=None, *, n_tensors=4096, no_alloc=True, graph_size=GGML_DEFAULT_GRAPH_SIZE)`:
+    mem_size is the pool's bytes, by default room for n_tensors tensor descriptions and one graph of
+    graph_size nodes. With no_alloc=True (the default) the pool holds descriptions only and the tensors'
+    data comes from a backend (a Runner, `Backend.alloc_tensors`, a Gallocr or a Scheduler); with
+    no_alloc=False the data lives in the pool too, in host memory (give a mem_size with room for it).
+    Every op of pyggml.ops is a method: `ctx.add(a, b)` is `ops.add(ctx, a, b)`. Freed (ggml_free)
+    when neither it nor any of its tensors is referenced.
+    """
+
     def __init__(self, mem_size: int | None = None, *, n_tensors: int = 4096, no_alloc: bool = True,
                  graph_size: int = lib.GGML_DEFAULT_GRAPH_SIZE):
         """mem_size defaults to room for `n_tensors` tensor descriptions and one graph of `graph_size`."""
@@ -42,6 +53,8 @@ class Context(OpMethods):
         self._keep: set = set()
 
     def keep_alive(self, obj):
+        """Hold a reference to obj for as long as this context lives (a buffer, an allocator, another
+        context, a NumPy array its tensors point into), so that it is not freed while a tensor still uses it."""
         self._keep.add(obj)
 
     def adopt(self, t: Tensor):
@@ -65,15 +78,23 @@ class Context(OpMethods):
 
     @property
     def mem_size(self) -> int:
+        """The bytes of the context's memory pool (ggml_get_mem_size): tensor and graph descriptions, and
+        the data of tensors when the context was made with no_alloc=False."""
         return lib.ggml_get_mem_size(self.ptr)
 
     @property
     def used_mem(self) -> int:
+        """The bytes of the pool used so far (ggml_used_mem). A tensor or graph that does not fit in what is
+        left raises: make the Context with more n_tensors, graph_size or mem_size."""
         return lib.ggml_used_mem(self.ptr)
 
     # --- tensors -------------------------------------------------------------------
     def new_tensor(self, type, ne: Sequence[int], name: str | None = None) -> Tensor:
-        """A new tensor of ggml shape `ne` (ne[0] innermost), like ggml_new_tensor."""
+        """A new tensor of ggml extents `ne` (1 to 4 of them, ne[0] innermost; ggml_new_tensor): its NumPy
+        shape is `ne` reversed, with len(ne) dims. type: a Type, its name ('f32', 'q8_0') or a NumPy dtype.
+        name: an optional name. ValueError for extents that are not positive, an ne[0] that is not a
+        multiple of the type's block size, or a tensor too large for ggml; TypeError for extents that are
+        not integers; MemoryError when the context is full."""
         t = types.as_type(type)
         ne = list(ne)
         if not 1 <= len(ne) <= MAX_DIMS:
@@ -105,15 +126,33 @@ class Context(OpMethods):
         return out
 
     def new_tensor_1d(self, type, ne0, name=None) -> Tensor:
+        """A new 1-d tensor of ne0 elements (as ggml_new_tensor_1d); see new_tensor.
+
+        type: a Type, its name ('f32') or a NumPy dtype. ne0: the extent. name: an optional name."""
         return self.new_tensor(type, [ne0], name)
 
     def new_tensor_2d(self, type, ne0, ne1, name=None) -> Tensor:
+        """A new tensor of ne [ne0, ne1] in ggml's order (as ggml_new_tensor_2d): NumPy shape (ne1, ne0),
+        kept 2-d even where ne1 is 1.
+
+        type: a Type, its name ('f32') or a NumPy dtype. ne0: elements per row (innermost). ne1: rows.
+        name: an optional name. Errors as new_tensor."""
         return self.new_tensor(type, [ne0, ne1], name)
 
     def new_tensor_3d(self, type, ne0, ne1, ne2, name=None) -> Tensor:
+        """A new tensor of ne [ne0, ne1, ne2] in ggml's order (as ggml_new_tensor_3d): NumPy shape
+        (ne2, ne1, ne0), kept 3-d.
+
+        type: a Type, its name or a NumPy dtype. ne0, ne1, ne2: the extents, innermost first. name: an
+        optional name. Errors as new_tensor."""
         return self.new_tensor(type, [ne0, ne1, ne2], name)
 
     def new_tensor_4d(self, type, ne0, ne1, ne2, ne3, name=None) -> Tensor:
+        """A new tensor of ne [ne0, ne1, ne2, ne3] in ggml's order (as ggml_new_tensor_4d): NumPy shape
+        (ne3, ne2, ne1, ne0).
+
+        type: a Type, its name or a NumPy dtype. ne0, ne1, ne2, ne3: the extents, innermost first. name:
+        an optional name. Errors as new_tensor."""
         return self.new_tensor(type, [ne0, ne1, ne2, ne3], name)
 
     def tensor(self, type, shape: int | Sequence[int], name: str | None = None, *, input: bool = False) -> Tensor:
@@ -129,6 +168,8 @@ class Context(OpMethods):
         return out.set_input() if input else out
 
     def tensors(self) -> list[Tensor]:
+        """Every tensor of the context in creation order (leaves, views and op results), as Tensors
+        (ggml_get_first_tensor / ggml_get_next_tensor)."""
         out = []
         t = lib.ggml_get_first_tensor(self.ptr)
         while t != ffi.NULL:
@@ -137,6 +178,8 @@ class Context(OpMethods):
         return out
 
     def get_tensor(self, name: str) -> Tensor | None:
+        """The context's tensor with this name (ggml_get_tensor; the first one when several share it), or
+        None when there is none. TypeError when name is not a str."""
         if not isinstance(name, str):
             raise TypeError(f"get_tensor: name must be a str, got {type(name).__name__}")
         t = lib.ggml_get_tensor(self.ptr, name.encode())

@@ -19,6 +19,16 @@ def _addr(ptr) -> int:
 
 
 class Graph:
+    """A ggml compute graph (ggml_new_graph_custom) made in a Context's memory.
+
+    `Graph(ctx, size=GGML_DEFAULT_GRAPH_SIZE)`: ctx, the Context it is made in (MemoryError when it has
+    no room left for it); size, the most nodes (and, separately, leafs) it can hold, 1 to 2**24 (ggml's
+    default 2048); an expand past it raises ValueError naming the size to ask for. Build it with
+    `Graph(ctx).build_forward_expand(out)` (out and every node it depends on, in compute order), then
+    compute it with a Runner (`Runner("cpu").run(graph, {a: A}, out)`), a Scheduler, or a Backend once
+    its tensors have memory. `Graph.with_grads` makes one that can hold a backward pass.
+    """
+
     def __init__(self, ctx, size: int = lib.GGML_DEFAULT_GRAPH_SIZE):
         instance("Graph: ctx", ctx, Context)
         size = integer("Graph: size", size, 1, MAX_GRAPH_SIZE)
@@ -38,7 +48,9 @@ class Graph:
         self.sources_as_built: int | None = None  # node count at a scheduler's restore, None once it allocates
 
     def build_forward_expand(self, *tensors: Tensor) -> "Graph":
-        """Add the tensors and everything they depend on (ggml_build_forward_expand)."""
+        """Add the tensors and every node they depend on, in compute order (ggml_build_forward_expand), and
+        return the graph. TypeError for a non-Tensor; ValueError naming the size needed when the graph is
+        full (the graph is then marked broken: computing it raises). Also spelled `expand`."""
         for t in tensors:
             if not isinstance(t, Tensor):
                 raise TypeError(f"build_forward_expand: expected a Tensor, got {type(t).__name__}")
@@ -80,9 +92,13 @@ class Graph:
 
     @property
     def n_nodes(self) -> int:
+        """The number of nodes, the tensors the graph computes (ggml_graph_n_nodes); leafs (inputs,
+        weights) are not nodes."""
         return lib.ggml_graph_n_nodes(self.ptr)
 
     def node(self, i: int) -> Tensor:
+        """The i-th node in compute order (ggml_graph_node); a negative i counts from the end, as in a
+        list. IndexError outside the graph's nodes."""
         i = integer("Graph.node: i", i)
         n = self.n_nodes
         if not -n <= i < n:
@@ -92,6 +108,7 @@ class Graph:
 
     @property
     def nodes(self) -> list[Tensor]:
+        """Every node in compute order, as Tensors (see node)."""
         return [self.node(i) for i in range(self.n_nodes)]
 
     def leafs(self) -> list[Tensor]:
@@ -110,6 +127,8 @@ class Graph:
         return Counter(Op(n.op).name for n in (lib.ggml_graph_node(self.ptr, i) for i in range(self.n_nodes)))
 
     def get_tensor(self, name: str) -> Tensor | None:
+        """The graph's node or leaf with this name (ggml_graph_get_tensor), or None when there is none.
+        TypeError when name is not a str."""
         p = lib.ggml_graph_get_tensor(self.ptr, text("Graph.get_tensor: name", name).encode())
         return Tensor(p, self.ctx) if p != ffi.NULL else None
 

@@ -27,6 +27,23 @@ META_PREFIX = "meta:"
 
 
 class Runner:
+    """Run graphs on a named backend the way llama.cpp does: through ggml's scheduler.
+
+    `Runner(name="cpu", n_threads=None, graph_size=8192)`.
+    name: 'cpu', a device name in any case ('vulkan0', 'cuda0', 'rpc0': see pyggml.devices()), or
+        'meta:dev1,dev2' for ggml's meta device that splits one graph over several devices (split
+        policy set with set_policy; mirrored by default). ValueError for a device this build lacks.
+    n_threads: the threads of the Runner's CPU backend (which computes the graph of Runner('cpu'), and
+        beside a device holds the inputs). None (the default) chooses per graph: one thread for a small
+        graph, the machine's cores for a large one (pyggml.backend.auto_threads); an int fixes the count.
+    graph_size: the most nodes and leafs, together, that a graph run here may have (the scheduler's
+        size); a larger graph raises GraphError.
+    `run(graph, inputs, outputs)` allocates, writes the inputs, computes and returns the outputs as NumPy
+    arrays; `allocate`, `Tensor.set` on each input, then `compute` do the same in steps. Weights kept
+    between runs live in a buffer of their own (`runner.backend.alloc_tensors(weights_ctx)`). Results
+    differ from NumPy where the backend computes in lower precision: see docs/precision.md.
+    """
+
     def __init__(self, name: str = "cpu", n_threads: int | None = None, graph_size: int = 8192):
         self.name = text("Runner: name", name).lower()
         self.meta = None
@@ -45,6 +62,7 @@ class Runner:
 
     @property
     def n_devices(self) -> int:
+        """How many devices the runner computes on: the meta device's number of devices, else 1."""
         return self.meta.n_devices if self.meta else 1
 
     def set_policy(self, policy):
@@ -53,10 +71,18 @@ class Runner:
             self.meta.set_policy(policy)
 
     def unsupported(self, graph: Graph) -> list[Tensor]:
+        """The nodes of graph the runner's device cannot compute (ggml_backend_supports_op says no), in
+        compute order; allocate and run raise Unsupported naming their ops."""
         return self.backend.unsupported(graph)
 
     def allocate(self, graph: Graph, outputs: Sequence[Tensor] = ()):
-        """Allocate the graph's tensors (outputs kept intact) ready for set_inputs/compute."""
+        """Give the graph's tensors memory through the scheduler, ready for `Tensor.set` on every input
+        and then `compute`. outputs: tensors to flag as outputs, whose memory no other node reuses.
+
+        The memory is lent until this runner allocates another graph (then these tensors lose it);
+        inputs hold no value until written. TypeError for a non-Graph or non-Tensor outputs; Unsupported
+        naming the ops the device cannot compute; GraphError for a graph larger than graph_size;
+        GGMLError when the memory cannot be had."""
         if not isinstance(graph, Graph):
             raise TypeError(f"allocate: expected a Graph, got {type(graph).__name__}")
         self.sched.restore(graph)  # supports_op and the meta check must see the graph as built
@@ -74,7 +100,9 @@ class Runner:
         self.sched.alloc_graph(graph, pin=self.backend if self.meta is None else None)
 
     def compute(self, graph: Graph):
-        """Compute the graph allocated last (the preflight refuses any other)."""
+        """Compute the graph this runner allocated last (ggml_backend_sched_graph_compute); read results
+        with `Tensor.numpy()`. GraphError for another graph, or naming the inputs not written since the
+        allocation; GGMLError when ggml reports a failed compute."""
         try:
             self.sched.compute(graph)
         finally:
@@ -89,8 +117,11 @@ class Runner:
         is allocated anew each time, so values given to an earlier run are gone, and a missing input
         raises `GraphError` naming it. Values are converted exactly or raise (`Tensor.set`).
         outputs: a tensor of the graph (one NumPy array is returned) or a list of them (a list of arrays,
-        each in its tensor's `shape`). Weights that stay between runs live in a buffer of their own
-        (`runner.backend.alloc_tensors(weights_ctx)`), written once."""
+        each in its tensor's `shape`; copies). Weights that stay between runs live in a buffer of their
+        own (`runner.backend.alloc_tensors(weights_ctx)`), written once, and are not given as inputs.
+        A key that is a computed node or a view raises ValueError (give the tensor it is computed from or
+        views), as does an input or output that is not part of the graph; TypeError for inputs that are
+        not a dict of Tensors or outputs that are not Tensors; the errors of `allocate` and `compute`."""
         if not isinstance(inputs, dict):
             raise TypeError(f"run: inputs must be a dict of Tensor -> values, got {type(inputs).__name__}")
         single = isinstance(outputs, Tensor)

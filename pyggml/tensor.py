@@ -78,6 +78,17 @@ def _derived_rank(q) -> int:
 
 
 class Tensor:
+    """A ggml tensor: a view of a `struct ggml_tensor` owned by its Context (`t.ctx`), which it keeps alive.
+
+    Made by `ctx.tensor(type, shape)` (a NumPy-order shape), `ctx.new_tensor(type, ne)` /
+    `ctx.new_tensor_2d(type, ne0, ne1)`... (ggml order) or an op (`ctx.add(a, b)`). Its extents are `t.ne`
+    in ggml's order (ne[0] innermost, always 4 entries) and `t.shape` in NumPy's (the reverse, with the
+    rank the tensor was made with, leading 1s kept): a contiguous tensor and its NumPy array share their
+    memory layout. Values move with `t.set(array)` and `t.numpy()` once the tensor has memory (from a
+    Runner, a Gallocr, a Scheduler, `Backend.alloc_tensors`, or a Context made with `no_alloc=False`).
+    Two Tensor objects are equal when they wrap the same C tensor.
+    """
+
     __slots__ = ("ptr", "ctx", "__weakref__")
 
     def __init__(self, ptr, ctx):
@@ -98,10 +109,14 @@ class Tensor:
     # --- description ---------------------------------------------------------------
     @property
     def ne(self) -> tuple[int, ...]:
+        """The extents in ggml's order, innermost first: (ne0, ne1, ne2, ne3), always 4 entries
+        (`shape` reversed, padded with 1s)."""
         return tuple(self.ptr.ne)
 
     @property
     def nb(self) -> tuple[int, ...]:
+        """The byte strides in ggml's order: nb[0] is the element (or quantized block) size, nb[i] the
+        bytes between consecutive indices along ne[i]. Bytes, like NumPy's strides, but in reverse order."""
         return tuple(self.ptr.nb)
 
     @property
@@ -120,19 +135,26 @@ class Tensor:
 
     @property
     def ndim(self) -> int:
-        """len(shape)."""
+        """The number of NumPy dims, len(shape): the rank the tensor was made with, leading 1s counted
+        (`ctx.tensor("f32", (1, 16)).ndim == 2`). Not ggml_n_dims, which drops trailing ggml 1s."""
         return rank(self.ptr)
 
     @property
     def type(self) -> Type:
+        """The tensor's ggml type (pyggml.types.Type, an IntEnum: F32, F16, Q8_0, ...)."""
         return _TYPE_OF[self.ptr.type]
 
     @property
     def op(self) -> Op:
+        """The op that computes this tensor (pyggml.types.Op): NONE for a leaf (an input, a weight),
+        VIEW, RESHAPE, PERMUTE, TRANSPOSE for views, ADD, MUL_MAT, ... for nodes."""
         return _OP_OF[self.ptr.op]
 
     @property
     def name(self) -> str:
+        """The tensor's name ('' when unnamed; ggml_get_name / ggml_set_name): shown in errors and graphs,
+        saved in GGUF files. Settable to a str of at most GGML_MAX_NAME - 1 bytes (TypeError for
+        another type, ValueError for a longer name)."""
         return cstr(lib.ggml_get_name(self.ptr))
 
     @name.setter
@@ -145,52 +167,73 @@ class Tensor:
         lib.ggml_set_name(self.ptr, raw)
 
     def set_name(self, value: str) -> "Tensor":
+        """Set the name to value (see `name`; same errors) and return the tensor, for chaining:
+        `ctx.add(a, b).set_name("h")`."""
         self.name = value
         return self
 
     @property
     def src(self) -> list["Tensor"]:
+        """The op's source tensors (ggml's src[], without the NULL ones), in order: [] for a leaf."""
         return [Tensor(s, self.ctx) for s in self.ptr.src if s != ffi.NULL]
 
     @property
     def view_src(self) -> "Tensor | None":
+        """The tensor whose memory this one views (ggml's view_src), or None when it is not a view."""
         return Tensor(self.ptr.view_src, self.ctx) if self.ptr.view_src != ffi.NULL else None
 
     @property
     def view_offs(self) -> int:
+        """A view's byte offset into view_src's data (0 for a tensor that is not a view)."""
         return self.ptr.view_offs
 
     @property
     def nelements(self) -> int:
+        """The number of elements, the product of ne (ggml_nelements)."""
         return lib.ggml_nelements(self.ptr)
 
     @property
     def nrows(self) -> int:
+        """The number of rows, ne1 * ne2 * ne3 (ggml_nrows); a row is ne0 elements along the innermost dim."""
         return lib.ggml_nrows(self.ptr)
 
     @property
     def nbytes(self) -> int:
+        """The bytes the tensor spans in memory with its strides (ggml_nbytes): for a contiguous tensor,
+        nelements times the element size (rows of blocks for a quantized type)."""
         return lib.ggml_nbytes(self.ptr)
 
     @property
     def element_size(self) -> int:
+        """The bytes of one element, of one block for a quantized type (ggml_element_size; see
+        pyggml.types.type_size and block_size)."""
         return lib.ggml_element_size(self.ptr)
 
     def is_contiguous(self) -> bool:
+        """Whether the elements lie packed in ggml's order, no gaps (ggml_is_contiguous): what set(),
+        set_raw() and view() need, and many ops; `ctx.cont(t)` makes a contiguous copy."""
         return bool(lib.ggml_is_contiguous(self.ptr))
 
     def is_permuted(self) -> bool:
+        """Whether some byte stride is larger than the next dim's (ggml_is_permuted): a permute() or
+        transpose() view."""
         return bool(lib.ggml_is_permuted(self.ptr))
 
     def is_transposed(self) -> bool:
+        """Whether dims 0 and 1 are swapped in memory, nb[0] > nb[1] (ggml_is_transposed): a transpose() view."""
         return bool(lib.ggml_is_transposed(self.ptr))
 
     @property
     def is_input(self) -> bool:
+        """Whether the tensor is flagged as a graph input (ggml_set_input; `set_input()`,
+        `ctx.tensor(..., input=True)`): schedulers place inputs in host memory, to be written after each
+        allocation, before compute."""
         return bool(self.ptr.flags & lib.GGML_TENSOR_FLAG_INPUT)
 
     @property
     def is_output(self) -> bool:
+        """Whether the tensor is flagged as a graph output (ggml_set_output): the graph allocator never
+        reuses its memory for another node, so its value can be read after compute."""
         return bool(self.ptr.flags & lib.GGML_TENSOR_FLAG_OUTPUT)
 
     def set_input(self) -> "Tensor":
@@ -202,6 +245,8 @@ class Tensor:
         return self
 
     def set_output(self) -> "Tensor":
+        """Flag the tensor as a graph output (ggml_set_output; see is_output) and return it. Runner.run
+        and Runner.allocate flag the outputs they are given."""
         lib.ggml_set_output(self.ptr)
         return self
 
@@ -213,6 +258,9 @@ class Tensor:
 
     @property
     def is_allocated(self) -> bool:
+        """Whether the tensor has memory (its data pointer is set). Not before a Runner, an allocator or
+        `Backend.alloc_tensors` has placed it, nor after a graph allocator took lent memory back to
+        allocate another graph: then set(), numpy() and view() raise ValueError."""
         return self.ptr.data != ffi.NULL
 
     @property
@@ -235,7 +283,9 @@ class Tensor:
         whole numbers in its range (`cast=True` rounds fractions toward zero, as NumPy's astype);
         into a float type, values are rounded to its precision (F16: 11 bits), and finite values
         beyond its range (F16: 65504) raise unless `cast=True` (then they become inf). Quantized
-        types quantize (lossy by design; `pyggml.types.decode(encode(...))` shows the values held)."""
+        types quantize (lossy by design; `pyggml.types.decode(encode(...))` shows the values held).
+        Also ValueError for a tensor without memory or not contiguous, or a wrong number of values or
+        shape; TypeError for values that are not numbers. Returns the tensor."""
         p = self.ptr
         if p.data == ffi.NULL:
             self._require_allocated("set")
@@ -267,7 +317,9 @@ class Tensor:
 
     def set_raw(self, data) -> "Tensor":
         """Write the tensor's bytes as they are (ggml's own encoding of its type: quantized blocks
-        and all), e.g. what `raw_bytes` or `pyggml.types.encode` gave."""
+        and all), e.g. what `raw_bytes` or `pyggml.types.encode` gave; data: any bytes-like object of
+        exactly nbytes bytes (ValueError otherwise, or when the tensor has no memory or is not contiguous).
+        Returns the tensor."""
         p = self.ptr
         if p.data == ffi.NULL:
             self._require_allocated("set_raw")
@@ -286,7 +338,8 @@ class Tensor:
         return self
 
     def raw_bytes(self) -> np.ndarray:
-        """A copy of the tensor's bytes (contiguous tensors)."""
+        """A copy of the tensor's nbytes bytes from its data, as a uint8 array (ggml's own encoding; for
+        contiguous tensors). ValueError when the tensor has no memory."""
         self._require_allocated("read")
         out = np.empty(self.nbytes, dtype=np.uint8)
         if self.ptr.buffer == ffi.NULL:
@@ -297,7 +350,10 @@ class Tensor:
         return out
 
     def numpy(self) -> np.ndarray:
-        """A copy of the values, in NumPy shape `t.shape`."""
+        """A copy of the values as a NumPy array of shape `t.shape` in the type's host dtype
+        (pyggml.types.host_dtype: float16 for F16; float32 for types NumPy has no dtype for, quantized ones
+        decoded). A strided view is read through its strides when it is of a raw type and in
+        host memory; otherwise, and when the tensor has no memory, it raises ValueError (`cont()` first)."""
         p = self.ptr
         if lib.ggml_is_contiguous(p):
             t = _TYPE_OF[p.type]
@@ -325,12 +381,14 @@ class Tensor:
         return arr.reshape(self.shape).copy()
 
     def view(self) -> np.ndarray:
-        """A zero-copy NumPy view of a contiguous host tensor of a raw type (writes go to ggml).
+        """A zero-copy NumPy array of shape `t.shape` over a contiguous host tensor of a raw type (F32, F16,
+        I32, ...): writes through it change the tensor; the array keeps the tensor alive.
 
         Only for memory the tensor keeps: a context's own memory (`no_alloc=False`) or a buffer from
         `Backend.alloc_tensors`. Memory a Runner, Scheduler or Gallocr lends to one graph is taken back
         at its next allocation, and a view would then read what the next graph put there, so viewing
-        it raises; `numpy()` copies."""
+        it raises ValueError; `numpy()` copies. ValueError too for a tensor without memory, outside host
+        memory, not contiguous or of a quantized type."""
         self._require_allocated("view")
         if not self.is_host:
             raise ValueError("view: the tensor is not in host memory; use numpy() to copy it")
