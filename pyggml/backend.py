@@ -513,6 +513,7 @@ class Scheduler(_Lender):
         if ptr == ffi.NULL:
             raise GGMLError("could not create the scheduler")
         self.ptr = ffi.gc(ptr, lib.ggml_backend_sched_free)
+        self._placed: dict[int, tuple[Tensor, Backend]] = {}  # set_tensor_backend's assignments
 
     def _check_size(self, graph: Graph, what: str):
         # ggml asserts its hash set (graph_size entries) holds every node and leaf
@@ -602,6 +603,9 @@ class Scheduler(_Lender):
                 node = lib.ggml_graph_node(graph.ptr, i)
                 if node.view_src == ffi.NULL:
                     lib.ggml_backend_sched_set_tensor_backend(self.ptr, node, pin.ptr)
+        # ggml forgets assignments at every reset, which allocating does: they are made again here
+        for t, b in self._placed.values():
+            lib.ggml_backend_sched_set_tensor_backend(self.ptr, t.ptr, b.ptr)
 
 
     def compute(self, graph: Graph):
@@ -641,12 +645,13 @@ class Scheduler(_Lender):
 
     def set_tensor_backend(self, t: Tensor, b: Backend):
         """Assign tensor t to backend b, one of the scheduler's (ggml_backend_sched_set_tensor_backend;
-        ValueError for another). alloc_graph resets the scheduler, and planning a graph resets it again,
-        which clears such assignments: one survives only on a reset scheduler allocating a graph planned
-        already. To compute every node on one backend, use `alloc_graph(graph, pin=b)`."""
+        ValueError for another), for every later allocation (ggml clears assignments when the scheduler
+        resets, which allocating does: the scheduler makes them again each time). To compute every node
+        on one backend, use `alloc_graph(graph, pin=b)`."""
         instance("set_tensor_backend: t", t, Tensor)
         if not any(b is own for own in self.backends):
             raise ValueError("set_tensor_backend: b must be one of the scheduler's backends")
+        self._placed[int(ffi.cast("uintptr_t", t.ptr))] = (t, b)  # t keeps its context, so the address stays t's
         lib.ggml_backend_sched_set_tensor_backend(self.ptr, t.ptr, b.ptr)
 
     def tensor_backend(self, t: Tensor) -> str | None:

@@ -10,7 +10,7 @@ other tensor can take an address that is listed):
   or give the tensor memory of its own with `Backend.alloc_tensors`);
 - which leaves (graph inputs, and tensors no op computes) have not been written since they got
   their memory. Such memory holds what an earlier graph left there: computing raises, naming them.
-  `Tensor.set`, `set_raw` and `view` count as writes.
+  `Tensor.set` and `set_raw` count as writes.
 """
 
 from __future__ import annotations

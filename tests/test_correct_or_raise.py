@@ -257,3 +257,20 @@ def test_views_and_reshapes_have_the_dims_asked_for():
     assert ctx.view_3d(x, 4, 2, 1, 16, 32, 0).shape == (1, 2, 4)
     assert ctx.cont_2d(x, 16, 1).shape == (1, 16)
     assert ctx.reshape_1d(x, 16).shape == (16,)
+
+
+def test_a_tensor_assigned_to_a_backend_stays_there_across_allocations():
+    first, second = gg.cpu_backend(1), gg.cpu_backend(1)
+    sched = gg.Scheduler([first, second])
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (4,), "a", input=True)
+    y = ctx.exp(a).set_name("y")
+    g = gg.Graph(ctx).build_forward_expand(y)
+    sched.set_tensor_backend(y, first)
+    sched.set_tensor_backend(y, second)  # the last assignment counts
+    for _ in range(2):  # allocating resets ggml's scheduler, which forgot the assignment
+        sched.alloc_graph(g)
+        assert gg.lib.ggml_backend_sched_get_tensor_backend(sched.ptr, y.ptr) == second.ptr
+        a.set(np.zeros(4))
+        sched.compute(g)
+        np.testing.assert_array_equal(y.numpy(), 1)
