@@ -466,3 +466,29 @@ def test_views_that_do_not_line_up_with_the_split_are_refused(views, T, transpos
     """Each gave a wrong result on meta:cpu,cpu without an error (the offset case read between floats)."""
     with pytest.raises(gg.Unsplittable, match=message):
         _views_of_product("meta:cpu,cpu", Split.even(1, 48, 2), views, T=T, transpose=transpose)
+
+
+def test_the_meta_fuzzer_draws_views_of_split_results():
+    """Bounded; `python -m pyggml.meta_fuzz --views --trials N` runs longer."""
+    from pyggml.testing.meta_fuzz import fuzz
+    records = fuzz(seed=0, trials=60, devices="cpu,cpu", views=True, in_process=True)
+    assert [r for r in records if r["status"] not in ("pass", "unsplittable")] == []
+    assert all("views(" in r["graph"] for r in records)
+    assert sum(r["status"] == "pass" for r in records) >= 5
+    assert any("gives each device the same view" in r.get("message", "") for r in records)
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("{bad", "not valid JSON"),
+    ("[1, 2]", "a trial is a JSON object, got list"),
+    ('{"seed": 1}', "the trial lacks K, M, P, N, steps"),
+    ('{"seed": 1, "K": 4, "M": 4, "P": 4, "N": "4", "steps": [{"op": "mul_mat"}]}', "N must be an integer"),
+])
+def test_the_meta_fuzzer_says_what_is_wrong_with_a_bad_trial(arg, message):
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "pyggml.meta_fuzz", "--one", arg],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"--one: {message}" in proc.stderr, proc.stderr
