@@ -381,3 +381,114 @@ def test_a_view_of_a_view_of_an_input_does_not_abort_the_scheduler():
         "    print('OK')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-2000:]
+
+
+# --- issue 19, item 5: views that do not line up with their source's split -------------------
+
+def _views_of_product(runner_name, split, views, E=8, R=48, T=3, transpose=False):
+    """y = mul_mat(w, x) (ne [R, T]; or ne [T, R, 3], its permutation made contiguous), then cont + scale of
+    each view."""
+    runner = gg.Runner(runner_name, n_threads=1)
+    wctx, w = _weight_on(runner, split, shape=(R, E))
+    w.set(np.random.default_rng(0).standard_normal((R, E)).astype(np.float32))
+    ctx = gg.Context()
+    shape = (3, T, E) if transpose else (T, E)
+    x = ctx.tensor("f32", shape, "x", input=True)
+    y = ctx.mul_mat(w, x)
+    if transpose:  # ne [T, R, 3], split along axis 1
+        y = ctx.cont(ctx.permute(y, 1, 0, 2, 3))
+    outs = [ctx.scale(ctx.cont(v), 2.0) for v in views(ctx, y)]
+    graph = gg.Graph(ctx)
+    for o in outs:
+        graph.build_forward_expand(o)
+    X = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    return runner.run(graph, {x: X}, outs)
+
+
+def _qkv(ctx, y):
+    return [ctx.view_2d(y, 16, y.ne[1], y.nb[1], o * y.element_size) for o in (0, 16, 32)]
+
+
+def test_fused_qkv_views_of_a_product_split_in_halves_are_refused():
+    """Issue 19 item 5: w_qkv [E, 48] split in even halves along its output axis, q, k, v as views of the
+    product at 0, 16, 32: each device read a slice of its own share (77-120 % off), silently."""
+    with pytest.raises(gg.Unsplittable, match=r"takes part of its split axis 0 \(indices 0\.\.15 of 48\)"):
+        _views_of_product("meta:cpu,cpu", Split.even(1, 48, 2), _qkv)
+    want = _views_of_product("cpu", Split("mirrored"), _qkv)
+    for got, w in zip(_views_of_product("meta:cpu,cpu", Split("mirrored"), _qkv), want):
+        np.testing.assert_array_equal(got, w)
+
+
+def _strided(phase, s=2):
+    return lambda ctx, y: [ctx.view_3d(y, 1, (48 - phase + s - 1) // s, y.ne[1], s * 4, y.nb[1], phase * 4)]
+
+
+def _grouped(field):
+    # rows as 2 groups of [q8 k8 v8] (one group per device): a field of every group, strided across them
+    return lambda ctx, y: [ctx.view_3d(y, 8, 2, y.ne[1], 24 * 4, y.nb[1], field * 8 * 4)]
+
+
+@pytest.mark.parametrize("views, split, transpose", [
+    pytest.param(lambda ctx, y: [ctx.view_2d(y, 48, 2, y.nb[1], y.nb[1])], Split.even(1, 48, 2), False,
+                 id="whole-axis-rows-1-2"),
+    pytest.param(lambda ctx, y: [ctx.view_1d(y, 96, y.nb[1])], Split.even(1, 48, 2), False, id="view_1d-whole-rows"),
+    pytest.param(_strided(0), Split.even(1, 48, 2), False, id="every-other-from-0"),
+    pytest.param(_strided(1), Split.even(1, 48, 2), False, id="every-other-from-1"),
+    pytest.param(_grouped(0), Split.even(1, 48, 2), False, id="grouped-q"),
+    pytest.param(_grouped(1), Split.even(1, 48, 2), False, id="grouped-k"),
+    pytest.param(_grouped(2), Split.even(1, 48, 2), False, id="grouped-v"),
+    pytest.param(_qkv, Split(1, (0, 48)), False, id="qkv-all-on-device-1"),
+    pytest.param(lambda ctx, y: [ctx.view_3d(y, 2, 48, 2, y.nb[1], y.nb[2], 4)], Split.even(1, 48, 2), True,
+                 id="below-split-axis-offset"),
+    pytest.param(lambda ctx, y: [ctx.view_3d(y, 3, 48, 2, y.nb[1], y.nb[2], y.nb[2])], Split.even(1, 48, 2), True,
+                 id="above-split-axis-offset"),
+])
+def test_views_that_line_up_with_the_split_give_the_single_device_answer(views, split, transpose):
+    want = _views_of_product("cpu", Split("mirrored"), views, transpose=transpose)
+    got = _views_of_product("meta:cpu,cpu", split, views, transpose=transpose)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("views, T, transpose, message", [
+    pytest.param(lambda ctx, y: [ctx.view_2d(y, 24, y.ne[1], y.nb[1], 0)], 3, False,
+                 r"takes part of its split axis 0 \(indices 0\.\.23 of 48\)", id="device-0s-share"),
+    pytest.param(lambda ctx, y: [ctx.view_2d(y, 16, y.ne[1], y.nb[1], 16 * 4)], 3, False,
+                 r"takes part of its split axis 0 \(indices 16\.\.31 of 48\)", id="straddling-the-shares"),
+    pytest.param(lambda ctx, y: [ctx.view_1d(y, 16, 24 * 4)], 1, False,
+                 r"takes part of its split axis 0 \(indices 24\.\.39 of 48\)", id="view_1d-at-a-share-boundary"),
+    pytest.param(lambda ctx, y: [ctx.view_3d(y, 16, 3, 1, y.nb[1], y.nb[1] * 3, 32 * 4)], 3, False,
+                 r"takes part of its split axis 0 \(indices 32\.\.47 of 48\)", id="view_3d-v"),
+    pytest.param(lambda ctx, y: [ctx.view_3d(y, 2, 48, 2, y.nb[1], y.nb[2], y.nb[2] + 4)], 3, True,
+                 r"keeps the split axis 1 whole, but ggml maps its offset 580", id="offset-above-and-below"),
+])
+def test_views_that_do_not_line_up_with_the_split_are_refused(views, T, transpose, message):
+    """Each gave a wrong result on meta:cpu,cpu without an error (the offset case read between floats)."""
+    with pytest.raises(gg.Unsplittable, match=message):
+        _views_of_product("meta:cpu,cpu", Split.even(1, 48, 2), views, T=T, transpose=transpose)
+
+
+def test_the_meta_fuzzer_draws_views_of_split_results():
+    """Bounded; `python -m pyggml.meta_fuzz --views --trials N` runs longer."""
+    from pyggml.testing.meta_fuzz import fuzz
+    records = fuzz(seed=0, trials=60, devices="cpu,cpu", views=True, in_process=True)
+    assert [r for r in records if r["status"] not in ("pass", "unsplittable")] == []
+    assert all("views(" in r["graph"] for r in records)
+    assert sum(r["status"] == "pass" for r in records) >= 5
+    assert any("gives each device the same view" in r.get("message", "") for r in records)
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("{bad", "not valid JSON"),
+    ("[1, 2]", "a trial is a JSON object, got list"),
+    ('{"seed": 1}', "the trial lacks K, M, P, N, steps"),
+    ('{"seed": 1, "K": 4, "M": 4, "P": 4, "N": "4", "steps": [{"op": "mul_mat"}]}', "N must be an integer"),
+])
+def test_the_meta_fuzzer_says_what_is_wrong_with_a_bad_trial(arg, message):
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "pyggml.meta_fuzz", "--one", arg],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"--one: {message}" in proc.stderr, proc.stderr

@@ -1,13 +1,16 @@
 """Split-equivalence fuzz: a random small graph with randomly split weights gives the same
 result on a meta device as on one device.
 
-    python -m pyggml.meta_fuzz [--seed 0] [--trials 20] [--devices cpu,cpu]
+    python -m pyggml.meta_fuzz [--seed 0] [--trials 20] [--devices cpu,cpu] [--views] [--in-process]
 
 Each trial is a chain of ops the meta backend has split rules for (mul_mat, add, mul,
 scale, unary ops, rms_norm, soft_max, cont of a transpose), its weights split on axis 0,
-axis 1 or mirrored. A trial runs in its own process: when ggml cannot split a combination
-it aborts, and the trial is reported as `unsplittable` with the op chain, the splits and
-ggml's message, never skipped silently.
+axis 1 or mirrored. About half the trials end in views of the chain's (split) result:
+view_1d, view_2d or view_3d at random offsets and extents, some straddling the devices'
+shares, some strided (every s-th element, or a field of each group of a row), each made
+contiguous and scaled. A trial runs in its own process: when ggml cannot split a combination
+(or pyggml refuses a view ggml would map wrongly) the trial is reported as `unsplittable`
+with the op chain, the splits and the reason, never skipped silently.
 """
 
 from __future__ import annotations
@@ -28,11 +31,20 @@ UNARY = ("silu", "relu", "tanh", "gelu", "neg")
 SPLITS = ("mirrored", 0, 1)
 
 
-def make_trial(seed: int) -> dict:
-    """A random op chain; dims are multiples of the device count so even splits exist."""
+def make_trial(seed: int, views: bool = False) -> dict:
+    """A random op chain; dims are multiples of the device count so even splits exist. With views, the
+    chain keeps a split result (a weight split on axis 1, then ops that keep the split) and always
+    ends in views of it."""
     rng = np.random.default_rng(seed)
     K, M, P, N = (int(x) * 4 for x in rng.integers(1, 5, 4))
-    steps: list[dict[str, Any]] = [{"op": "mul_mat", "w": "w1", "split": SPLITS[rng.integers(3)]}]
+    if views:
+        steps: list[dict[str, Any]] = [{"op": "mul_mat", "w": "w1", "split": 1}]
+        for _ in range(int(rng.integers(0, 3))):
+            kind = ["unary", "scale", "transpose"][rng.integers(3)]
+            steps.append({"op": kind, "fn": UNARY[rng.integers(len(UNARY))]} if kind == "unary" else {"op": kind})
+        steps.append(_views_step(rng))
+        return {"seed": seed, "K": K, "M": M, "P": P, "N": N, "steps": steps}
+    steps = [{"op": "mul_mat", "w": "w1", "split": SPLITS[rng.integers(3)]}]
     for _ in range(int(rng.integers(1, 4))):
         kind = ["unary", "scale", "add", "mul", "rms_norm", "soft_max", "transpose"][rng.integers(7)]
         step: dict[str, Any] = {"op": kind}
@@ -44,12 +56,69 @@ def make_trial(seed: int) -> dict:
         steps.append(step)
     if rng.integers(2):
         steps.append({"op": "mul_mat", "w": "w2", "split": SPLITS[rng.integers(3)]})
+    if rng.integers(2):
+        steps.append(_views_step(rng))
     return {"seed": seed, "K": K, "M": M, "P": P, "N": N, "steps": steps}
+
+
+def _views_step(rng) -> dict:
+    """1-3 views of the result: fractions, resolved against its shape when the graph is built."""
+    return {"op": "views", "views": [{"kind": VIEWS[rng.integers(len(VIEWS))], "u": [round(float(f), 4) for f in rng.random(6)]}
+                                     for _ in range(int(rng.integers(1, 4)))]}
+
+
+VIEWS = ("1d", "2d", "2d", "strided", "3d")
+
+
+def _pick(u: float, n: int) -> int:
+    """0..n-1 from a fraction in [0, 1)."""
+    return min(int(u * n), n - 1)
+
+
+def make_view(ctx, cur, spec: dict):
+    """One view of cur (2-D, contiguous) from its fractions: the same view on every runner."""
+    ne0, ne1 = cur.ne[0], cur.ne[1]
+    es, row = cur.element_size, cur.nb[1]
+    u = spec["u"]
+    whole = u[5] < 0.5  # half the views keep the rows whole (the split axis, where it is axis 0)
+    if spec["kind"] == "1d":
+        if whole:  # whole rows
+            n = ne0 * (1 + _pick(u[0], ne1))
+            return ctx.view_1d(cur, n, _pick(u[1], ne1 - n // ne0 + 1) * row)
+        n = 1 + _pick(u[0], ne0 * ne1)
+        return ctx.view_1d(cur, n, _pick(u[1], ne0 * ne1 - n + 1) * es)
+    if spec["kind"] == "2d":
+        w, h = (ne0 if whole else 1 + _pick(u[0], ne0)), 1 + _pick(u[1], ne1)
+        off1 = _pick(u[3], ne1 - h + 1) * ne0
+        if u[4] < 0.3:  # a block of a row's equal parts, e.g. llama.cpp's q/k/v
+            parts = 2 + int(u[2] * 3)
+            if ne0 % parts == 0:
+                w = ne0 // parts
+                return ctx.view_2d(cur, w, h, row, (_pick(u[4] / 0.3, parts) * w + off1) * es)
+        return ctx.view_2d(cur, w, h, row, (_pick(u[2], ne0 - w + 1) + off1) * es)
+    if spec["kind"] == "strided":  # every s-th element of a row, from a phase
+        s = 1 + _pick(u[0], 4)
+        phase = _pick(u[1], s)
+        n = (ne0 - phase + s - 1) // s
+        n = n if whole else 1 + _pick(u[2], n)
+        h = 1 + _pick(u[3], ne1)
+        return ctx.view_3d(cur, 1, n, h, s * es, row, (phase + _pick(u[4], ne1 - h + 1) * ne0) * es)
+    # 3d: each row as groups of G elements, a field of each group (delta-net's q/k/v heads)
+    divisors = [g for g in range(1, ne0 + 1) if ne0 % g == 0]
+    G = divisors[_pick(u[0], len(divisors))]
+    w = 1 + _pick(u[1], G)
+    field = _pick(u[2], G - w + 1)
+    groups = 1 + _pick(u[3], ne0 // G) if u[5] < 0.3 else ne0 // G
+    g0 = _pick(u[4], ne0 // G - groups + 1)
+    return ctx.view_3d(cur, w, groups, ne1, G * es, row, (g0 * G + field) * es)
 
 
 def describe(trial: dict) -> str:
     parts = []
     for s in trial["steps"]:
+        if s["op"] == "views":
+            parts.append("views(" + ",".join(v["kind"] for v in s["views"]) + ")")
+            continue
         name = s.get("fn", s["op"])
         parts.append(f"{name}({s['split']})" if "split" in s else name)
     return " -> ".join(parts)
@@ -112,10 +181,15 @@ def run_trial(trial: dict, runner_name: str) -> np.ndarray:
             cur = ctx.soft_max(cur)
         elif op == "transpose":
             cur = ctx.cont(ctx.transpose(cur))
-    graph = gg.Graph(ctx).build_forward_expand(cur)
+    outs = [cur]
+    if trial["steps"][-1]["op"] == "views":
+        outs = [ctx.scale(ctx.cont(make_view(ctx, cur, v)), 2.0) for v in trial["steps"][-1]["views"]]
+    graph = gg.Graph(ctx)
+    for out in outs:
+        graph.build_forward_expand(out)
     X = np.random.default_rng(trial["seed"] + 2000).standard_normal((trial["N"], trial["K"])).astype(np.float32)
-    [out] = runner.run(graph, {x: X}, [cur])
-    return out
+    results = runner.run(graph, {x: X}, outs)
+    return np.concatenate([r.ravel() for r in results])
 
 
 def run_in_child(trial: dict, devices: str, timeout: float = 120) -> dict:
@@ -137,10 +211,34 @@ def run_in_child(trial: dict, devices: str, timeout: float = 120) -> dict:
     return record
 
 
-def _child(trial_json: str, devices: str) -> int:
+TRIAL_KEYS = ("seed", "K", "M", "P", "N")
+
+
+def parse_trial(text: str) -> dict:
+    """A trial from its JSON (as make_trial writes it); ValueError saying what is wrong."""
+    try:
+        trial = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not valid JSON: {e}") from None
+    if not isinstance(trial, dict):
+        raise ValueError(f"a trial is a JSON object, got {type(trial).__name__}")
+    missing = [k for k in (*TRIAL_KEYS, "steps") if k not in trial]
+    if missing:
+        raise ValueError(f"the trial lacks {', '.join(missing)} (a trial has {', '.join(TRIAL_KEYS)} and steps)")
+    for k in TRIAL_KEYS:
+        if not isinstance(trial[k], int) or isinstance(trial[k], bool) or trial[k] < (0 if k == "seed" else 1):
+            raise ValueError(f"{k} must be an integer >= {0 if k == 'seed' else 1}, got {trial[k]!r}")
+    steps = trial["steps"]
+    if not isinstance(steps, list) or not steps or not all(isinstance(x, dict) and "op" in x for x in steps):
+        raise ValueError("steps must be a non-empty list of objects, each with an op")
+    if steps[0]["op"] != "mul_mat":
+        raise ValueError(f"the first step must be mul_mat, got {steps[0]['op']!r}")
+    return trial
+
+
+def _child(trial: dict, devices: str) -> int:
     from pyggml.errors import Unsplittable
     from pyggml.testing.cases import nmse
-    trial = json.loads(trial_json)
     single = run_trial(trial, "cpu")
     try:
         split = run_trial(trial, f"meta:{devices}")
@@ -152,20 +250,41 @@ def _child(trial_json: str, devices: str) -> int:
     return 0
 
 
-def fuzz(seed: int, trials: int, devices: str) -> list[dict]:
-    return [run_in_child(make_trial(seed + i), devices) for i in range(trials)]
+def run_here(trial: dict, devices: str) -> dict:
+    """One trial in this process (faster; an abort of ggml ends the process)."""
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _child(trial, devices)
+    record = {"seed": trial["seed"], "graph": describe(trial)}
+    record.update(json.loads(out.getvalue().strip().splitlines()[-1]))
+    return record
+
+
+def fuzz(seed: int, trials: int, devices: str, views: bool = False, in_process: bool = False) -> list[dict]:
+    run = run_here if in_process else run_in_child
+    return [run(make_trial(seed + i, views), devices) for i in range(trials)]
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m pyggml.meta_fuzz", description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--trials", type=at_least(0), default=20)
     parser.add_argument("--devices", default="cpu,cpu", help="the meta device's devices (default cpu,cpu)")
+    parser.add_argument("--views", action="store_true",
+                        help="every trial ends in views (1d/2d/3d, strided, straddling the shares) of a split result")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run the trials in this process (faster; an abort of ggml ends the run)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a single trial, in a child process
     args = parser.parse_args(argv)
-    if args.one:
-        return _child(args.one, args.devices)
-    records = fuzz(args.seed, args.trials, args.devices)
+    if args.one is not None:
+        try:
+            trial = parse_trial(args.one)
+        except ValueError as e:
+            parser.error(f"--one: {e}")
+        return _child(trial, args.devices)
+    records = fuzz(args.seed, args.trials, args.devices, args.views, args.in_process)
     for r in records:
         detail = f"nmse {r['error']:.1e}" if r.get("error") is not None else r.get("message", "")
         print(f"{r['seed']:>5}  {r['status']:<12} {r['graph']}  [{detail}]")
