@@ -260,17 +260,23 @@ def test_views_and_reshapes_have_the_dims_asked_for():
 
 
 def test_a_tensor_assigned_to_a_backend_stays_there_across_allocations():
-    first, second = gg.cpu_backend(1), gg.cpu_backend(1)
-    sched = gg.Scheduler([first, second])
+    # a node fed only by inputs goes to the CPU unless assigned; ggml forgets an assignment when its
+    # scheduler resets, which every allocation does (two CPU backends would not tell: ggml moves a
+    # node of the last backend to an earlier one sharing its buffer type)
+    if "vulkan0" not in [d.name.lower() for d in gg.devices()]:
+        pytest.skip("needs a second kind of device (vulkan0)")
+    dev, cpu = gg.backend("vulkan0"), gg.cpu_backend(1)
+    sched = gg.Scheduler([dev, cpu])
     ctx = gg.Context()
     a = ctx.tensor("f32", (4,), "a", input=True)
     y = ctx.exp(a).set_name("y")
     g = gg.Graph(ctx).build_forward_expand(y)
-    sched.set_tensor_backend(y, first)
-    sched.set_tensor_backend(y, second)  # the last assignment counts
-    for _ in range(2):  # allocating resets ggml's scheduler, which forgot the assignment
+    sched.alloc_graph(g)
+    assert gg.lib.ggml_backend_sched_get_tensor_backend(sched.ptr, y.ptr) == cpu.ptr
+    sched.set_tensor_backend(y, dev)
+    for _ in range(2):
         sched.alloc_graph(g)
-        assert gg.lib.ggml_backend_sched_get_tensor_backend(sched.ptr, y.ptr) == second.ptr
+        assert gg.lib.ggml_backend_sched_get_tensor_backend(sched.ptr, y.ptr) == dev.ptr
         a.set(np.zeros(4))
         sched.compute(g)
         np.testing.assert_array_equal(y.numpy(), 1)
