@@ -76,7 +76,8 @@ class Requirement:
 
     @property
     def movable(self) -> bool:
-        return not self.exact and self.key != "pip"
+        """Bounded above (pyggml's own dependencies are not: it takes any newer release) and not exact."""
+        return not self.exact and self.key != "pip" and self.spec("<") is not None
 
     def with_upper(self, upper: str) -> str:
         specs = [s for s in self.specs if not s.startswith("<")] + [f"<{upper}"]
@@ -106,7 +107,7 @@ def merged(reqs: list[Requirement], mode: str) -> list[str]:
     out = []
     for key in dict.fromkeys(r.key for r in reqs):
         group = [r for r in reqs if r.key == key]
-        fixed = next((r for r in group if not r.movable), None)
+        fixed = next((r for r in group if r.exact or r.key == "pip"), None)
         if fixed is not None:
             out.append(fixed.text)
         elif mode == "newest":
@@ -161,9 +162,12 @@ def check_python(python: str, reqs: list[Requirement], mode: str, full: bool) ->
                 f"--config-settings=build-dir={tmp}/build", "-e", "."], cwd=ROOT, env=env).returncode:
             print(f"{python}: pyggml did not build with the {mode} releases", flush=True)
             return False, {}
+        label = run([py, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True,
+                    check=True).stdout.strip()
         listed = run([py, "-m", "pip", "list", "--format", "json"], env=env, capture_output=True, text=True,
                      check=True)
         versions = {re.sub(r"[-_.]+", "-", p["name"]).lower(): p["version"] for p in json.loads(listed.stdout)}
+        versions["python"] = label
         tests = [] if full else QUICK
         # another folder's conftest or plugins must not join in: run from the repository, -p no:cacheprovider
         # leaves no .pytest_cache behind; randomly (when a developer has it) is left out, as in README
@@ -186,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = "lowest" if args.lowest else "newest"
     results = {p: check_python(p, reqs, mode, args.full) for p in pythons}
 
-    print(f"\n{'requirement':40} " + " ".join(f"{p[-12:]:>12}" for p in pythons))
+    print(f"\n{'requirement':40} " + " ".join(f"{results[p][1].get('python', p[-12:]):>12}" for p in pythons))
     for r in reqs:
         print(f"{r.text:40} " + " ".join(f"{results[p][1].get(r.key, '-'):>12}" for p in pythons))
     failed = [p for p, (ok, _) in results.items() if not ok]
@@ -207,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
             if r.exact:
                 print(f"{r.name}: pinned to {r.spec('==')} (not moved); {latest_release(r.name)}")
             continue
-        new = r.with_upper(next_minor(newest))
+        # a bound only moves up: one Python may not have the newest releases another has
+        upper = max(next_minor(newest), r.spec("<") or "0", key=_version)
+        new = r.with_upper(upper)
         if new != r.text:
             changes.append((r, new))
             text = text.replace(f'"{r.text}"', f'"{new}"')
