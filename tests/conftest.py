@@ -28,3 +28,16 @@ def backend_name(ggml_backend: str) -> str:
 @pytest.fixture
 def meta_backend_name(ggml_meta_backend: str) -> str:
     return ggml_meta_backend
+
+
+@pytest.fixture(autouse=True)
+def _no_rpc_device_left_behind():
+    """ggml keeps a registered RPC device until the process ends, listed after its server has gone: a
+    test that added one here would make it a backend of every later test (tests/test_rpc.py adds its
+    servers in child processes)."""
+    yield
+    from pyggml import rpc
+    if rpc._REGISTERED:
+        left = sorted(rpc._REGISTERED)
+        rpc._REGISTERED.clear()  # reported once, by the test that added them
+        pytest.fail(f"this test registered RPC servers {left} in the pytest process: add them in a child process")

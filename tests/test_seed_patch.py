@@ -1,8 +1,8 @@
 """Patch 0001 (the seed's meta change) is needed: without it, the seed's graph aborts on the
 meta backend with "view of permuted tensor not implemented".
 
-A second, CPU-only pyggml is built with that patch left out (build/without-0001, reused by
-later runs) and the seed's graph runs in a child process on each build.
+A second, CPU-only pyggml is built with that patch left out (build/without-0001-cpython-3XX, one
+per interpreter, reused by later runs) and the seed's graph runs in a child process on each build.
 """
 
 import os
@@ -33,7 +33,9 @@ def pyggml_without_patch(tmp_path_factory) -> Path:
     cmake = shutil.which("cmake")
     if cmake is None:
         pytest.skip("cmake is needed to build pyggml without the patch")
-    build = ROOT / "build" / "without-0001"
+    # one folder per interpreter: CMake keeps the Python it found in its cache, and a folder configured by
+    # another Python version fails to configure ("Could NOT find Python (missing: Development.Module)")
+    build = ROOT / "build" / f"without-0001-{sys.implementation.cache_tag}"
     configure = [cmake, "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                  f"-DPYGGML_SKIP_PATCHES={PATCH}", f"-DPython_EXECUTABLE={sys.executable}"]
     if shutil.which("ninja"):

@@ -68,7 +68,9 @@ class GradCase:
                 raw = np.asarray((spec[2] if len(spec) > 2 else uniform())(rng, shape))
                 vals[k] = types.decode(t, types.encode(t, raw), shape).copy()
             out = np.asarray(self.oracle_fn(SimpleNamespace(**vals)))
-            vals[None] = rng.uniform(-1, 1, out.shape).astype(np.float32)
+            # tuple(): with NumPy >= 2.5 stubs, an ndarray of unknown type has shape Any, which
+            # picks uniform()'s scalar overload
+            vals[None] = rng.uniform(-1, 1, tuple(out.shape)).astype(np.float32)
             self._values = vals
         return self._values
 
