@@ -181,6 +181,26 @@ def test_server_killed_before_compute_raises_and_the_client_carries_on():
     """)
 
 
+def test_a_failed_server_s_device_is_no_longer_offered_to_the_suite():
+    _run_child("""
+    from pyggml.testing.check import available_backends
+    srv = rpc.Server(threads=1)
+    [dev] = rpc.add_server(srv.endpoint)
+    name = dev.name.lower()
+    assert name in available_backends()
+    srv.kill()
+    ctx = gg.Context(); a, b, out = graph(ctx, 8)
+    g = gg.Graph(ctx).build_forward_expand(out)
+    try:
+        gg.Runner(name).run(g, {a: np.eye(8, dtype=np.float32), b: np.eye(8, dtype=np.float32)}, out)
+    except rpc.RpcError:
+        pass
+    assert name not in available_backends(), available_backends()  # ggml still lists it
+    assert name in [d.name.lower() for d in gg.devices()]
+    print("OK")
+    """)
+
+
 def test_server_killed_during_compute_raises():
     _run_child("""
     srv = rpc.Server(threads=1)

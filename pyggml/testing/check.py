@@ -14,6 +14,7 @@ from datetime import datetime
 
 import numpy as np
 
+from pyggml import rpc
 from pyggml.backend import devices
 from pyggml.errors import Unsplittable
 from pyggml.runner import Runner, Unsupported
@@ -49,10 +50,11 @@ def slow_on(backend: str, case) -> bool:
 
 
 def available_backends() -> list[str]:
-    """`cpu` and every non-CPU device of this build (vulkan0, cuda0, ...)."""
+    """`cpu` and every non-CPU device of this build (vulkan0, cuda0, ...), without RPC devices whose
+    server has failed (ggml cannot unregister them; computing on one raises RpcError)."""
     names = ["cpu"]
     for d in devices():
-        if d.type != DeviceType.CPU:
+        if d.type != DeviceType.CPU and not any(rpc.error(ep) for ep in rpc.endpoints_of_device(d.ptr)):
             names.append(d.name.lower())
     return names
 
