@@ -75,9 +75,9 @@ class Runner:
         compute order; allocate and run raise Unsupported naming their ops."""
         return self.backend.unsupported(graph)
 
-    def allocate(self, graph: Graph, outputs: Sequence[Tensor] = ()):
+    def allocate(self, graph: Graph, outputs: Tensor | Sequence[Tensor] = ()):
         """Give the graph's tensors memory through the scheduler, ready for `Tensor.set` on every input
-        and then `compute`. outputs: tensors to flag as outputs, whose memory no other node reuses.
+        and then `compute`. outputs: a tensor or tensors to flag as outputs, whose memory no other node reuses.
 
         The memory is lent until this runner allocates another graph (then these tensors lose it);
         inputs hold no value until written. TypeError for a non-Graph or non-Tensor outputs; Unsupported
@@ -91,6 +91,8 @@ class Runner:
             raise Unsupported(", ".join(sorted({n.op.name for n in bad})))
         if self.meta is not None:
             self.meta.check_graph(graph)  # before ggml's meta code aborts on a node it cannot split
+        if isinstance(outputs, Tensor):
+            outputs = [outputs]
         for t in outputs:
             if not isinstance(t, Tensor):
                 raise TypeError(f"allocate: outputs must be Tensors, got {type(t).__name__}")

@@ -94,6 +94,11 @@ def test_outputs_not_in_the_graph_and_single_outputs():
     assert isinstance(r.run(g, {a: np.ones(4), b: np.ones(4)}, y), np.ndarray)
     with pytest.raises(TypeError, match="outputs must be a Tensor or a list"):
         r.run(g, {a: np.ones(4), b: np.ones(4)}, "y")
+    r.allocate(g, y)  # one output tensor, as run takes it
+    a.set(np.ones(4))
+    b.set(np.ones(4))
+    r.compute(g)
+    np.testing.assert_array_equal(y.numpy(), 2)
 
 
 # --- 3. a view that outlives its memory's lending --------------------------------------------------------
