@@ -91,9 +91,7 @@ class Runner:
             raise Unsupported(", ".join(sorted({n.op.name for n in bad})))
         if self.meta is not None:
             self.meta.check_graph(graph)  # before ggml's meta code aborts on a node it cannot split
-        if isinstance(outputs, Tensor):
-            outputs = [outputs]
-        for t in outputs:
+        for t in _output_list("allocate", outputs):
             if not isinstance(t, Tensor):
                 raise TypeError(f"allocate: outputs must be Tensors, got {type(t).__name__}")
             t.set_output()
@@ -126,13 +124,7 @@ class Runner:
         not a dict of Tensors or outputs that are not Tensors; the errors of `allocate` and `compute`."""
         if not isinstance(inputs, dict):
             raise TypeError(f"run: inputs must be a dict of Tensor -> values, got {type(inputs).__name__}")
-        single = isinstance(outputs, Tensor)
-        if isinstance(outputs, Tensor):
-            outs: Sequence[Tensor] = [outputs]
-        elif isinstance(outputs, (str, bytes)) or not isinstance(outputs, Sequence):
-            raise TypeError(f"run: outputs must be a Tensor or a list of Tensors, got {type(outputs).__name__}")
-        else:
-            outs = outputs
+        outs = _output_list("run", outputs)
         for t in inputs:
             if not isinstance(t, Tensor):
                 raise TypeError(f"run: input keys must be Tensors, got {type(t).__name__}")
@@ -156,4 +148,13 @@ class Runner:
             t.set(values)
         self.compute(graph)
         results = [t.numpy() for t in outs]
-        return results[0] if single else results
+        return results[0] if isinstance(outputs, Tensor) else results
+
+
+def _output_list(what: str, outputs) -> Sequence[Tensor]:
+    """One output tensor or a sequence of them, as a sequence."""
+    if isinstance(outputs, Tensor):
+        return [outputs]
+    if isinstance(outputs, (str, bytes)) or not isinstance(outputs, Sequence):
+        raise TypeError(f"{what}: outputs must be a Tensor or a list of Tensors, got {type(outputs).__name__}")
+    return outputs

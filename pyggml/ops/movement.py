@@ -125,7 +125,7 @@ Result: b's ne, a's type. Exact.""")
 
 
 
-def _cont_nd(op: str, ctx, a, ne) -> Tensor:
+def _cont_nd(op: str, ctx, a, ne, n_dims: int) -> Tensor:
     ne0, ne1, ne2, ne3 = _shape_arg(op, ne)
     if isinstance(a, Tensor) and ne0 % _BLOCK[a.ptr.type]:  # the result's rows must hold whole blocks
         raise ValueError(f"{op}: ne[0] ({ne0}) must be a multiple of {a.type.name}'s block size {_BLOCK[a.ptr.type]}")
@@ -134,7 +134,7 @@ def _cont_nd(op: str, ctx, a, ne) -> Tensor:
     except _ARG_ERRORS as e:
         raise _bad_arguments(op, e, ctx, a=a) from None
     if r:
-        r.padding[0] = RANK_BYTE[int(op[5])]  # cont_Nd: N dims, 1s included (Tensor.shape)
+        r.padding[0] = RANK_BYTE[n_dims]  # cont_Nd: N dims, 1s included (Tensor.shape)
     return _result(ctx, r, op, a)
 
 
@@ -144,7 +144,7 @@ def cont_1d(ctx, a, ne0):
     a: any ne and strides. ne0: a's number of elements.
     Result: ne [ne0], a's type. Exact.
     """
-    return _cont_nd("cont_1d", ctx, a, (ne0, 1, 1, 1))
+    return _cont_nd("cont_1d", ctx, a, (ne0, 1, 1, 1), 1)
 
 
 def cont_2d(ctx, a, ne0, ne1):
@@ -153,7 +153,7 @@ def cont_2d(ctx, a, ne0, ne1):
     a: any ne and strides. ne0, ne1: the new extents (product: a's number of elements; ne0 innermost).
     Result: ne [ne0, ne1] (NumPy shape (ne1, ne0)), a's type. Exact.
     """
-    return _cont_nd("cont_2d", ctx, a, (ne0, ne1, 1, 1))
+    return _cont_nd("cont_2d", ctx, a, (ne0, ne1, 1, 1), 2)
 
 
 def cont_3d(ctx, a, ne0, ne1, ne2):
@@ -162,7 +162,7 @@ def cont_3d(ctx, a, ne0, ne1, ne2):
     a: any ne and strides. ne0, ne1, ne2: the new extents (their product a's number of elements).
     Result: ne [ne0, ne1, ne2] (NumPy shape reversed), a's type. Exact.
     """
-    return _cont_nd("cont_3d", ctx, a, (ne0, ne1, ne2, 1))
+    return _cont_nd("cont_3d", ctx, a, (ne0, ne1, ne2, 1), 3)
 
 
 def cont_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
@@ -171,7 +171,7 @@ def cont_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
     a: any ne and strides. ne0, ne1, ne2, ne3: the new extents (their product a's number of elements).
     Result: ne [ne0, ne1, ne2, ne3] (NumPy shape reversed), a's type. Exact.
     """
-    return _cont_nd("cont_4d", ctx, a, (ne0, ne1, ne2, ne3))
+    return _cont_nd("cont_4d", ctx, a, (ne0, ne1, ne2, ne3), 4)
 
 
 _reshape_4d = _guarded("reshape_4d")
