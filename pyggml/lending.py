@@ -52,9 +52,10 @@ def take_back(lender, fresh: list):
 
 
 def written(p):
-    """The tensor (or, for a view, the tensor it views) was written from the host."""
+    """The tensor was written from the host; a view counts as a write of the tensor it views only
+    when it covers all of it (half an input written is still an input left with old values)."""
     _unwritten.pop(_addr(p), None)
-    if p.view_src != _NULL:
+    if p.view_src != _NULL and lib.ggml_nbytes(p) == lib.ggml_nbytes(p.view_src):
         _unwritten.pop(_addr(p.view_src), None)
 
 

@@ -285,3 +285,19 @@ def test_a_tensor_assigned_to_a_backend_stays_there_across_allocations():
         a.set(np.zeros(4))
         sched.compute(g)
         np.testing.assert_array_equal(y.numpy(), 1)
+
+
+def test_writing_part_of_an_input_through_a_view_does_not_count_as_writing_it():
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (4,), "a", input=True)
+    half, whole = ctx.view_1d(a, 2, 0), ctx.view_1d(a, 4, 0)
+    y = ctx.scale(a, 2.0)
+    g = gg.Graph(ctx).build_forward_expand(y, half, whole)
+    r = gg.Runner("cpu", n_threads=1)
+    r.allocate(g, [y])
+    half.set(np.ones(2))
+    with pytest.raises(gg.GraphError, match="input\\(s\\) a were given no value"):
+        r.compute(g)  # computed on two stale values before
+    whole.set(np.ones(4))
+    r.compute(g)
+    np.testing.assert_array_equal(y.numpy(), 2)
