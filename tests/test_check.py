@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from pyggml.testing import cases
+from pyggml.testing import cases, verdict
 from pyggml.testing.check import Progress
 from pyggml.testing.coverage import op_kinds, wrappers_of
 
@@ -18,25 +18,25 @@ def test_one_wrong_element_fails_although_nmse_passes():
     expected = np.linspace(-1, 1, 100_000).astype(np.float32)
     actual = expected.copy()
     actual[1234] += 0.05  # NMSE ~ 7e-9, under the F32 bound
-    assert cases.nmse(actual, expected) < cases.NMSE_F32
-    verdict = cases.compare(actual, expected, cases.NMSE_F32, 30 * cases.NMSE_F32 ** 0.5)
-    assert not verdict.ok and "largest error" in verdict.message and "(1234,)" in verdict.message
+    assert verdict.nmse(actual, expected) < cases.NMSE_F32
+    v = verdict.compare(actual, expected, cases.NMSE_F32, 30 * cases.NMSE_F32 ** 0.5)
+    assert not v.ok and "largest error" in v.message and "(1234,)" in v.message
 
 
 def test_nan_and_inf_positions_must_match():
     e = np.array([1.0, np.nan, np.inf, -2.0], np.float32)
-    assert cases.compare(e.copy(), e, 1e-7, 1e-3).ok
+    assert verdict.compare(e.copy(), e, 1e-7, 1e-3).ok
     for bad in ([1.0, 0.0, np.inf, -2.0], [1.0, np.nan, -np.inf, -2.0], [np.nan, np.nan, np.inf, -2.0]):
-        v = cases.compare(np.array(bad, np.float32), e, 1e-7, 1e-3)
+        v = verdict.compare(np.array(bad, np.float32), e, 1e-7, 1e-3)
         assert not v.ok and "position" in v.message
 
 
 def test_exact_cases_compare_bits():
     e = np.arange(6, dtype=np.int32)
-    assert cases.compare(e.copy(), e, 0.0, 0.0).ok
+    assert verdict.compare(e.copy(), e, 0.0, 0.0).ok
     a = e.copy()
     a[3] += 1
-    assert not cases.compare(a, e, 0.0, 0.0).ok
+    assert not verdict.compare(a, e, 0.0, 0.0).ok
 
 
 def test_inputs_are_reproducible_from_the_name():
@@ -50,9 +50,9 @@ def test_inputs_are_reproducible_from_the_name():
 
 def test_select_by_op_and_type():
     add = cases.select(None, ["add"])
-    assert add and all(cases.case_op(c) == "add" for c in add)
+    assert add and all(c.op == "add" for c in add)
     f16 = cases.select(None, None, ["f16"])
-    assert f16 and all("f16" in cases.case_types(c) for c in f16)
+    assert f16 and all("f16" in c.types for c in f16)
     assert not cases.select("^add/", None, ["q4_0"])
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from pyggml.delta_net import DeltaNet, DeltaNetConfig, split_policy
 from pyggml.runner import Runner
-from pyggml.testing.cases import REGISTRY, _load_all, compare
+from pyggml.testing.cases import REGISTRY, _load_all
+from pyggml.testing.verdict import bounds, compare
 from pyggml.testing.cases.delta_net import DeltaNetCase, Scenario, check_rollback
 from pyggml.testing.oracles.delta_net import DeltaNetReference
 
@@ -42,7 +43,7 @@ def test_rollback_equals_rerun_and_the_reference(case, backend):
     expected = case.expected()
     assert len(actual) == len(expected)
     for i, (a, e) in enumerate(zip(actual, expected)):
-        v = compare(a, e, *case.bounds_for(backend))
+        v = compare(a, e, *bounds(case, backend))
         assert v.ok, f"{case.name} on {backend}, output {i}: {v.message}"
 
 

@@ -11,7 +11,8 @@ import pyggml.__main__ as cli
 from pyggml.runner import Runner
 from pyggml.testing import cases
 from pyggml.testing.cases import Case, Mismatch
-from pyggml.testing.check import Record, available_backends, run_case
+from pyggml.testing.check import available_backends
+from pyggml.testing.verdict import Record, run_case
 from pyggml.testing.junit import junit_tree, write_junit
 
 # the attributes Jenkins' JUnit schema (junit-10.xsd, which GitLab and GitHub reporters read too) allows

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pyggml import ops
-from pyggml.testing.cases import REGISTRY, OpCase, _load_all, compare
-from pyggml.testing.check import slow_on
-from pyggml.runner import Runner, Unsupported
+from pyggml.testing.cases import REGISTRY, OpCase, _load_all
+from pyggml.testing.verdict import Status, run_case
+from pyggml.runner import Runner
 
 _load_all()
 OP_CASES = [c for c in REGISTRY.values() if isinstance(c, OpCase)]
@@ -38,18 +38,13 @@ def _backends():
 @pytest.mark.parametrize("backend", _backends())
 @pytest.mark.parametrize("case", OP_CASES, ids=[c.name for c in OP_CASES])
 def test_op_case(case, backend):
-    backend_name = backend
-    if slow_on(backend_name, case):
-        pytest.skip("a type whose Vulkan shaders lavapipe compiles for minutes (check --slow runs it)")
-    try:
-        [actual] = case.execute(runner_for(backend_name))
-    except Unsupported as e:
-        pytest.skip(f"{backend_name} does not support {e}")
-    [expected] = case.expected()
-    verdict = compare(actual, expected, *case.bounds_for(backend_name))
-    if not verdict.ok and case.known_failure(backend_name):
-        pytest.xfail(f"known: {case.known_failure(backend_name)}")
-    assert verdict.ok, f"{case.name} on {backend_name}: {verdict.message}"
+    """The same verdict as `check`: pass, a known disagreement (xfail), unsupported or skipped (skip)."""
+    rec, _ = run_case(case, runner_for(backend), backend)
+    if rec.status in (Status.UNSUPPORTED, Status.SKIPPED):
+        pytest.skip(f"{backend}: {rec.message}")
+    if rec.status == Status.KNOWN:
+        pytest.xfail(rec.message)
+    assert rec.status == Status.PASS, f"{case.name} on {backend}: {rec.status}: {rec.message}"
 
 
 def test_case_names():

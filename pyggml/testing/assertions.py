@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from pyggml.testing.cases import NMSE_F32, compare
+from pyggml.testing.cases import NMSE_F32
+from pyggml.testing.verdict import compare
 
 
 def assert_close(actual: Any, expected: Any, nmse: float = NMSE_F32, max_error: float | None = None) -> None:

@@ -20,33 +20,8 @@ from pyggml.errors import Unsplittable
 from pyggml.runner import Runner, Unsupported
 from pyggml.testing import cases as case_registry
 from pyggml.testing.junit import write_junit
+from pyggml.testing.verdict import Record, Status, nmse, run_case
 from pyggml.types import DeviceType
-
-
-@dataclass
-class Record:
-    case: str
-    backend: str
-    status: str  # pass, fail, known (a disagreement findings.md records), unsupported, skipped, error
-    error: float | None = None  # NMSE against the oracle (worst output)
-    bound: float | None = None
-    message: str = ""
-    cross: dict = field(default_factory=dict)  # other backend -> NMSE between the two results
-    seconds: float = 0.0
-    ops: list = field(default_factory=list)  # the op kinds the case's graphs compute
-
-
-# Mesa's lavapipe (llvmpipe) compiles the Vulkan shaders of these types' products for 30-90 s each, and
-# NVFP4's does not finish in 15 minutes (docs/findings.md): on it they are skipped unless asked for
-SLOW_ON_LAVAPIPE = {"q1_0", "q2_0", "tq1_0", "tq2_0", "nvfp4"}
-
-
-def slow_on(backend: str, case) -> bool:
-    """The case involves a type lavapipe takes minutes to compile shaders for, and `backend` is lavapipe."""
-    if not backend.startswith("vulkan") or not case_registry.case_types(case) & SLOW_ON_LAVAPIPE:
-        return False
-    from pyggml.backend import device
-    return "llvmpipe" in device(backend).description.lower()
 
 
 def available_backends() -> list[str]:
@@ -59,32 +34,6 @@ def available_backends() -> list[str]:
     return names
 
 
-def run_case(case, runner: Runner | _Recorder, backend: str) -> tuple[Record, list[np.ndarray] | None]:
-    start = time.perf_counter()
-    try:
-        actual = case.execute(runner)
-    except (Unsupported, Unsplittable) as e:  # a meta device that cannot split a node cannot compute it
-        return Record(case.name, backend, "unsupported", message=f"not supported: {e}"), None
-    except case_registry.Mismatch as e:
-        return Record(case.name, backend, "fail", message=str(e), seconds=time.perf_counter() - start), None
-    except Exception as e:  # a failing case must not stop the run (a guard overwritten included)
-        return Record(case.name, backend, "error", message=f"{type(e).__name__}: {e}",
-                      seconds=time.perf_counter() - start), None
-    expected = case.expected()
-    seconds = time.perf_counter() - start
-    if len(actual) != len(expected):
-        return Record(case.name, backend, "fail", message=f"{len(actual)} outputs, oracle has {len(expected)}"), actual
-    nmse_bound, max_error_bound = case.bounds_for(backend)
-    verdicts = [case_registry.compare(a, e, nmse_bound, max_error_bound) for a, e in zip(actual, expected)]
-    worst = max(verdicts, key=lambda v: (not v.ok, v.nmse))
-    err = max(v.nmse for v in verdicts)
-    if worst.ok:
-        return Record(case.name, backend, "pass", err, nmse_bound, seconds=seconds), actual
-    known = case.known_failure(backend)
-    status, message = ("known", f"known: {known} ({worst.message})") if known else ("fail", worst.message)
-    return Record(case.name, backend, status, err, nmse_bound, message=message, seconds=seconds), actual
-
-
 def cross_compare(results: dict[str, list[np.ndarray]]) -> dict[str, float]:
     """NMSE of every backend's outputs against the first backend's (usually the CPU)."""
     names = list(results)
@@ -93,7 +42,7 @@ def cross_compare(results: dict[str, list[np.ndarray]]) -> dict[str, float]:
     ref = results[names[0]]
     out = {}
     for n in names[1:]:
-        out[n] = max(case_registry.nmse(a, r) for a, r in zip(results[n], ref))
+        out[n] = max(nmse(a, r) for a, r in zip(results[n], ref))
     return out
 
 
@@ -153,18 +102,14 @@ def run_check(backends: list[str], pattern: str | None = None, progress=sys.stde
         try:
             runners[name] = Runner(name)
         except Exception as e:
-            records.append(Record("*", name, "error", message=f"backend unavailable: {e}"))
+            records.append(Record("*", name, Status.ERROR, message=f"backend unavailable: {e}"))
     bar = Progress(progress, len(selected) * len(runners))
     for case in selected:
         outputs = {}
         case_records = []
         for name, runner in runners.items():
             recorder = _Recorder(runner)
-            if not slow and slow_on(name, case):
-                rec, out = Record(case.name, name, "skipped", message="lavapipe compiles this type's shaders for "
-                                  "minutes (--slow runs it)"), None
-            else:
-                rec, out = run_case(case, recorder, name)
+            rec, out = run_case(case, recorder, name, slow)
             rec.ops = sorted(recorder.ops | getattr(case, "graph_ops", set()))
             bar.step(f"{case.name} on {name}: {rec.status}", rec.status)
             if out is not None and rec.status == "pass":
@@ -183,7 +128,7 @@ def fmt_err(x: float | None) -> str:
     return "" if x is None else ("0" if x == 0 else f"{x:.1e}")
 
 
-STATUSES = ("pass", "known", "unsupported", "skipped", "fail", "error")
+STATUSES = tuple(Status)
 
 
 def summary(records: list[Record]) -> list[str]:
@@ -236,7 +181,7 @@ def table(records: list[Record], quiet: bool = False) -> str:
 
 
 def list_cases(cases) -> str:
-    lines = [f"{c.name:<60} {case_registry.case_op(c):<20} {','.join(sorted(case_registry.case_types(c)))}"
+    lines = [f"{c.name:<60} {c.op:<20} {','.join(sorted(c.types))}"
              for c in cases]
     lines.append(f"{len(cases)} cases")
     return "\n".join(lines)
@@ -293,9 +238,9 @@ def selection_error(pattern: str | None, ops: list[str] | None, type_names: list
     a typo; None when the filters select cases."""
     from pyggml.types import Type
     every = case_registry.select()
-    valid_ops = sorted({case_registry.case_op(c) for c in every})
+    valid_ops = sorted({c.op for c in every})
     ggml_types = {t.name.lower() for t in Type}
-    any_type = set().union(*(case_registry.case_types(c) for c in every))  # with names' parts (f16_f32)
+    any_type = set().union(*(c.types for c in every))
     valid_types = sorted(any_type & ggml_types)
     for op in ops or []:
         if op.lower() not in valid_ops:

@@ -36,8 +36,8 @@ from pyggml.context import Context
 from pyggml.graph import Graph
 from pyggml.runner import Runner, Unsupported
 from pyggml.testing import oracles as O
-from pyggml.testing.cases import integers, signed_away_from_zero, uniform
-from pyggml.testing.check import Record
+from pyggml.testing.opdb import integers, signed_away_from_zero, uniform
+from pyggml.testing.verdict import Record, Status
 
 GRAD_BOUND = 1e-3
 STEP = 1e-2  # the larger finite-difference step (the smaller is STEP/2), scaled by max(1, |x|)
@@ -167,15 +167,15 @@ def run_grad_case(case: GradCase, runner: Runner, backend: str) -> Record:
     try:
         actual = case.execute(runner)
     except Unsupported as e:
-        return Record(case.name, backend, "unsupported", message=f"not supported: {e}")
+        return Record(case.name, backend, Status.UNSUPPORTED, message=f"not supported: {e}")
     except Exception as e:  # noqa: BLE001 - a failing case must not stop the run
-        return Record(case.name, backend, "error", message=f"{type(e).__name__}: {e}",
+        return Record(case.name, backend, Status.ERROR, message=f"{type(e).__name__}: {e}",
                       seconds=time.perf_counter() - start)
     err = grad_error(actual, case.expected())
-    status = "pass" if err <= case.bound else "fail"
+    status = Status.PASS if err <= case.bound else Status.FAIL
     why = next((w for prefix, w in case.known.items() if backend.startswith(prefix)), None)
-    if status == "fail" and why:
-        status = "known"
+    if status == Status.FAIL and why:
+        status = Status.KNOWN
     return Record(case.name, backend, status, err, case.bound, message=f"known: {why}" if status == "known" else "",
                   seconds=time.perf_counter() - start)
 
@@ -189,7 +189,7 @@ def run_grad(backends: list[str], pattern: str | None = None, progress=None) -> 
             Runner(name)
             usable.append(name)
         except Exception as e:  # noqa: BLE001 - reported as a record
-            records.append(Record("*", name, "error", message=f"backend unavailable: {e}"))
+            records.append(Record("*", name, Status.ERROR, message=f"backend unavailable: {e}"))
     for case in select(pattern):
         for name in usable:
             # a fresh Runner per case: ggml's graph allocator reuses the previous graph's memory plan

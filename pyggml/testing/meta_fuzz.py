@@ -238,7 +238,7 @@ def parse_trial(text: str) -> dict:
 
 def _child(trial: dict, devices: str) -> int:
     from pyggml.errors import Unsplittable
-    from pyggml.testing.cases import nmse
+    from pyggml.testing.verdict import nmse
     single = run_trial(trial, "cpu")
     try:
         split = run_trial(trial, f"meta:{devices}")

@@ -34,6 +34,7 @@ class ConvStateCase(Case):
     def __init__(self, strategy: str, dtype: str, K: int, name_prefix: str = "conv_state"):
         self.strategy, self.dtype, self.K = strategy, dtype, K
         self.name = f"{name_prefix}/{strategy}/{dtype}/K{K}"
+        self.op, self.types, self.variant = name_prefix, frozenset({dtype}), f"{strategy}/K{K}"
         self.params = {"op": "conv_state", "strategy": strategy, "type": dtype, "K": K}
         self.nmse_bound = 0.0  # exact
 

@@ -18,7 +18,9 @@ import numpy as np
 
 from pyggml.delta_net import DeltaNet, DeltaNetConfig, random_weights
 from pyggml.runner import Runner
-from pyggml.testing.cases import Case, Mismatch, compare, register
+from pyggml.testing.cases import Case, Mismatch, register
+from pyggml.testing.opdb import Bound
+from pyggml.testing.verdict import compare
 from pyggml.testing.oracles.delta_net import DeltaNetReference
 
 PROMPT, CONTINUATION = 3, 2
@@ -163,10 +165,11 @@ def _model(scenario: Scenario, runner: Runner) -> DeltaNet:
 class DeltaNetCase(Case):
     def __init__(self, name: str, scenario: Scenario, nmse: float):
         self.name, self.scenario = name, scenario
+        self.op, self.types, self.variant = "delta_net", frozenset({scenario.cache_type}), name.split("/", 2)[-1]
         self.params = {"op": "delta_net", "type": scenario.cache_type, "K": scenario.K}
         self.nmse_bound = nmse
         self.max_error = 30 * nmse ** 0.5
-        self.backend_bounds = {"vulkan": (VULKAN_NMSE, VULKAN_WHY), "meta:vulkan": (VULKAN_NMSE, VULKAN_WHY)}
+        self.bounds = [Bound(VULKAN_NMSE, backend=b, why=VULKAN_WHY) for b in ("vulkan", "meta:vulkan")]
 
     def execute(self, runner) -> list[np.ndarray]:
         return check_rollback(self.scenario, runner, runner.name)

@@ -1,0 +1,107 @@
+"""Every node of a computed graph against its oracle, fed the data the node actually received.
+
+The op database says, for each ggml op kind, how to read a node back into an oracle call
+(`OpSpec.reads` and `from_node`). After a graph is computed with its nodes kept
+(`keep_nodes` before allocation: an allocator otherwise reuses a node's or an input's memory
+once its readers are done), `check_nodes` reads each node's sources and output from memory, calls the
+oracle on the sources and compares. A wrong node is found where it is, not at the graph's
+end, and with the values it was given, so an error upstream does not spread into it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pyggml._native import ffi, lib
+from pyggml.graph import Graph
+from pyggml.runner import Runner
+from pyggml.tensor import Tensor
+from pyggml.testing import opdb
+from pyggml.testing.opdb import Node
+from pyggml.testing.verdict import Comparison, compare, default_max_error
+
+if TYPE_CHECKING:
+    from pyggml.testing.cases import OpCase
+
+# nodes that compute nothing of their own: their value is their source's memory seen another way
+VIEW_KINDS = {"NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
+
+
+@dataclass
+class NodeVerdict:
+    index: int
+    kind: str
+    name: str
+    comparison: Comparison | None  # None: no reader for this kind
+    nmse_bound: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.comparison is None or self.comparison.ok
+
+
+def kind(t: Tensor) -> str:
+    """The node's op kind as ggml names it (unary and GLU ops by their own names)."""
+    return ffi.string(lib.ggml_op_desc(t.ptr)).decode()
+
+
+def keep_nodes(graph: Graph) -> None:
+    """Flag every node and leaf as an output, so that no allocator gives its memory to a later node
+    (ggml-alloc frees an input too once its last reader has run)."""
+    for n in [*graph.nodes, *graph.leafs()]:
+        lib.ggml_set_output(n.ptr)
+
+
+def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor]) -> float:
+    """The NMSE a node of `s` may show: exact specs 0, else the spec's plain bound, else by precision."""
+    if s.exact:
+        return 0.0
+    plain = next((b for b in s.bounds if not b.backend and not b.types), None)
+    if plain is not None:
+        return plain.nmse
+    from pyggml.testing.cases import default_nmse
+    return default_nmse({x.type.name.lower() for x in [t, *srcs]})
+
+
+def read_node(t: Tensor) -> tuple[opdb.OpSpec, Node] | None:
+    """The spec that reads `t`'s op kind and the node as its reader sees it (None: no reader)."""
+    s = opdb.READERS.get(kind(t))
+    if s is None:
+        return None
+    ptrs = list(t.ptr.src)
+    while ptrs and ptrs[-1] == ffi.NULL:
+        ptrs.pop()
+    # by position: a reader tells sources apart by their slot (soft_max_ext: src[1] mask, src[2] sinks)
+    return s, Node(t, [Tensor(p, t.ctx).numpy() if p != ffi.NULL else None for p in ptrs])
+
+
+def check_nodes(graph: Graph, skip_views: bool = True) -> list[NodeVerdict]:
+    """Each node of a computed graph against its oracle (see the module docstring)."""
+    opdb.load()
+    out = []
+    for i, t in enumerate(graph.nodes):
+        k = kind(t)
+        if skip_views and k in VIEW_KINDS:
+            continue
+        found = read_node(t)
+        if found is None:
+            out.append(NodeVerdict(i, k, t.name, None))
+            continue
+        s, node = found
+        assert s.from_node is not None
+        expected = np.asarray(s.from_node(node))
+        bound = node_bound(s, t, t.src)
+        max_err = 0.0 if bound == 0 else default_max_error(bound)
+        out.append(NodeVerdict(i, k, t.name, compare(t.numpy(), expected, bound, max_err), bound))
+    return out
+
+
+def check_case_nodes(case: "OpCase", runner: Runner) -> list[NodeVerdict]:
+    """Run an op case's graph on `runner` with its nodes kept, then check every node."""
+    _, x, out, graph = case.build()
+    keep_nodes(graph)
+    case.run_on(runner, x, out, graph)
+    return check_nodes(graph)

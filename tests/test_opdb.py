@@ -1,0 +1,52 @@
+"""The op database: one spec per op, names made from fields, and every node of every op case's graph
+read back into its oracle call and checked with the data it received."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyggml import ops
+from pyggml.runner import Runner
+from pyggml.testing import opdb
+from pyggml.testing.cases import REGISTRY, OpCase, _load_all
+from pyggml.testing.nodes import VIEW_KINDS, check_case_nodes
+
+_load_all()
+SPEC_CASES = [c for c in REGISTRY.values() if isinstance(c, OpCase) and c.spec.op in opdb.SPECS]
+
+
+def test_one_spec_per_op():
+    with pytest.raises(ValueError, match="one spec per op"):
+        opdb.spec("add" if "add" in opdb.SPECS else next(iter(opdb.SPECS)))
+
+
+def test_names_are_made_from_fields():
+    for c in SPEC_CASES:
+        assert c.name == opdb.case_name(c.spec, c.sample)
+        assert c.name.split("/")[0] == c.op and (not c.variant or c.name.endswith("/" + c.variant))
+
+
+def test_every_spec_is_a_public_op():
+    unknown = set(opdb.SPECS) - set(ops.__all__)
+    assert not unknown, f"specs of ops pyggml.ops does not have: {sorted(unknown)}"
+
+
+_CPU = Runner("cpu")
+
+
+@pytest.mark.parametrize("case", SPEC_CASES, ids=[c.name for c in SPEC_CASES])
+def test_every_node_against_its_oracle(case):
+    """Each node of the case's graph on the CPU, against the oracle its spec reads it into."""
+    verdicts = check_case_nodes(case, _CPU)
+    bad = [f"node {v.index} {v.kind} {v.name!r}: {v.comparison.message}" for v in verdicts
+           if v.comparison is not None and not v.comparison.ok]
+    assert not bad, "\n".join(bad)
+
+
+def test_every_node_kind_has_a_reader():
+    kinds = set()
+    for c in SPEC_CASES:
+        c.build()
+        kinds |= c.graph_ops
+    missing = sorted(kinds - set(opdb.READERS) - VIEW_KINDS)
+    assert not missing, f"op kinds no spec reads back into an oracle call: {missing}"
