@@ -237,6 +237,16 @@ def _family_bad_calls():
 _family_bad_calls()
 
 
+def _spec_bad_calls():
+    """The bad calls each op spec lists (`errors=`), in the op database."""
+    from pyggml.testing import opdb
+    for op, s in opdb.load().items():
+        BAD.extend((op, b.fn, b.raises, b.words) for b in s.errors)
+
+
+_spec_bad_calls()
+
+
 @pytest.mark.parametrize("op,fn,exc,words", BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)])
 def test_bad_call(op, fn, exc, words):
     _run_bad(op, fn, exc, words)

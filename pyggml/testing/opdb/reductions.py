@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyggml.testing import oracles
-from pyggml.testing.opdb import Columns, In, Node, Permuted, Sample, distinct, spec, uniform
+from pyggml.testing.opdb import Columns, Grad, In, Node, Permuted, Sample, distinct, spec, uniform
 from pyggml.types import SortOrder
 
 
@@ -23,7 +23,8 @@ def _dims(shape: tuple[int, ...]) -> str:
 
 _POSITIVE = uniform(0.1, 1.0)  # sums of positive values: no cancellation to blur the NMSE
 
-spec("sum", lambda xp, x: xp.sum(x.a), reads=("SUM",), from_node=lambda n: oracles.sum(n.src[0]), samples=[
+spec("sum", lambda xp, x: xp.sum(x.a), reads=("SUM",), from_node=lambda n: oracles.sum(n.src[0]),
+     grad=[Grad({"a": ("f32", (2, 3, 7))}, ("a",))], samples=[
     Sample({"a": ("f32", (2, 3, 4, 8))}),
     Sample({"a": ("f16", (3, 16))}),
     *(Sample({"a": (t, s, _POSITIVE)}, variant=_dims(s))
@@ -32,7 +33,7 @@ spec("sum", lambda xp, x: xp.sum(x.a), reads=("SUM",), from_node=lambda n: oracl
 ])
 for _op in ("sum_rows", "mean"):
     spec(_op, lambda xp, x, _op=_op: getattr(xp, _op)(x.a), reads=(_op.upper(),),
-         from_node=lambda n, _op=_op: getattr(oracles, _op)(n.src[0]), samples=[
+         from_node=lambda n, _op=_op: getattr(oracles, _op)(n.src[0]), grad=[Grad({"a": ("f32", (2, 3, 7))}, ("a",))], samples=[
         Sample({"a": ("f32", (2, 3, 4, 8))}),
         *(Sample({"a": ("f32", s, _POSITIVE)}, variant=_dims(s)) for s in ((3, 5, 7, 11), (13, 1), (1, 41))),
         Sample({"a": In("f32", (5, 3, 7), _POSITIVE, Permuted())}, variant="permuted"),
@@ -47,7 +48,8 @@ spec("argmax", lambda xp, x: xp.argmax(x.a), reads=("ARGMAX",), from_node=lambda
 # --- norms ---------------------------------------------------------------------------------------------------
 for _op, _eps in (("norm", 1e-5), ("rms_norm", 1e-6), ("l2_norm", 1e-12)):
     spec(_op, lambda xp, x, eps, _op=_op: getattr(xp, _op)(x.a, eps), reads=(_op.upper(),),
-         from_node=lambda n, _op=_op: getattr(oracles, _op)(n.src[0], n.f32(0)), samples=[
+         from_node=lambda n, _op=_op: getattr(oracles, _op)(n.src[0], n.f32(0)),
+         grad=[Grad({"a": ("f32", (3, 7), uniform(-2, 2))}, ("a",), (1e-5,))] if _op == "rms_norm" else [], samples=[
         Sample({"a": ("f32", (2, 3, 32))}, (_eps,)),
         *([Sample({"a": ("f32", (4, 16), uniform(-0.1, 0.1))}, (0.01,), variant="large_eps")] if _op == "norm" else []),
         *(Sample({"a": ("f32", s)}, (_eps,), variant=_dims(s)) for s in ((3, 5, 7, 11), (2, 1, 9), (3, 1))),
