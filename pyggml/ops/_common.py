@@ -3,6 +3,7 @@ generic wrappers of the common call shapes. `pyggml.ops` says why the checks are
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import TYPE_CHECKING, Callable
 
@@ -162,7 +163,6 @@ def _make_binary(op: str, arg_names: tuple[str, str] = ("a", "b"), doc: str | No
     return call
 
 
-
 def _self_overlapping(p) -> bool:
     """Some element of the tensor is reached by two index tuples (a stride too small for the dims
     inside it): writing into it would depend on the order the kernel's threads write in."""
@@ -179,7 +179,6 @@ def _destination(op: str, t) -> None:
     if isinstance(t, Tensor) and t.ptr.view_src and _self_overlapping(t.ptr):
         raise ValueError(f"{op}: the destination view overlaps itself (strides {tuple(t.ptr.nb)} for ne "
                          f"{tuple(t.ptr.ne)}); what is written would depend on the order of the writes")
-
 
 
 _BLOCKED = frozenset(t for t, b in _BLOCK.items() if b > 1)
@@ -206,7 +205,6 @@ def _shape_arg(op: str, ne) -> list[int]:
     return out
 
 
-
 def exported(namespace: dict) -> list[str]:
     """The op wrappers a family module defines: its public functions and the ones it made with
     the generic wrappers (not what it imported)."""
@@ -214,3 +212,18 @@ def exported(namespace: dict) -> list[str]:
     return sorted(n for n, v in namespace.items()
                   if not n.startswith("_") and callable(v) and not isinstance(v, type)
                   and getattr(v, "__module__", None) == module)
+
+
+def op_names(namespace: dict[str, object]) -> list[str]:
+    """A family module's `__all__`, derived rather than kept by hand: every public function made in that
+    module (a `def`, or one made by `_make_unary`/`_make_binary`, which set its module) whose first
+    parameter is `ctx`. Helpers imported from elsewhere and private names are left out."""
+    module = namespace["__name__"]
+    out = []
+    for name, value in namespace.items():
+        if name.startswith("_") or not inspect.isfunction(value) or value.__module__ != module:
+            continue
+        params = list(inspect.signature(value).parameters)
+        if params and params[0] == "ctx":
+            out.append(name)
+    return sorted(out)
