@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyggml.testing.check import Record
+    from pyggml.testing.verdict import Record
 
 # XML 1.0 has no way to write these; ggml's messages can hold them (a case name never does)
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
