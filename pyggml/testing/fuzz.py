@@ -43,7 +43,7 @@ from pyggml._args import at_least
 # the module's own name, so that children (and the oracle lines) use this very file even when it
 # is run under another name or against another checkout
 MODULE = __spec__.name if __spec__ is not None and __spec__.name != "__main__" else "pyggml.testing.fuzz"
-PRELUDE = ["import numpy as np", "import pyggml as gg", "from pyggml import ops, conv_state", "from pyggml.testing import oracles",
+PRELUDE = ["import numpy as np", "import pyggml as gg", "from pyggml import ops", "from pyggml.models import conv_state", "from pyggml.testing import oracles",
            "from pyggml.meta import MetaDevice, Split"]
 ONLY_OPS: list[str] = []  # --ops: fuzz only these op wrappers
 MAX_BYTES = 1 << 24  # a graph touching more than this is built but never computed (huge sizes stay symbolic)
