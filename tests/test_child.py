@@ -66,3 +66,4 @@ def test_a_started_child_can_be_polled_and_killed():
     running.kill()
     outcome = running.wait(timeout=30)
     assert outcome.status == "died" and outcome.signal_name == "SIGKILL"
+    assert running.wait() is outcome  # waiting again gives the same outcome

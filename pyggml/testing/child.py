@@ -98,6 +98,7 @@ class Child:
         self._stderr = stderr
         self._stderr_tail = stderr_tail
         self._started = time.monotonic()
+        self._outcome: Outcome | None = None
 
     @property
     def pid(self) -> int:
@@ -117,7 +118,10 @@ class Child:
                 pass
 
     def wait(self, timeout: float | None = None) -> Outcome:
-        """Wait for the call to end (killing the child after `timeout` seconds) and say how it ended."""
+        """Wait for the call to end (killing the child after `timeout` seconds) and say how it ended;
+        a later wait gives the same Outcome."""
+        if self._outcome is not None:
+            return self._outcome
         timed_out = False
         try:
             self.proc.wait(timeout)
@@ -127,13 +131,14 @@ class Child:
             self.kill()
             self.proc.wait()
         try:
-            return self._outcome(timed_out)
+            self._outcome = self._read_outcome(timed_out)
+            return self._outcome
         finally:
             self._stdout.close()
             self._stderr.close()
             self._folder.cleanup()
 
-    def _outcome(self, timed_out: bool) -> Outcome:
+    def _read_outcome(self, timed_out: bool) -> Outcome:
         seconds = time.monotonic() - self._started
         rc = self.proc.returncode
         self._stdout.seek(0)
