@@ -313,7 +313,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Run `python -m pyggml gguf-fuzz` with its parsed options."""
+    """Run `python -m pyggml gguf-fuzz` with its parsed options (parser: unused, every fuzzer's main takes it)."""
     t = time.monotonic()
     res = run(args.files, args.seed, args.batch, args.backend, args.keep)
     c = res["counts"]

@@ -247,7 +247,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Run `python -m pyggml rpc-fuzz` with its parsed options."""
+    """Run `python -m pyggml rpc-fuzz` with its parsed options (parser: unused, every fuzzer's main takes it)."""
     if not rpc.available():
         print("this pyggml was built without ggml's RPC backend", file=sys.stderr)
         return 2
