@@ -1,13 +1,14 @@
 """Fuzz ggml's RPC server with malformed messages: `python -m pyggml rpc-fuzz --messages N --seed S`.
 
-A server (`rpc.serve` in a child process, pyggml.testing.child) gets one connection per message: the HELLO handshake (or, now
-and then, none or a broken one), a real buffer to aim at (ALLOC_BUFFER, BUFFER_GET_BASE), then one
-command built to be wrong: a random command byte, a declared size that lies (zero, short, huge), a
-payload cut off, and for the commands that carry tensors (SET/GET/COPY/MEMSET/INIT_TENSOR,
-GET_ALLOC_SIZE, GRAPH_COMPUTE) tensor descriptions with random types, extents, strides, offsets,
-data pointers inside and outside the buffer, sources and op parameters. After each message the
-server must still be running and answer a fresh HELLO. A server that died is a crash: its message is
-printed as hex (a reproducer) and a new server is started. Exit status 1 if any crash.
+A server (`rpc.serve` in a child process, pyggml.testing.child) gets one connection per message: the
+HELLO handshake (or, now and then, none or a broken one), a real buffer to aim at (ALLOC_BUFFER,
+BUFFER_GET_BASE), then one command built to be wrong: a random command byte, a declared size that
+lies (zero, short, huge), a payload cut off, and for the commands that carry tensors
+(SET/GET/COPY/MEMSET/INIT_TENSOR, GET_ALLOC_SIZE, GRAPH_COMPUTE) tensor descriptions with random
+types, extents, strides, offsets, data pointers inside and outside the buffer, sources and op
+parameters. After each message the server must still be running and answer a fresh HELLO. A server
+that died is a crash: its message is printed as hex (a reproducer) and a new server is started.
+Exit status 1 if any crash.
 
 The wire format is ggml-rpc's (ggml-rpc.cpp): a request is | cmd (1 byte) | size (8) | payload |, a
 response | size (8) | payload |, every structure packed.
