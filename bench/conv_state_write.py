@@ -20,7 +20,7 @@ import numpy as np
 
 import pyggml as gg
 from pyggml import lib
-from pyggml.conv_state import STRATEGIES, GraphInputs, RecurrentMemory, build_conv_write, windows_written
+from pyggml.models.conv_state import STRATEGIES, GraphInputs, RecurrentMemory, build_conv_write, windows_written
 
 D_CONV, CHANNELS = 4, 8192
 

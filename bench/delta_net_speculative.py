@@ -5,7 +5,7 @@ checkpointing, side by side.
 
 A step drafts n tokens of one sequence, then keeps n - j of them (j cycles through 0..n-1):
 
-- rollback (pyggml.delta_net, K = n): the draft's ubatch writes K slots of both caches; the next
+- rollback (pyggml.models.delta_net, K = n): the draft's ubatch writes K slots of both caches; the next
   step reads slot j. Nothing else happens: one graph compute per step.
 - checkpoint (what a runtime without rollback slots does, K = 1): before the draft, copy the
   sequence's conv and recurrent states of every layer to the host; after it, when j > 0, copy them
@@ -28,7 +28,7 @@ os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0")
 
 import pyggml as gg  # noqa: E402
 from pyggml import ffi, lib  # noqa: E402
-from pyggml.delta_net import DeltaNet, DeltaNetConfig  # noqa: E402
+from pyggml.models.delta_net import DeltaNet, DeltaNetConfig  # noqa: E402
 
 CONFIG = DeltaNetConfig(n_embd=512, n_layer=4, head_dim=64, n_k_heads=4, n_v_heads=8)
 CELL = 0

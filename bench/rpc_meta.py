@@ -12,7 +12,7 @@ each) on 127.0.0.1, adds them (rpc0, rpc1) and runs the same graphs side by side
 
 Graphs:
 
-- conv: the seed's conv-state graph (pyggml.conv_state): 2 layers, d_conv 4, 4096 channels,
+- conv: the seed's conv-state graph (pyggml.models.conv_state): 2 layers, d_conv 4, 4096 channels,
   K = 4 rollback slots, `host_index` strategy, qkv_mixed computed by a QkvProjection whose weight
   is split by output channel, the conv caches split by channels (`split_policy`). Every step is a
   ubatch of the same shape (4 tokens x 4 sequences), so the graph is built once and reused.
@@ -50,7 +50,7 @@ import numpy as np
 
 import pyggml as gg
 from pyggml import rpc
-from pyggml.conv_state import (
+from pyggml.models.conv_state import (
     DeltaNetConv,
     QkvProjection,
     RecurrentMemory,

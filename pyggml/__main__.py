@@ -1,19 +1,28 @@
 """pyggml's command line: `info` (what this build has), `check` (the differential suite), `coverage`,
-`rpc-server` (serve a local device to other processes over ggml's RPC backend) and `gguf` (summarize a GGUF file)."""
+`rpc-server` (serve a local device to other processes over ggml's RPC backend), `gguf` (summarize a GGUF file)
+and the fuzzers `fuzz`, `meta-fuzz`, `gguf-fuzz` and `rpc-fuzz` (docs/fuzzing.md)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
 import signal
 import sys
+from types import ModuleType
 
 
 CPU_FEATURES = ("sse3", "ssse3", "avx", "avx_vnni", "avx2", "bmi2", "f16c", "fma", "avx512", "avx512_vbmi",
                 "avx512_vnni", "avx512_bf16", "amx_int8", "neon", "arm_fma", "fp16_va", "dotprod", "matmul_int8",
                 "sve", "sme", "sme2", "riscv_v", "vsx", "vxe", "wasm_simd", "llamafile")
+
+# the fuzzers' commands: each module has add_arguments(parser) and main(args, parser)
+FUZZERS = {"fuzz": ("pyggml.testing.fuzz", "call every public op and method with random arguments (the Python layer)"),
+           "meta-fuzz": ("pyggml.testing.meta_fuzz", "random small graphs split over a meta device against one device"),
+           "gguf-fuzz": ("pyggml.testing.gguf_fuzz", "load mutated GGUF files, each batch in a child process"),
+           "rpc-fuzz": ("pyggml.testing.rpc_fuzz", "send malformed messages to ggml's RPC server")}
 
 
 def ggml_info() -> dict:
@@ -139,6 +148,12 @@ def _main(argv=None) -> int:
     p_gguf.add_argument("file", help="the GGUF file")
     p_gguf.add_argument("--json", action="store_true", help="print JSON (metadata values in full)")
     p_gguf.set_defaults(vk_devices="0")  # no device is used
+    fuzzers: dict[str, tuple[ModuleType, argparse.ArgumentParser]] = {}
+    for name, (module_name, summary) in FUZZERS.items():
+        module = importlib.import_module(module_name)
+        p_fuzz = sub.add_parser(name, help=summary, description=" ".join((module.__doc__ or summary).split("\n\n")[0].split()))
+        module.add_arguments(p_fuzz)
+        fuzzers[name] = module, p_fuzz
     for sub_parser in (p_info, p_check, p_cov):
         sub_parser.add_argument("--rpc", metavar="HOST:PORT[,HOST:PORT...]",
                                 help="add these RPC servers' devices first (rpc0, rpc1, ... in this order)")
@@ -147,9 +162,12 @@ def _main(argv=None) -> int:
                                 help="GGML_VK_VISIBLE_DEVICES when it is not set (default 0): ggml lists CPU-type "
                                      "Vulkan devices such as lavapipe only when named; 0,0 shows device 0 twice")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    if args.command in fuzzers:  # they pick their devices themselves: no --vk-devices default is imposed
+        module, p_fuzz = fuzzers[args.command]
+        return module.main(args, p_fuzz)
     from pyggml.backend import enable_cpu_vulkan_devices
     enable_cpu_vulkan_devices(args.vk_devices)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
     if args.command == "rpc-server":
         from pyggml import rpc
         if not 0 < args.port < 65536 or (args.threads is not None and args.threads < 1):

@@ -253,7 +253,7 @@ class MetaDevice:
                 f"scaled by the share, so it would read the wrong elements. Make the view line up with the split: "
                 f"keep the split axis whole in every view (lay fused rows out in groups, [q k v] of one group "
                 f"together and whole groups on each device, and take each part with a view strided across the "
-                f"groups, as pyggml.delta_net does), split separate tensors instead of one fused one, or mirror "
+                f"groups, as pyggml.models.delta_net does), split separate tensors instead of one fused one, or mirror "
                 f"{root}")
 
     def check_graph(self, graph) -> None:

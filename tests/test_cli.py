@@ -25,13 +25,13 @@ def test_check_json_path_unwritable_is_found_before_the_run(tmp_path):
 
 
 def test_meta_fuzz_refuses_a_negative_seed():
-    res = run("pyggml.testing.meta_fuzz", "--seed", "-1")
+    res = run("pyggml", "meta-fuzz", "--seed", "-1")
     assert "Traceback" not in res.stderr and res.returncode == 2 and "must be >= 0" in res.stderr
 
 
 def test_meta_fuzz_counts_only_ggml_refusals_as_unsplittable():
     from pyggml.testing import meta_fuzz
-    res = run("pyggml.testing.meta_fuzz", "--trials", "6", "--seed", "3")
+    res = run("pyggml", "meta-fuzz", "--trials", "6", "--seed", "3")
     assert "Traceback" not in res.stderr
     # a trial whose child fails for any other reason is a failure
     record = meta_fuzz.run_in_child({"seed": 0, "K": 4, "M": 4, "P": 4, "N": 4, "steps": [{"op": "nonsense"}]},
@@ -159,3 +159,12 @@ def test_info_shows_ggml_version_pin_patches_and_cpu_features():
     assert set(data["cpu_features"]) == {f for f in data["cpu_features"] if getattr(lib, f"ggml_cpu_has_{f}")()}
     if bool(lib.ggml_cpu_has_avx2()):
         assert "avx2" in data["cpu_features"] and "AVX2" in res.stdout
+
+
+def test_the_fuzzers_are_subcommands_with_their_options():
+    res = run("pyggml", "--help")
+    assert res.returncode == 0 and all(name in res.stdout for name in ("fuzz", "meta-fuzz", "gguf-fuzz", "rpc-fuzz"))
+    for name, option in (("fuzz", "--calls"), ("meta-fuzz", "--trials"), ("gguf-fuzz", "--files"),
+                         ("rpc-fuzz", "--messages")):
+        res = run("pyggml", name, "--help")
+        assert res.returncode == 0 and option in res.stdout and f"pyggml {name}" in res.stdout, res.stderr

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import pyggml as gg
-from pyggml.conv_state import (SLOT_INDEX_NAME, STRATEGIES, ConvStateGraph, DeltaNetConv, RecurrentMemory, Ubatch,
+from pyggml.models.conv_state import (SLOT_INDEX_NAME, STRATEGIES, ConvStateGraph, DeltaNetConv, RecurrentMemory, Ubatch,
                                windows_written)
 from pyggml.testing.oracles.conv_state import ConvStateOracle
 

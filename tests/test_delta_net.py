@@ -1,4 +1,4 @@
-"""The gated delta-net layer (pyggml/delta_net.py): the NumPy reference, the rollback property on
+"""The gated delta-net layer (pyggml/models/delta_net.py): the NumPy reference, the rollback property on
 every backend, the meta split, graph reuse and bad input."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pyggml.delta_net import DeltaNet, DeltaNetConfig, split_policy
+from pyggml.models.delta_net import DeltaNet, DeltaNetConfig, split_policy
 from pyggml.runner import Runner
 from pyggml.testing.cases import REGISTRY, _load_all
 from pyggml.testing.verdict import bounds, compare
@@ -62,7 +62,7 @@ def test_cases_cover_what_the_property_needs():
 def test_reference_rollback_is_the_rerun():
     """The reference itself: reading slot j after a draft == having run only the accepted tokens."""
     sc = Scenario(DeltaNetConfig(n_layer=1), K=4, cache_type="f32", n_draft=5, rollback=[3, 1])
-    from pyggml.delta_net import random_weights
+    from pyggml.models.delta_net import random_weights
     w = random_weights(sc.config, sc.seed)
     a = sc.run_rollback(DeltaNetReference(sc.config, w, sc.K, sc.mem_size))
     b = sc.run_accepted(DeltaNetReference(sc.config, w, sc.K, sc.mem_size))

@@ -14,7 +14,7 @@ KEYS = ("calls", "built", "computed", "checked", "raised", "off-contract", "wron
 
 
 def fuzz(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "pyggml.fuzz", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "pyggml", "fuzz", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def parse_summary(stdout: str) -> dict:
@@ -55,9 +55,10 @@ def test_a_death_is_printed_as_a_standalone_reproducer(tmp_path):
 
 
 def test_calls_are_deterministic_from_the_seed():
-    runs = [subprocess.run([sys.executable, "-m", "pyggml.fuzz", "--child", "--seed", "7", "--start", "0",
-                            "--stop", "25", "--no-meta"], capture_output=True, text=True, timeout=300)
-            for _ in range(2)]
+    from pyggml.testing import child
+    from pyggml.testing.fuzz import run_calls
+    runs = [child.run(run_calls, (7, 0, 25, False, None, []), timeout=300) for _ in range(2)]
+    assert [r.status for r in runs] == ["returned", "returned"], runs[0].stderr[-2000:]
     code = [[ln for ln in r.stdout.splitlines() if ln.startswith(("@call", "@code"))] for r in runs]
     assert code[0] and code[0] == code[1]
 

@@ -50,3 +50,16 @@ def test_guard_passes_a_write_within_bounds():
     ctx, graph, x, out = _copy_graph(widen=0)
     [y] = run_guarded(gg.cpu_backend(1), ctx, graph, {x: np.arange(8, dtype=np.float32)}, [out])
     np.testing.assert_array_equal(y, np.arange(8, dtype=np.float32))
+
+
+def test_guard_sets_values_through_set_unless_raw():
+    """Without `raw`, inputs are values that set() converts to the tensor's type (here float64 to F16):
+    the buffer's pointer once shadowed `raw`, so every input went in as raw bytes."""
+    ctx = gg.Context()
+    x = ctx.tensor("f16", (8,), "x", input=True)
+    out = ctx.tensor("f32", (8,), "out")
+    y = ctx.cpy(x, out)
+    graph = gg.Graph(ctx).build_forward_expand(y)
+    values = np.arange(8, dtype=np.float64) / 4
+    [got] = run_guarded(gg.cpu_backend(1), ctx, graph, {x: values}, [out])
+    np.testing.assert_array_equal(got, values.astype(np.float32))

@@ -126,7 +126,7 @@ def test_seed_graph_on_meta_matches_the_model(strategy, K, dtype, meta_backend_n
 
 
 def test_split_equivalence_fuzz():
-    """Seeded and bounded; `python -m pyggml.meta_fuzz --trials N` runs longer."""
+    """Seeded and bounded; `python -m pyggml meta-fuzz --trials N` runs longer."""
     from pyggml.testing.meta_fuzz import fuzz
     records = fuzz(seed=0, trials=12, devices="cpu,cpu")
     failed = [r for r in records if r["status"] not in ("pass", "unsplittable")]
@@ -469,7 +469,7 @@ def test_views_that_do_not_line_up_with_the_split_are_refused(views, T, transpos
 
 
 def test_the_meta_fuzzer_draws_views_of_split_results():
-    """Bounded; `python -m pyggml.meta_fuzz --views --trials N` runs longer."""
+    """Bounded; `python -m pyggml meta-fuzz --views --trials N` runs longer."""
     from pyggml.testing.meta_fuzz import fuzz
     records = fuzz(seed=0, trials=60, devices="cpu,cpu", views=True, in_process=True)
     assert [r for r in records if r["status"] not in ("pass", "unsplittable")] == []
@@ -487,7 +487,7 @@ def test_the_meta_fuzzer_draws_views_of_split_results():
 def test_the_meta_fuzzer_says_what_is_wrong_with_a_bad_trial(arg, message):
     import subprocess
     import sys
-    proc = subprocess.run([sys.executable, "-m", "pyggml.meta_fuzz", "--one", arg],
+    proc = subprocess.run([sys.executable, "-m", "pyggml", "meta-fuzz", "--one", arg],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr

@@ -352,4 +352,4 @@ def test_server_refuses_what_used_to_kill_it(what):
                 s.recv(64)
             except OSError:
                 pass
-        assert fz.alive(srv), srv.output()[-2000:]
+        assert fz.alive(srv.host, srv.port, lambda: srv.proc.poll() is None), srv.output()[-2000:]

@@ -1,6 +1,6 @@
 """Random-call fuzzer of pyggml's Python layer.
 
-    python -m pyggml.fuzz --calls 3000 --seed 1 [--batch 100] [--no-meta] [--json FILE]
+    python -m pyggml fuzz --calls 3000 --seed 1 [--batch 100] [--no-meta] [--json FILE]
 
 Each call is a short Python program of pyggml calls, written as it runs: tensors of random
 types and shapes (odd, zero, huge), views with random strides and offsets, permutations,
@@ -13,7 +13,8 @@ with --meta (the default), again on a two-CPU meta device, and compared with a N
 Outcomes of a call: `raised` (a documented exception: TypeError, ValueError and its
 subclasses OpError/GraphError/Unsupported/Unsplittable, MemoryError, GGMLError), `off-contract`
 (any other exception), `wrong` (a result that disagrees with the oracle or the CPU), `death`
-(the process died: abort, signal, or a hang). Calls run in batches, each in a child process;
+(the process died: abort, signal, or a hang). Calls run in batches, each in a child process
+(pyggml.testing.child);
 a death ends only its batch, which then resumes after the dying call, and the dying call's
 program is printed as a standalone reproducer. Every call is deterministic from (seed, index).
 Exit status: 1 if any death, wrong or off-contract result, else 0.
@@ -28,8 +29,6 @@ import math
 import os
 import random
 import re
-import signal
-import subprocess
 import sys
 import time
 import traceback
@@ -39,11 +38,10 @@ from functools import partial
 from typing import Any
 
 from pyggml._args import at_least
+from pyggml.testing import child
+from pyggml.testing.child import Outcome
 
-# the module's own name, so that children (and the oracle lines) use this very file even when it
-# is run under another name or against another checkout
-MODULE = __spec__.name if __spec__ is not None and __spec__.name != "__main__" else "pyggml.testing.fuzz"
-PRELUDE = ["import numpy as np", "import pyggml as gg", "from pyggml import ops, conv_state", "from pyggml.testing import oracles",
+PRELUDE = ["import numpy as np", "import pyggml as gg", "from pyggml import ops", "from pyggml.models import conv_state", "from pyggml.testing import oracles",
            "from pyggml.meta import MetaDevice, Split"]
 ONLY_OPS: list[str] = []  # --ops: fuzz only these op wrappers
 MAX_BYTES = 1 << 24  # a graph touching more than this is built but never computed (huge sizes stay symbolic)
@@ -943,7 +941,7 @@ def check(g: Gen, info: dict, script: Script, results: dict, rec: dict) -> dict:
     if expr is None:
         return rec
     try:
-        script.run(f"from {MODULE} import roundtrip")
+        script.run(f"from {__name__} import roundtrip")
         for v in g.tensors:
             if f"X_{v}" in script.ns:
                 script.run(f"R_{v} = roundtrip({script[v].type.name!r}, X_{v})")
@@ -969,22 +967,24 @@ def check(g: Gen, info: dict, script: Script, results: dict, rec: dict) -> dict:
 
 
 # --- child: one batch ---------------------------------------------------------------------------------
-def child(seed: int, start: int, stop: int, meta: bool, selftest_death: int | None) -> int:
+def run_calls(seed: int, start: int, stop: int, meta: bool, selftest_death: int | None, ops: list[str]) -> None:
+    """Calls start..stop, in a child process (run_batch): each line of each call's program is echoed
+    to stdout before it runs, so that the parent knows which call, and which line, killed the child."""
     import faulthandler
     import logging
     faulthandler.enable()  # a segfault prints the Python stack to stderr
     logging.disable(logging.CRITICAL)  # ggml's log of refused calls is noise here
     import warnings
     warnings.simplefilter("ignore")
+    ONLY_OPS[:] = ops  # the parent's --ops: a fresh interpreter starts without them
 
-    def echo(line):
+    def echo(line: str) -> None:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
     for k in range(start, stop):
         echo(f"@call {k}")
         rec = run_call(seed, k, meta, echo, selftest_death)
         echo("@result " + json.dumps(rec, default=str))
-    return 0
 
 
 # --- parent: batches, deaths, summary ---------------------------------------------------------------
@@ -1009,51 +1009,40 @@ def parse_stream(text: str) -> tuple[list[dict], int | None, list[str], str]:
     return records, running, code, which
 
 
-def death_reason(rc: int, stderr: str) -> str:
+def death_reason(outcome: Outcome) -> str:
+    """Why a child died, in one line: ggml's abort message, Python's fatal error, the signal or the exit status."""
+    stderr = outcome.stderr
     m = re.search(r"ggml aborted: (.*)", stderr) or re.search(r"(GGML_ASSERT\(.*)", stderr)
     if m:  # ggml's source path shortened to its file name: the same assert reads the same anywhere
         return "ggml abort: " + re.sub(r"\S*/([^/\s]+:\d+)", r"\1", m.group(1).strip())
     m = re.search(r"Fatal Python error: (\w+.*)", stderr)
     if m:
         return m.group(1).strip()
-    if rc < 0:
-        try:
-            return f"killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"killed by signal {-rc}"
+    if outcome.status == "raised":  # the fuzzer's own code failed in the child
+        return f"raised {outcome.error_type}: {outcome.message}"
+    if outcome.signal_name:
+        return f"killed by {outcome.signal_name}"
     tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-    return f"exit status {rc}" + (f": {tail[-1][:200]}" if tail else "")
+    return f"exit status {outcome.exit_code}" + (f": {tail[-1][:200]}" if tail else "")
 
 
 def run_batch(seed: int, start: int, stop: int, meta: bool, timeout: float, selftest_death: int | None) -> list[dict]:
     """Run calls start..stop in children; a death ends a child, the next child resumes after it."""
-    records = []
+    records: list[dict] = []
     while start < stop:
-        cmd = [sys.executable, "-m", MODULE, "--child", "--seed", str(seed), "--start", str(start),
-               "--stop", str(stop), "--meta" if meta else "--no-meta"]
-        if ONLY_OPS:
-            cmd += ["--ops", ",".join(ONLY_OPS)]
-        if selftest_death is not None:
-            cmd += ["--selftest-death", str(selftest_death)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-            out, err, rc = proc.stdout, proc.stderr, proc.returncode
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-            rc = None
-        done, running, code, which = parse_stream(out)
+        outcome = child.run(run_calls, (seed, start, stop, meta, selftest_death, list(ONLY_OPS)), timeout=timeout)
+        done, running, code, which = parse_stream(outcome.stdout)
         records.extend(done)
-        if rc == 0 and running is None:
+        if outcome.status == "returned" and running is None:
             break
+        stderr = (outcome.stderr + outcome.traceback)[-2000:]  # faulthandler's stack: where it died
         if running is None:  # died between calls: nothing to blame, stop this batch
             records.append({"call": done[-1]["call"] + 1 if done else start, "outcome": "death", "phase": "harness",
-                            "target": "", "message": death_reason(rc or -9, err), "code": [],
-                            "stderr": err[-2000:]})  # faulthandler's stack: where it died
+                            "target": "", "message": death_reason(outcome), "code": [], "stderr": stderr})
             break
-        reason = "hang (timeout)" if rc is None else death_reason(rc, err)
+        reason = "hang (timeout)" if outcome.status == "timeout" else death_reason(outcome)
         records.append({"call": running, "outcome": "death", "phase": which or "build", "target": _target_of_lines(code),
-                        "message": reason, "code": code, "stderr": err[-2000:]})
+                        "message": reason, "code": code, "stderr": stderr})
         start = running + 1
     return records
 
@@ -1104,8 +1093,8 @@ def report(records: list[dict], summary: dict, out=sys.stdout, max_causes: int =
     out.write("\nsummary: " + "  ".join(f"{k}: {v}" for k, v in summary.items()) + "\n")
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pyggml.fuzz", description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `python -m pyggml fuzz`."""
     parser.add_argument("--calls", type=at_least(1), default=1000)
     parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--batch", type=at_least(1), default=200, help="calls per child process (default 200)")
@@ -1114,18 +1103,16 @@ def main(argv=None) -> int:
     parser.add_argument("--json", metavar="FILE", help="write the summary and every finding here")
     parser.add_argument("--timeout", type=float, default=300, help="seconds a batch may run before it counts as a hang")
     parser.add_argument("--ops", metavar="LIST", help="only these op wrappers, comma-separated (default: every call kind)")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--stop", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--selftest-death", type=int, default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+
+
+def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Run `python -m pyggml fuzz` with its parsed options; parser reports a bad option."""
     if args.ops:
         unknown = sorted(set(args.ops.split(",")) - set(public_ops()))
         if unknown:
             parser.error(f"--ops: no op wrapper named {', '.join(unknown)}")
         ONLY_OPS[:] = args.ops.split(",")
-    if args.child:
-        return child(args.seed, args.start, args.stop, args.meta, args.selftest_death)
     if args.json:
         try:  # fail now, not after the run
             with open(args.json, "a"):
@@ -1151,7 +1138,3 @@ def main(argv=None) -> int:
             print(f"error: could not write {args.json}: {e.strerror}", file=sys.stderr)
             return 2
     return 1 if summary["deaths"] or summary["wrong"] or summary["off-contract"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

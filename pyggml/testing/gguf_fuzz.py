@@ -1,4 +1,4 @@
-"""Fuzz GGUF loading (ggml's gguf reader + pyggml.gguf): `python -m pyggml.testing.gguf_fuzz --files N --seed S`.
+"""Fuzz GGUF loading (ggml's gguf reader + pyggml.gguf): `python -m pyggml gguf-fuzz --files N --seed S`.
 
 Valid files (written by pyggml.gguf.save and by the gguf package's GGUFWriter when it is
 installed: every value type, arrays of numbers and strings, F32/F16/quantized tensors, alignment
@@ -11,7 +11,8 @@ same metadata (types included) and tensor bytes.
 
 Outcomes: `loaded`, `raised` (GGUFError, ValueError, TypeError, MemoryError), `off-contract` (any
 other exception, or a loaded file that cannot be saved back), `wrong` (the round trip differs),
-`death` (the process died or hung). Mutations run in batches in child processes; a death ends
+`death` (the process died or hung). Mutations run in batches in child processes
+(pyggml.testing.child); a death ends
 its batch, which resumes after the dying file; the dying file is written next to the report
 (--keep) as a reproducer. Every mutation is deterministic from (seed, index).
 Exit status 1 if any death, wrong or off-contract outcome.
@@ -24,7 +25,6 @@ import json
 import os
 import random
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,8 +32,7 @@ from collections import Counter
 from typing import Any
 
 from pyggml._args import at_least
-
-MODULE = __spec__.name if __spec__ is not None and __spec__.name != "__main__" else "pyggml.testing.gguf_fuzz"
+from pyggml.testing import child
 SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF scalar types' sizes
 STRING, ARRAY = 8, 9
 
@@ -232,7 +231,9 @@ def check_one(path: str, out_path: str, backend: str | None) -> tuple[str, str]:
     return "loaded", ""
 
 
-def child(seed: int, start: int, count: int, backend: str | None) -> None:
+def check_batch(seed: int, start: int, count: int, backend: str | None) -> None:
+    """Mutations start..start+count, in a child process (run): each announced on stdout before it loads
+    and its outcome after, so that the parent knows which file killed the child."""
     import logging
     logging.getLogger("pyggml.ggml").setLevel(logging.CRITICAL)  # ggml says why each file is bad
     with tempfile.TemporaryDirectory() as folder:
@@ -258,17 +259,9 @@ def run(files: int, seed: int, batch: int = 250, backend: str | None = None, kee
     i = 0
     while i < files:
         n = min(batch, files - i)
-        cmd = [sys.executable, "-m", MODULE, "--child", "--seed", str(seed), "--start", str(i), "--files", str(n)]
-        if backend:
-            cmd += ["--backend", backend]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60 + n)
-            stdout, rc, hung = proc.stdout, proc.returncode, False
-        except subprocess.TimeoutExpired as e:
-            stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            rc, hung, proc = None, True, None
+        outcome = child.run(check_batch, (seed, i, n, backend), timeout=60 + n)
         begun, done = None, i
-        for line in stdout.splitlines():
+        for line in outcome.stdout.splitlines():
             try:
                 rec = json.loads(line)
             except ValueError:
@@ -295,8 +288,13 @@ def run(files: int, seed: int, batch: int = 250, backend: str | None = None, kee
         where = os.path.join(keep or tempfile.gettempdir(), f"gguf_fuzz_death_{seed}_{dead}.gguf")
         with open(where, "wb") as fh:
             fh.write(data)
-        stderr = "" if proc is None else proc.stderr.strip().splitlines()[-1:]
-        why = "hang" if hung else f"exit {rc}: {stderr[0] if stderr else '(no message)'}"
+        if outcome.status == "timeout":
+            why = "hang"
+        elif outcome.status == "raised":  # the fuzzer's own code failed in the child
+            why = f"raised {outcome.error_type}: {outcome.message}"
+        else:
+            last = outcome.stderr.strip().splitlines()[-1:]
+            why = f"exit {outcome.exit_code}: {last[0] if last else '(no message)'}"
         counts["death"] += 1
         bad.append({"i": dead, "outcome": "death", "detail": f"{what}; {why}; file {where}"})
         out.write(f"DEATH at {dead} (seed {seed}): {what}; {why}; reproducer {where}\n")
@@ -304,20 +302,18 @@ def run(files: int, seed: int, batch: int = 250, backend: str | None = None, kee
     return {"files": files, "seed": seed, "counts": dict(counts), "raised": dict(raised), "bad": bad}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pyggml.testing.gguf_fuzz", description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m pyggml gguf-fuzz`."""
     p.add_argument("--files", type=at_least(1), default=1000, help="how many mutated files")
     p.add_argument("--seed", type=at_least(0), default=0)
     p.add_argument("--batch", type=at_least(1), default=250, help="files per child process")
     p.add_argument("--backend", default=None, help="load the tensors onto this device (default: host memory)")
     p.add_argument("--keep", default=None, help="folder for the reproducers of deaths (default: the temp folder)")
     p.add_argument("--json", metavar="FILE", help="write the result here")
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--start", type=at_least(0), default=0, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.child:
-        child(args.seed, args.start, args.files, args.backend)
-        return 0
+
+
+def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Run `python -m pyggml gguf-fuzz` with its parsed options (parser: unused, every fuzzer's main takes it)."""
     t = time.monotonic()
     res = run(args.files, args.seed, args.batch, args.backend, args.keep)
     c = res["counts"]
@@ -329,7 +325,3 @@ def main(argv=None) -> int:
         with open(args.json, "w") as fh:
             json.dump(res, fh, indent=1)
     return 1 if any(c.get(k) for k in ("death", "wrong", "off-contract")) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

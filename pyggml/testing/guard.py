@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyggml._native import ffi, lib
-from pyggml.backend import Buffer
+from pyggml.backend import Backend, Buffer
 from pyggml.context import Context
 from pyggml.errors import GGMLError
 from pyggml.graph import Graph
@@ -32,7 +32,7 @@ def _align(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
 
-def run_guarded(backend, ctx: Context, graph: Graph, inputs: dict[Tensor, np.ndarray],
+def run_guarded(backend: Backend, ctx: Context, graph: Graph, inputs: dict[Tensor, np.ndarray],
                 outputs: list[Tensor], raw: bool = False) -> list[np.ndarray]:
     """Allocate every tensor of ctx (a no_alloc context) between guards on `backend`, set the inputs
     (values, or with `raw` the tensors' bytes), compute, check the guards, read the outputs."""
@@ -44,14 +44,15 @@ def run_guarded(backend, ctx: Context, graph: Graph, inputs: dict[Tensor, np.nda
     for t in owners:
         offsets.append(pos)
         pos = _align(pos + lib.ggml_backend_buft_get_alloc_size(buft, t.ptr), align) + guard
-    raw = lib.ggml_backend_buft_alloc_buffer(buft, pos)
-    if raw == ffi.NULL:
+    # not `raw`: that name is the caller's choice between set and set_raw, read below
+    buf = lib.ggml_backend_buft_alloc_buffer(buft, pos)
+    if buf == ffi.NULL:
         raise GGMLError(f"{backend.name}: could not allocate {pos} bytes for a guarded run")
-    buffer = Buffer(raw)
+    buffer = Buffer(buf)
     ctx.keep_alive(buffer)
-    base = int(ffi.cast("uintptr_t", lib.ggml_backend_buffer_get_base(raw)))
+    base = int(ffi.cast("uintptr_t", lib.ggml_backend_buffer_get_base(buf)))
     for t, off in zip(owners, offsets):
-        _check(lib.ggml_backend_tensor_alloc(raw, t.ptr, ffi.cast("void *", base + off)), t)
+        _check(lib.ggml_backend_tensor_alloc(buf, t.ptr, ffi.cast("void *", base + off)), t)
     for t in ctx.tensors():
         if t.ptr.view_src != ffi.NULL and t.ptr.buffer == ffi.NULL:
             _check(lib.ggml_backend_view_init(t.ptr), t)
@@ -63,7 +64,7 @@ def run_guarded(backend, ctx: Context, graph: Graph, inputs: dict[Tensor, np.nda
     guards = []
     for start, before in spans:
         g = gctx.tensor("i8", (guard,))
-        _check(lib.ggml_backend_tensor_alloc(raw, g.ptr, ffi.cast("void *", base + start)), g)
+        _check(lib.ggml_backend_tensor_alloc(buf, g.ptr, ffi.cast("void *", base + start)), g)
         g.set(np.full(guard, PATTERN, np.uint8).view(np.int8))
         guards.append((g, before))
     for t, values in inputs.items():

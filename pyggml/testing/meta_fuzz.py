@@ -1,14 +1,14 @@
 """Split-equivalence fuzz: a random small graph with randomly split weights gives the same
 result on a meta device as on one device.
 
-    python -m pyggml.meta_fuzz [--seed 0] [--trials 20] [--devices cpu,cpu] [--views] [--in-process]
+    python -m pyggml meta-fuzz [--seed 0] [--trials 20] [--devices cpu,cpu] [--views] [--in-process]
 
 Each trial is a chain of ops the meta backend has split rules for (mul_mat, add, mul,
 scale, unary ops, rms_norm, soft_max, cont of a transpose), its weights split on axis 0,
 axis 1 or mirrored. About half the trials end in views of the chain's (split) result:
 view_1d, view_2d or view_3d at random offsets and extents, some straddling the devices'
 shares, some strided (every s-th element, or a field of each group of a row), each made
-contiguous and scaled. A trial runs in its own process: when ggml cannot split a combination
+contiguous and scaled. A trial runs in its own process (pyggml.testing.child): when ggml cannot split a combination
 (or pyggml refuses a view ggml would map wrongly) the trial is reported as `unsplittable`
 with the op chain, the splits and the reason, never skipped silently.
 """
@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
-import sys
 from typing import Any
 
 import numpy as np
 
 from pyggml._args import at_least
+from pyggml.testing import child
 
 UNARY = ("silu", "relu", "tanh", "gelu", "neg")
 SPLITS = ("mirrored", 0, 1)
@@ -194,20 +192,23 @@ def run_trial(trial: dict, runner_name: str) -> np.ndarray:
 
 def run_in_child(trial: dict, devices: str, timeout: float = 120) -> dict:
     """One trial in a child process: pass / fail (with its NMSE) / unsplittable (with ggml's message)."""
-    proc = subprocess.run([sys.executable, "-m", "pyggml.testing.meta_fuzz", "--one", json.dumps(trial), "--devices", devices],
-                          capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+    outcome = child.run(trial_result, (trial, devices), timeout=timeout)
     record = {"seed": trial["seed"], "graph": describe(trial)}
-    if proc.returncode == 0 and proc.stdout.strip():
-        record.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+    if outcome.status == "returned":
+        record.update(outcome.value)
         return record
     # only ggml's own refusal counts as unsplittable: in-process (Unsplittable) or an abort of its
     # meta code; any other error or death is a failure of the trial
-    m = re.search(r"ggml aborted: (.*ggml-backend-meta.*)", proc.stderr)
-    last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    m = re.search(r"ggml aborted: (.*ggml-backend-meta.*)", outcome.stderr)
     if m:
         record.update(status="unsplittable", message=m.group(1).split(": ", 1)[-1])
+    elif outcome.status == "raised":
+        record.update(status="fail", message=f"raised {outcome.error_type}: {outcome.message}")
+    elif outcome.status == "timeout":
+        record.update(status="fail", message=f"no result within {timeout} s")
     else:
-        record.update(status="fail", message=f"exit {proc.returncode}: {last}")
+        last = (outcome.stderr.strip().splitlines() or ["no output"])[-1]
+        record.update(status="fail", message=f"exit {outcome.exit_code}: {last}")
     return record
 
 
@@ -220,6 +221,11 @@ def parse_trial(text: str) -> dict:
         trial = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON: {e}") from None
+    return check_trial(trial)
+
+
+def check_trial(trial: Any) -> dict:
+    """trial, if it is one as make_trial writes it; ValueError saying what is wrong."""
     if not isinstance(trial, dict):
         raise ValueError(f"a trial is a JSON object, got {type(trial).__name__}")
     missing = [k for k in (*TRIAL_KEYS, "steps") if k not in trial]
@@ -236,30 +242,24 @@ def parse_trial(text: str) -> dict:
     return trial
 
 
-def _child(trial: dict, devices: str) -> int:
+def trial_result(trial: dict, devices: str) -> dict:
+    """Run a trial on the CPU and split over `devices`: {"status": "pass"/"fail", "error": NMSE} or
+    {"status": "unsplittable", "message": ggml's reason}. ValueError for a trial that is not one."""
     from pyggml.errors import Unsplittable
     from pyggml.testing.verdict import nmse
+    check_trial(trial)
     single = run_trial(trial, "cpu")
     try:
         split = run_trial(trial, f"meta:{devices}")
     except Unsplittable as e:
-        print(json.dumps({"status": "unsplittable", "message": str(e)}))
-        return 0
+        return {"status": "unsplittable", "message": str(e)}
     err = nmse(split, single)
-    print(json.dumps({"status": "pass" if err <= 1e-6 else "fail", "error": err}))
-    return 0
+    return {"status": "pass" if err <= 1e-6 else "fail", "error": float(err)}
 
 
 def run_here(trial: dict, devices: str) -> dict:
     """One trial in this process (faster; an abort of ggml ends the process)."""
-    import contextlib
-    import io
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        _child(trial, devices)
-    record = {"seed": trial["seed"], "graph": describe(trial)}
-    record.update(json.loads(out.getvalue().strip().splitlines()[-1]))
-    return record
+    return {"seed": trial["seed"], "graph": describe(trial), **trial_result(trial, devices)}
 
 
 def fuzz(seed: int, trials: int, devices: str, views: bool = False, in_process: bool = False) -> list[dict]:
@@ -267,8 +267,8 @@ def fuzz(seed: int, trials: int, devices: str, views: bool = False, in_process: 
     return [run(make_trial(seed + i, views), devices) for i in range(trials)]
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pyggml.meta_fuzz", description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `python -m pyggml meta-fuzz`."""
     parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--trials", type=at_least(0), default=20)
     parser.add_argument("--devices", default="cpu,cpu", help="the meta device's devices (default cpu,cpu)")
@@ -276,14 +276,18 @@ def main(argv=None) -> int:
                         help="every trial ends in views (1d/2d/3d, strided, straddling the shares) of a split result")
     parser.add_argument("--in-process", action="store_true",
                         help="run the trials in this process (faster; an abort of ggml ends the run)")
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # a single trial, in a child process
-    args = parser.parse_args(argv)
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a single trial (its JSON), in this process
+
+
+def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Run `python -m pyggml meta-fuzz` with its parsed options; parser reports a bad --one."""
     if args.one is not None:
         try:
             trial = parse_trial(args.one)
         except ValueError as e:
             parser.error(f"--one: {e}")
-        return _child(trial, args.devices)
+        print(json.dumps(trial_result(trial, args.devices)))
+        return 0
     records = fuzz(args.seed, args.trials, args.devices, args.views, args.in_process)
     for r in records:
         detail = f"nmse {r['error']:.1e}" if r.get("error") is not None else r.get("message", "")
@@ -291,7 +295,3 @@ def main(argv=None) -> int:
     counts = {s: sum(r["status"] == s for r in records) for s in ("pass", "fail", "unsplittable")}
     print("  ".join(f"{k}: {v}" for k, v in counts.items()))
     return 1 if counts["fail"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

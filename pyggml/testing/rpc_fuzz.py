@@ -1,13 +1,14 @@
-"""Fuzz ggml's RPC server with malformed messages: `python -m pyggml.testing.rpc_fuzz --messages N --seed S`.
+"""Fuzz ggml's RPC server with malformed messages: `python -m pyggml rpc-fuzz --messages N --seed S`.
 
-A server (`rpc.Server`, a child process) gets one connection per message: the HELLO handshake (or, now
-and then, none or a broken one), a real buffer to aim at (ALLOC_BUFFER, BUFFER_GET_BASE), then one
-command built to be wrong: a random command byte, a declared size that lies (zero, short, huge), a
-payload cut off, and for the commands that carry tensors (SET/GET/COPY/MEMSET/INIT_TENSOR,
-GET_ALLOC_SIZE, GRAPH_COMPUTE) tensor descriptions with random types, extents, strides, offsets,
-data pointers inside and outside the buffer, sources and op parameters. After each message the
-server must still be running and answer a fresh HELLO. A server that died is a crash: its message is
-printed as hex (a reproducer) and a new server is started. Exit status 1 if any crash.
+A server (`rpc.serve` in a child process, pyggml.testing.child) gets one connection per message: the
+HELLO handshake (or, now and then, none or a broken one), a real buffer to aim at (ALLOC_BUFFER,
+BUFFER_GET_BASE), then one command built to be wrong: a random command byte, a declared size that
+lies (zero, short, huge), a payload cut off, and for the commands that carry tensors
+(SET/GET/COPY/MEMSET/INIT_TENSOR, GET_ALLOC_SIZE, GRAPH_COMPUTE) tensor descriptions with random
+types, extents, strides, offsets, data pointers inside and outside the buffer, sources and op
+parameters. After each message the server must still be running and answer a fresh HELLO. A server
+that died is a crash: its message is printed as hex (a reproducer) and a new server is started.
+Exit status 1 if any crash.
 
 The wire format is ggml-rpc's (ggml-rpc.cpp): a request is | cmd (1 byte) | size (8) | payload |, a
 response | size (8) | payload |, every structure packed.
@@ -21,8 +22,12 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 
 from pyggml import rpc
+from pyggml._args import at_least
+from pyggml.testing import child
+from pyggml.testing.child import Outcome
 
 HELLO, ALLOC_BUFFER, BUFFER_GET_BASE = 14, 0, 3
 SET_TENSOR, GET_TENSOR, COPY_TENSOR, GRAPH_COMPUTE = 6, 8, 9, 10
@@ -145,21 +150,51 @@ def _setup(s: socket.socket) -> tuple[int, int]:
     return buffer, base
 
 
-def alive(srv: rpc.Server) -> bool:
-    if srv.proc.poll() is not None:
+class Server:
+    """ggml's RPC server of the CPU (one thread) on a free local port, in a child process."""
+
+    def __init__(self, startup_timeout: float = 30.0) -> None:
+        self.host, self.port = "127.0.0.1", rpc.free_port()
+        self.child = child.start(rpc.serve, (self.host, self.port, "cpu", 1))
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            if not self.running():
+                raise rpc.RpcError(f"the RPC server on port {self.port} ended: {self.stop().stderr[-2000:]}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    break  # it accepts (this connection closes without a command: the server moves on)
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise rpc.RpcError(f"the RPC server on port {self.port} did not accept within {startup_timeout} s")
+                time.sleep(0.05)
+
+    def running(self) -> bool:
+        """Whether its process is still running (answering or not)."""
+        return self.child.poll() is None
+
+    def stop(self) -> Outcome:
+        """Kill it (if it still runs) and say how its process ended, with what it printed."""
+        self.child.kill()
+        return self.child.wait()
+
+
+def alive(host: str, port: int, running: Callable[[], bool]) -> bool:
+    """Whether the server on host:port, its process still `running`, answers a fresh HELLO."""
+    if not running():
         return False
     try:
-        with socket.create_connection((srv.host, srv.port), timeout=10) as s:
+        with socket.create_connection((host, port), timeout=10) as s:
             s.settimeout(10)
             return hello(s)
     except OSError:
-        return srv.proc.poll() is None and _retry_hello(srv)
+        return running() and _retry_hello(host, port)
 
 
-def _retry_hello(srv: rpc.Server) -> bool:
+def _retry_hello(host: str, port: int) -> bool:
     time.sleep(0.2)
     try:
-        with socket.create_connection((srv.host, srv.port), timeout=10) as s:
+        with socket.create_connection((host, port), timeout=10) as s:
             s.settimeout(10)
             return hello(s)
     except OSError:
@@ -168,7 +203,7 @@ def _retry_hello(srv: rpc.Server) -> bool:
 
 def run(messages: int, seed: int, out=sys.stdout) -> dict:
     fz = Fuzzer(seed)
-    srv = rpc.Server(threads=1)
+    srv = Server()
     crashes, sent = [], 0
     try:
         for i in range(messages):
@@ -192,24 +227,28 @@ def run(messages: int, seed: int, out=sys.stdout) -> dict:
                         pass
             except OSError:
                 pass
-            if not alive(srv):
-                why = [line for line in srv.output().splitlines() if "aborted" in line or "error" in line.lower()]
-                out.write(f"CRASH at message {i} (seed {seed}): server exit {srv.proc.poll()}: "
+            if not alive(srv.host, srv.port, srv.running):
+                code = srv.child.poll()  # None: running but not answering
+                ended = srv.stop()
+                why = [line for line in (ended.stdout + ended.stderr).splitlines()
+                       if "aborted" in line or "error" in line.lower()]
+                out.write(f"CRASH at message {i} (seed {seed}): server exit {code}: "
                           f"{why[-1] if why else '(no message)'}\n  request: {msg.hex()}\n")
                 crashes.append((i, msg.hex()))
-                srv.stop()
-                srv = rpc.Server(threads=1)
+                srv = Server()
     finally:
         srv.stop()
     return {"messages": messages, "sent": sent, "crashes": len(crashes), "reproducers": crashes}
 
 
-def main(argv=None) -> int:
-    from pyggml.testing.fuzz import at_least  # the fuzzers' shared argument type
-    p = argparse.ArgumentParser(prog="python -m pyggml.testing.rpc_fuzz", description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m pyggml rpc-fuzz`."""
     p.add_argument("--messages", type=at_least(1), default=200)
     p.add_argument("--seed", type=at_least(0), default=0)
-    args = p.parse_args(argv)
+
+
+def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Run `python -m pyggml rpc-fuzz` with its parsed options (parser: unused, every fuzzer's main takes it)."""
     if not rpc.available():
         print("this pyggml was built without ggml's RPC backend", file=sys.stderr)
         return 2
@@ -218,7 +257,3 @@ def main(argv=None) -> int:
     print(f"{res['messages']} messages ({res['sent']} sent whole), {res['crashes']} server crashes, "
           f"{time.monotonic() - t:.0f} s")
     return 1 if res["crashes"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyggml.conv_state import (
+from pyggml.models.conv_state import (
     STRATEGIES,
     DeltaNetConv,
     QkvProjection,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pyggml.delta_net import DeltaNet, DeltaNetConfig, random_weights
+from pyggml.models.delta_net import DeltaNet, DeltaNetConfig, random_weights
 from pyggml.runner import Runner
 from pyggml.testing.cases import Case, Mismatch, register
 from pyggml.testing.opdb import Bound

@@ -1,4 +1,4 @@
-"""NumPy reference of the gated delta-net layer (pyggml/delta_net.py), token by token, from the
+"""NumPy reference of the gated delta-net layer (pyggml/models/delta_net.py), token by token, from the
 definitions: no ggml, no chunking, float64 throughout, the caches stored in their dtype.
 
 Per sequence and token t (x_t [n_embd]; weights in NumPy shapes, `W @ v` is ggml's mul_mat):

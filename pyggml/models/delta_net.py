@@ -42,7 +42,7 @@ from pyggml import types
 from pyggml._args import integer
 from pyggml.backend import Backend
 from pyggml.context import Context
-from pyggml.conv_state import STRATEGIES, GraphInputs, RecurrentMemory, build_conv_state
+from pyggml.models.conv_state import STRATEGIES, GraphInputs, RecurrentMemory, build_conv_state
 from pyggml.graph import Graph
 from pyggml.runner import Runner
 from pyggml.tensor import Tensor

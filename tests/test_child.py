@@ -1,0 +1,69 @@
+"""The child-process runner (pyggml.testing.child): each way a call can end gives its outcome, and
+the parent lives on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from pyggml.testing import child
+
+
+def _say_then_abort(text: str) -> None:
+    """Print to stdout and stderr, then die as ggml's abort does."""
+    print(text, flush=True)
+    print(f"about to abort: {text}", file=sys.stderr, flush=True)
+    os.abort()
+
+
+def test_a_normal_return_gives_the_value():
+    outcome = child.run(divmod, (17, 5), timeout=60)
+    assert outcome.status == "returned" and outcome.value == (3, 2) and outcome.exit_code == 0
+
+
+def test_a_function_named_by_module_and_name_runs_with_keyword_arguments():
+    outcome = child.run("textwrap:shorten", ("a b c d e f",), {"width": 7}, timeout=60)
+    assert outcome.status == "returned" and outcome.value == "a [...]"
+
+
+def test_a_python_exception_gives_its_type_and_message():
+    outcome = child.run("math:sqrt", (-1.0,), timeout=60)
+    assert outcome.status == "raised"
+    assert (outcome.error_type, outcome.message) == ("ValueError", "math domain error")
+    assert "Traceback" in outcome.traceback and outcome.exit_code == 0
+
+
+def test_an_abort_gives_the_signal_and_the_tail_of_stderr():
+    outcome = child.run(_say_then_abort, ("hello",), timeout=60)
+    assert outcome.status == "died"
+    assert outcome.exit_code == -signal.SIGABRT and outcome.signal_name == "SIGABRT"
+    assert outcome.stdout == "hello\n"
+    assert "about to abort: hello" in outcome.stderr
+
+
+def test_a_segfault_gives_sigsegv():
+    outcome = child.run("ctypes:string_at", (0,), timeout=60)
+    assert outcome.status == "died" and outcome.signal_name == "SIGSEGV"
+
+
+def test_an_exit_without_a_result_gives_its_status():
+    outcome = child.run("sys:exit", (3,), timeout=60)
+    assert outcome.status == "died" and outcome.exit_code == 3 and outcome.signal_name is None
+
+
+def test_a_timeout_kills_the_child():
+    t = time.monotonic()
+    outcome = child.run("time:sleep", (60,), timeout=2)
+    assert outcome.status == "timeout" and time.monotonic() - t < 30
+    assert outcome.exit_code == -signal.SIGKILL
+
+
+def test_a_started_child_can_be_polled_and_killed():
+    running = child.start("time:sleep", (60,))
+    assert running.poll() is None
+    running.kill()
+    outcome = running.wait(timeout=30)
+    assert outcome.status == "died" and outcome.signal_name == "SIGKILL"
+    assert running.wait() is outcome  # waiting again gives the same outcome
