@@ -1,4 +1,4 @@
-"""delta_net cases for `check`: the gated delta-net layer (pyggml/delta_net.py) drafting tokens and
+"""delta_net cases for `check`: the gated delta-net layer (pyggml/models/delta_net.py) drafting tokens and
 rolling back, on every backend.
 
 A scenario: a prompt ubatch, a draft of n tokens per sequence, then sequence s keeps the first
