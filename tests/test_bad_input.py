@@ -93,15 +93,6 @@ _add_bad("mul_mat", lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), ops.transpose
          "a and b with contiguous rows")
 _add_bad("mul_mat", lambda c, t: ops.mul_mat(c, ops.transpose(c, t("f32", (32, 4))), t("f32", (3, 32))), ValueError,
          "!ggml_is_transposed(a)")
-_add_bad("ssm_conv", lambda c, t: ops.ssm_conv(c, t("f32", (2, 5, 8)), t("f32", (6, 4))), ValueError,
-         "sx->ne[1] == d_inner")
-_add_bad("ssm_conv", lambda c, t: ops.ssm_conv(c, t("f32", (2, 6, 2)), t("f32", (6, 4))), ValueError,
-         "n_t >= 0")
-_add_bad("ssm_conv", lambda c, t: ops.ssm_conv(c, t("f32", (1, 3, 4)), ops.transpose(c, t("f32", (2, 3)))),
-         ValueError, "a contiguous c")
-_add_bad("ssm_conv", lambda c, t: ops.ssm_conv(c, ops.view_3d(c, t("f32", (1, 3, 8)), 4, 3, 1, 32, 96, 0),
-                                               t("f32", (3, 2))), ValueError, "sx with packed rows")
-
 # --- index ops -----------------------------------------------------------------------------------------
 _add_bad("get_rows", lambda c, t: ops.get_rows(c, t("f32", (10, 8)), t("f32", (3,))), ValueError,
          "b->type == GGML_TYPE_I32")
