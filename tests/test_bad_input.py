@@ -94,75 +94,12 @@ _add_bad("mul_mat", lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), ops.transpose
 _add_bad("mul_mat", lambda c, t: ops.mul_mat(c, ops.transpose(c, t("f32", (32, 4))), t("f32", (3, 32))), ValueError,
          "!ggml_is_transposed(a)")
 # --- index ops -----------------------------------------------------------------------------------------
-_add_bad("get_rows", lambda c, t: ops.get_rows(c, t("f32", (10, 8)), t("f32", (3,))), ValueError,
-         "b->type == GGML_TYPE_I32")
-_add_bad("get_rows", lambda c, t: ops.get_rows(c, t("f32", (2, 10, 8)), t("i32", (3,))), ValueError,
-         "a->ne[2] == b->ne[1]")
-_add_bad("get_rows", lambda c, t: ops.get_rows(c, t("i16", (10, 8)), t("i32", (3,))), ValueError,
-         "reads rows of F32/F16/BF16/I32 or quantized types, not I16")
-_add_bad("set_rows", lambda c, t: ops.set_rows(c, t("f32", (10, 8)), t("f32", (3, 8)), t("f32", (3,))), ValueError,
-         "c->type == GGML_TYPE_I64")
-_add_bad("set_rows", lambda c, t: ops.set_rows(c, t("f32", (10, 8)), t("f32", (3, 8)), t("i64", (2,))), ValueError,
-         "b->ne[1] == c->ne[0]")
-_add_bad("set_rows", lambda c, t: ops.set_rows(c, t("f32", (10, 8)), t("f32", (3, 4)), t("i64", (3,))), ValueError,
-         "== b->ne[")
-_add_bad("set_rows", lambda c, t: ops.set_rows(c, t("i32", (10, 8)), t("f32", (3, 8)), t("i64", (3,))), ValueError,
-         "cannot convert rows into I32")
 _add_bad("argsort", lambda c, t: ops.argsort(c, t("f32", (3, 8)), "sideways"), ValueError, "order must be")
 _add_bad("argsort", lambda c, t: ops.argsort(c, t("f32", (3, 8)), 7), ValueError, "order must be ASC or DESC")
 _add_bad("argsort", lambda c, t: ops.argsort(c, t("i32", (3, 8))), ValueError, "the CPU kernel takes")
 _add_bad("argsort", lambda c, t: ops.argsort(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "rows")
 
-# --- copies, shapes, views ---------------------------------------------------------------------------------
-_add_bad("cpy", lambda c, t: ops.cpy(c, t("f32", (3, 8)), t("f32", (3, 7))), ValueError, "ggml_nelements(a) == ggml_nelements(b)")
-_add_bad("cpy", lambda c, t: ops.cpy(c, t("f16", (3, 8)), t("i32", (3, 8))), ValueError, "no conversion from F16 to I32")
-_add_bad("cpy", lambda c, t: ops.cpy(c, t("q8_0", (2, 64)), t("f16", (2, 64))), ValueError, "converts only to F32")
-_add_bad("cpy", lambda c, t: ops.cpy(c, t("i32", (3, 8)), t("i64", (3, 8))), ValueError, "no conversion from I32 to I64")
-_add_bad("cpy", lambda c, t: ops.cpy(c, t("f32", (4, 16)), t("q8_0", (1, 64))), ValueError, "multiple of Q8_0's block size")
-_add_bad("transpose", lambda c, t: ops.dup(c, ops.transpose(c, t("q8_0", (2, 64)))), ValueError, "whole blocks")
-_add_bad("dup", lambda c, t: ops.dup(c, "a"), TypeError, "a must be a Tensor")
-_add_bad("transpose", lambda c, t: ops.cont(c, ops.transpose(c, t("q4_0", (2, 64)))), ValueError, "whole blocks")
-_add_bad("cont", lambda c, t: ops.cont(c, None), TypeError, "a must be a Tensor")
-_CONT_ARGS = {1: (25,), 2: (5, 5), 3: (5, 1, 5), 4: (5, 1, 5, 1)}
-for _n, _ne in _CONT_ARGS.items():
-    _add_bad(f"cont_{_n}d", lambda c, t, _n=_n, _ne=_ne: getattr(ops, f"cont_{_n}d")(c, t("f32", (3, 8)), *_ne),
-             ValueError, "ggml_nelements(a) == (ne0*ne1*ne2*ne3)")
-    _add_bad(f"reshape_{_n}d", lambda c, t, _n=_n, _ne=_ne: getattr(ops, f"reshape_{_n}d")(c, t("f32", (3, 8)), *_ne),
-             ValueError, "ggml_nelements(a) == ")
-    _add_bad(f"reshape_{_n}d", lambda c, t, _n=_n: getattr(ops, f"reshape_{_n}d")(
-        c, ops.transpose(c, t("f32", (3, 8))), *((24,) + (1,) * (_n - 1))), ValueError, "ggml_is_contiguous(a)")
-_add_bad("cont_2d", lambda c, t: ops.cont_2d(c, t("f32", (3, 8)), 2.5, 8), TypeError, "ne must be integers")
-_add_bad("reshape_2d", lambda c, t: ops.reshape_2d(c, t("f32", (3, 8)), -3, -8), ValueError, "must be positive")
-_add_bad("reshape", lambda c, t: ops.reshape(c, t("f32", (3, 8)), t("f32", (5, 5))), ValueError,
-         "ggml_nelements(a) == ")
-_add_bad("reshape", lambda c, t: ops.reshape(c, t("f32", (3, 8)), (8, 3)), TypeError, "b must be a Tensor")
-_add_bad("permute", lambda c, t: ops.permute(c, t("f32", (3, 8)), 0, 0, 1, 2), ValueError, "axis")
-_add_bad("permute", lambda c, t: ops.permute(c, t("f32", (3, 8)), 0, 1, 2, 4), ValueError, "axis")
-_add_bad("transpose", lambda c, t: ops.transpose(c, np.eye(3)), TypeError, "a must be a Tensor")
-_add_bad("concat", lambda c, t: ops.concat(c, t("f32", (3, 8)), t("f32", (3, 8)), 4), ValueError, "dim >= 0 && dim < GGML_MAX_DIMS")
-_add_bad("concat", lambda c, t: ops.concat(c, t("f32", (3, 8)), t("f32", (3, 8)), -1), ValueError, "dim >= 0 && dim < GGML_MAX_DIMS")
-_add_bad("concat", lambda c, t: ops.concat(c, t("f32", (3, 8)), t("f16", (3, 8)), 0), ValueError, "a->type == b->type")
-_add_bad("concat", lambda c, t: ops.concat(c, t("f32", (3, 8)), t("f32", (2, 4)), 1), ValueError,
-         "== b->ne[")
-_add_bad("repeat", lambda c, t: ops.repeat(c, t("f32", (3, 8)), t("f32", (4, 8))), ValueError, "ggml_can_repeat(a, b)")
-_add_bad("repeat", lambda c, t: ops.repeat(c, t("q8_0", (1, 32)), t("q8_0", (2, 32))), ValueError, "got Q8_0")
-_add_bad("repeat", lambda c, t: ops.repeat(c, ops.transpose(c, t("f32", (4, 4))), t("f32", (8, 8))), ValueError,
-         "contiguous")
-_add_bad("pad", lambda c, t: ops.pad(c, t("f32", (3, 8)), -1), ValueError, "padding must be non-negative")
-_add_bad("pad", lambda c, t: ops.pad(c, t("f16", (3, 8)), 1), ValueError, "the CPU kernel takes")
-_add_bad("view_1d", lambda c, t: ops.view_1d(c, t("f32", (3, 8)), 20, 4 * 8), ValueError, "past the end of a")
-_add_bad("view_1d", lambda c, t: ops.view_1d(c, t("f32", (3, 8)), 4, -4), ValueError, "offset non-negative")
-_add_bad("view_1d", lambda c, t: ops.view_1d(c, t("q8_0", (2, 64)), 16), ValueError, "block size")
-_add_bad("view_2d", lambda c, t: ops.view_2d(c, t("f32", (3, 8)), 8, 3, 40), ValueError, "past the end of a")
-_add_bad("view_2d", lambda c, t: ops.view_2d(c, t("f32", (3, 8)), -1, 3, 32), ValueError, "must be positive")
-_add_bad("view_3d", lambda c, t: ops.view_3d(c, t("f32", (2, 3, 8)), 8, 3, 3, 32, 96), ValueError, "past the end of a")
-_add_bad("view_4d", lambda c, t: ops.view_4d(c, t("f32", (2, 3, 8)), 8, 3, 2, 1, 32, 100, 192), ValueError,
-         "past the end of a")
-_add_bad("view_nd", lambda c, t: ops.view_nd(c, t("f32", (3, 8)), [8, 3], [4, 32]), ValueError, "must have 4 entries")
-_add_bad("view_nd", lambda c, t: ops.view_nd(c, t("f32", (3, 8)), [4, 7, 1, 1], [4, 16, 96, 96]), ValueError,
-         "past the end of a")
-_add_bad("view_nd", lambda c, t: ops.view_nd(c, t("f32", (3, 8)), [4, 3, 1, 1], [2, 32, 96, 96]), ValueError,
-         "nb[0] must be at least the element size")
+# (copies, shapes, views: in their specs, pyggml/testing/opdb/movement.py)
 
 
 # --- the table ------------------------------------------------------------------------------------------------

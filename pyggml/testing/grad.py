@@ -218,8 +218,6 @@ def run_grad(backends: list[str], pattern: str | None = None, progress=None) -> 
 # --- the cases ----------------------------------------------------------------------------------------------
 # the output of every case feeds the loss through mul and sum, so their backward passes are in every case
 F32 = "f32"
-grad_case("repeat/f32", {"a": (F32, (3, 1, 5))}, ("a",), lambda c, x: c.repeat(x.a, c.tensor(F32, (2, 3, 4, 5))),
-          lambda x: O.repeat(x.a, [5, 4, 3, 2]))
 grad_case("mul_mat/f32", {"a": (F32, (5, 7)), "b": (F32, (3, 7))}, ("a", "b"), lambda c, x: c.mul_mat(x.a, x.b),
           lambda x: O.mul_mat(x.a, x.b))
 grad_case("mul_mat/batched", {"a": (F32, (2, 3, 5)), "b": (F32, (2, 4, 5))}, ("a", "b"),
@@ -234,19 +232,10 @@ for _mode, _mname in ((0, "normal"), (2, "neox")):
     grad_case(f"rope_ext/{_mname}", {"a": (F32, (3, 2, 8)), "pos": ("i32", (3,), integers(0, 50))}, ("a",),
               lambda c, x, _m=_mode: c.rope_ext(x.a, x.pos, n_dims=8, mode=_m),
               lambda x, _m=_mode: O.rope_ext(x.a, x.pos, 8, _m))
-grad_case("get_rows/f32", {"a": (F32, (5, 4)), "i": ("i32", (6,), integers(0, 5))}, ("a",),
-          lambda c, x: c.get_rows(x.a, x.i), lambda x: O.get_rows(x.a, x.i))
-grad_case("cpy/f32", {"a": (F32, (3, 5)), "d": (F32, (3, 5))}, ("a",), lambda c, x: c.cpy(x.a, x.d),
-          lambda x: O.cpy(x.a))
-grad_case("cont/transposed", {"a": (F32, (3, 5))}, ("a",), lambda c, x: c.cont(c.transpose(x.a)),
-          lambda x: O.cont(O.transpose(x.a)))
-grad_case("reshape/f32", {"a": (F32, (3, 4))}, ("a",), lambda c, x: c.reshape_2d(x.a, 6, 2),
-          lambda x: O.reshape(x.a, [6, 2]))
+# view/f32 stays here: a grad case's name is <op>/<variant> and there is no op "view" (view_2d's spec would name it
+# view_2d/...)
 grad_case("view/f32", {"a": (F32, (4, 6))}, ("a",), lambda c, x: c.view_2d(x.a, 3, 2, 48, 8),
           lambda x: O.view_2d(x.a, 3, 2, 48, 8))
-grad_case("permute/f32", {"a": (F32, (2, 3, 5))}, ("a",), lambda c, x: c.permute(x.a, 2, 0, 1, 3),
-          lambda x: O.permute(x.a, 2, 0, 1, 3))
-grad_case("transpose/f32", {"a": (F32, (3, 5))}, ("a",), lambda c, x: c.transpose(x.a), lambda x: O.transpose(x.a))
 
 
 def _softmax_rows(rng, shape):

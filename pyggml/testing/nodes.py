@@ -69,8 +69,16 @@ def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor]) -> float:
     return default_nmse(node_types)
 
 
-def read_node(t: Tensor) -> tuple[opdb.OpSpec, Node] | None:
-    """The spec that reads `t`'s op kind and the node as its reader sees it (None: no reader)."""
+def leaf_values(graph: Graph) -> dict[int, np.ndarray]:
+    """The graph's leaves (inputs, weights, state) as they are before compute, by address: an in-place op
+    (an optimizer step, a set_rows into a cache) changes its source, and its reader needs the values the
+    node was given."""
+    return {int(ffi.cast("uintptr_t", t.ptr)): t.numpy() for t in graph.leafs()}
+
+
+def read_node(t: Tensor, before: dict[int, np.ndarray] | None = None) -> tuple[opdb.OpSpec, Node] | None:
+    """The spec that reads `t`'s op kind and the node as its reader sees it (None: no reader). `before`:
+    leaf values read before compute (leaf_values), used in place of what the leaves hold now."""
     s = opdb.READERS.get(kind(t))
     if s is None:
         return None
@@ -78,18 +86,26 @@ def read_node(t: Tensor) -> tuple[opdb.OpSpec, Node] | None:
     while ptrs and ptrs[-1] == ffi.NULL:
         ptrs.pop()
     # by position: a reader tells sources apart by their slot (soft_max_ext: src[1] mask, src[2] sinks)
-    return s, Node(t, [Tensor(p, t.ctx).numpy() if p != ffi.NULL else None for p in ptrs])
+    before = before or {}
+
+    def value(p: object) -> np.ndarray | None:
+        if p == ffi.NULL:
+            return None
+        at = int(ffi.cast("uintptr_t", p))
+        return before[at] if at in before else Tensor(p, t.ctx).numpy()
+    return s, Node(t, [value(p) for p in ptrs])
 
 
-def check_nodes(graph: Graph, skip_views: bool = True) -> list[NodeVerdict]:
-    """Each node of a computed graph against its oracle (see the module docstring)."""
+def check_nodes(graph: Graph, skip_views: bool = True, before: dict[int, np.ndarray] | None = None) -> list[NodeVerdict]:
+    """Each node of a computed graph against its oracle (see the module docstring); `before`: the leaves'
+    values read before compute (leaf_values), needed where an op updates its source in place."""
     opdb.load()
     out = []
     for i, t in enumerate(graph.nodes):
         k = kind(t)
         if skip_views and k in VIEW_KINDS:
             continue
-        found = read_node(t)
+        found = read_node(t, before)
         if found is None:
             out.append(NodeVerdict(i, k, t.name, None))
             continue
@@ -106,5 +122,6 @@ def check_case_nodes(case: "OpCase", runner: Runner) -> list[NodeVerdict]:
     """Run an op case's graph on `runner` with its nodes kept, then check every node."""
     _, x, out, graph = case.build()
     keep_nodes(graph)
-    case.run_on(runner, x, out, graph)
-    return check_nodes(graph)
+    before: dict[int, np.ndarray] = {}
+    case.run_on(runner, x, out, graph, before_compute=lambda: before.update(leaf_values(graph)))
+    return check_nodes(graph, before=before)

@@ -344,15 +344,6 @@ def _adamw(name: str, shape: tuple[int, ...], hp: tuple[float, ...], zero_moment
                    "p": ("f32", (7,), _adamw_params(*hp))}, variant=name)
 
 
-def _updated_in_place(n: Node) -> np.ndarray:
-    """NOT a check: opt_step nodes update their parameter (and AdamW's moments) in place and the node is a
-    view of the parameter, so after compute its sources hold the updated values, not the ones the node
-    was given, and no oracle call can be rebuilt from them. The node's own value is returned so that the
-    kind has a reader; the op cases above check these ops against the oracle from the original values.
-    (nodes.check_nodes would need the sources of in-place kinds read before compute.)"""
-    return n.value()
-
-
 spec("opt_step_adamw", lambda xp, x: xp.opt_step_adamw(_param(x.w), x.g, x.m, x.v, x.p), [
     _adamw("step1", (3, 5), (1e-3, 0.9, 0.999, 1e-8, 0.0, 1)),
     _adamw("step10_wd", (2, 3, 7), (1e-2, 0.9, 0.999, 1e-8, 0.1, 10)),
@@ -360,12 +351,14 @@ spec("opt_step_adamw", lambda xp, x: xp.opt_step_adamw(_param(x.w), x.g, x.m, x.
     _adamw("4d", (2, 2, 3, 5), (3e-2, 0.5, 0.9, 1e-4, 0.5, 100)),
     _adamw("eps_large", (5, 7), (1e-1, 0.9, 0.999, 1e-1, 0.0, 2)),
     _adamw("from_zero_moments", (4, 9), (1e-2, 0.9, 0.999, 1e-8, 0.0, 1), zero_moments=True),
-], reads=("OPT_STEP_ADAMW",), from_node=_updated_in_place, errors=_errors("opt_step_adamw"))
+], reads=("OPT_STEP_ADAMW",),
+   from_node=lambda n: oracles.opt_step_adamw(*n.src[:5]), errors=_errors("opt_step_adamw"))
 spec("opt_step_sgd", lambda xp, x: xp.opt_step_sgd(_param(x.w), x.g, x.p), [
     Sample({"w": ("f32", _shape), "g": ("f32", _shape), "p": ("f32", (2,), _sgd_params(_hp))}, variant=_name)
     for _name, _shape, _hp in (("plain", (3, 5), (0.1, 0.0)), ("wd", (2, 3, 7), (0.05, 0.5)), ("1d", (13,), (1.0, 0.01)),
                                ("4d", (2, 2, 3, 5), (0.3, 0.2)), ("tiny_lr", (5, 11), (1e-3, 1.0)))
-], reads=("OPT_STEP_SGD",), from_node=_updated_in_place, errors=_errors("opt_step_sgd"))
+], reads=("OPT_STEP_SGD",),
+   from_node=lambda n: oracles.opt_step_sgd(*n.src[:3]), errors=_errors("opt_step_sgd"))
 
 _unmoved = {op for op, *_ in _BAD} - _GIVEN
 assert not _unmoved, f"bad calls of ops with no spec: {_unmoved}"
