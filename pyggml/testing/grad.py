@@ -240,20 +240,6 @@ grad_case("repeat/f32", {"a": (F32, (3, 1, 5))}, ("a",), lambda c, x: c.repeat(x
           lambda x: O.repeat(x.a, [5, 4, 3, 2]))
 grad_case("repeat_back/f32", {"a": (F32, (4, 6))}, ("a",), lambda c, x: c.repeat_back(x.a, c.tensor(F32, (2, 3))),
           lambda x: O.repeat_back(x.a, np.zeros((2, 3))))
-grad_case("mul_mat/f32", {"a": (F32, (5, 7)), "b": (F32, (3, 7))}, ("a", "b"), lambda c, x: c.mul_mat(x.a, x.b),
-          lambda x: O.mul_mat(x.a, x.b))
-grad_case("mul_mat/batched", {"a": (F32, (2, 3, 5)), "b": (F32, (2, 4, 5))}, ("a", "b"),
-          lambda c, x: c.mul_mat(x.a, x.b), lambda x: O.mul_mat(x.a, x.b))
-grad_case("soft_max/f32", {"a": (F32, (3, 7), uniform(-2, 2))}, ("a",), lambda c, x: c.soft_max(x.a),
-          lambda x: O.soft_max(x.a))
-grad_case("soft_max_ext/mask_scale", {"a": (F32, (3, 7), uniform(-2, 2)), "m": (F32, (3, 7), uniform(-1, 0))}, ("a",),
-          lambda c, x: c.soft_max_ext(x.a, x.m, 0.6), lambda x: O.soft_max_ext(x.a, x.m, 0.6))
-grad_case("diag_mask_inf/soft_max", {"a": (F32, (4, 5), uniform(-2, 2))}, ("a",),
-          lambda c, x: c.soft_max(c.diag_mask_inf(x.a, 1)), lambda x: O.soft_max(O.diag_mask_inf(x.a, 1)))
-for _mode, _mname in ((0, "normal"), (2, "neox")):
-    grad_case(f"rope_ext/{_mname}", {"a": (F32, (3, 2, 8)), "pos": ("i32", (3,), integers(0, 50))}, ("a",),
-              lambda c, x, _m=_mode: c.rope_ext(x.a, x.pos, n_dims=8, mode=_m),
-              lambda x, _m=_mode: O.rope_ext(x.a, x.pos, 8, _m))
 grad_case("get_rows/f32", {"a": (F32, (5, 4)), "i": ("i32", (6,), integers(0, 5))}, ("a",),
           lambda c, x: c.get_rows(x.a, x.i), lambda x: O.get_rows(x.a, x.i))
 grad_case("cpy/f32", {"a": (F32, (3, 5)), "d": (F32, (3, 5))}, ("a",), lambda c, x: c.cpy(x.a, x.d),
