@@ -59,40 +59,7 @@ for _op in ("norm", "rms_norm", "l2_norm"):
     _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes")
     _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, ops.transpose(c, t("f32", (3, 8)))), ValueError,
              "contiguous")
-_add_bad("soft_max", lambda c, t: ops.soft_max(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes")
-_add_bad("soft_max", lambda c, t: ops.soft_max(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
-_add_bad("soft_max_ext", lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), t("f32", (3, 4))), ValueError,
-         "mask->ne[0] == a->ne[0]")
-_add_bad("soft_max_ext", lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), t("f32", (2, 8))), ValueError,
-         "mask->ne[1] >= a->ne[1]")
-_add_bad("soft_max_ext", lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), None, 1.0, 8.0), ValueError, "needs a mask")
-_add_bad("soft_max_ext", lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), t("i32", (3, 8))), ValueError,
-         "mask->type == GGML_TYPE_F16")
-_add_bad("diag_mask_inf", lambda c, t: ops.diag_mask_inf(c, t("f32", (3, 8)), -1), ValueError, "n_past must be >= 0")
-_add_bad("diag_mask_inf", lambda c, t: ops.diag_mask_inf(c, ops.transpose(c, t("f32", (8, 8))), 0), ValueError,
-         "contiguous")
 
-# --- rope, matrix ------------------------------------------------------------------------------------
-_add_bad("rope_ext", lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (3,)), n_dims=8), ValueError,
-         "a->ne[2] == b->ne[0]")
-_add_bad("rope_ext", lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), n_dims=7), ValueError,
-         "must be even")
-_add_bad("rope_ext", lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (16,)), n_dims=8, mode=8), ValueError,
-         "mode must be 0 (normal) or 2 (neox)")
-_add_bad("rope_ext", lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), n_dims=8, mode=4), ValueError,
-         "mode must be 0 (normal) or 2 (neox)")
-_add_bad("rope_ext", lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("f32", (4,)), n_dims=8), ValueError,
-         "b->type == GGML_TYPE_I32")
-_add_bad("rope_ext", lambda c, t: ops.rope_ext(c, ops.permute(c, t("f32", (4, 8, 8)), 1, 0, 2, 3), t("i32", (4,)),
-                                               n_dims=8), ValueError, "contiguous")
-_add_bad("mul_mat", lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), t("f32", (3, 16))), ValueError,
-         "ggml_can_mul_mat(a, b)")
-_add_bad("mul_mat", lambda c, t: ops.mul_mat(c, t("f32", (3, 4, 32)), t("f32", (2, 3, 32))), ValueError, "ggml_can_mul_mat(a, b)")
-_add_bad("mul_mat", lambda c, t: ops.mul_mat(c, t("i32", (4, 32)), t("f32", (3, 32))), ValueError, "no dot product")
-_add_bad("mul_mat", lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), ops.transpose(c, t("f32", (32, 3)))), ValueError,
-         "a and b with contiguous rows")
-_add_bad("mul_mat", lambda c, t: ops.mul_mat(c, ops.transpose(c, t("f32", (32, 4))), t("f32", (3, 32))), ValueError,
-         "!ggml_is_transposed(a)")
 # --- index ops -----------------------------------------------------------------------------------------
 _add_bad("argsort", lambda c, t: ops.argsort(c, t("f32", (3, 8)), "sideways"), ValueError, "order must be")
 _add_bad("argsort", lambda c, t: ops.argsort(c, t("f32", (3, 8)), 7), ValueError, "order must be ASC or DESC")

@@ -218,22 +218,6 @@ def run_grad(backends: list[str], pattern: str | None = None, progress=None) -> 
 # --- the cases ----------------------------------------------------------------------------------------------
 # the output of every case feeds the loss through mul and sum, so their backward passes are in every case
 F32 = "f32"
-grad_case("mul_mat/f32", {"a": (F32, (5, 7)), "b": (F32, (3, 7))}, ("a", "b"), lambda c, x: c.mul_mat(x.a, x.b),
-          lambda x: O.mul_mat(x.a, x.b))
-grad_case("mul_mat/batched", {"a": (F32, (2, 3, 5)), "b": (F32, (2, 4, 5))}, ("a", "b"),
-          lambda c, x: c.mul_mat(x.a, x.b), lambda x: O.mul_mat(x.a, x.b))
-grad_case("soft_max/f32", {"a": (F32, (3, 7), uniform(-2, 2))}, ("a",), lambda c, x: c.soft_max(x.a),
-          lambda x: O.soft_max(x.a))
-grad_case("soft_max_ext/mask_scale", {"a": (F32, (3, 7), uniform(-2, 2)), "m": (F32, (3, 7), uniform(-1, 0))}, ("a",),
-          lambda c, x: c.soft_max_ext(x.a, x.m, 0.6), lambda x: O.soft_max_ext(x.a, x.m, 0.6))
-grad_case("diag_mask_inf/soft_max", {"a": (F32, (4, 5), uniform(-2, 2))}, ("a",),
-          lambda c, x: c.soft_max(c.diag_mask_inf(x.a, 1)), lambda x: O.soft_max(O.diag_mask_inf(x.a, 1)))
-for _mode, _mname in ((0, "normal"), (2, "neox")):
-    grad_case(f"rope_ext/{_mname}", {"a": (F32, (3, 2, 8)), "pos": ("i32", (3,), integers(0, 50))}, ("a",),
-              lambda c, x, _m=_mode: c.rope_ext(x.a, x.pos, n_dims=8, mode=_m),
-              lambda x, _m=_mode: O.rope_ext(x.a, x.pos, 8, _m))
-# view/f32 stays here: a grad case's name is <op>/<variant> and there is no op "view" (view_2d's spec would name it
-# view_2d/...)
 grad_case("view/f32", {"a": (F32, (4, 6))}, ("a",), lambda c, x: c.view_2d(x.a, 3, 2, 48, 8),
           lambda x: O.view_2d(x.a, 3, 2, 48, 8))
 
