@@ -379,9 +379,8 @@ spec("add_cast", lambda xp, x, to: xp.add_cast(x.a, x.b, to), errors=_BAD.pop("a
                          ("bf16", "f32", "bf16"))),
     Sample({"a": ("f16", (4, 3, 10)), "b": ("f32", (1, 1, 10))}, ("f32",), variant="rows"),
 ])
-spec("cast", lambda xp, x, to: xp.cast(x.a, to), reads=("CPY",),
-     # CPY nodes (ggml_cast, ggml_cpy): src[0] converted to the node's type (F32 / F16 / BF16 here)
-     from_node=lambda n: oracles.cast(n.src[0], n.tensor.type), errors=_BAD.pop("cast"), samples=[
+# cast makes a CPY node: read by cpy's spec (opdb/movement.py), which converts to any type ggml allows
+spec("cast", lambda xp, x, to: xp.cast(x.a, to), errors=_BAD.pop("cast"), samples=[
     *(Sample({"a": (ta, (3, 5, 7), uniform(-3, 3))}, (to,), variant=f"to_{to}", types=(to,))
       for ta, to in (("f32", "f16"), ("f32", "bf16"), ("f16", "f32"), ("bf16", "f32"), ("f16", "bf16"), ("f32", "f32"))),
     Sample({"a": In("f32", (7, 5), layout=Transposed())}, ("f16",), variant="transposed_to_f16", types=("f16",)),
@@ -423,9 +422,8 @@ spec("roll", lambda xp, x, *shifts: xp.roll(x.a, *shifts), reads=("ROLL",),
       for sh in ((2, 0, 0, 0), (-3, 1, 0, 0), (0, -2, 1, 0), (4, 3, -1, 1))),
     Sample({"a": In("f32", (3, 5, 7), layout=Permuted())}, (3, -2), variant="permuted"),
 ])
-spec("repeat_4d", lambda xp, x, *ne: xp.repeat_4d(x.a, *ne), reads=("REPEAT",),
-     # REPEAT nodes (ggml_repeat_4d, ggml_repeat): src[0] tiled to the node's ne
-     from_node=lambda n: oracles.repeat_4d(n.src[0], *n.ne), errors=_BAD.pop("repeat_4d"), exact=True, samples=[
+# repeat_4d makes a REPEAT node: read by repeat's spec (opdb/movement.py)
+spec("repeat_4d", lambda xp, x, *ne: xp.repeat_4d(x.a, *ne), errors=_BAD.pop("repeat_4d"), exact=True, samples=[
     Sample({"a": In(t, s, integers(-50, 50) if t == "i32" else uniform())}, ne, variant=_dims(ne))
     for t, s, ne in (("f32", (3, 5), (10, 6, 2, 1)), ("f16", (1, 3, 5), (5, 6, 2, 3)), ("bf16", (2, 7), (21, 2, 1, 2)),
                      ("i32", (3, 1), (3, 3, 1, 1)))

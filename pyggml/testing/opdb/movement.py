@@ -83,19 +83,6 @@ def _set_rows_node(n: Node) -> np.ndarray:
     return oracles.set_rows(a, _as_type(b, n.tensor.type, b.shape), c)
 
 
-def _pad_node(n: Node) -> np.ndarray:
-    """PAD: op_params lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3, circular (ggml_pad_ext); ggml_pad pads
-    the ends only (oracles.pad), the general form pads either side with zeros or wraps around."""
-    p = n.params(9)
-    a = n.src[0]
-    assert a is not None
-    if not p[0:8:2].any() and not p[8]:
-        return oracles.pad(a, *(int(x) for x in p[1:8:2]))
-    a4 = np.asarray(a).reshape(tuple(reversed([n.ne[d] - int(p[2 * d]) - int(p[2 * d + 1]) for d in range(4)])))
-    widths = [(int(p[2 * d]), int(p[2 * d + 1])) for d in reversed(range(4))]  # NumPy axis order
-    return np.pad(a4, widths, mode="wrap" if p[8] else "constant")
-
-
 # --- index ops --------------------------------------------------------------------------------------------------
 _GET_ROWS_BAD = [
     Bad(lambda c, t: ops.get_rows(c, t("q4_k", (3, 256)), t("i64", (2,))), ValueError, "b->type == GGML_TYPE_I32"),
@@ -430,7 +417,8 @@ spec("repeat", lambda xp, x, ne: xp.repeat(x.a, xp.new_tensor(x.a.type, list(ne)
 ])
 
 # (the CPU pads F32)
-spec("pad", lambda xp, x, *p: xp.pad(x.a, *p), reads=("PAD",), from_node=_pad_node, errors=[
+# pad makes a PAD node: read by pad_ext's spec (opdb/elementwise.py)
+spec("pad", lambda xp, x, *p: xp.pad(x.a, *p), errors=[
     Bad(lambda c, t: ops.pad(c, t("i32", (3, 8)), 1), GraphError, "the CPU kernel takes F32 input"),
     Bad(lambda c, t: ops.pad(c, t("f32", (3, 8)), 1.5), TypeError, "p0"),
     Bad(lambda c, t: ops.pad(c, t("f32", (3, 8)), -1), ValueError, "padding must be non-negative"),
