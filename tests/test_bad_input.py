@@ -1,7 +1,7 @@
 """Bad calls raise ValueError/TypeError naming the op and the failed condition, in-process: none of them
 kills the interpreter running these tests.
 
-Every public op of pyggml.ops has at least one entry in BAD. A call ggml.c refuses raises while the
+Every public op of pyggml.ops has at least one entry in BAD, which is every op spec's `errors=`. A call ggml.c refuses raises while the
 graph is built (OpError: ggml's own GGML_ASSERT, caught by the guard); a call ggml.c accepts but the
 CPU kernels abort on (type combinations, strided rows) raises GraphError from the preflight before the
 CPU computes it. GOOD holds edge calls next to those that the kernels do accept, computed on the CPU to
@@ -21,6 +21,7 @@ from pyggml import lib, ops
 from pyggml.context import Context
 from pyggml.graph import Graph
 from pyggml.runner import Runner
+from pyggml.testing import opdb
 
 
 def public_ops() -> list[str]:
@@ -38,35 +39,10 @@ class T:
         return self.ctx.tensor(type, shape)
 
 
-# (op, call(ctx, t), exception, words the message must hold besides "<op>:")
-BAD: list[tuple[str, Callable[..., Any], type[Exception], str]] = []
-
-
-def _add_bad(op, fn, exc, words):
-    BAD.append((op, fn, exc, words))
-
-
-# --- reductions, norms, softmax ---------------------------------------------------------------------
-_add_bad("sum", lambda c, t: ops.sum(c, t("i32", (3, 8))), ValueError, "the CPU kernel takes")
-_add_bad("sum", lambda c, t: ops.sum(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
-_add_bad("sum_rows", lambda c, t: ops.sum_rows(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes")
-_add_bad("sum_rows", lambda c, t: ops.sum_rows(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
-_add_bad("mean", lambda c, t: ops.mean(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes")
-_add_bad("argmax", lambda c, t: ops.argmax(c, t("f32", (2, 3, 8))), ValueError, "ggml_is_matrix(a)")
-_add_bad("argmax", lambda c, t: ops.argmax(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
-for _op in ("norm", "rms_norm", "l2_norm"):
-    _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, t("f32", (3, 8)), -1.0), ValueError, "eps must be >= 0")
-    _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes")
-    _add_bad(_op, lambda c, t, _op=_op: getattr(ops, _op)(c, ops.transpose(c, t("f32", (3, 8)))), ValueError,
-             "contiguous")
-
-# --- index ops -----------------------------------------------------------------------------------------
-_add_bad("argsort", lambda c, t: ops.argsort(c, t("f32", (3, 8)), "sideways"), ValueError, "order must be")
-_add_bad("argsort", lambda c, t: ops.argsort(c, t("f32", (3, 8)), 7), ValueError, "order must be ASC or DESC")
-_add_bad("argsort", lambda c, t: ops.argsort(c, t("i32", (3, 8))), ValueError, "the CPU kernel takes")
-_add_bad("argsort", lambda c, t: ops.argsort(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "rows")
-
-# (copies, shapes, views: in their specs, pyggml/testing/opdb/movement.py)
+# (op, call(ctx, t), exception, words the message must hold besides "<op>:"): each op spec's `errors=`,
+# in the op database (pyggml/testing/opdb/<family>.py)
+BAD: list[tuple[str, Callable[..., Any], type[Exception], str]] = [
+    (op, b.fn, b.raises, b.words) for op, s in opdb.load().items() for b in s.errors]
 
 
 # --- the table ------------------------------------------------------------------------------------------------
@@ -90,29 +66,6 @@ def _run_bad(op, fn, exc, words):
     assert words in msg, f"{op}: message {msg!r} lacks {words!r}"
 
 
-def _family_bad_calls():
-    """The bad calls of each op family's newer wrappers: tests/bad_calls_<family>.py, each a list BAD of
-    (op, call(ctx, t), exception, words) like the one above."""
-    import importlib.util
-    from pathlib import Path
-    for path in sorted(Path(__file__).parent.glob("bad_calls_*.py")):
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        BAD.extend(module.BAD)
-
-
-_family_bad_calls()
-
-
-def _spec_bad_calls():
-    """The bad calls each op spec lists (`errors=`), in the op database."""
-    from pyggml.testing import opdb
-    for op, s in opdb.load().items():
-        BAD.extend((op, b.fn, b.raises, b.words) for b in s.errors)
-
-
-_spec_bad_calls()
 
 
 @pytest.mark.parametrize("op,fn,exc,words", BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)])
