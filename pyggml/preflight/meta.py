@@ -244,7 +244,7 @@ def _what(v: Any, root: Any, rs: _State, j: int, how: str) -> str:
 
 
 GRAPH_RULES = [
-    Rule((), check_graph, f"ggml's meta backend asserts on a node it cannot split (the process ends)",
+    Rule((), check_graph, "ggml's meta backend asserts on a node it cannot split (the process ends)",
          "tests/test_meta.py::test_an_unsplittable_graph_is_refused_in_process_with_ggml_reason"),
     Rule((), check_views, "docs/findings.md 28", "tests/test_meta.py::test_a_view_of_part_of_the_split_axis_is_refused"),
 ]
