@@ -10,15 +10,15 @@ against 0.5 ms per run on a loaded 2-core machine), the machine's cores for a la
 from __future__ import annotations
 
 import os
-import weakref
 from dataclasses import dataclass
 
 from pyggml._native import build_info, cstr, ffi, lib
-from pyggml import lending, preflight, rpc
+from pyggml import lifetime, preflight, transport
 from pyggml._args import instance, integer, text
-from pyggml.errors import GGMLError, GraphError, Unsupported
+from pyggml.errors import GGMLError, GraphError
 from pyggml.context import Context
 from pyggml.graph import MAX_GRAPH_SIZE, Graph
+from pyggml.lifetime import Lender, graph_tensors
 from pyggml.tensor import Tensor
 from pyggml.types import DeviceType, Op, Status
 
@@ -135,10 +135,9 @@ class Backend:
     others) and `auto_threads` whether it is chosen per graph (made without n_threads; see auto_threads).
     """
 
-    def __init__(self, ptr, dev: Device | None = None, n_threads: int | None = None):
+    def __init__(self, ptr, dev: Device | None = None, n_threads: int | None = None) -> None:
         self.ptr = ffi.gc(ptr, lib.ggml_backend_free)
         self.device = dev if dev is not None else Device(lib.ggml_backend_get_device(ptr))
-        self.rpc_endpoints = rpc.endpoints_of_device(self.device.ptr)  # the RPC servers it talks to
         self.n_threads: int | None = None
         # n_threads None: chosen per graph by its work (auto_threads), else fixed
         self.auto_threads = n_threads is None
@@ -197,7 +196,7 @@ class Backend:
         if not ctx.no_alloc:
             raise ValueError("alloc_tensors: the context already holds its tensors' data (no_alloc=False)")
         ptr = lib.ggml_backend_alloc_ctx_tensors(ctx.ptr, self.ptr)
-        rpc.raise_if_failed(self.rpc_endpoints)
+        transport.after_device_call([self.device.ptr])
         if ptr == ffi.NULL:
             raise GGMLError(f"{self.name}: could not allocate the context's tensors (none to allocate, or out of memory)")
         buf = Buffer(ptr)
@@ -214,21 +213,21 @@ class Backend:
         """A CPU device computes (some of) this backend's nodes: the CPU kernels' rules apply."""
         return self.is_cpu
 
-    def compute(self, graph: Graph):
+    def compute(self, graph: Graph) -> None:
         """Compute a graph whose tensors are all allocated in memory this backend can use.
 
         The preflight (pyggml.preflight) checks the graph first; its structural part runs once
         per graph and node count, not at every compute of a reused graph."""
         if not isinstance(graph, Graph):
             raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
-        preflight.check(graph, on_cpu=self.runs_on_cpu, key=id(self), backend=self, on_vulkan=self.is_vulkan)
+        preflight.check(graph, on_cpu=self.runs_on_cpu, path=self, backend=self, on_vulkan=self.is_vulkan)
         if graph.n_nodes == 0:
             return  # nothing to compute (a graph of views only; ggml-rpc asserted on it)
-        rpc.raise_if_failed(self.rpc_endpoints)
+        preflight.rpc.check_devices([self.device.ptr])
         if self.is_cpu:
             self._threads_for(graph)
         status = lib.ggml_backend_graph_compute(self.ptr, graph.ptr)
-        rpc.raise_if_failed(self.rpc_endpoints)  # a failed connection computes nothing and says SUCCESS
+        transport.after_device_call([self.device.ptr])  # a failed connection computes nothing and says SUCCESS
         _check_status(status, lambda: f"{self.name} graph compute")
 
     def synchronize(self):
@@ -310,89 +309,14 @@ class Buffer:
         """Whether the buffer is host memory, readable by NumPy without a copy (ggml_backend_buffer_is_host)."""
         return bool(lib.ggml_backend_buffer_is_host(self.ptr))
 
-    def clear(self, value: int = 0):
+    def clear(self, value: int = 0) -> None:
         """Set every byte of the buffer to `value` (0..255)."""
         lib.ggml_backend_buffer_clear(self.ptr, integer("Buffer.clear: value", value, 0, 255))
-        rpc.check_buffer(self.ptr)
+        transport.after_transfer(self.ptr)
 
 
-# graph context -> {node address: its sources as built} (Scheduler.restore)
-_PRISTINE_SOURCES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 SCHED_MAX_BACKENDS = 16  # GGML_SCHED_MAX_BACKENDS of ggml-backend.cpp (not in a public header)
 MAX_THREADS = 4096  # the most threads set_n_threads takes
-
-
-class _Lender:
-    """An allocator that lends its memory to one graph at a time (Gallocr, Scheduler).
-
-    Allocating a graph gives memory to the graph's tensors that had none. When the allocator
-    then allocates another graph (or the graph is allocated elsewhere), that memory is reused
-    or freed, so those tensors are given back first: their data pointers are cleared, and
-    reading or computing them raises instead of touching memory that is no longer theirs.
-    Every context of the graph keeps the allocator alive while its tensors may use it.
-    """
-
-    generation = 0
-    _lent: tuple[list, list] | None = None  # (contexts of the graph, tensors given memory)
-    _planned: tuple | None = None  # (weak reference to the graph, its node count) the memory plan was made for
-    _leaves: list = []  # leaves of the lent graph that must be written before it is computed (pyggml.lending)
-
-    def _needs_plan(self, graph: Graph) -> bool:
-        """ggml's graph allocator reuses its last memory plan for any graph whose node and leaf
-        counts and sizes fit it (ggml_gallocr_needs_realloc), without looking at which node reads
-        which: another graph of the same size then ran with the first graph's in-place reuse and
-        computed wrong values, silently. A plan is made again whenever the graph is not the one
-        (or has grown since) the plan was made for; a graph run again keeps its plan."""
-        planned = self._planned
-        return planned is None or planned[0]() is not graph or planned[1] != graph.n_nodes
-
-    def _plan_made(self, graph: Graph):
-        self._planned = (weakref.ref(graph), graph.n_nodes)
-
-    def _before_alloc(self, graph: Graph) -> list:
-        if not isinstance(graph, Graph):
-            raise TypeError(f"alloc_graph: expected a Graph, got {type(graph).__name__}")
-        preflight.check_allocatable(graph)
-        if graph.allocation is not None and graph.allocation[0] is not self:
-            graph.allocation[0].release()
-        self.release()
-        graph.allocation = None
-        tensors = graph_tensors(graph)
-        for t in tensors:
-            # a view made while its source held lent memory copied that address (ggml sets a view's
-            # data at creation) but has no buffer: stale once the memory is given back, and ggml's
-            # scheduler then takes it for a tensor allocated elsewhere and aborts. The allocator
-            # views it again. (A view of context memory, whose source has data and no buffer, stays.)
-            if t.view_src != ffi.NULL and t.buffer == ffi.NULL and t.data != ffi.NULL:
-                src = t.view_src
-                if src.buffer != ffi.NULL or src.data == ffi.NULL:
-                    t.data = ffi.NULL
-        return [t for t in tensors if t.data == ffi.NULL]
-
-    def _after_alloc(self, graph: Graph, fresh: list):
-        contexts = graph.ctx.contexts()
-        for c in contexts:
-            c.keep_alive(self)
-        self._lent = (contexts, fresh)
-        self._leaves = lending.lend(self, fresh, [lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)])
-        self.generation += 1
-        graph.allocation = (self, self.generation)
-
-    def check_written(self):
-        """Raise naming the graph's leaves given memory by the last allocation and not written since."""
-        lending.check_written(self._leaves)
-
-    def release(self):
-        """Take the memory back from the graph allocated last (its tensors lose their data)."""
-        if self._lent is not None:
-            _, fresh = self._lent
-            lending.take_back(self, fresh)
-            for t in fresh:
-                t.data = ffi.NULL
-                t.buffer = ffi.NULL
-            self._lent = None
-            self._leaves = []
-            self.generation += 1
 
 
 def _memory_needs(graph: Graph, backends: list) -> str:
@@ -414,25 +338,7 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.2f} MiB"
 
 
-def graph_tensors(graph: Graph) -> list:
-    """Every tensor of the graph: nodes, what they read and what they view (C pointers, once each)."""
-    seen, out = set(), []
-    for i in range(graph.n_nodes):
-        stack = [lib.ggml_graph_node(graph.ptr, i)]
-        while stack:
-            t = stack.pop()
-            key = int(ffi.cast("uintptr_t", t))
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(t)
-            stack.extend(s for s in t.src if s != ffi.NULL)
-            if t.view_src != ffi.NULL:
-                stack.append(t.view_src)
-    return out
-
-
-class Gallocr(_Lender):
+class Gallocr(Lender):
     """ggml_gallocr: allocates a graph's tensors in one buffer type, reusing memory between nodes.
 
     `Gallocr(buffer_type)`: a ggml_backend_buffer_type_t, e.g. `backend.buffer_type`; the graph is then
@@ -444,7 +350,7 @@ class Gallocr(_Lender):
             raise GGMLError("could not create the graph allocator")
         self.ptr = ffi.gc(ptr, lib.ggml_gallocr_free)
 
-    def reserve(self, graph: Graph):
+    def reserve(self, graph: Graph) -> None:
         """Plan graph's memory and size the buffer for it (ggml_gallocr_reserve), without giving the tensors
         memory: the buffer grows when a plan needs more, never shrinks. alloc_graph does this itself when
         the graph is not the one planned last. GGMLError, with the sizes, when the memory cannot be had."""
@@ -454,11 +360,14 @@ class Gallocr(_Lender):
             raise GGMLError(f"gallocr: reserving the graph's memory failed: {_memory_needs(graph, [])}")
         self._plan_made(graph)
 
-    def alloc_graph(self, graph: Graph):
+    def alloc_graph(self, graph: Graph) -> None:
         """Give every tensor of graph that has no memory a place in the allocator's buffer
         (ggml_gallocr_alloc_graph), reusing memory between nodes whose lifetimes do not overlap (outputs
         and inputs keep theirs). The memory is lent: the tensors lose it when this allocator allocates
         another graph, and inputs must be written before compute. GGMLError when it fails."""
+        if not isinstance(graph, Graph):
+            raise TypeError(f"alloc_graph: expected a Graph, got {type(graph).__name__}")
+        preflight.check_allocatable(graph)
         fresh = self._before_alloc(graph)
         if self._needs_plan(graph):
             self.reserve(graph)
@@ -467,22 +376,7 @@ class Gallocr(_Lender):
         self._after_alloc(graph, fresh)
 
 
-def _check_view_leaves(graph: Graph):
-    """A leaf that views an input the graph does not hold (cont(view_tensor(transpose(x))): ggml makes the
-    view a leaf and x no part of the graph) gets no backend in ggml's unpinned scheduler, which aborted
-    (GGML_ASSERT(src_backend_id != -1)); refused here."""
-    for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
-        for leaf in lib.ggml_graph_node(graph.ptr, i).src:
-            if leaf == ffi.NULL or leaf.view_src == ffi.NULL or leaf.view_src.buffer != ffi.NULL:
-                continue
-            if leaf.op == lib.GGML_OP_NONE and leaf.view_src.flags & lib.GGML_TENSOR_FLAG_INPUT:
-                name = cstr(leaf.view_src.name) or "(unnamed)"
-                raise Unsupported(f"the graph reads a view of input {name} but not {name} itself: ggml's scheduler "
-                                 "cannot place it across devices (build the graph from the input, e.g. "
-                                 "cont(transpose(x)) rather than cont(view_tensor(transpose(x))))")
-
-
-class Scheduler(_Lender):
+class Scheduler(Lender):
     """ggml_backend_sched over several backends; the last one must be the CPU.
 
     Graph inputs (tensors flagged with set_input) are placed on the last backend, so they
@@ -494,7 +388,7 @@ class Scheduler(_Lender):
     """
 
     def __init__(self, backends: list[Backend], graph_size: int = lib.GGML_DEFAULT_GRAPH_SIZE,
-                 parallel: bool = False):
+                 parallel: bool = False) -> None:
         if not backends:
             raise ValueError("Scheduler needs at least one backend")
         if not all(isinstance(b, Backend) for b in backends):
@@ -506,7 +400,7 @@ class Scheduler(_Lender):
         # ggml mallocs tables of graph_size entries per backend and aborts if that fails
         graph_size = integer("Scheduler: graph_size", graph_size, 1, MAX_GRAPH_SIZE)
         self.backends = list(backends)
-        self.rpc_endpoints = tuple(dict.fromkeys(ep for b in backends for ep in b.rpc_endpoints))
+        self._devices = [b.device.ptr for b in backends]  # what compute and allocation talk to
         self.graph_size = graph_size
         arr = ffi.new("ggml_backend_t[]", [b.ptr for b in backends])
         ptr = lib.ggml_backend_sched_new(arr, ffi.NULL, len(backends), self.graph_size, parallel, True)
@@ -515,14 +409,7 @@ class Scheduler(_Lender):
         self.ptr = ffi.gc(ptr, lib.ggml_backend_sched_free)
         self._placed: dict[int, tuple[Tensor, Backend]] = {}  # set_tensor_backend's assignments
 
-    def _check_size(self, graph: Graph, what: str):
-        # ggml asserts its hash set (graph_size entries) holds every node and leaf
-        n = graph.n_nodes + preflight.leaf_count(graph)
-        if n > self.graph_size:
-            raise GraphError(f"{what}: the graph has {n} nodes and leafs, more than the scheduler's graph_size "
-                             f"{self.graph_size} (create it with a larger graph_size)")
-
-    def reserve(self, graph: Graph):
+    def reserve(self, graph: Graph) -> None:
         """Plan graph's memory on every backend (ggml_backend_sched_reserve) without giving the tensors
         memory; alloc_graph does this itself when the graph is not the one planned last. GraphError for a
         graph with more nodes and leafs than graph_size; GGMLError when the plan fails."""
@@ -530,8 +417,8 @@ class Scheduler(_Lender):
         self.restore(graph)
         preflight.check_allocatable(graph)
         preflight.check_placeable(graph)
-        self._check_size(graph, "scheduler reserve")
-        graph.sources_as_built = None  # ggml rewires the sources (ggml_backend_sched_split_graph)
+        preflight.check_size(graph, self.graph_size, "scheduler reserve")
+        graph.state.sources_as_built = None  # ggml rewires the sources (ggml_backend_sched_split_graph)
         if not lib.ggml_backend_sched_reserve(self.ptr, graph.ptr):
             raise GGMLError("scheduler: reserving the graph failed")
         self._plan_made(graph)
@@ -541,7 +428,7 @@ class Scheduler(_Lender):
         alloc_graph resets the scheduler itself."""
         lib.ggml_backend_sched_reset(self.ptr)
 
-    def restore(self, graph: Graph):
+    def restore(self, graph: Graph) -> None:
         """Give the graph back the sources it was built with.
 
         The scheduler rewrites the graph it allocates: a node's source on another backend is
@@ -551,21 +438,9 @@ class Scheduler(_Lender):
         mul_mat result). The sources are recorded per context of the graph, at a tensor's
         first allocation: graphs of one context share tensors."""
         instance("scheduler restore: graph", graph, Graph)
-        if graph.sources_as_built == graph.n_nodes:  # not rewired (nor expanded) since the last restore
-            return
-        saved = _PRISTINE_SOURCES.setdefault(graph.ctx, {})
-        for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
-            node = lib.ggml_graph_node(graph.ptr, i)
-            key = int(ffi.cast("uintptr_t", node))
-            srcs = saved.get(key)
-            if srcs is None:
-                saved[key] = tuple(node.src)
-            else:
-                for j, s in enumerate(srcs):
-                    node.src[j] = s
-        graph.sources_as_built = graph.n_nodes
+        lifetime.restore_sources(graph)
 
-    def alloc_graph(self, graph: Graph, pin: Backend | None = None):
+    def alloc_graph(self, graph: Graph, pin: Backend | None = None) -> None:
         """Allocate the graph; with `pin`, every node is computed by that backend (ggml otherwise
         runs a node fed only by inputs, which live in host memory, on the CPU)."""
         instance("scheduler alloc_graph: graph", graph, Graph)
@@ -573,26 +448,27 @@ class Scheduler(_Lender):
             raise ValueError("scheduler alloc_graph: pin must be one of the scheduler's backends")
         self.restore(graph)
         if pin is None and len(self.backends) > 1:
-            _check_view_leaves(graph)
+            preflight.check_view_leaves(graph)
+        preflight.check_allocatable(graph)
         fresh = self._before_alloc(graph)
         preflight.check_placeable(graph)
-        self._check_size(graph, "scheduler alloc_graph")
-        graph.index_inputs = preflight.index_inputs(graph)  # before the scheduler rewires the sources
+        preflight.check_size(graph, self.graph_size, "scheduler alloc_graph")
+        graph.state.index_inputs = preflight.index_inputs(graph)  # before the scheduler rewires the sources
         lib.ggml_backend_sched_reset(self.ptr)  # ggml asserts the scheduler is not allocated already
         if self._needs_plan(graph):
             self._pin(graph, pin)
-            graph.sources_as_built = None
-            rpc.raise_if_failed(self.rpc_endpoints)
+            graph.state.sources_as_built = None
+            preflight.rpc.check_devices(self._devices)
             ok = lib.ggml_backend_sched_reserve(self.ptr, graph.ptr)  # resets the scheduler when done
             self.restore(graph)
-            rpc.raise_if_failed(self.rpc_endpoints)
+            transport.after_device_call(self._devices)
             if not ok:
                 raise GGMLError(f"scheduler: planning the graph's memory failed: {_memory_needs(graph, self.backends)}")
             self._plan_made(graph)
         self._pin(graph, pin)
-        graph.sources_as_built = None  # ggml rewires the sources now, whether it succeeds or not
+        graph.state.sources_as_built = None  # ggml rewires the sources now, whether it succeeds or not
         ok = lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr)
-        rpc.raise_if_failed(self.rpc_endpoints)
+        transport.after_device_call(self._devices)
         if not ok:
             raise GGMLError("scheduler: allocating the graph failed")
         self._after_alloc(graph, fresh)
@@ -608,26 +484,27 @@ class Scheduler(_Lender):
             lib.ggml_backend_sched_set_tensor_backend(self.ptr, t.ptr, b.ptr)
 
 
-    def compute(self, graph: Graph):
+    def compute(self, graph: Graph) -> None:
         """Compute graph, split over the backends (ggml_backend_sched_graph_compute). It must be the graph
         this scheduler allocated last: GraphError otherwise, or when the preflight checks refuse it (inputs
         not written since the allocation among them); GGMLError when ggml reports a failed compute. CPU
         backends made without n_threads choose their threads for this graph first."""
         if not isinstance(graph, Graph):
             raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
-        if graph.allocation is None or graph.allocation[0] is not self:
+        alloc = graph.state.allocation
+        if alloc is None or alloc[0] is not self:
             raise GraphError("scheduler compute: the graph is not allocated by this scheduler "
                              "(alloc_graph it here first)")
         # with one backend every node stays on it; with several, where ggml puts each node can change
         # with each allocation, and the CPU kernels' rules with it
         version = None if len(self.backends) == 1 else self.generation
-        preflight.check(graph, on_cpu=self._on_cpu, key=(("sched", id(self)), version), on_vulkan=self._on_vulkan)
-        rpc.raise_if_failed(self.rpc_endpoints)
+        preflight.check(graph, on_cpu=self._on_cpu, path=self, version=version, on_vulkan=self._on_vulkan)
+        preflight.rpc.check_devices(self._devices)
         for b in self.backends:
             if b.is_cpu:
                 b._threads_for(graph)
         status = lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr)
-        rpc.raise_if_failed(self.rpc_endpoints)  # a failed connection computes nothing and says SUCCESS
+        transport.after_device_call(self._devices)  # a failed connection computes nothing and says SUCCESS
         _check_status(status, "scheduler graph compute")
 
     def _on_vulkan(self, p) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyggml import types
+from pyggml import lifetime, types
 from pyggml._args import integer
 from pyggml._native import ffi, guard_error, lib
 from pyggml.ops.methods import OpMethods
@@ -47,34 +47,24 @@ class Context(OpMethods):
             raise MemoryError(f"ggml_init could not allocate {mem_size} bytes")
         self.ptr = ffi.gc(ptr, lib.ggml_free)
         self.no_alloc = bool(no_alloc)
-        # what this context's tensors may touch and must outlive them: buffers and allocators
-        # that hold their data, and the contexts of tensors they were computed from (a set,
-        # so running a graph again adds nothing)
+        # what this context's tensors may touch and must outlive them (pyggml.lifetime says who keeps what)
         self._keep: set = set()
 
-    def keep_alive(self, obj):
+    def keep_alive(self, obj: object) -> None:
         """Hold a reference to obj for as long as this context lives (a buffer, an allocator, another
         context, a NumPy array its tensors point into), so that it is not freed while a tensor still uses it."""
-        self._keep.add(obj)
+        lifetime.keep(self, obj)
 
-    def adopt(self, t: Tensor):
+    def adopt(self, t: Tensor) -> None:
         """A tensor of this context refers to t: keep t's context (and so its memory) alive."""
         if not isinstance(t, Tensor):
             raise TypeError(f"adopt: expected a Tensor, got {type(t).__name__}")
         if t.ctx is not None:
-            self._keep.add(t.ctx)
+            lifetime.keep(self, t.ctx)
 
     def contexts(self) -> list["Context"]:
         """This context and every context it keeps alive, transitively."""
-        out, stack, seen = [], [self], set()
-        while stack:
-            c = stack.pop()
-            if id(c) in seen:
-                continue
-            seen.add(id(c))
-            out.append(c)
-            stack.extend(k for k in c._keep if isinstance(k, Context))
-        return out
+        return lifetime.contexts(self)
 
     @property
     def mem_size(self) -> int:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from pyggml._args import instance, integer, text
 from pyggml._native import ffi, guard_error, lib
 from pyggml.context import Context
+from pyggml.lifetime import GraphState
 from pyggml.tensor import Tensor
 from pyggml.types import Op
 
@@ -29,7 +29,7 @@ class Graph:
     its tensors have memory. `Graph.with_grads` makes one that can hold a backward pass.
     """
 
-    def __init__(self, ctx, size: int = lib.GGML_DEFAULT_GRAPH_SIZE):
+    def __init__(self, ctx, size: int = lib.GGML_DEFAULT_GRAPH_SIZE) -> None:
         instance("Graph: ctx", ctx, Context)
         size = integer("Graph: size", size, 1, MAX_GRAPH_SIZE)
         need = lib.ggml_graph_overhead_custom(size, False)
@@ -43,9 +43,9 @@ class Graph:
         self.size = size
         self.ptr = ptr
         self.broken: str | None = None  # why the graph must not be computed (an expand that failed half-way)
-        self.allocation: tuple[Any, int] | None = None  # (allocator, its generation) that gave this graph its memory
-        self.index_inputs: list | None = None  # set by a scheduler before it rewires the graph (pyggml.preflight)
-        self.sources_as_built: int | None = None  # node count at a scheduler's restore, None once it allocates
+        # what allocators and the preflight know of this graph (pyggml.lifetime.GraphState): the graph
+        # holds it, so it goes with the graph
+        self.state = GraphState()
 
     def build_forward_expand(self, *tensors: Tensor) -> "Graph":
         """Add the tensors and every node they depend on, in compute order (ggml_build_forward_expand), and
@@ -152,7 +152,8 @@ class Graph:
             raise guard_error("Graph") or MemoryError(f"Graph: no room for a graph of size {size}")
         g = cls.__new__(cls)
         g.ctx, g.size, g.ptr = ctx, size, ptr
-        g.broken = g.allocation = g.index_inputs = g.sources_as_built = None
+        g.broken = None
+        g.state = GraphState()
         return g
 
     def build_backward_expand(self) -> "Graph":

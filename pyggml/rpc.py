@@ -10,8 +10,9 @@ returns them.
 
 Faults: ggml's RPC client aborted the process when a server died or answered nonsense, and had no
 timeout. With our patch 0019 a failed connection is marked failed and later commands on it complete at
-once; pyggml asks ggml after every call that may have talked to a server (compute, allocation, tensor
-transfers: `check_backend`, `check_buffer`) and raises `RpcError`. The client carries on with its other
+once; pyggml asks ggml before a compute (`pyggml.preflight.rpc`) and after every call that may have talked
+to a server (compute, allocation, tensor transfers: the hook this module registers with `pyggml.transport`)
+and raises `RpcError`. The client carries on with its other
 backends; the failed server's devices stay failed. `set_timeout(seconds)` bounds connect, send and
 receive of connections opened afterwards (default 60 s: a receive waits for the server's compute, so
 the timeout must exceed the longest graph).
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 
+from pyggml import transport
 from pyggml._native import ffi, lib
 from pyggml.errors import GGMLError
 
@@ -146,10 +148,13 @@ def endpoints_of_device(dev_ptr) -> tuple[str, ...]:
     return _META_ENDPOINTS.get(k, ())
 
 
-def check_buffer(buffer_ptr):
-    """After a transfer into or out of a buffer: raise if it lives on a failed server."""
-    if _ENDPOINT_OF_DEVICE and buffer_ptr != ffi.NULL:
-        raise_if_failed(endpoints_of_device(lib.ggml_backend_buft_get_device(lib.ggml_backend_buffer_get_type(buffer_ptr))))
+def _after_call(dev_ptr) -> None:
+    """After a transfer or a device call (pyggml.transport): raise if the device is on a failed server."""
+    if _ENDPOINT_OF_DEVICE:
+        raise_if_failed(endpoints_of_device(dev_ptr))
+
+
+transport.register(_after_call)
 
 
 # --- the server --------------------------------------------------------------------------------

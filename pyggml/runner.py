@@ -17,7 +17,8 @@ import numpy as np
 
 from pyggml._args import text
 from pyggml._native import ffi, lib
-from pyggml.errors import Unsupported
+from pyggml import preflight
+from pyggml.errors import Unsupported  # noqa: F401 (pyggml.testing and callers import it from here)
 from pyggml.backend import Backend, Scheduler, backend, cpu_backend
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
@@ -75,7 +76,7 @@ class Runner:
         compute order; allocate and run raise Unsupported naming their ops."""
         return self.backend.unsupported(graph)
 
-    def allocate(self, graph: Graph, outputs: Tensor | Sequence[Tensor] = ()):
+    def allocate(self, graph: Graph, outputs: Tensor | Sequence[Tensor] = ()) -> None:
         """Give the graph's tensors memory through the scheduler, ready for `Tensor.set` on every input
         and then `compute`. outputs: a tensor or tensors to flag as outputs, whose memory no other node reuses.
 
@@ -86,9 +87,7 @@ class Runner:
         if not isinstance(graph, Graph):
             raise TypeError(f"allocate: expected a Graph, got {type(graph).__name__}")
         self.sched.restore(graph)  # supports_op and the meta check must see the graph as built
-        bad = self.unsupported(graph)
-        if bad:
-            raise Unsupported(", ".join(sorted({n.op.name for n in bad})))
+        preflight.check_device_supports(graph, self.backend)
         if self.meta is not None:
             self.meta.check_graph(graph)  # before ggml's meta code aborts on a node it cannot split
         for t in _output_list("allocate", outputs):

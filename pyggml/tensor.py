@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyggml import lending, rpc, types
+from pyggml import lifetime, transport, types
 from pyggml._native import cstr, ffi, lib
 from pyggml.types import Op, Type
 
@@ -311,8 +311,8 @@ class Tensor:
             ffi.memmove(p.data, ffi.from_buffer(raw), nbytes)
         else:
             lib.ggml_backend_tensor_set(p, ffi.from_buffer(raw), 0, nbytes)
-            rpc.check_buffer(p.buffer)  # a tensor on a failed RPC server was not written
-        lending.written(p)
+            transport.after_transfer(p.buffer)  # a tensor on a failed RPC server was not written
+        lifetime.written(p)
         return self
 
     def set_raw(self, data) -> "Tensor":
@@ -333,8 +333,8 @@ class Tensor:
             ffi.memmove(p.data, ffi.from_buffer(raw), nbytes)
         else:
             lib.ggml_backend_tensor_set(p, ffi.from_buffer(raw), 0, nbytes)
-            rpc.check_buffer(p.buffer)  # a tensor on a failed RPC server was not written
-        lending.written(p)
+            transport.after_transfer(p.buffer)  # a tensor on a failed RPC server was not written
+        lifetime.written(p)
         return self
 
     def raw_bytes(self) -> np.ndarray:
@@ -346,7 +346,7 @@ class Tensor:
             ffi.memmove(ffi.from_buffer(out), self.ptr.data, self.nbytes)
         else:
             lib.ggml_backend_tensor_get(self.ptr, ffi.from_buffer(out), 0, self.nbytes)
-            rpc.check_buffer(self.ptr.buffer)  # zeros, not its values, from a failed RPC server
+            transport.after_transfer(self.ptr.buffer)  # zeros, not its values, from a failed RPC server
         return out
 
     def numpy(self) -> np.ndarray:
@@ -367,7 +367,7 @@ class Tensor:
                 ffi.memmove(ffi.from_buffer(out), p.data, out.nbytes)
             else:
                 lib.ggml_backend_tensor_get(p, ffi.from_buffer(out), 0, out.nbytes)
-                rpc.check_buffer(p.buffer)
+                transport.after_transfer(p.buffer)
             return out
         full = tuple(reversed(self.ne))
         # a strided view: read through its strides, on the host
@@ -392,7 +392,7 @@ class Tensor:
         self._require_allocated("view")
         if not self.is_host:
             raise ValueError("view: the tensor is not in host memory; use numpy() to copy it")
-        if lending.is_lent(self.ptr):
+        if lifetime.is_lent(self.ptr):
             raise ValueError(f"view: {self.name or 'the tensor'}'s memory is lent by a graph allocator (a Runner, "
                              "Scheduler or Gallocr) until it allocates another graph, which a view would outlive; "
                              "use numpy() for a copy, or give the tensor memory of its own (Backend.alloc_tensors) "

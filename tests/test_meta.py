@@ -299,9 +299,9 @@ def test_the_split_check_runs_once_per_graph():
     y = ctx.scale(x, 2.0)
     graph = gg.Graph(ctx).build_forward_expand(y)
     runner.run(graph, {x: np.ones(4, np.float32)}, [y])
-    assert len(runner.meta._checked[graph]) == 1
+    assert len(graph.state.split_checked[runner.meta]) == 1
     runner.run(graph, {x: np.ones(4, np.float32)}, [y])
-    assert len(runner.meta._checked[graph]) == 1
+    assert len(graph.state.split_checked[runner.meta]) == 1
 
 
 _PERMUTED_VIEW = """
@@ -492,3 +492,17 @@ def test_the_meta_fuzzer_says_what_is_wrong_with_a_bad_trial(arg, message):
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert f"--one: {message}" in proc.stderr, proc.stderr
+
+
+def test_a_new_policy_checks_the_graph_again():
+    """The split check was kept per id(policy): a policy made after the last one was freed could get
+    its id and pass unchecked. It is kept per set_policy call now."""
+    runner = gg.Runner("meta:cpu,cpu")
+    ctx = gg.Context()
+    x = ctx.tensor("f32", (4,), "x", input=True)
+    y = ctx.scale(x, 2.0)
+    graph = gg.Graph(ctx).build_forward_expand(y)
+    for _ in range(3):
+        runner.set_policy(lambda t: None)  # each lambda may reuse the freed one's id
+        runner.run(graph, {x: np.ones(4, np.float32)}, [y])
+    assert len(graph.state.split_checked[runner.meta]) == 3

@@ -181,6 +181,36 @@ def test_server_killed_before_compute_raises_and_the_client_carries_on():
     """)
 
 
+def test_a_device_whose_server_failed_is_refused_before_compute():
+    """pyggml.preflight.rpc: once ggml has marked a connection failed, compute raises before ggml is asked."""
+    _run_child("""
+    from pyggml import preflight
+    srv = rpc.Server(threads=1)
+    [dev] = rpc.add_server(srv.endpoint)
+    backend = dev.init()
+    ctx = gg.Context(); a, b, out = graph(ctx, 8, depth=1)
+    g = gg.Graph(ctx).build_forward_expand(out)
+    backend.alloc_tensors(ctx)
+    a.set(np.eye(8, dtype=np.float32)); b.set(np.eye(8, dtype=np.float32))
+    backend.compute(g)
+    preflight.rpc.check_devices([dev.ptr])  # a working server passes
+    srv.kill()
+    try:  # the first call after the kill finds the connection gone and marks it failed
+        out.numpy()
+    except rpc.RpcError:
+        pass
+    for check in (lambda: preflight.rpc.check_devices([dev.ptr]), lambda: backend.compute(g)):
+        try:
+            check()
+        except rpc.RpcError as e:
+            assert "RPC server" in str(e), e
+        else:
+            raise SystemExit("no exception for a device whose server failed")
+    srv.stop()
+    print("OK")
+    """)
+
+
 def test_a_failed_server_s_device_is_no_longer_offered_to_the_suite():
     _run_child("""
     from pyggml.testing.check import available_backends

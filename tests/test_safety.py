@@ -71,12 +71,11 @@ def test_memory_is_constant_however_often_a_graph_runs():
     runner = gg.Runner("cpu")
     runner.run(graph, {a: np.zeros(4)}, [out])
     kept = len(ctx._keep)
-    from pyggml import preflight
-    marks = dict(preflight._states[graph].marks)
+    marks, paths = len(graph.state.marks), len(graph.state.paths)
     for _ in range(200):
         runner.run(graph, {a: np.zeros(4)}, [out])
     assert len(ctx._keep) == kept
-    assert len(preflight._states[graph].marks) == len(marks)  # one entry per compute path, not per run
+    assert len(graph.state.marks) == marks and len(graph.state.paths) == paths  # per compute path, not per run
 
 
 # --- 2. preconditions ggml asserts: exceptions, from ggml's own checks -----------------------------

@@ -1,0 +1,254 @@
+"""Who keeps what alive, and whose memory a tensor may use: every lifetime rule of pyggml in one place.
+
+ggml's objects point at each other without owning anything: a tensor points into a context's arena
+and into a backend buffer, a graph into its context, a scheduler's copies into its own buffers. Python
+frees an object when its last reference goes, so pyggml follows pygit2's rule: every object holds
+its owner, and so nothing is freed while something that may touch it is alive.
+
+- Keep-alive (`keep`, `contexts`). A `Tensor` holds its `Context`; a context holds, in its `_keep`
+  set, what its tensors may touch and must outlive them: buffers (`Backend.alloc_tensors`), the
+  allocators that lent them memory, and the contexts of tensors its graphs read. A graph holds its
+  context, a NumPy `view()` its tensor. A set, so running a graph again adds nothing.
+- Lending (`Lender`). A `Gallocr` or a `Scheduler` lends memory to the graph it allocated last and
+  takes it back when it allocates another: the tensors' data pointers are cleared, so reading or
+  computing them raises instead of touching memory that is no longer theirs. While memory is lent,
+  two facts are kept by tensor address (the lender's contexts keep those tensors alive, so no
+  other tensor can take a listed address): which tensors hold lent memory (a zero-copy `view()`
+  would outlive the lending, so it is refused) and which leaves have not been written since they
+  got it (they hold what an earlier graph left there: computing raises, naming them).
+- Source restoring (`restore_sources`). ggml's scheduler rewires a node's sources to its own copies;
+  the sources as built are recorded per context (graphs of one context share tensors), held weakly
+  by the context, and put back before the graph is allocated again.
+- Graph state (`GraphState`, `graph.state`). What allocators and the preflight know of one graph is
+  one object held by the graph, so it dies with the graph; nothing is keyed by `id()`, which a new
+  object may reuse once the old one is freed.
+- Meta devices (`keep_forever`). ggml caches a meta device by (devices, callback, userdata) for the
+  life of the process and calls back into its Python object: that object must never be freed.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from pyggml._native import ffi, lib
+
+if TYPE_CHECKING:
+    from pyggml.graph import Graph
+
+_NULL = ffi.NULL
+
+
+def _addr(p: Any) -> int:
+    return int(ffi.cast("uintptr_t", p))
+
+
+# --- keep-alive -------------------------------------------------------------------------------------
+def keep(owner: Any, obj: Any) -> None:
+    """owner (a Context) holds obj for as long as it lives."""
+    owner._keep.add(obj)
+
+
+def contexts(ctx: Any) -> list[Any]:
+    """ctx and every context it keeps alive, transitively (an owner is an object with a `_keep` set)."""
+    out, stack, seen = [], [ctx], set()
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:  # every object on the stack is alive until the walk ends: ids stay unique
+            continue
+        seen.add(id(c))
+        out.append(c)
+        stack.extend(k for k in c._keep if hasattr(k, "_keep"))
+    return out
+
+
+_FOREVER: list[Any] = []
+
+
+def keep_forever(obj: Any) -> None:
+    """Hold obj for the life of the process (a meta device ggml keeps calling back into)."""
+    _FOREVER.append(obj)
+
+
+# --- graph state ------------------------------------------------------------------------------------
+class GraphState:
+    """What pyggml knows of one graph beyond ggml's cgraph, held by it as `graph.state`.
+
+    allocation: (allocator, its generation) that gave the graph its memory; stale once the
+        allocator's generation moves on (it lent the memory to another graph).
+    index_inputs: the index tensors a scheduler recorded before it rewired the graph's sources.
+    sources_as_built: the node count at a scheduler's last restore; None once it rewired them.
+    marks: pyggml.preflight's once(): what -> (node count, value).
+    paths: compute path (a Backend, a Scheduler) -> (version, node count) of its structural check,
+        held weakly: a freed path's entry goes with it, and a new object never meets an old entry.
+    memory: the (allocation, node count) whose memory the preflight checked last.
+    found_index_inputs: the index inputs the structural check found.
+    split_checked: meta device -> {(node count, policy version)} its split check passed for.
+    """
+
+    __slots__ = ("allocation", "index_inputs", "sources_as_built", "marks", "paths", "memory",
+                 "found_index_inputs", "split_checked")
+
+    def __init__(self) -> None:
+        self.allocation: tuple[Lender, int] | None = None
+        self.index_inputs: list | None = None
+        self.sources_as_built: int | None = None
+        self.marks: dict[str, tuple[int, Any]] = {}
+        self.paths: weakref.WeakKeyDictionary[Any, tuple[Any, int]] = weakref.WeakKeyDictionary()
+        self.memory: tuple | None = None
+        self.found_index_inputs: list = []
+        self.split_checked: weakref.WeakKeyDictionary[Any, set[tuple[int, int]]] = weakref.WeakKeyDictionary()
+
+
+# --- source restoring -------------------------------------------------------------------------------
+# graph context -> {node address: its sources as built}
+_PRISTINE_SOURCES: weakref.WeakKeyDictionary[Any, dict[int, tuple]] = weakref.WeakKeyDictionary()
+
+
+def restore_sources(graph: Graph) -> None:
+    """Give the graph back the sources it was built with (see Scheduler.restore). The first time a
+    node is seen its sources are recorded; its context keeps the node, so its address stays its own."""
+    st = graph.state
+    if st.sources_as_built == graph.n_nodes:  # not rewired (nor expanded) since the last restore
+        return
+    saved = _PRISTINE_SOURCES.setdefault(graph.ctx, {})
+    for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
+        node = lib.ggml_graph_node(graph.ptr, i)
+        key = _addr(node)
+        srcs = saved.get(key)
+        if srcs is None:
+            saved[key] = tuple(node.src)
+        else:
+            for j, s in enumerate(srcs):
+                node.src[j] = s
+    st.sources_as_built = graph.n_nodes
+
+
+# --- lending ----------------------------------------------------------------------------------------
+_lent: dict[int, object] = {}  # address of a tensor holding lent memory -> its lender
+_unwritten: dict[int, object] = {}  # address of a leaf given lent memory, not written since -> its lender
+
+
+def graph_tensors(graph: Graph) -> list:
+    """Every tensor of the graph: nodes, what they read and what they view (C pointers, once each)."""
+    seen, out = set(), []
+    for i in range(graph.n_nodes):
+        stack = [lib.ggml_graph_node(graph.ptr, i)]
+        while stack:
+            t = stack.pop()
+            key = _addr(t)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(t)
+            stack.extend(s for s in t.src if s != _NULL)
+            if t.view_src != _NULL:
+                stack.append(t.view_src)
+    return out
+
+
+def written(p: Any) -> None:
+    """The tensor was written from the host; a view counts as a write of the tensor it views only
+    when it covers all of it (half an input written is still an input left with old values)."""
+    _unwritten.pop(_addr(p), None)
+    if p.view_src != _NULL and lib.ggml_nbytes(p) == lib.ggml_nbytes(p.view_src):
+        _unwritten.pop(_addr(p.view_src), None)
+
+
+def is_lent(p: Any) -> bool:
+    """Whether the tensor (or the tensor it views) holds memory an allocator lent it."""
+    return _addr(p) in _lent or (p.view_src != _NULL and _addr(p.view_src) in _lent)
+
+
+def unwritten(leaves: list) -> list:
+    """The leaves among these that still hold what an earlier graph left in their memory."""
+    if not _unwritten:
+        return []
+    return [p for p in leaves if _addr(p) in _unwritten]
+
+
+class Lender:
+    """An allocator that lends its memory to one graph at a time (Gallocr, Scheduler).
+
+    Allocating a graph gives memory to the graph's tensors that had none. When the allocator
+    then allocates another graph (or the graph is allocated elsewhere), that memory is reused
+    or freed, so those tensors are given back first: their data pointers are cleared, and
+    reading or computing them raises instead of touching memory that is no longer theirs.
+    Every context of the graph keeps the allocator alive while its tensors may use it.
+    """
+
+    generation = 0
+    _lent: tuple[list, list] | None = None  # (contexts of the graph, tensors given memory)
+    _planned: tuple | None = None  # (weak reference to the graph, its node count) the memory plan was made for
+    leaves: list = []  # leaves of the lent graph that must be written before it is computed
+
+    def _needs_plan(self, graph: Graph) -> bool:
+        """ggml's graph allocator reuses its last memory plan for any graph whose node and leaf
+        counts and sizes fit it (ggml_gallocr_needs_realloc), without looking at which node reads
+        which: another graph of the same size then ran with the first graph's in-place reuse and
+        computed wrong values, silently. A plan is made again whenever the graph is not the one
+        (or has grown since) the plan was made for; a graph run again keeps its plan."""
+        planned = self._planned
+        return planned is None or planned[0]() is not graph or planned[1] != graph.n_nodes
+
+    def _plan_made(self, graph: Graph) -> None:
+        self._planned = (weakref.ref(graph), graph.n_nodes)
+
+    def _before_alloc(self, graph: Graph) -> list:
+        """Take back what this allocator, and the one that allocated graph before, lent; returns the
+        graph's tensors without memory, which the allocation gives memory to."""
+        st = graph.state
+        if st.allocation is not None and st.allocation[0] is not self:
+            st.allocation[0].release()
+        self.release()
+        st.allocation = None
+        tensors = graph_tensors(graph)
+        for t in tensors:
+            # a view made while its source held lent memory copied that address (ggml sets a view's
+            # data at creation) but has no buffer: stale once the memory is given back, and ggml's
+            # scheduler then takes it for a tensor allocated elsewhere and aborts. The allocator
+            # views it again. (A view of context memory, whose source has data and no buffer, stays.)
+            if t.view_src != _NULL and t.buffer == _NULL and t.data != _NULL:
+                src = t.view_src
+                if src.buffer != _NULL or src.data == _NULL:
+                    t.data = _NULL
+        return [t for t in tensors if t.data == _NULL]
+
+    def _after_alloc(self, graph: Graph, fresh: list) -> None:
+        ctxs = contexts(graph.ctx)
+        for c in ctxs:
+            keep(c, self)
+        self._lent = (ctxs, fresh)
+        self.leaves = self._lend(fresh, [lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)])
+        self.generation += 1
+        graph.state.allocation = (self, self.generation)
+
+    def _lend(self, fresh: list, graph_nodes: list) -> list:
+        """`fresh` (C tensors) got memory from this allocator; returns the leaves among them that must
+        be written before the graph is computed. A leaf that only receives a copy (cpy's destination)
+        is overwritten whole by the graph and needs no value."""
+        copied_into = {_addr(n.src[1]) for n in graph_nodes if n.op == lib.GGML_OP_CPY and n.src[1] != _NULL}
+        leaves = []
+        for p in fresh:
+            a = _addr(p)
+            _lent[a] = self
+            if p.op == lib.GGML_OP_NONE and p.view_src == _NULL and a not in copied_into:
+                _unwritten[a] = self
+                leaves.append(p)
+        return leaves
+
+    def release(self) -> None:
+        """Take the memory back from the graph allocated last (its tensors lose their data)."""
+        if self._lent is not None:
+            _, fresh = self._lent
+            for p in fresh:
+                a = _addr(p)
+                if _lent.get(a) is self:
+                    del _lent[a]
+                if _unwritten.get(a) is self:
+                    del _unwritten[a]
+                p.data = _NULL
+                p.buffer = _NULL
+            self._lent = None
+            self.leaves = []
+            self.generation += 1

@@ -1,0 +1,100 @@
+"""The one check every compute entry point runs before ggml sees a graph.
+
+`Runner`, `Backend.compute` and `Scheduler.compute` call `check(graph, ...)`; it raises
+`GraphError` (or its subclass `Unsupported`) naming the node and the reason. It covers what
+the op wrappers cannot know when a node is built, because it depends on where and with what
+the graph runs. Every check is a `Rule` (core.py): the op(s) it applies to, or () for the whole
+graph, the check, why it exists (a docs/findings.md number or a reason) and the test that covers it.
+
+- core: memory that is there and current (an allocator that since gave its memory to another graph
+  makes this one stale), a graph whose expand failed half-way, empty (zero-element) nodes, which
+  ggml's kernels do not handle, row-index values of get_rows/set_rows (and the other index-reading
+  ops) that are graph inputs (read at every compute: they change between runs), inputs not written
+  since an allocator lent them memory, and what a scheduler or a runner checks before it allocates;
+- cpu: the CPU kernels' own rules (types, row strides), where a CPU device computes the node;
+- vulkan: what ggml-vulkan computes wrongly or aborts on though its supports_op says yes;
+- meta: what ggml's meta backend cannot split, or would split wrongly;
+- rpc: devices whose RPC server failed.
+
+The structural part runs once per graph, compute path and node count (a reused graph pays it
+once; the state lives on the graph: graph.state, pyggml.lifetime.GraphState); the index values
+and the inputs' writes are checked at every compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pyggml.errors import GraphError
+from pyggml.preflight import core, cpu, meta, rpc, vulkan
+from pyggml.preflight.core import (Rule, RuleTable, check_device_supports, check_placeable, check_size,
+                                   check_view_leaves, index_inputs, leaf_count, once)
+from pyggml.preflight.cpu import CPU_RULES
+from pyggml.preflight.vulkan import VULKAN_RULES
+
+__all__ = ["Rule", "RuleTable", "CPU_RULES", "VULKAN_RULES", "GRAPH_RULES", "check", "check_allocatable",
+           "check_device_supports", "check_placeable", "check_size", "check_view_leaves", "index_inputs",
+           "leaf_count", "once", "core", "cpu", "meta", "rpc", "vulkan"]
+
+# every graph rule, as data (the node rules are in the tables CPU_RULES and VULKAN_RULES)
+GRAPH_RULES: list[Rule] = [*core.GRAPH_RULES, *vulkan.GRAPH_RULES, *meta.GRAPH_RULES, *rpc.GRAPH_RULES]
+
+
+def _always(p: Any) -> bool:
+    return True
+
+
+def _never(p: Any) -> bool:
+    return False
+
+
+def _structure(ns: list, on_cpu: Callable[[Any], bool]) -> None:
+    for p in ns:
+        core.check_empty([p])
+        # ops without rules are ones pyggml has no wrapper for: built through the raw layer,
+        # whose contract is ggml's own
+        if on_cpu(p):
+            why = CPU_RULES.why(p)
+            if why:
+                raise GraphError(f"compute: {core.name(p)}: {why}")
+
+
+def check_allocatable(graph: Any) -> None:
+    """What must hold before an allocator sees the graph (ggml's allocators assert on empty tensors)."""
+    core.check_broken(graph, "the graph must not be allocated or computed")
+    core.check_has_nodes(graph)
+    once(graph, "allocatable", lambda: core.check_empty(core.nodes(graph)))
+
+
+def check(graph: Any, *, on_cpu: bool | Callable[[Any], bool], path: object, version: Any = None,
+          backend: Any = None, on_vulkan: bool | Callable[[Any], bool] = False) -> None:
+    """Raise GraphError unless `graph` can be computed now. on_cpu(node): a CPU device computes
+    that node (True/False for all). `path`: the object that computes (a Backend, a Scheduler): the
+    structural check is kept per path (held weakly), `version` and node count. `backend`: the one
+    backend that computes every node (Backend.compute), whose supports_op is asked with the structure.
+    on_vulkan(node): a Vulkan device computes that node (its tensors' alignment is checked)."""
+    cpu_at = _always if on_cpu is True else _never if on_cpu is False else on_cpu
+    vulkan_at = _always if on_vulkan is True else _never if on_vulkan is False else on_vulkan
+    st = graph.state
+    n = graph.n_nodes
+    ns = None
+    core.check_broken(graph, "compute: the graph must not be computed")
+    if st.paths.get(path) != (version, n):  # one entry per compute path: constant memory over reruns
+        ns = core.nodes(graph)
+        _structure(ns, cpu_at)
+        if backend is not None:
+            core.check_supported(ns, backend)
+        st.found_index_inputs = core.find_index_inputs(ns)
+        st.memory = None
+        st.paths[path] = (version, n)
+    core.check_current(graph)
+    alloc = st.allocation
+    if st.memory != (alloc, n):
+        ns = ns if ns is not None else core.nodes(graph)
+        core.check_memory(ns)
+        vulkan.check_aligned(ns, vulkan_at)
+        st.memory = (alloc, n)
+    core.check_written(graph)
+    recorded = st.index_inputs
+    core.check_index_values(recorded if recorded is not None else st.found_index_inputs)
