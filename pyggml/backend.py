@@ -447,8 +447,7 @@ class Scheduler(Lender):
         if pin is not None and not any(pin is own for own in self.backends):
             raise ValueError("scheduler alloc_graph: pin must be one of the scheduler's backends")
         self.restore(graph)
-        if pin is None and len(self.backends) > 1:
-            preflight.check_view_leaves(graph)
+        preflight.check_view_leaves(graph)  # pinned or not: ggml's scheduler asserts on such a leaf
         preflight.check_allocatable(graph)
         fresh = self._before_alloc(graph)
         preflight.check_placeable(graph)

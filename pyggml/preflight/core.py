@@ -163,8 +163,8 @@ def check_size(graph: Any, graph_size: int, what: str) -> None:
 
 def check_view_leaves(graph: Any) -> None:
     """A leaf that views an input the graph does not hold (cont(view_tensor(transpose(x))): ggml makes the
-    view a leaf and x no part of the graph) gets no backend in ggml's unpinned scheduler, which aborted
-    (GGML_ASSERT(src_backend_id != -1)); refused here."""
+    view a leaf and x no part of the graph) gets no backend in ggml's scheduler, pinned to one backend
+    or not, which aborted (GGML_ASSERT(src_backend_id != -1)); refused here."""
     for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
         for leaf in lib.ggml_graph_node(graph.ptr, i).src:
             if leaf == _NULL or leaf.view_src == _NULL or leaf.view_src.buffer != _NULL:
@@ -172,7 +172,7 @@ def check_view_leaves(graph: Any) -> None:
             if leaf.op == lib.GGML_OP_NONE and leaf.view_src.flags & lib.GGML_TENSOR_FLAG_INPUT:
                 n = cstr(leaf.view_src.name) or "(unnamed)"
                 raise Unsupported(f"the graph reads a view of input {n} but not {n} itself: ggml's scheduler "
-                                  "cannot place it across devices (build the graph from the input, e.g. "
+                                  "cannot place it (build the graph from the input, e.g. "
                                   "cont(transpose(x)) rather than cont(view_tensor(transpose(x))))")
 
 

@@ -441,7 +441,7 @@ _VIEWS = (((3, 5, 12), (2, 3, 4), (48, 240, 720, 4 * (12 + 2))),   # a 2x3x4 blo
           ((3, 5, 12), (4, 6), (96, 240, 720, 4)),                  # every other row
           ((7, 13), (2, 3, 4), (4 * 13, 4 * 13 * 3, 720, 4 * 13)))  # a 3D b into a 2D a
 # views whose strides do not nest (view2, set_1d of a b longer than a's row) are unsupported on Vulkan:
-# its shader divides a's flat index by the view's strides (pyggml/preflight.py, docs/findings.md)
+# its shader divides a's flat index by the view's strides (pyggml/preflight/vulkan.py, docs/findings.md)
 
 
 def _view_params(n: Node) -> list[int]:

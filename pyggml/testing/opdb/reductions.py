@@ -107,7 +107,7 @@ spec("group_norm", lambda xp, x, groups, eps: xp.group_norm(x.a, groups, eps), r
     Sample({"a": ("f32", s)}, (g, e), variant=f"{_dims(s)}_g{g}")
     for s, g, e in (((2, 6, 3, 5), 3, 1e-6), ((1, 6, 4, 7), 4, 1e-6), ((5, 3, 9), 2, 1e-5), ((2, 4, 3, 5), 1, 0.1))
 ])
-# groups of unequal size (9 channels in 2 groups) are unsupported on Vulkan (pyggml/preflight.py, docs/findings.md)
+# groups of unequal size (9 channels in 2 groups) are unsupported on Vulkan (pyggml/preflight/vulkan.py, docs/findings.md)
 
 # --- sorting -----------------------------------------------------------------------------------------------------
 _ORDERS = (SortOrder.ASC, SortOrder.DESC)
