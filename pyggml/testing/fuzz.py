@@ -23,6 +23,7 @@ Exit status: 1 if any death, wrong or off-contract result, else 0.
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
 import math
@@ -34,12 +35,12 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from pyggml._args import at_least
 from pyggml.testing import child
 from pyggml.testing.child import Outcome
+from pyggml.testing.opdb.hints import SMALL
 
 PRELUDE = ["import numpy as np", "import pyggml as gg", "from pyggml import ops", "from pyggml.models import conv_state", "from pyggml.testing import oracles",
            "from pyggml.meta import MetaDevice, Split"]
@@ -49,7 +50,6 @@ TENSOR_PARAMS = {"a", "b", "c", "mask", "pos", "freq_factors", "sx"}
 COMMON_TYPES = ["F32"] * 10 + ["F16"] * 3 + ["BF16", "I32", "I32"]
 RARE_TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K", "Q8_K", "Q8_1", "IQ2_XXS", "IQ2_XS",
               "IQ1_S", "IQ4_NL", "IQ4_XS", "TQ1_0", "MXFP4", "I8", "I16", "I64", "F64"]
-SMALL = [1, 1, 2, 2, 3, 4, 5, 7, 8, 16]
 WEIRD_INTS = [0, -1, -7, 2**31, 2**40, 2**63, -(2**63), 2**64]
 WEIRD_FLOATS = ["float('nan')", "float('inf')", "float('-inf')", "-1.0", "0.0", "1e38", "1e-45"]
 WEIRD_VALUES = ["None", "'x'", "1.5", "[1, 2]", "True", "object()", "np.float32(2)", "{}", "(3,)"]
@@ -220,7 +220,7 @@ class Gen:
     def tensor_arg(self, op: str, param: str) -> str:
         """A tensor for `param` of `op`: shaped to fit the other arguments (a hint) or random."""
         first = next(iter(self.chosen.values()), None)
-        hint = HINTS.get((op, param)) if self.chance(0.85) else None
+        hint = hints().get((op, param)) if self.chance(0.85) else None
         var = None
         if hint is not None:
             try:
@@ -317,152 +317,12 @@ class Gen:
         return self.int_arg(op, name, a)
 
 
-# --- shape hints: arguments shaped to fit, so that most calls build ----------------------------------
-def _like(g: Gen, var: str, type_name=None, **dims) -> str:
-    t = g.s[var]
-    ne = list(t.ne)
-    for k, v in dims.items():
-        ne[int(k[2])] = v
-    return g.new_tensor(type_name or t.type.name, ne)
-
-
-
-def _mul_mat_a(g: Gen) -> str:
-    type_name = g.rng.choice(["F32"] * 4 + ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "IQ4_NL", "Q8_K"])
-    return g.new_tensor(type_name, g.rand_ne(type_name))
-
-
-def _mul_mat_b(g: Gen) -> str:
-    a = g.s[g.chosen["a"]]
-    return g.new_tensor("F32", [a.ne[0], g.rng.choice(SMALL), a.ne[2] * g.rng.choice([1, 1, 2]), a.ne[3]])
-
-
-def _get_rows_a(g: Gen) -> str:
-    type_name = g.rng.choice(["F32"] * 4 + ["F16", "BF16", "I32", "Q8_0", "Q4_0", "Q4_K"])
-    return g.new_tensor(type_name, g.rand_ne(type_name)[:3] + [1])
-
-
-def _index(g: Gen, ne: list[int], limit: int, type_name="I32", distinct=False) -> str:
-    var = g.new_tensor(type_name, ne)
-    g.limit[var] = limit
-    if distinct:
-        g.distinct.add(var)
-    return var
-
-
-def _get_rows_b(g: Gen) -> str:
-    a = g.s[g.chosen["a"]]
-    return _index(g, [g.rng.choice(SMALL), a.ne[2], a.ne[3], 1], a.ne[1])
-
-
-def _set_rows_a(g: Gen) -> str:
-    type_name = g.rng.choice(["F32"] * 4 + ["F16", "BF16", "Q8_0", "Q4_0"])
-    return g.new_tensor(type_name, g.rand_ne(type_name)[:3] + [1])
-
-
-def _set_rows_b(g: Gen) -> str:
-    a = g.s[g.chosen["a"]]
-    return g.new_tensor(g.rng.choice(["F32", "F32", "F16"]), [a.ne[0], g.rng.randint(1, max(1, a.ne[1])), a.ne[2], a.ne[3]])
-
-
-def _set_rows_c(g: Gen) -> str:
-    a, b = g.s[g.chosen["a"]], g.s[g.chosen["b"]]
-    return _index(g, [b.ne[1], 1, 1, 1], a.ne[1], g.rng.choice(["I32", "I64"]), distinct=True)
-
-
-def _rope_a(g: Gen) -> str:
-    return g.new_tensor(g.rng.choice(["F32", "F32", "F16"]), [g.rng.choice([2, 4, 8]), g.rng.choice(SMALL),
-                                                              g.rng.choice(SMALL), 1])
-
-
-HINTS: dict[tuple[str, str], Callable[[Gen], str]] = {
-    ("mul_mat", "a"): _mul_mat_a, ("mul_mat", "b"): _mul_mat_b,
-    ("get_rows", "a"): _get_rows_a, ("get_rows", "b"): _get_rows_b,
-    ("set_rows", "a"): _set_rows_a, ("set_rows", "b"): _set_rows_b, ("set_rows", "c"): _set_rows_c,
-    ("rope_ext", "a"): _rope_a,
-    ("rope_ext", "pos"): lambda g: _index(g, [g.s[g.chosen["a"]].ne[2], 1, 1, 1], 64),
-    ("rope_ext", "freq_factors"): lambda g: g.new_tensor("F32", [max(1, g.s[g.chosen["a"]].ne[0] // 2), 1, 1, 1]),
-    ("soft_max_ext", "mask"): lambda g: _like(g, g.chosen["a"], g.rng.choice(["F32", "F16"]), ne2=1, ne3=1),
-    ("ssm_conv", "sx"): lambda g: g.new_tensor("F32", [g.rng.choice([3, 4, 6]), g.rng.choice(SMALL), g.rng.choice([1, 2]), 1]),
-    ("ssm_conv", "c"): lambda g: g.new_tensor("F32", [g.rng.choice([2, 3, 4]), g.s[g.chosen["sx"]].ne[1], 1, 1]),
-    ("concat", "b"): lambda g: _like(g, g.chosen["a"]),
-    ("repeat", "b"): lambda g: _like(g, g.chosen["a"], ne1=g.s[g.chosen["a"]].ne[1] * 2),
-    ("cpy", "b"): lambda g: _like(g, g.chosen["a"], g.rng.choice(["F32", "F16", "BF16", "Q8_0"])),
-    ("reshape", "b"): lambda g: g.new_tensor("F32", [g.s[g.chosen["a"]].nelements, 1, 1, 1]),
-}
-
-
-# --- recurrent ops: tokens [S, H, n_tokens, 1], states sized to match -------------------------------
-def _chosen(g: Gen, param: str):
-    return g.s[g.chosen[param]]  # KeyError when that argument was not a tensor: no hint then
-
-
-def _first_token(g: Gen) -> str:
-    g.n_seqs = g.rng.choice([1, 2, 3])
-    return g.new_tensor("F32", [g.rng.choice([1, 3, 4, 5, 8, 64]), g.rng.choice([1, 2, 3]),
-                                g.n_seqs * g.rng.choice([1, 2, 4]), 1])
-
-
-def _like_token(g: Gen, first: str) -> str:
-    return g.new_tensor("F32", list(_chosen(g, first).ne[:3]) + [1])
-
-
-def _time_first(g: Gen, first: str) -> str:
-    return g.new_tensor("F32", list(_chosen(g, first).ne[:2]) + [1, 1])
-
-
-def _wkv_state(g: Gen, first: str) -> str:
-    k = _chosen(g, first)
-    return g.new_tensor("F32", [k.ne[0] * k.ne[0] * k.ne[1], getattr(g, "n_seqs", 1), 1, 1])
-
-
-for _op, _names in (("rwkv_wkv6", ["k", "v", "r", "tf", "td", "state"]), ("gated_linear_attn", ["k", "v", "q", "g", "state"]),
-                    ("rwkv_wkv7", ["r", "w", "k", "v", "a", "b", "state"])):
-    HINTS[(_op, _names[0])] = _first_token
-    for _n in _names[1:]:
-        if _n == "state":
-            HINTS[(_op, _n)] = partial(_wkv_state, first=_names[0])
-        elif _n == "tf":
-            HINTS[(_op, _n)] = partial(_time_first, first=_names[0])
-        else:
-            HINTS[(_op, _n)] = partial(_like_token, first=_names[0])
-HINTS[("solve_tri", "a")] = lambda g: g.new_tensor("F32", [(n := g.rng.choice([1, 2, 3, 5, 8])), n, g.rng.choice([1, 2]), 1])
-HINTS[("solve_tri", "b")] = lambda g: g.new_tensor("F32", [g.rng.choice([1, 2, 5])] + list(_chosen(g, "a").ne[1:]))
-HINTS[("gated_delta_net", "q")] = lambda g: g.new_tensor("F32", [g.rng.choice([1, 2, 4, 5, 16]), g.rng.choice([1, 2]),
-                                                                g.rng.choice([1, 2, 3, 5]), 1])
-HINTS[("gated_delta_net", "k")] = lambda g: g.new_tensor("F32", list(_chosen(g, "q").ne))
-HINTS[("gated_delta_net", "v")] = lambda g: g.new_tensor("F32", [_chosen(g, "q").ne[0], _chosen(g, "q").ne[1] * g.rng.choice([1, 2]),
-                                                                _chosen(g, "q").ne[2], g.rng.choice([1, 2])])
-HINTS[("gated_delta_net", "g")] = lambda g: g.new_tensor("F32", [g.rng.choice([1, _chosen(g, "v").ne[0]])] + list(_chosen(g, "v").ne[1:]))
-HINTS[("gated_delta_net", "beta")] = lambda g: g.new_tensor("F32", [1] + list(_chosen(g, "v").ne[1:]))
-HINTS[("gated_delta_net", "state")] = lambda g: g.new_tensor(
-    "F32", [_chosen(g, "v").ne[0], _chosen(g, "v").ne[0], _chosen(g, "v").ne[1], _chosen(g, "v").ne[3]])
-
-
-def _scan_state(g: Gen) -> str:
-    g.scan = dict(ds=g.rng.choice([1, 4, 5, 16]), hd=g.rng.choice([1, 2, 3]), nh=g.rng.choice([1, 2, 4]),
-                  nt=g.rng.choice([1, 2, 3, 5]), ns=g.rng.choice([1, 2]))
-    d = g.scan
-    return g.new_tensor("F32", [d["ds"], d["hd"], d["nh"], d["ns"] + g.rng.choice([0, 1])])
-
-
-def _scan(g: Gen) -> dict:
-    if not hasattr(g, "scan"):
-        raise KeyError("s")
-    return g.scan
-
-
-HINTS[("ssm_scan", "s")] = _scan_state
-HINTS[("ssm_scan", "x")] = lambda g: g.new_tensor("F32", [_scan(g)["hd"], _scan(g)["nh"], _scan(g)["nt"], _scan(g)["ns"]])
-HINTS[("ssm_scan", "dt")] = lambda g: g.new_tensor("F32", [_scan(g)["nh"], _scan(g)["nt"], _scan(g)["ns"], 1])
-HINTS[("ssm_scan", "A")] = lambda g: g.new_tensor("F32", [g.rng.choice([1, _scan(g)["ds"]]), _scan(g)["nh"], 1, 1])
-HINTS[("ssm_scan", "B")] = lambda g: g.new_tensor("F32", [_scan(g)["ds"], g.rng.choice([1, _scan(g)["nh"]]), _scan(g)["nt"],
-                                                          _scan(g)["ns"]])
-HINTS[("ssm_scan", "C")] = lambda g: g.new_tensor("F32", list(_chosen(g, "B").ne))
-HINTS[("ssm_scan", "ids")] = lambda g: _index(g, [_scan(g)["ns"], 1, 1, 1], _chosen(g, "s").ne[3], distinct=True)
-
-for _op in ("add", "sub", "mul", "div"):
-    HINTS[(_op, "b")] = lambda g: _like(g, g.chosen["a"], "F32", ne1=1) if g.chance(0.3) else _like(g, g.chosen["a"])
+# --- shape hints: each op spec's `hints` (pyggml/testing/opdb/hints.py has the shared helpers) ----------
+@functools.cache
+def hints() -> dict[tuple[str, str], Callable[[Gen], str]]:
+    """(op, param) -> the spec's hint for that argument."""
+    from pyggml.testing import opdb
+    return {(op, p): h for op, s in opdb.load().items() for p, h in s.hints.items()}
 
 
 # --- one op call ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pyggml import ops as _typed_ops
 from pyggml.errors import GraphError
 from pyggml.testing import oracles
 from pyggml.testing.cases import default_nmse
+from pyggml.testing.opdb import hints
 from pyggml.testing.opdb import (
     Bad,
     Bound,
@@ -88,7 +89,7 @@ def _soft_max_ext_samples() -> list[Sample]:
 
 
 spec("soft_max_ext", lambda xp, x, scale, max_bias=0.0: xp.soft_max_ext(x.a, getattr(x, "m", None), scale, max_bias),
-     _soft_max_ext_samples(),
+     _soft_max_ext_samples(), hints={"mask": hints.soft_max_mask},
      # ggml_soft_max_impl: op_params {scale, max_bias}; src[1] the mask (src[2] sinks: no wrapper sets them)
      reads=("SOFT_MAX",), from_node=lambda n: oracles.soft_max_ext(n.src[0], _src(n, 1), n.f32(0), n.f32(1)),
      grad=[Grad({"a": ("f32", (3, 7), uniform(-2, 2)), "m": ("f32", (3, 7), uniform(-1, 0))}, ("a",), (0.6,),
@@ -174,6 +175,7 @@ def _rope_ext_samples() -> list[Sample]:
 # the wrapper and the oracle order their parameters differently (freq_factors third in the wrapper): by name
 spec("rope_ext", lambda xp, x, kw: xp.rope_ext(x.a, x.pos, freq_factors=getattr(x, "ff", None), **kw),
      _rope_ext_samples(), reads=("ROPE",), from_node=_rope_node,
+     hints={"a": hints.rope_a, "pos": hints.rope_pos, "freq_factors": hints.rope_freq_factors},
      grad=[Grad({"a": ("f32", (3, 2, 8)), "pos": ("i32", (3,), integers(0, 50))}, ("a",), ({"n_dims": 8, "mode": m},),
                 variant=mname) for m, mname in ((0, "normal"), (2, "neox"))],
      errors=[

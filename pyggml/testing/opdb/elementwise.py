@@ -15,6 +15,7 @@ from pyggml import ops
 from pyggml.errors import GraphError, OpError
 from pyggml.ops.elementwise import GLU_OPS, TRI_TYPES, UNARY_OPS
 from pyggml.testing import oracles
+from pyggml.testing.opdb import hints
 from pyggml.testing.opdb import (
     Bad,
     Bound,
@@ -200,7 +201,7 @@ def _add_node(n: Node) -> np.ndarray:
 for _op in ("add", "sub", "mul", "div"):
     _b_gen = signed_away_from_zero() if _op == "div" else None  # div denominators away from 0
     _gb = _AWAY if _op == "div" else uniform()
-    spec(_op, lambda xp, x, _op=_op: getattr(xp, _op)(x.a, x.b), reads=(_op.upper(),),
+    spec(_op, lambda xp, x, _op=_op: getattr(xp, _op)(x.a, x.b), reads=(_op.upper(),), hints={"b": hints.same_or_row},
          from_node=_add_node if _op == "add" else (lambda n, _op=_op: getattr(oracles, _op)(n.src[0], n.src[1])),
          errors=_BAD.pop(_op), grad=[
         Grad({"a": (F32, (3, 7)), "b": (F32, (3, 7), _gb)}, ("a", "b"), variant="same_shape"),

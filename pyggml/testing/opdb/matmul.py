@@ -51,6 +51,7 @@ from pyggml._native import ffi, lib
 from pyggml.errors import GraphError
 from pyggml.testing import oracles
 from pyggml.testing.cases import NMSE_F16, NMSE_Q8_DOT, default_nmse
+from pyggml.testing.opdb import hints
 from pyggml.testing.opdb import (
     SPECS,
     Bad,
@@ -193,7 +194,7 @@ def _mul_mat_samples() -> list[Sample]:
     return out
 
 
-spec("mul_mat", lambda xp, x: xp.mul_mat(x.a, x.b), _mul_mat_samples(),
+spec("mul_mat", lambda xp, x: xp.mul_mat(x.a, x.b), _mul_mat_samples(), hints={"a": hints.mul_mat_a, "b": hints.mul_mat_b},
      # a node of any types: the quantized ones carry b's Q8 rounding (module doc); the samples state their own
      bounds=[Bound(NMSE_Q8_DOT)],
      reads=("MUL_MAT",), from_node=lambda n: oracles.mul_mat(n.src[0], n.src[1]),

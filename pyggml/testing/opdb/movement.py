@@ -14,6 +14,7 @@ from pyggml import ops, types
 from pyggml._native import ffi, lib
 from pyggml.errors import GraphError
 from pyggml.testing import oracles
+from pyggml.testing.opdb import hints
 from pyggml.testing.opdb import (
     Bad,
     Bound,
@@ -92,7 +93,7 @@ _GET_ROWS_BAD = [
     Bad(lambda c, t: ops.get_rows(c, t("i16", (10, 8)), t("i32", (3,))), ValueError,
         "reads rows of F32/F16/BF16/I32 or quantized types, not I16"),
 ]
-spec("get_rows", lambda xp, x: xp.get_rows(x.a, x.b), reads=("GET_ROWS",),
+spec("get_rows", lambda xp, x: xp.get_rows(x.a, x.b), reads=("GET_ROWS",), hints={"a": hints.get_rows_a, "b": hints.get_rows_b},
      from_node=lambda n: oracles.get_rows(n.src[0], n.src[1]), errors=_GET_ROWS_BAD,
      grad=[Grad({"a": (F32, (5, 4)), "b": ("i32", (6,), integers(0, 5))}, ("a",))], samples=[
     # the tag is a's type alone (the index is always I32)
@@ -157,6 +158,7 @@ def _set_rows_sample(i: int, ta: str, tb: str, tc: str) -> Sample:
 
 
 spec("set_rows", lambda xp, x: xp.set_rows(x.a, x.b, x.c), reads=("SET_ROWS",), from_node=_set_rows_node,
+     hints={"a": hints.set_rows_a, "b": hints.set_rows_b, "c": hints.set_rows_c},
      errors=_SET_ROWS_BAD, samples=[
     Sample({"a": ("f32", (10, 8)), "b": ("f32", (4, 8)), "c": ("i64", (4,), permutation_rows(10))}, tag="f32",
            variant="i64"),
@@ -225,7 +227,7 @@ def _cpy_samples(ts: str, td: str) -> list[Sample]:
 
 
 _CPY_PAIRS = [(s, d) for s in _FLOATS for d in _FLOATS] + [("f32", "i32"), ("i32", "f32"), ("i32", "i32")]
-spec("cpy", lambda xp, x: xp.cpy(x.a, x.b), reads=("CPY",), from_node=_cpy_node, errors=_CPY_BAD,
+spec("cpy", lambda xp, x: xp.cpy(x.a, x.b), reads=("CPY",), from_node=_cpy_node, errors=_CPY_BAD, hints={"b": hints.cpy_b},
      grad=[Grad({"a": (F32, (3, 5)), "b": (F32, (3, 5))}, ("a",), oracle=_cpy_to("f32"))], samples=[
     # (these compare a's values unrounded within the destination type's bound, as they always did)
     Sample({"a": ("f32", (3, 16)), "b": ("f16", (3, 16))}, oracle=_cpy_to("f32")),
@@ -309,7 +311,7 @@ for _n in range(1, 5):
     ])
 
 # ggml_reshape takes the target shape as a tensor (only its ne is read), the oracle as a shape
-spec("reshape", lambda xp, x, ne: xp.reshape(x.a, xp.new_tensor("f32", list(ne))),
+spec("reshape", lambda xp, x, ne: xp.reshape(x.a, xp.new_tensor("f32", list(ne))), hints={"b": hints.reshape_b},
      oracle=lambda x, ne: oracles.reshape(x.a, ne), errors=[
     Bad(lambda c, t: ops.reshape(c, t("f32", (3, 8)), t("f32", (5, 5))), ValueError, "ggml_nelements(a) == "),
     Bad(lambda c, t: ops.reshape(c, t("f32", (3, 8)), (8, 3)), TypeError, "b must be a Tensor"),
@@ -371,7 +373,7 @@ def _concat_b(dim: int, shape: list[int], extent: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-spec("concat", lambda xp, x, dim: xp.concat(x.a, x.b, dim), reads=("CONCAT",),
+spec("concat", lambda xp, x, dim: xp.concat(x.a, x.b, dim), reads=("CONCAT",), hints={"b": hints.same_as_a},
      from_node=lambda n: oracles.concat(n.src[0], n.src[1], n.i32(0)), errors=[
     Bad(lambda c, t: ops.concat(c, t("bf16", (3, 8)), t("f16", (3, 8)), 1), ValueError, "a->type == b->type"),
     Bad(lambda c, t: ops.concat(c, t("f32", (3, 8)), t("f32", (3, 8)), 1.5), TypeError, "dim"),
@@ -398,7 +400,7 @@ spec("concat", lambda xp, x, dim: xp.concat(x.a, x.b, dim), reads=("CONCAT",),
 ])
 
 # ggml_repeat takes the target shape as a tensor (only its ne is read; made of a's type), the oracle as a shape
-spec("repeat", lambda xp, x, ne: xp.repeat(x.a, xp.new_tensor(x.a.type, list(ne))),
+spec("repeat", lambda xp, x, ne: xp.repeat(x.a, xp.new_tensor(x.a.type, list(ne))), hints={"b": hints.twice_ne1_of_a},
      oracle=lambda x, ne: oracles.repeat(x.a, ne), reads=("REPEAT",),
      from_node=lambda n: oracles.repeat(n.src[0], n.ne), errors=[
     Bad(lambda c, t: ops.repeat(c, t("f32", (3, 8)), [6, 8]), TypeError, "b must be a Tensor"),

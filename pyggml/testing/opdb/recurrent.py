@@ -17,6 +17,7 @@ from pyggml.context import Context
 from pyggml.errors import GraphError
 from pyggml.tensor import Tensor
 from pyggml.testing import oracles
+from pyggml.testing.opdb import hints
 from pyggml.testing.opdb import Bad, Gen, In, InputSpec, Node, Permuted, Sample, permutation_rows, spec, uniform
 
 # --- bad calls (moved from tests/bad_calls_recurrent.py and tests/test_bad_input.py): op -> Bad -----------------------
@@ -165,7 +166,7 @@ _bad("ssm_scan", lambda c, t: ops.ssm_scan(c, t("f32", (1, 2, 2, 4)), t("f32", (
 
 
 # --- ssm_conv: odd sizes, a strided batch -------------------------------------------------------------------------------
-spec("ssm_conv", lambda xp, x: xp.ssm_conv(x.sx, x.c), [
+spec("ssm_conv", lambda xp, x: xp.ssm_conv(x.sx, x.c), hints={"sx": hints.ssm_conv_sx, "c": hints.ssm_conv_c}, samples=[
     Sample({"sx": ("f32", (2, 6, 3 + 5)), "c": ("f32", (6, 4))}),
     Sample({"sx": ("f32", (3, 8, 4)), "c": ("f32", (8, 4))}, variant="one_token"),
     *(Sample({"sx": ("f32", (_ns, _d, _dc - 1 + _nt)), "c": ("f32", (_d, _dc))}, variant=f"s{_ns}_d{_d}_k{_dc}_t{_nt}")
@@ -230,7 +231,7 @@ _SCAN.append(_scan_sample("mamba1/strided_state_rows", 5, 1, 6, 3, 4, 2, rows=3,
 # the op leaves the snapshot slots past n_tokens unwritten: the ggml side reads the written prefix (a view of
 # n_out floats), the oracle returns only that prefix (written_only), so the two sides differ
 spec("ssm_scan", lambda xp, x, K, n_out: _prefix_1d(xp, xp.ssm_scan(x.s, x.x, x.dt, x.A, x.B, x.C, x.ids, K), n_out),
-     _SCAN, oracle=lambda x, K, n_out: oracles.ssm_scan(x.s, x.x, x.dt, x.A, x.B, x.C, x.ids, K, written_only=True),
+     _SCAN, hints=hints.SSM_SCAN, oracle=lambda x, K, n_out: oracles.ssm_scan(x.s, x.x, x.dt, x.A, x.B, x.C, x.ids, K, written_only=True),
      reads=("SSM_SCAN",), errors=_errors("ssm_scan"),
      from_node=lambda n: _with_unwritten(n, oracles.ssm_scan(*n.src[:7], n.i32(0), written_only=True)))
 
@@ -242,13 +243,15 @@ def _wkv_inputs(names: tuple[str, ...], S: int, H: int, T: int, ns: int, special
     return inputs
 
 
-spec("rwkv_wkv6", lambda xp, x: xp.rwkv_wkv6(x.k, x.v, x.r, x.tf, x.td, x.state), [
+spec("rwkv_wkv6", lambda xp, x: xp.rwkv_wkv6(x.k, x.v, x.r, x.tf, x.td, x.state),
+     hints=hints.token_ops(["k", "v", "r", "tf", "td", "state"]), samples=[
     Sample({**_wkv_inputs(("k", "v", "r", "td"), _S, _H, _T, _ns, {"td": uniform(0.5, 1.0)}), "tf": ("f32", (_H, _S))},
            variant=f"S{_S}_H{_H}_T{_T}_s{_ns}")
     for _S, _H, _T, _ns in ((8, 2, 5, 1), (5, 3, 6, 2), (7, 1, 3, 3), (16, 2, 4, 2), (3, 4, 7, 1), (13, 1, 9, 3),
                             (64, 1, 2, 1), (11, 2, 1, 1), (64, 2, 4, 2), (64, 1, 3, 3))  # Vulkan: S = 64 only
 ], reads=("RWKV_WKV6",), from_node=lambda n: oracles.rwkv_wkv6(*n.src[:6]), errors=_errors("rwkv_wkv6"))
-spec("gated_linear_attn", lambda xp, x, scale: xp.gated_linear_attn(x.k, x.v, x.q, x.g, x.state, scale), [
+spec("gated_linear_attn", lambda xp, x, scale: xp.gated_linear_attn(x.k, x.v, x.q, x.g, x.state, scale),
+     hints=hints.token_ops(["k", "v", "q", "g", "state"]), samples=[
     Sample(_wkv_inputs(("k", "v", "q", "g"), _S, _H, _T, _ns, {"g": uniform(0.5, 1.0)}), (_scale,),
            variant=f"S{_S}_H{_H}_T{_T}_s{_ns}_scale{_scale:.3g}")
     for _S, _H, _T, _ns, _scale in ((8, 2, 5, 1, 1.0), (5, 3, 6, 2, 0.5), (7, 1, 3, 3, 1.0), (16, 2, 4, 2, 0.25),
@@ -260,7 +263,8 @@ spec("gated_linear_attn", lambda xp, x, scale: xp.gated_linear_attn(x.k, x.v, x.
 # the CPU kernel steps 64 floats at a time on AVX-512 (32 on AVX2): head sizes of 64 and 128, as RWKV-7 uses
 _WKV7 = {"w": uniform(0.5, 1.0), "a": uniform(-0.1, 0.1), "b": uniform(-0.1, 0.1), "k": uniform(-0.3, 0.3),
          "r": uniform(-0.3, 0.3)}
-spec("rwkv_wkv7", lambda xp, x: xp.rwkv_wkv7(x.r, x.w, x.k, x.v, x.a, x.b, x.state), [
+spec("rwkv_wkv7", lambda xp, x: xp.rwkv_wkv7(x.r, x.w, x.k, x.v, x.a, x.b, x.state),
+     hints=hints.token_ops(["r", "w", "k", "v", "a", "b", "state"]), samples=[
     Sample(_wkv_inputs(("r", "w", "k", "v", "a", "b"), _S, _H, _T, _ns, _WKV7), variant=f"S{_S}_H{_H}_T{_T}_s{_ns}")
     for _S, _H, _T, _ns in ((64, 1, 3, 1), (64, 2, 4, 2), (64, 1, 5, 1), (64, 3, 3, 3), (128, 1, 2, 1), (64, 1, 1, 1))
 ], reads=("RWKV_WKV7",), from_node=lambda n: oracles.rwkv_wkv7(*n.src[:7]), errors=_errors("rwkv_wkv7"))
@@ -279,7 +283,7 @@ def _triangular(n: int) -> Gen:
 
 
 # ggml_solve_tri keeps no op_params: it implements left, lower, not uni only (the oracle's defaults)
-spec("solve_tri", lambda xp, x: xp.solve_tri(x.a, x.b), [
+spec("solve_tri", lambda xp, x: xp.solve_tri(x.a, x.b), hints=hints.SOLVE_TRI, samples=[
     Sample({"a": ("f32", (*_batch, _n, _n), _triangular(_n)), "b": ("f32", (*_batch, _n, _m))},
            variant=f"{'x'.join(map(str, _batch)) or 'single'}_n{_n}_m{_m}")
     for _batch, _n, _m in (((), 1, 1), ((), 3, 2), ((), 5, 7), ((2,), 7, 3), ((3,), 13, 1), ((2, 3), 4, 5),
@@ -372,7 +376,7 @@ _GDN += [_gdn_rollback(8, 2, 6, 3, 1, 4, 2), _gdn_rollback(5, 3, 4, 2, 2, 4, 3),
 # as ssm_scan: the ggml side reads the written rows (a view), the oracle returns only those (written_only)
 spec("gated_delta_net",
      lambda xp, x, K, S, H, rows: _gdn_prefix(xp, xp.gated_delta_net(x.q, x.k, x.v, x.g, x.beta, x.state, K), S, H, rows),
-     _GDN, oracle=lambda x, K, S, H, rows: oracles.gated_delta_net(x.q, x.k, x.v, x.g, x.beta, x.state, K,
+     _GDN, hints=hints.GATED_DELTA_NET, oracle=lambda x, K, S, H, rows: oracles.gated_delta_net(x.q, x.k, x.v, x.g, x.beta, x.state, K,
                                                                    written_only=True),
      reads=("GATED_DELTA_NET",), errors=_errors("gated_delta_net"),
      from_node=lambda n: _with_unwritten(n, oracles.gated_delta_net(*n.src[:6], n.i32(0), written_only=True)))
