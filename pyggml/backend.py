@@ -10,6 +10,7 @@ against 0.5 ms per run on a loaded 2-core machine), the machine's cores for a la
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyggml._native import build_info, cstr, ffi, lib
@@ -408,6 +409,9 @@ class Scheduler(Lender):
             raise GGMLError("could not create the scheduler")
         self.ptr = ffi.gc(ptr, lib.ggml_backend_sched_free)
         self._placed: dict[int, tuple[Tensor, Backend]] = {}  # set_tensor_backend's assignments
+        self._observer: Callable[[Tensor, bool], bool] | None = None  # observe()
+        self._observer_handle: object = None
+        self._eval_errors: list[BaseException] = []
 
     def reserve(self, graph: Graph) -> None:
         """Plan graph's memory on every backend (ggml_backend_sched_reserve) without giving the tensors
@@ -504,7 +508,36 @@ class Scheduler(Lender):
                 b._threads_for(graph)
         status = lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr)
         transport.after_device_call(self._devices)  # a failed connection computes nothing and says SUCCESS
+        if self._eval_errors:  # the observer raised: ggml stopped the compute at that node
+            raise self._eval_errors.pop()
         _check_status(status, "scheduler graph compute")
+
+    def observe(self, fn: Callable[[Tensor, bool], bool] | None) -> None:
+        """Watch every node as ggml computes it (ggml_backend_sched_set_eval_callback); None stops.
+
+        fn(node, ask) is called with ask=True before a node is computed (its sources hold what it will
+        read; return True to see it computed) and, for those it asked for, with ask=False once the node
+        is computed (return False to stop the compute there). ggml computes every node asked for on its
+        own, so an observer that asks for each node sees each one with its sources as they were. An
+        exception fn raises stops the compute and is raised by `compute`."""
+        if fn is None:
+            lib.ggml_backend_sched_set_eval_callback(self.ptr, ffi.NULL, ffi.NULL)
+            self._observer = None
+            return
+        if not callable(fn):
+            raise TypeError(f"observe: fn must be callable or None, got {type(fn).__name__}")
+        self._observer = fn
+        self._observer_handle = ffi.new_handle(self)  # the callback finds the scheduler by it
+        lib.ggml_backend_sched_set_eval_callback(self.ptr, lib.pyggml_eval_callback, self._observer_handle)
+
+    def _observe(self, t: object, ask: bool) -> bool:
+        if self._observer is None or self._eval_errors:
+            return False
+        try:
+            return bool(self._observer(Tensor(t, None), ask))
+        except BaseException as e:  # noqa: BLE001 - raised again by compute, never into ggml's C code
+            self._eval_errors.append(e)
+            return False
 
     def _on_vulkan(self, p) -> bool:
         b = lib.ggml_backend_sched_get_tensor_backend(self.ptr, p)
@@ -542,3 +575,9 @@ class Scheduler(Lender):
         """How many splits (runs of consecutive nodes on one backend) the last allocated graph was cut into
         (ggml_backend_sched_get_n_splits)."""
         return lib.ggml_backend_sched_get_n_splits(self.ptr)
+
+
+@ffi.def_extern()
+def pyggml_eval_callback(t: object, ask: bool, user_data: object) -> bool:
+    """ggml's scheduler calls this for every node while an observer is set (Scheduler.observe)."""
+    return ffi.from_handle(user_data)._observe(t, ask)

@@ -60,7 +60,7 @@ def test_every_rule_says_why_and_names_a_test_that_exists(rule):
 def test_no_cpu_rule_is_lost():
     assert {Op(o).name for o in CPU_RULES.ops()} >= CPU_OPS_BEFORE
     pairs = sum(len(r.ops) for r in CPU_RULES.rules)
-    assert pairs == 84  # the 84 entries of the dict, the two it replaced included
+    assert pairs == 85  # the 84 entries of the dict, the two it replaced included, and XIELU's since
     assert len(CPU_RULES.for_op(Op.ADD)) == 2 and len(CPU_RULES.for_op(Op.ROPE)) == 2
 
 
@@ -257,3 +257,17 @@ def test_an_empty_node_is_refused():
         return out
     with pytest.raises(gg.GraphError, match="has no elements"):
         _computed_on_cpu(build)
+
+
+def test_xielu_of_a_permuted_input_is_refused_before_the_cpu_aborts():
+    """permute(0, 3, 1, 2) keeps rows packed but not dims 2-3 after dim 1: the CPU's xielu kernel asserted
+    ggml_is_contiguous_1 and killed the process (found by `python -m pyggml fuzz --seed 1`, call 2246)."""
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (7, 7, 2, 1), "a", input=True)
+    out = ctx.xielu(ctx.permute(a, 0, 3, 1, 2), -1.087, -0.324, 1.172, 1e-45)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    with pytest.raises(gg.GraphError, match="xielu kernel needs an input contiguous above its rows"):
+        gg.Runner("cpu").run(graph, {a: np.zeros((7, 7, 2, 1), np.float32)}, out)
+    ok = ctx.xielu(ctx.cont(ctx.permute(a, 0, 3, 1, 2)), -1.087, -0.324, 1.172, 1e-45)  # as the message says
+    graph = gg.Graph(ctx).build_forward_expand(ok)
+    assert gg.Runner("cpu").run(graph, {a: np.zeros((7, 7, 2, 1), np.float32)}, ok).shape == ok.shape

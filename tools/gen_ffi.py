@@ -22,8 +22,9 @@ from pathlib import Path
 # (int64_t, size_t, bool, FILE, ...), so empty stand-ins are all the preprocessor needs.
 STUB_HEADERS = ["stdint.h", "stddef.h", "stdbool.h", "stdio.h", "stdlib.h", "string.h", "stdarg.h"]
 
-# Callbacks implemented in Python (pyggml/_native.py, pyggml/meta.py).
+# Callbacks implemented in Python (pyggml/_native.py, pyggml/meta.py, pyggml/backend.py).
 PYTHON_CALLBACKS = """
+extern "Python" bool pyggml_eval_callback(struct ggml_tensor * t, bool ask, void * user_data);
 extern "Python" void pyggml_log_callback(enum ggml_log_level level, const char * text, void * user_data);
 extern "Python" void pyggml_abort_callback(const char * error_message);
 extern "Python" struct ggml_backend_meta_split_state pyggml_meta_split_state(const struct ggml_tensor * tensor, void * userdata);

@@ -190,6 +190,15 @@ def _argmax(p: Any) -> str | None:
 
 
 
+def _xielu(p: Any) -> str | None:
+    """XIELU's kernel (apply_unary_op_functor) asserts ggml_is_contiguous_1 of its input: rows packed and
+    dims 2 and 3 packed after dim 1 (a permuted input with ne0 in place is not enough, as it is for the
+    other unary kernels)."""
+    if lib.ggml_get_unary_op(p) == lib.GGML_UNARY_OP_XIELU and not lib.ggml_is_contiguous_1(p.src[0]):
+        return "the CPU's xielu kernel needs an input contiguous above its rows (ggml_is_contiguous_1; use cont() first)"
+    return None
+
+
 def _glu(p: Any) -> str | None:
     """GLU kernels: F32/F16/BF16, except SWIGLU_OAI (F32) and SWIGLU_CLAMP (F32/F16)."""
     kind = ffi.cast("int32_t *", p.op_params)[0]
@@ -412,6 +421,8 @@ _cpu(Op.SCALE, lambda p: _float_src0(p, {_F32, _BF16}, _contiguous))
 _cpu(Op.CLAMP, lambda p: _float_src0(p, {_F32, _F16}, _padded_1d))
 _cpu(Op.LEAKY_RELU, lambda p: _float_src0(p, {_F32, _F16}, _padded_1d))
 _cpu((Op.UNARY, Op.SQR, Op.SQRT, Op.LOG, Op.SIN, Op.COS, Op.SUM), _float_src0)
+_cpu(Op.UNARY, _xielu, "found by the fuzzer: unary-ops.cpp:194 GGML_ASSERT(ggml_is_contiguous_1(src0) ...)",
+     "tests/test_preflight_rules.py::test_xielu_of_a_permuted_input_is_refused_before_the_cpu_aborts")
 _cpu(Op.SUM_ROWS, lambda p: _float_src0(p, {_F32}))
 _cpu(Op.MEAN, lambda p: _float_src0(p, {_F32}))
 _cpu(Op.ARGMAX, _argmax)

@@ -1,15 +1,23 @@
-"""Every node of a computed graph against its oracle, fed the data the node actually received.
+"""Every node of a graph against its oracle, fed the data the node actually received.
 
 The op database says, for each ggml op kind, how to read a node back into an oracle call
-(`OpSpec.reads` and `from_node`). After a graph is computed with its nodes kept
-(`keep_nodes` before allocation: an allocator otherwise reuses a node's or an input's memory
-once its readers are done), `check_nodes` reads each node's sources and output from memory, calls the
-oracle on the sources and compares. A wrong node is found where it is, not at the graph's
-end, and with the values it was given, so an error upstream does not spread into it.
+(`OpSpec.reads` and `from_node`). `NodeChecker` is an observer for ggml's scheduler
+(`Scheduler.observe`, ggml_backend_sched_set_eval_callback): just before ggml computes a node it
+reads the node's sources, right after it reads the node, calls the oracle on the sources and
+compares. A wrong node is found where it is, not at the graph's end, with the values it was given,
+so an error upstream does not spread into it; and what happens to the memory afterwards (an
+allocator reusing it, an op writing in place into a source) does not matter.
+
+    checker = NodeChecker()
+    with observing(runner, checker):
+        runner.compute(graph)
+    bad = [v for v in checker.verdicts if not v.ok]
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,7 +25,6 @@ import numpy as np
 
 from pyggml import types
 from pyggml._native import ffi, lib
-from pyggml.graph import Graph
 from pyggml.runner import Runner
 from pyggml.tensor import Tensor
 from pyggml.testing import opdb
@@ -33,11 +40,12 @@ VIEW_KINDS = {"NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
 
 @dataclass
 class NodeVerdict:
-    index: int
+    index: int  # the node's place in the order ggml computed the graph
     kind: str
     name: str
-    comparison: Comparison | None  # None: no reader for this kind
+    comparison: Comparison | None  # None: not checked (no reader for this kind, or `error`)
     nmse_bound: float = 0.0
+    error: str = ""  # the reader could not model this node (its oracle raised): why
 
     @property
     def ok(self) -> bool:
@@ -47,13 +55,6 @@ class NodeVerdict:
 def kind(t: Tensor) -> str:
     """The node's op kind as ggml names it (unary and GLU ops by their own names)."""
     return ffi.string(lib.ggml_op_desc(t.ptr)).decode()
-
-
-def keep_nodes(graph: Graph) -> None:
-    """Flag every node and leaf as an output, so that no allocator gives its memory to a later node
-    (ggml-alloc frees an input too once its last reader has run)."""
-    for n in [*graph.nodes, *graph.leafs()]:
-        lib.ggml_set_output(n.ptr)
 
 
 def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor]) -> float:
@@ -101,71 +102,73 @@ def values(t: Tensor) -> np.ndarray:
     return out.reshape(t.shape)
 
 
-def leaf_values(graph: Graph) -> dict[int, np.ndarray]:
-    """The graph's leaves (inputs, weights, state) and the views of them, as they are before compute, by
-    address: an in-place op (an optimizer step, a set_rows into a cache) changes its source, and its
-    reader needs the values the node was given."""
-    leafs = graph.leafs()
-    at = {int(ffi.cast("uintptr_t", t.ptr)) for t in leafs}
-
-    def root(p: object) -> int:
-        while p.view_src != ffi.NULL:  # type: ignore[attr-defined]
-            p = p.view_src  # type: ignore[attr-defined]
-        return int(ffi.cast("uintptr_t", p))
-    # NONE nodes are inputs too (ggml keeps a trainable parameter among the nodes); views of computed
-    # nodes have no value yet
-    inputs = [n for n in graph.nodes if kind(n) == "NONE" or (kind(n) in VIEW_KINDS and root(n.ptr) in at)]
-    return {int(ffi.cast("uintptr_t", t.ptr)): values(t) for t in [*leafs, *inputs]}
-
-
-def read_node(t: Tensor, before: dict[int, np.ndarray] | None = None) -> tuple[opdb.OpSpec, Node] | None:
-    """The spec that reads `t`'s op kind and the node as its reader sees it (None: no reader). `before`:
-    leaf values read before compute (leaf_values), used in place of what the leaves hold now."""
-    s = opdb.READERS.get(kind(t))
-    if s is None:
-        return None
+def sources(t: Tensor) -> list[np.ndarray | None]:
+    """The values of t's sources by slot (None for an empty slot: a reader tells sources apart by their
+    slot, e.g. soft_max_ext's src[1] mask and src[2] sinks)."""
     ptrs = list(t.ptr.src)
     while ptrs and ptrs[-1] == ffi.NULL:
         ptrs.pop()
-    # by position: a reader tells sources apart by their slot (soft_max_ext: src[1] mask, src[2] sinks)
-    before = before or {}
-
-    def value(p: object) -> np.ndarray | None:
-        if p == ffi.NULL:
-            return None
-        at = int(ffi.cast("uintptr_t", p))
-        return before[at] if at in before else values(Tensor(p, t.ctx))
-    return s, Node(t, [value(p) for p in ptrs])
+    return [values(Tensor(p, t.ctx)) if p != ffi.NULL else None for p in ptrs]
 
 
-def check_nodes(graph: Graph, skip_views: bool = True, before: dict[int, np.ndarray] | None = None) -> list[NodeVerdict]:
-    """Each node of a computed graph against its oracle (see the module docstring); `before`: the leaves'
-    values read before compute (leaf_values), needed where an op updates its source in place."""
-    opdb.load()
-    out = []
-    for i, t in enumerate(graph.nodes):
+class NodeChecker:
+    """A scheduler observer (`Scheduler.observe`) that checks each node as ggml computes it; the verdicts
+    gather in `verdicts`. Views (VIEW_KINDS) compute nothing and are not asked for."""
+
+    def __init__(self) -> None:
+        opdb.load()
+        self.verdicts: list[NodeVerdict] = []
+        self._index = 0
+        self._pending: tuple[opdb.OpSpec, Node] | None = None
+
+    def __call__(self, t: Tensor, ask: bool) -> bool:
+        if not ask:
+            return self._judge(t)
+        index, self._index = self._index, self._index + 1
         k = kind(t)
-        if skip_views and k in VIEW_KINDS:
-            continue
-        found = read_node(t, before)
-        if found is None:
-            out.append(NodeVerdict(i, k, t.name, None))
-            continue
-        s, node = found
+        if k in VIEW_KINDS:
+            return False
+        s = opdb.READERS.get(k)
+        if s is None:
+            self.verdicts.append(NodeVerdict(index, k, t.name, None))
+            return False
+        self._pending = (s, Node(t, sources(t)))  # before ggml computes t: what it will read
+        self.verdicts.append(NodeVerdict(index, k, t.name, None))
+        return True
+
+    def _judge(self, t: Tensor) -> bool:
+        assert self._pending is not None
+        (s, node), self._pending = self._pending, None
+        verdict = self.verdicts[-1]
         assert s.from_node is not None
-        expected = np.asarray(s.from_node(node))
-        bound = node_bound(s, t, t.src)
+        try:
+            expected = np.asarray(s.from_node(Node(t, node.src)))
+        except Exception as e:  # noqa: BLE001 - a call the oracle does not model: no verdict, and why
+            verdict.error = f"{type(e).__name__}: {e}"
+            return True
+        ptrs = [Tensor(p, t.ctx) for p in t.ptr.src if p != ffi.NULL]
+        bound = node_bound(s, t, ptrs)
         max_err = 0.0 if bound == 0 else default_max_error(bound)
-        out.append(NodeVerdict(i, k, t.name, compare(values(t), expected, bound, max_err), bound))
-    return out
+        verdict.comparison, verdict.nmse_bound = compare(values(t), expected, bound, max_err), bound
+        return True
+
+
+@contextmanager
+def observing(runner: Runner, checker: NodeChecker) -> Iterator[NodeChecker]:
+    """The runner's scheduler calls `checker` for every node computed inside the block."""
+    runner.sched.observe(checker)
+    try:
+        yield checker
+    finally:
+        runner.sched.observe(None)
 
 
 def check_case_nodes(case: "OpCase", runner: Runner) -> list[NodeVerdict]:
-    """Run an op case's graph on `runner` with its nodes kept, then check every node."""
+    """Run an op case's graph on `runner`, checking every node as it is computed."""
     _, x, out, graph = case.build()
     if graph.n_nodes == 0:  # a graph of views only (view_tensor of a leaf): no node computes anything
         return []
-    keep_nodes(graph)
-    before: dict[int, np.ndarray] = {}
-    case.run_on(runner, x, out, graph, before_compute=lambda: before.update(leaf_values(graph)))
-    return check_nodes(graph, before=before)
+    checker = NodeChecker()
+    with observing(runner, checker):
+        case.run_on(runner, x, out, graph)
+    return checker.verdicts

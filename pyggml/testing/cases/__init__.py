@@ -14,7 +14,7 @@ import importlib
 import pkgutil
 import re
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
@@ -189,10 +189,8 @@ class OpCase(Case):
         self.graph_ops = graph_ops(graph)
         return ctx, x, out, graph
 
-    def run_on(self, runner: Runner, x: dict[str, Tensor], out: Tensor, graph: Graph,
-               before_compute: Callable[[], object] | None = None) -> np.ndarray:
-        """Allocate through `runner` (a scheduler or meta device places the tensors), set, compute, read;
-        `before_compute` runs between setting the inputs and computing (the node checker reads them there)."""
+    def run_on(self, runner: Runner, x: dict[str, Tensor], out: Tensor, graph: Graph) -> np.ndarray:
+        """Allocate through `runner` (a scheduler or meta device places the tensors), set, compute, read."""
         runner.allocate(graph, [out])
         missing = [k for k, t in x.items() if t.ptr.data == ffi.NULL]
         if missing:  # the graph reads only a view of them: the scheduler allocates graph tensors only
@@ -201,8 +199,6 @@ class OpCase(Case):
         raw = self.raw_values()
         for k, t in x.items():
             t.set_raw(raw[k])
-        if before_compute is not None:
-            before_compute()
         runner.compute(graph)
         return out.numpy()
 
