@@ -43,7 +43,6 @@ import json
 import logging
 import math
 import os
-import struct
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager

@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from pyggml._enums import DeviceType, Op, SortOrder, Status, Type, UnaryOp
+from pyggml._enums import DeviceType, Op, SortOrder, Status, Type, UnaryOp  # noqa: F401 - re-exported
 from pyggml._native import ffi, lib
 
 

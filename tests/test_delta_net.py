@@ -10,7 +10,7 @@ from pyggml.models.delta_net import DeltaNet, DeltaNetConfig, split_policy
 from pyggml.runner import Runner
 from pyggml.testing.cases import REGISTRY, _load_all
 from pyggml.testing.verdict import bounds, compare
-from pyggml.testing.cases.delta_net import DeltaNetCase, Scenario, check_rollback
+from pyggml.testing.cases.delta_net import DeltaNetCase, Scenario
 from pyggml.testing.oracles.delta_net import DeltaNetReference
 
 _load_all()

@@ -8,7 +8,7 @@ import pytest
 from pyggml.runner import Runner
 from pyggml.testing import grad
 from pyggml.testing import oracles as O
-from pyggml.testing.cases import uniform
+from pyggml.testing.opdb import uniform
 from pyggml.testing.check import Record
 
 CASES = grad.select()

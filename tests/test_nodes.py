@@ -49,7 +49,7 @@ def test_an_observer_that_raises_stops_the_compute_and_its_exception_comes_back(
     runner.sched.observe(None)
     assert runner.run(graph, {a: np.ones((3, 4), np.float32)}, y)[0, 0] == pytest.approx(np.exp(2.0))
     with pytest.raises(TypeError, match="callable"):
-        runner.sched.observe(3)  # type: ignore[arg-type]
+        runner.sched.observe(3)
 
 
 def _set_rows_into_a_computed_node() -> tuple[gg.Graph, gg.Tensor, dict]:

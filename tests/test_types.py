@@ -15,9 +15,7 @@ import pytest
 from pyggml import lib, ops
 from pyggml._native import install_dir
 from pyggml.context import Context
-from pyggml.ops._common import exported
 from pyggml.ops.methods import OpMethods
-from pyggml.testing import oracles
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

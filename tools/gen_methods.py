@@ -18,7 +18,6 @@ import re
 import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 
 from pyggml import ops
 from pyggml.ops._common import op_names

@@ -205,15 +205,6 @@ def _shape_arg(op: str, ne) -> list[int]:
     return out
 
 
-def exported(namespace: dict) -> list[str]:
-    """The op wrappers a family module defines: its public functions and the ones it made with
-    the generic wrappers (not what it imported)."""
-    module = namespace["__name__"]
-    return sorted(n for n, v in namespace.items()
-                  if not n.startswith("_") and callable(v) and not isinstance(v, type)
-                  and getattr(v, "__module__", None) == module)
-
-
 def op_names(namespace: dict[str, object]) -> list[str]:
     """A family module's `__all__`, derived rather than kept by hand: every public function made in that
     module (a `def`, or one made by `_make_unary`/`_make_binary`, which set its module) whose first

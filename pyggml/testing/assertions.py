@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from pyggml.testing.cases import NMSE_F32
+from pyggml.testing.opdb import NMSE_F32
 from pyggml.testing.verdict import compare
 
 

@@ -8,16 +8,14 @@ import json
 import os
 import re
 import sys
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import datetime
 
 import numpy as np
 
 from pyggml import rpc
 from pyggml.backend import devices
-from pyggml.errors import Unsplittable
-from pyggml.runner import Runner, Unsupported
+from pyggml.runner import Runner
 from pyggml.testing import cases as case_registry
 from pyggml.testing.junit import write_junit
 from pyggml.testing.verdict import Record, Status, nmse, run_case

@@ -106,6 +106,8 @@ def float_code(x: float) -> str:
 class Gen:
     """Random arguments for one call, chosen by parameter name and by the live tensors made so far."""
 
+    rng: random.Random  # declared here: the hints (opdb/hints.py) use it, and mypy meets them first
+
     def __init__(self, rng: random.Random, script: Script):
         self.rng = rng
         self.s = script

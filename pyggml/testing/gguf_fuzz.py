@@ -33,6 +33,7 @@ from typing import Any
 
 from pyggml._args import at_least
 from pyggml.testing import child
+
 SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF scalar types' sizes
 STRING, ARRAY = 8, 9
 

@@ -37,7 +37,7 @@ from pyggml.graph import Graph
 from pyggml.runner import Runner, Unsupported
 from pyggml.testing import opdb
 from pyggml.testing import oracles as O
-from pyggml.testing.opdb import integers, uniform
+from pyggml.testing.opdb import uniform
 from pyggml.testing.verdict import Record, Status
 
 GRAD_BOUND = 1e-3

@@ -28,7 +28,7 @@ from pyggml._native import ffi, lib
 from pyggml.runner import Runner
 from pyggml.tensor import Tensor
 from pyggml.testing import opdb
-from pyggml.testing.opdb import Node
+from pyggml.testing.opdb import Node, default_nmse
 from pyggml.testing.verdict import Comparison, compare, default_max_error
 
 if TYPE_CHECKING:
@@ -67,7 +67,6 @@ def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor]) -> float:
     rules = [b.nmse for b in s.bounds if not b.backend and (not b.types or node_types & set(b.types))]
     if rules:
         return max(rules)
-    from pyggml.testing.cases import default_nmse
     return default_nmse(node_types)
 
 

@@ -24,9 +24,7 @@ defaults to "0"; set it to "0,0" before the plugin loads for two, as pyggml's ow
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-import numpy as np
 import pytest
 
 from pyggml.backend import enable_cpu_vulkan_devices

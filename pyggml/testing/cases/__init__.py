@@ -16,7 +16,7 @@ import re
 import zlib
 from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -29,22 +29,21 @@ from pyggml.runner import Runner
 from pyggml.tensor import Tensor
 from pyggml.testing import opdb
 from pyggml.testing.guard import run_guarded
-from pyggml.testing.opdb import Bound, Known, OpSpec, Sample, Skip, as_input, uniform
-from pyggml.testing.opdb import distinct, integers, permutation_rows, signed_away_from_zero  # noqa: F401 - TRANSITIONAL
+from pyggml.testing.opdb import (  # noqa: F401
+    NMSE_F16,
+    NMSE_F32,
+    Bound,
+    Known,
+    OpSpec,
+    Sample,
+    Skip,
+    as_input,
+    default_nmse,
+    uniform,
+)
 from pyggml.testing.verdict import default_max_error
 
 REGISTRY: dict[str, "Case"] = {}
-
-# NMSE bounds by output precision (test-backend-ops uses 1e-7 for most F32 ops)
-NMSE_F32 = 1e-7
-NMSE_F16 = 1e-5
-NMSE_BF16 = 1e-4
-NMSE_QUANT = 1e-6  # oracle sees the dequantized inputs, so only accumulation order differs
-# NMSE bounds that depend on more than the input types (see each use)
-NMSE_FP16_TABLE = 1e-5   # gelu / gelu_quick on CPU look F32 inputs up in an fp16 table
-NMSE_Q8_DOT = 5e-4       # mul_mat with a quantized a: the CPU quantizes b to Q8_0 first
-NMSE_Q8_STORE = 1e-4     # values written into a Q8_0 tensor (quantized on the way)
-
 
 class Mismatch(Exception):
     """A property a case checks on the backend itself did not hold (e.g. rollback == rerun): a failure."""
@@ -131,13 +130,6 @@ def _load_all() -> None:
 
 
 # --- op cases: one per sample of an op spec --------------------------------------------------------
-def default_nmse(type_names: set[str]) -> float:
-    """The NMSE bound an output earns from its inputs' precision."""
-    if "bf16" in type_names:
-        return NMSE_BF16
-    return NMSE_F16 if "f16" in type_names else NMSE_F32
-
-
 class OpCase(Case):
     """One sample of an op spec: fresh inputs, the spec's call on ggml, the same call on the oracles."""
 
@@ -221,18 +213,3 @@ class OpCase(Case):
 
     def expected(self) -> list[np.ndarray]:
         return [np.asarray(self.oracle_fn(SimpleNamespace(**self.values())))]
-
-
-def op_case(name: str, inputs: dict, build: Any, oracle: Any, **kw: Any) -> OpCase:
-    """TRANSITIONAL, removed once every family is in the op database: an old-style case as a one-sample spec."""
-    nmse, exact, known = kw.get("nmse"), kw.get("exact", False), kw.get("known")
-    max_error, backend_bounds = kw.get("max_error"), kw.get("backend_bounds")
-    op, _, rest = name.partition("/")
-    tag, _, variant = rest.partition("/")
-    bounds = [Bound(b, backend=prefix, why=why) for prefix, (b, why) in (backend_bounds or {}).items()]
-    if nmse is not None or max_error is not None:
-        bounds.insert(0, Bound(nmse if nmse is not None else default_nmse({str(v[0]).lower() for v in inputs.values()}),
-                               max_error))
-    sample = Sample(inputs, variant=variant, tag=tag, call=lambda xp, x: build(xp, x), oracle=lambda x: oracle(x),
-                    bounds=bounds, known=[Known(k, v) for k, v in (known or {}).items()], exact=exact)
-    return register(OpCase(OpSpec(op), sample))

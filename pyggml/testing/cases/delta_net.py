@@ -20,8 +20,8 @@ from pyggml.models.delta_net import DeltaNet, DeltaNetConfig, random_weights
 from pyggml.runner import Runner
 from pyggml.testing.cases import Case, Mismatch, register
 from pyggml.testing.opdb import Bound
-from pyggml.testing.verdict import compare
 from pyggml.testing.oracles.delta_net import DeltaNetReference
+from pyggml.testing.verdict import compare
 
 PROMPT, CONTINUATION = 3, 2
 

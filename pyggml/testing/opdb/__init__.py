@@ -139,6 +139,24 @@ def as_input(spec: InputSpec) -> In:
 
 
 # --- bounds, known disagreements and skips: structured, each with its reason -----------------------
+# NMSE bounds by output precision (test-backend-ops uses 1e-7 for most F32 ops)
+NMSE_F32 = 1e-7
+NMSE_F16 = 1e-5
+NMSE_BF16 = 1e-4
+NMSE_QUANT = 1e-6  # oracle sees the dequantized inputs, so only accumulation order differs
+# NMSE bounds that depend on more than the input types (see each use)
+NMSE_FP16_TABLE = 1e-5   # gelu / gelu_quick on CPU look F32 inputs up in an fp16 table
+NMSE_Q8_DOT = 5e-4       # mul_mat with a quantized a: the CPU quantizes b to Q8_0 first
+NMSE_Q8_STORE = 1e-4     # values written into a Q8_0 tensor (quantized on the way)
+
+
+def default_nmse(type_names: set[str]) -> float:
+    """The NMSE bound an output earns from its inputs' precision."""
+    if "bf16" in type_names:
+        return NMSE_BF16
+    return NMSE_F16 if "f16" in type_names else NMSE_F32
+
+
 @dataclass(frozen=True)
 class Bound:
     """The error a backend may show: NMSE (and largest single error, relative to the output's scale;

@@ -10,8 +10,6 @@ import numpy as np
 from pyggml import ops as _typed_ops
 from pyggml.errors import GraphError
 from pyggml.testing import oracles
-from pyggml.testing.cases import default_nmse
-from pyggml.testing.opdb import hints
 from pyggml.testing.opdb import (
     Bad,
     Bound,
@@ -24,6 +22,8 @@ from pyggml.testing.opdb import (
     Sample,
     Transposed,
     as_input,
+    default_nmse,
+    hints,
     integers,
     spec,
     uniform,

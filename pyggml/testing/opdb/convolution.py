@@ -10,9 +10,18 @@ from pyggml import ops
 from pyggml.errors import GraphError, OpError
 from pyggml.tensor import Tensor
 from pyggml.testing import oracles
-from pyggml.testing.opdb import Bad, Bound, In, Node, Permuted, Sample, Transposed, distinct, spec
-
-NMSE_F16 = 1e-5  # pyggml.testing.cases.NMSE_F16 (not imported: cases imports the op database)
+from pyggml.testing.opdb import (
+    NMSE_F16,
+    Bad,
+    Bound,
+    In,
+    Node,
+    Permuted,
+    Sample,
+    Transposed,
+    distinct,
+    spec,
+)
 
 # the composite convolutions (conv_1d/_2d/_dw) store the data as F16 columns (im2col's dst type) before
 # the mul_mat: their error is F16 rounding of the data even with F32 inputs

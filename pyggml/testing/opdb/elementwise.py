@@ -15,8 +15,9 @@ from pyggml import ops
 from pyggml.errors import GraphError, OpError
 from pyggml.ops.elementwise import GLU_OPS, TRI_TYPES, UNARY_OPS
 from pyggml.testing import oracles
-from pyggml.testing.opdb import hints
 from pyggml.testing.opdb import (
+    NMSE_BF16,
+    NMSE_FP16_TABLE,
     Bad,
     Bound,
     Columns,
@@ -26,6 +27,7 @@ from pyggml.testing.opdb import (
     Permuted,
     Sample,
     Transposed,
+    hints,
     integers,
     signed_away_from_zero,
     spec,
@@ -35,8 +37,6 @@ from pyggml.testing.opdb import (
 # the CPU looks F32 gelu / gelu_quick (and the geglu / geglu_quick GLUs) up in an fp16 table: their F32
 # outputs get F16's bound. A plain bound (not one for types=("f32",)) because the node checks
 # (pyggml/testing/nodes.py) apply only a spec's plain bound; BF16 keeps its own, looser bound.
-NMSE_FP16_TABLE = 1e-5
-NMSE_BF16 = 1e-4
 _FP16_TABLE = [Bound(NMSE_FP16_TABLE, why="the CPU looks F32 inputs up in a table of F16 results (ggml-cpu's GGML_GELU_FP16)"),
                Bound(NMSE_BF16, types=("bf16",), why="BF16 inputs and output (8 significant bits)")]
 F32 = "f32"

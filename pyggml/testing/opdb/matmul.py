@@ -50,9 +50,9 @@ from pyggml import types
 from pyggml._native import ffi, lib
 from pyggml.errors import GraphError
 from pyggml.testing import oracles
-from pyggml.testing.cases import NMSE_F16, NMSE_Q8_DOT, default_nmse
-from pyggml.testing.opdb import hints
 from pyggml.testing.opdb import (
+    NMSE_F16,
+    NMSE_Q8_DOT,
     SPECS,
     Bad,
     Bound,
@@ -65,6 +65,8 @@ from pyggml.testing.opdb import (
     Sample,
     Transposed,
     as_input,
+    default_nmse,
+    hints,
     integers,
     permutation_rows,
     spec,

@@ -14,8 +14,8 @@ from pyggml import ops, types
 from pyggml._native import ffi, lib
 from pyggml.errors import GraphError
 from pyggml.testing import oracles
-from pyggml.testing.opdb import hints
 from pyggml.testing.opdb import (
+    NMSE_Q8_STORE,
     Bad,
     Bound,
     Columns,
@@ -26,13 +26,13 @@ from pyggml.testing.opdb import (
     Permuted,
     Sample,
     Transposed,
+    hints,
     integers,
     permutation_rows,
     spec,
     uniform,
 )
 
-NMSE_Q8_STORE = 1e-4  # values written into a Q8_0 tensor (quantized on the way): pyggml.testing.cases' bound
 F32 = "f32"
 _FLOATS = ("f32", "f16", "bf16")
 

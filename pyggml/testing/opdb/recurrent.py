@@ -17,8 +17,19 @@ from pyggml.context import Context
 from pyggml.errors import GraphError
 from pyggml.tensor import Tensor
 from pyggml.testing import oracles
-from pyggml.testing.opdb import hints
-from pyggml.testing.opdb import Bad, Gen, In, InputSpec, Node, Permuted, Sample, permutation_rows, spec, uniform
+from pyggml.testing.opdb import (
+    Bad,
+    Gen,
+    In,
+    InputSpec,
+    Node,
+    Permuted,
+    Sample,
+    hints,
+    permutation_rows,
+    spec,
+    uniform,
+)
 
 # --- bad calls (moved from tests/bad_calls_recurrent.py and tests/test_bad_input.py): op -> Bad -----------------------
 _BAD: list[tuple[str, Callable[..., Any], type[Exception], str]] = []
@@ -230,10 +241,22 @@ for _ds, _hd, _nh, _ng, _nt, _ns in ((16, 1, 5, 1, 4, 1), (5, 1, 7, 1, 3, 2), (7
 _SCAN.append(_scan_sample("mamba1/strided_state_rows", 5, 1, 6, 3, 4, 2, rows=3, mamba1=True, strided=True))
 # the op leaves the snapshot slots past n_tokens unwritten: the ggml side reads the written prefix (a view of
 # n_out floats), the oracle returns only that prefix (written_only), so the two sides differ
+def _ssm_scan_node(n: Node) -> np.ndarray:
+    """SSM_SCAN: sources s, x, dt, A, B, C, ids; op_params K."""
+    s, x, dt, A, B, C, ids = n.src[:7]
+    return oracles.ssm_scan(s, x, dt, A, B, C, ids, n.i32(0), written_only=True)
+
+
+def _gdn_node(n: Node) -> np.ndarray:
+    """GATED_DELTA_NET: sources q, k, v, g, beta, state; op_params K."""
+    q, k, v, g, beta, state = n.src[:6]
+    return oracles.gated_delta_net(q, k, v, g, beta, state, n.i32(0), written_only=True)
+
+
 spec("ssm_scan", lambda xp, x, K, n_out: _prefix_1d(xp, xp.ssm_scan(x.s, x.x, x.dt, x.A, x.B, x.C, x.ids, K), n_out),
      _SCAN, hints=hints.SSM_SCAN, oracle=lambda x, K, n_out: oracles.ssm_scan(x.s, x.x, x.dt, x.A, x.B, x.C, x.ids, K, written_only=True),
      reads=("SSM_SCAN",), errors=_errors("ssm_scan"),
-     from_node=lambda n: _with_unwritten(n, oracles.ssm_scan(*n.src[:7], n.i32(0), written_only=True)))
+     from_node=lambda n: _with_unwritten(n, _ssm_scan_node(n)))
 
 
 # --- RWKV-6, gated linear attention, RWKV-7 ----------------------------------------------------------------------------
@@ -379,7 +402,7 @@ spec("gated_delta_net",
      _GDN, hints=hints.GATED_DELTA_NET, oracle=lambda x, K, S, H, rows: oracles.gated_delta_net(x.q, x.k, x.v, x.g, x.beta, x.state, K,
                                                                    written_only=True),
      reads=("GATED_DELTA_NET",), errors=_errors("gated_delta_net"),
-     from_node=lambda n: _with_unwritten(n, oracles.gated_delta_net(*n.src[:6], n.i32(0), written_only=True)))
+     from_node=lambda n: _with_unwritten(n, _gdn_node(n)))
 
 _unmoved = {op for op, *_ in _BAD} - _GIVEN
 assert not _unmoved, f"bad calls of ops with no spec: {_unmoved}"

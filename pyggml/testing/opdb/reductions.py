@@ -7,11 +7,23 @@ from typing import Any
 
 import numpy as np
 
-from pyggml import ops as _ops
+from pyggml import ops
 
+_ops: Any = ops  # the bad calls below pass wrong types on purpose
 from pyggml.errors import GraphError, OpError
 from pyggml.testing import oracles
-from pyggml.testing.opdb import Bad, Columns, Grad, In, Node, Permuted, Sample, distinct, spec, uniform
+from pyggml.testing.opdb import (
+    Bad,
+    Columns,
+    Grad,
+    In,
+    Node,
+    Permuted,
+    Sample,
+    distinct,
+    spec,
+    uniform,
+)
 from pyggml.types import SortOrder
 
 

@@ -14,7 +14,20 @@ from pyggml.context import Context
 from pyggml.errors import GraphError, OpError
 from pyggml.tensor import Tensor
 from pyggml.testing import oracles
-from pyggml.testing.opdb import Bad, Columns, Gen, Grad, In, Node, Permuted, Sample, distinct, integers, spec, uniform
+from pyggml.testing.opdb import (
+    Bad,
+    Columns,
+    Gen,
+    Grad,
+    In,
+    Node,
+    Permuted,
+    Sample,
+    distinct,
+    integers,
+    spec,
+    uniform,
+)
 
 
 def softmax_rows(spread: float = 2.0) -> Gen:
