@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -135,7 +135,13 @@ def bounds(case: Case, backend: str) -> tuple[float, float]:
     return rule.nmse, rule.max_error if rule.max_error is not None else default_max_error(rule.nmse)
 
 
-def known(case: Case, backend: str) -> str | None:
+class HasRules(Protocol):
+    """What known() reads of a case (an op case, a scenario case or a grad case)."""
+    known: Sequence[Known]
+    types: frozenset[str]
+
+
+def known(case: HasRules, backend: str) -> str | None:
     """Why `backend` is known to disagree with the oracle on this case, or None."""
     rule: Known | None = _most_specific(case.known, backend, case.types)
     return rule.why if rule else None

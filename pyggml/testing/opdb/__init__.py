@@ -213,7 +213,8 @@ class Sample:
 
 @dataclass
 class Grad:
-    """A grad-mode sample: `params` are the inputs that get gradients."""
+    """A grad-mode sample: `params` are the inputs that get gradients. Its case is named
+    <op>/<variant>, or `name` where the grad case has a name of its own."""
     inputs: Mapping[str, InputSpec]
     params: tuple[str, ...]
     args: tuple = ()
@@ -221,7 +222,8 @@ class Grad:
     call: Callable[..., Any] | None = None
     oracle: Callable[..., Any] | None = None
     bound: float | None = None
-    known: Mapping[str, str] = field(default_factory=dict)
+    known: Sequence[Known] = ()
+    name: str | None = None
 
 
 @dataclass

@@ -471,7 +471,7 @@ spec("view_1d", _view_call("view_1d"), errors=[
     Sample({"a": _VA}, (20, 4 * 7)),
     *_typed_views("view_1d", "offset", _V1, _V1),
 ])
-spec("view_2d", _view_call("view_2d"), errors=[
+spec("view_2d", _view_call("view_2d"), grad=[Grad({"a": ("f32", (4, 6))}, ("a",), (3, 2, 48, 8), name="view/f32")], errors=[
     Bad(lambda c, t: ops.view_2d(c, t("f32", (2, 8)), 4, 2, "32"), TypeError, "must be an integer"),
     Bad(lambda c, t: ops.view_2d(c, t("f32", (3, 8)), 8, 3, 40), ValueError, "past the end of a"),
     Bad(lambda c, t: ops.view_2d(c, t("f32", (3, 8)), -1, 3, 32), ValueError, "must be positive"),
