@@ -137,8 +137,10 @@ def bounds(case: Case, backend: str) -> tuple[float, float]:
 
 class HasRules(Protocol):
     """What known() reads of a case (an op case, a scenario case or a grad case)."""
-    known: Sequence[Known]
-    types: frozenset[str]
+    @property
+    def known(self) -> Sequence[Known]: ...
+    @property
+    def types(self) -> frozenset[str]: ...
 
 
 def known(case: HasRules, backend: str) -> str | None:
