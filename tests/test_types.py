@@ -79,3 +79,41 @@ def test_mypy_passes(tmp_path):
                            "pyggml", "tests", *map(str, notebooks)],
                           cwd=ROOT, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _public_functions():
+    """Every public function of pyggml's modules and every public method (and __init__) of their public
+    classes, as (qualified name, function)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import pyggml
+    names = ["pyggml"] + [m.name for m in pkgutil.walk_packages(pyggml.__path__, "pyggml.")]
+    for name in names:
+        module = importlib.import_module(name)
+        for attr, value in vars(module).items():
+            if attr.startswith("_") or getattr(value, "__module__", None) != name:
+                continue
+            if inspect.isfunction(value):
+                yield f"{name}.{attr}", value
+            elif inspect.isclass(value):
+                for member, mv in vars(value).items():
+                    if member.startswith("_") and member != "__init__":
+                        continue
+                    fn = mv.fget if isinstance(mv, property) else getattr(mv, "__func__", mv)
+                    if inspect.isfunction(fn) and fn.__module__ == name:
+                        yield f"{name}.{attr}.{member}", fn
+
+
+def test_every_public_function_is_annotated():
+    """Every parameter (ctx included) and every return of the public API has a type annotation."""
+    import inspect
+    missing = []
+    for qual, fn in _public_functions():
+        sig = inspect.signature(fn)
+        params = [p.name for p in sig.parameters.values()
+                  if p.name not in ("self", "cls") and p.annotation is inspect.Parameter.empty]
+        if params or sig.return_annotation is inspect.Signature.empty:
+            missing.append(f"{qual}({', '.join(params)})" + (" -> ?" if sig.return_annotation is inspect.Signature.empty else ""))
+    assert not missing, f"{len(missing)} public functions lack annotations:\n" + "\n".join(missing)
