@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from types import ModuleType
 
 
@@ -48,7 +49,7 @@ def ggml_info() -> dict:
     return data
 
 
-def info(args) -> int:
+def info(args: argparse.Namespace) -> int:
     from pyggml import build_info, devices
     data: dict = {"build": build_info(), "ggml": ggml_info(), "devices": []}
     for d in devices():
@@ -88,7 +89,7 @@ def info(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; a reader that goes away (`| head`) ends it quietly, as with other command-line tools."""
     try:
         rc = _main(argv)
@@ -106,7 +107,7 @@ def main(argv=None) -> int:
         return 128 + signal.SIGPIPE
 
 
-def _main(argv=None) -> int:
+def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyggml", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="show ggml's log")
     sub = parser.add_subparsers(dest="command", required=True)

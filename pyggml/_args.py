@@ -4,8 +4,13 @@ AttributeError or OverflowError from deep inside a call."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
 
-def integer(what: str, value, lo: int | None = None, hi: int | None = None) -> int:
+_T = TypeVar("_T")
+
+
+def integer(what: str, value: object, lo: int | None = None, hi: int | None = None) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"{what} must be an integer, got {type(value).__name__} {value!r}")
     v = value.__index__()
@@ -14,7 +19,7 @@ def integer(what: str, value, lo: int | None = None, hi: int | None = None) -> i
     return v
 
 
-def at_least(lo: int):
+def at_least(lo: int) -> Callable[[str], int]:
     """An argparse type: an integer >= lo, refused with one line otherwise."""
     import argparse
 
@@ -29,14 +34,14 @@ def at_least(lo: int):
     return parse
 
 
-def instance(what: str, value, cls):
+def instance(what: str, value: object, cls: type[_T] | tuple[type[_T], ...]) -> _T:
     if not isinstance(value, cls):
         names = "/".join(c.__name__ for c in cls) if isinstance(cls, tuple) else cls.__name__
         raise TypeError(f"{what} must be a {names}, got {type(value).__name__}")
     return value
 
 
-def text(what: str, value) -> str:
+def text(what: str, value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, got {type(value).__name__}")
     return value

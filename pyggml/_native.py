@@ -22,8 +22,12 @@ import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyggml.errors import OpError
+
+if TYPE_CHECKING:
+    from pyggml._pyggml_cffi import CData
 
 try:
     from pyggml import _pyggml_cffi
@@ -50,7 +54,7 @@ _pending = threading.local()
 
 
 @ffi.def_extern()
-def pyggml_log_callback(level, text, user_data):
+def pyggml_log_callback(level: int, text: CData, user_data: CData) -> None:
     piece = ffi.string(text).decode("utf-8", "replace")
     if level != lib.GGML_LOG_LEVEL_CONT:
         _pending.level = _LEVELS.get(level, logging.INFO)
@@ -63,7 +67,7 @@ def pyggml_log_callback(level, text, user_data):
 
 
 @ffi.def_extern()
-def pyggml_abort_callback(error_message):
+def pyggml_abort_callback(error_message: CData) -> None:
     # ggml calls abort() right after this returns: say where Python was
     message = ffi.string(error_message).decode("utf-8", "replace")
     sys.stderr.write(f"pyggml: ggml aborted: {message}\nPython call site (most recent call last):\n")
@@ -142,5 +146,5 @@ def install_dir() -> Path:
     return Path(_pyggml_cffi.__file__).resolve().parent
 
 
-def cstr(ptr) -> str:
+def cstr(ptr: CData) -> str:
     return ffi.string(ptr).decode("utf-8", "replace") if ptr != ffi.NULL else ""

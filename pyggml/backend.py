@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyggml._native import build_info, cstr, ffi, lib
 from pyggml import lifetime, preflight, transport
@@ -22,6 +23,9 @@ from pyggml.graph import MAX_GRAPH_SIZE, Graph
 from pyggml.lifetime import Lender, graph_tensors
 from pyggml.tensor import Tensor
 from pyggml.types import DeviceType, Op, Status
+
+if TYPE_CHECKING:
+    from pyggml._pyggml_cffi import CData
 
 
 def _check_status(status: int, what):
@@ -136,7 +140,7 @@ class Backend:
     others) and `auto_threads` whether it is chosen per graph (made without n_threads; see auto_threads).
     """
 
-    def __init__(self, ptr, dev: Device | None = None, n_threads: int | None = None) -> None:
+    def __init__(self, ptr: CData, dev: Device | None = None, n_threads: int | None = None) -> None:
         self.ptr = ffi.gc(ptr, lib.ggml_backend_free)
         self.device = dev if dev is not None else Device(lib.ggml_backend_get_device(ptr))
         self.n_threads: int | None = None
@@ -156,7 +160,7 @@ class Backend:
         """Whether this is ggml's CPU backend (ggml_backend_is_cpu), the only one with a thread count."""
         return bool(lib.ggml_backend_is_cpu(self.ptr))
 
-    def set_n_threads(self, n: int):
+    def set_n_threads(self, n: int) -> None:
         """Compute with n threads from now on, n in 1..MAX_THREADS (ggml_backend_cpu_set_n_threads), instead
         of choosing them per graph. ValueError on a backend that is not the CPU or for n out of range."""
         n = integer("n_threads", n, 1, MAX_THREADS)
@@ -174,7 +178,7 @@ class Backend:
                 self.n_threads = n
 
     @property
-    def buffer_type(self):
+    def buffer_type(self) -> CData:
         """The backend's default buffer type (a ggml_backend_buffer_type_t cdata;
         ggml_backend_get_default_buffer_type), e.g. for `Gallocr(backend.buffer_type)`."""
         return lib.ggml_backend_get_default_buffer_type(self.ptr)
@@ -188,7 +192,7 @@ class Backend:
         instance("unsupported: graph", graph, Graph)
         return [n for n in graph.nodes if n.op.name != "NONE" and not self.supports_op(n)]
 
-    def alloc_tensors(self, ctx) -> "Buffer":
+    def alloc_tensors(self, ctx: Context) -> "Buffer":
         """Give every tensor of a no_alloc context memory in one new buffer of this backend
         (ggml_backend_alloc_ctx_tensors) and return the Buffer; the context keeps it alive. The memory stays
         the tensors' own (weights written once, `Tensor.view()` allowed). ValueError for a context made
@@ -231,7 +235,7 @@ class Backend:
         transport.after_device_call([self.device.ptr])  # a failed connection computes nothing and says SUCCESS
         _check_status(status, lambda: f"{self.name} graph compute")
 
-    def synchronize(self):
+    def synchronize(self) -> None:
         """Wait until the backend has finished the work it was given (ggml_backend_synchronize)."""
         lib.ggml_backend_synchronize(self.ptr)
 
@@ -292,7 +296,7 @@ class Buffer:
     """A ggml backend buffer (ggml_backend_buffer_t in `ptr`): memory on a device that tensors are placed in,
     freed (ggml_backend_buffer_free) when the last reference goes; `Backend.alloc_tensors` returns one."""
 
-    def __init__(self, ptr):
+    def __init__(self, ptr: CData) -> None:
         self.ptr = ffi.gc(ptr, lib.ggml_backend_buffer_free)
 
     @property
@@ -345,7 +349,7 @@ class Gallocr(Lender):
     `Gallocr(buffer_type)`: a ggml_backend_buffer_type_t, e.g. `backend.buffer_type`; the graph is then
     computed with that backend's `compute`. GGMLError when ggml cannot make the allocator."""
 
-    def __init__(self, buffer_type):
+    def __init__(self, buffer_type: CData) -> None:
         ptr = lib.ggml_gallocr_new(buffer_type)
         if ptr == ffi.NULL:
             raise GGMLError("could not create the graph allocator")
@@ -427,7 +431,7 @@ class Scheduler(Lender):
             raise GGMLError("scheduler: reserving the graph failed")
         self._plan_made(graph)
 
-    def reset(self):
+    def reset(self) -> None:
         """Forget the assignment of nodes to backends and the allocation (ggml_backend_sched_reset);
         alloc_graph resets the scheduler itself."""
         lib.ggml_backend_sched_reset(self.ptr)
@@ -552,7 +556,7 @@ class Scheduler(Lender):
                 return backend.runs_on_cpu
         return True
 
-    def set_tensor_backend(self, t: Tensor, b: Backend):
+    def set_tensor_backend(self, t: Tensor, b: Backend) -> None:
         """Assign tensor t to backend b, one of the scheduler's (ggml_backend_sched_set_tensor_backend;
         ValueError for another), for every later allocation (ggml clears assignments when the scheduler
         resets, which allocating does: the scheduler makes them again each time). To compute every node

@@ -16,6 +16,7 @@ from pyggml._args import integer
 from pyggml._native import ffi, guard_error, lib
 from pyggml.ops.methods import OpMethods
 from pyggml.tensor import MAX_DIMS, Tensor, set_rank
+from pyggml.types import TypeLike
 
 # ggml sizes memory in size_t and tensor extents in int64_t; keep both well inside range
 MAX_MEM_SIZE = 2**48
@@ -35,7 +36,7 @@ class Context(OpMethods):
     """
 
     def __init__(self, mem_size: int | None = None, *, n_tensors: int = 4096, no_alloc: bool = True,
-                 graph_size: int = lib.GGML_DEFAULT_GRAPH_SIZE):
+                 graph_size: int = lib.GGML_DEFAULT_GRAPH_SIZE) -> None:
         """mem_size defaults to room for `n_tensors` tensor descriptions and one graph of `graph_size`."""
         if mem_size is None:
             mem_size = n_tensors * lib.ggml_tensor_overhead() + lib.ggml_graph_overhead_custom(graph_size, False)
@@ -79,7 +80,7 @@ class Context(OpMethods):
         return lib.ggml_used_mem(self.ptr)
 
     # --- tensors -------------------------------------------------------------------
-    def new_tensor(self, type, ne: Sequence[int], name: str | None = None) -> Tensor:
+    def new_tensor(self, type: TypeLike, ne: Sequence[int], name: str | None = None) -> Tensor:
         """A new tensor of ggml extents `ne` (1 to 4 of them, ne[0] innermost; ggml_new_tensor): its NumPy
         shape is `ne` reversed, with len(ne) dims. type: a Type, its name ('f32', 'q8_0') or a NumPy dtype.
         name: an optional name. ValueError for extents that are not positive, an ne[0] that is not a
@@ -115,13 +116,13 @@ class Context(OpMethods):
             out.name = name
         return out
 
-    def new_tensor_1d(self, type, ne0, name=None) -> Tensor:
+    def new_tensor_1d(self, type: TypeLike, ne0: int, name: str | None = None) -> Tensor:
         """A new 1-d tensor of ne0 elements (as ggml_new_tensor_1d); see new_tensor.
 
         type: a Type, its name ('f32') or a NumPy dtype. ne0: the extent. name: an optional name."""
         return self.new_tensor(type, [ne0], name)
 
-    def new_tensor_2d(self, type, ne0, ne1, name=None) -> Tensor:
+    def new_tensor_2d(self, type: TypeLike, ne0: int, ne1: int, name: str | None = None) -> Tensor:
         """A new tensor of ne [ne0, ne1] in ggml's order (as ggml_new_tensor_2d): NumPy shape (ne1, ne0),
         kept 2-d even where ne1 is 1.
 
@@ -129,7 +130,7 @@ class Context(OpMethods):
         name: an optional name. Errors as new_tensor."""
         return self.new_tensor(type, [ne0, ne1], name)
 
-    def new_tensor_3d(self, type, ne0, ne1, ne2, name=None) -> Tensor:
+    def new_tensor_3d(self, type: TypeLike, ne0: int, ne1: int, ne2: int, name: str | None = None) -> Tensor:
         """A new tensor of ne [ne0, ne1, ne2] in ggml's order (as ggml_new_tensor_3d): NumPy shape
         (ne2, ne1, ne0), kept 3-d.
 
@@ -137,7 +138,8 @@ class Context(OpMethods):
         optional name. Errors as new_tensor."""
         return self.new_tensor(type, [ne0, ne1, ne2], name)
 
-    def new_tensor_4d(self, type, ne0, ne1, ne2, ne3, name=None) -> Tensor:
+    def new_tensor_4d(self, type: TypeLike, ne0: int, ne1: int, ne2: int, ne3: int,
+                      name: str | None = None) -> Tensor:
         """A new tensor of ne [ne0, ne1, ne2, ne3] in ggml's order (as ggml_new_tensor_4d): NumPy shape
         (ne3, ne2, ne1, ne0).
 
@@ -145,7 +147,7 @@ class Context(OpMethods):
         an optional name. Errors as new_tensor."""
         return self.new_tensor(type, [ne0, ne1, ne2, ne3], name)
 
-    def tensor(self, type, shape: int | Sequence[int], name: str | None = None, *, input: bool = False) -> Tensor:
+    def tensor(self, type: TypeLike, shape: int | Sequence[int], name: str | None = None, *, input: bool = False) -> Tensor:
         """A new tensor of NumPy shape `shape` (outermost first, up to 4 dims; an int is a 1-d shape, () a
         scalar); it keeps that shape, leading 1s included. `type`: a `Type`, its name ("f32", "q8_0") or a
         NumPy dtype. `input=True` marks it a graph input, to be given a value at every run."""

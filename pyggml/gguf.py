@@ -142,7 +142,7 @@ class Value:
     type: GGUFType
     value: Any
 
-    def __init__(self, type: GGUFType | str | int, value: Any):
+    def __init__(self, type: GGUFType | str | int, value: Any) -> None:
         object.__setattr__(self, "type", as_gguf_type(type))
         object.__setattr__(self, "value", value)
 

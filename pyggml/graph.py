@@ -29,7 +29,7 @@ class Graph:
     its tensors have memory. `Graph.with_grads` makes one that can hold a backward pass.
     """
 
-    def __init__(self, ctx, size: int = lib.GGML_DEFAULT_GRAPH_SIZE) -> None:
+    def __init__(self, ctx: Context, size: int = lib.GGML_DEFAULT_GRAPH_SIZE) -> None:
         instance("Graph: ctx", ctx, Context)
         size = integer("Graph: size", size, 1, MAX_GRAPH_SIZE)
         need = lib.ggml_graph_overhead_custom(size, False)
@@ -138,7 +138,7 @@ class Graph:
 
     # --- gradients ---------------------------------------------------------------------------------
     @classmethod
-    def with_grads(cls, ctx, size: int = lib.GGML_DEFAULT_GRAPH_SIZE) -> "Graph":
+    def with_grads(cls, ctx: Context, size: int = lib.GGML_DEFAULT_GRAPH_SIZE) -> "Graph":
         """A graph that can hold gradients (ggml_new_graph_custom(ctx, size, true)), for
         build_backward_expand."""
         instance("Graph: ctx", ctx, Context)

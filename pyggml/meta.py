@@ -21,6 +21,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyggml._args import instance, integer
 from pyggml._native import ffi, lib
@@ -30,6 +31,9 @@ from pyggml.context import Context
 from pyggml.graph import Graph
 from pyggml.tensor import MAX_DIMS, Tensor
 from pyggml.types import DeviceType
+
+if TYPE_CHECKING:
+    from pyggml._pyggml_cffi import CData
 
 MAX_DEVICES = lib.GGML_BACKEND_META_MAX_DEVICES
 MIRRORED = "mirrored"
@@ -110,7 +114,7 @@ class Split:
             raise ValueError(f"{where}: sizes {segs[0]} along axis 0 must be multiples of the block size "
                              f"{block} of type {ffi.string(lib.ggml_type_name(tensor.ptr.type)).decode()}")
 
-    def to_c(self, out) -> None:
+    def to_c(self, out: CData) -> None:
         """Fill a struct ggml_backend_meta_split_state (validate first)."""
         if not isinstance(out, ffi.CData) or ffi.typeof(out) is not ffi.typeof("struct ggml_backend_meta_split_state *"):
             raise TypeError("Split.to_c: out must be a struct ggml_backend_meta_split_state * (cdata)")
@@ -201,7 +205,7 @@ class MetaDevice:
         instance("MetaDevice.check_graph: graph", graph, Graph)
         preflight.meta.check_graph(self, graph)
 
-    def check(self, ctx) -> dict[str, Split]:
+    def check(self, ctx: Context) -> dict[str, Split]:
         """Run the policy over every tensor of a context; raises on the first impossible split."""
         instance("MetaDevice.check: ctx", ctx, Context)
         return {t.name: self.split_of(t) for t in ctx.tensors()}
@@ -214,7 +218,7 @@ class MetaDevice:
                 self._errors.append(e)
             Split(MIRRORED).to_c(out)
 
-    def raise_pending(self):
+    def raise_pending(self) -> None:
         """Re-raise an error the policy raised while ggml called it."""
         with self._lock:
             errors, self._errors = self._errors, []
@@ -232,7 +236,7 @@ class MetaDevice:
 
 
 @ffi.def_extern()
-def pyggml_meta_split_state(tensor, userdata):
+def pyggml_meta_split_state(tensor: CData, userdata: CData) -> CData:
     out = ffi.new("struct ggml_backend_meta_split_state *")
     ffi.from_handle(userdata)._split_state(tensor, out)
     return out[0]
@@ -241,7 +245,7 @@ def pyggml_meta_split_state(tensor, userdata):
 class MetaBackend(Backend):
     """The backend of a meta device; the policy's errors surface as Python exceptions."""
 
-    def __init__(self, ptr, meta: MetaDevice):
+    def __init__(self, ptr: CData, meta: MetaDevice) -> None:
         self.meta = meta
         super().__init__(ptr, meta.device)
 
@@ -250,13 +254,13 @@ class MetaBackend(Backend):
         """The CPU kernels' rules apply when any device of the meta device is a CPU."""
         return any(d.type == DeviceType.CPU for d in self.meta.devices)
 
-    def alloc_tensors(self, ctx) -> Buffer:
+    def alloc_tensors(self, ctx: Context) -> Buffer:
         self.meta.check(ctx)
         buf = super().alloc_tensors(ctx)
         self.meta.raise_pending()
         return buf
 
-    def compute(self, graph):
+    def compute(self, graph: Graph) -> None:
         self.meta.check_graph(graph)
         try:
             super().compute(graph)

@@ -29,10 +29,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from pyggml import transport
 from pyggml._native import ffi, lib
 from pyggml.errors import GGMLError
+
+if TYPE_CHECKING:
+    from pyggml._pyggml_cffi import CData
 
 DEFAULT_PORT = 50052
 DEFAULT_TIMEOUT = 60.0
@@ -68,7 +73,7 @@ def parse_endpoint(endpoint: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def set_timeout(seconds: float):
+def set_timeout(seconds: float) -> None:
     """Bound connect, send and receive of RPC connections opened from now on (0: wait forever)."""
     _require()
     if not isinstance(seconds, (int, float)) or not 0 <= seconds <= 24 * 3600:
@@ -84,7 +89,7 @@ def error(endpoint: str) -> str | None:
     return None
 
 
-def raise_if_failed(endpoints):
+def raise_if_failed(endpoints: Iterable[str]) -> None:
     """Raise RpcError for the first of these endpoints whose server has failed (its reason in the message)."""
     for ep in endpoints:
         why = error(ep)
@@ -129,7 +134,7 @@ def add_servers(spec: str) -> list:
     return out
 
 
-def register_meta(meta_dev_ptr, device_ptrs):
+def register_meta(meta_dev_ptr: CData, device_ptrs: Iterable[CData]) -> None:
     """A meta device made of RPC devices: its faults are theirs."""
     eps = tuple(dict.fromkeys(_ENDPOINT_OF_DEVICE[k] for k in (int(ffi.cast("uintptr_t", p)) for p in device_ptrs)
                               if k in _ENDPOINT_OF_DEVICE))
@@ -137,7 +142,7 @@ def register_meta(meta_dev_ptr, device_ptrs):
         _META_ENDPOINTS[int(ffi.cast("uintptr_t", meta_dev_ptr))] = eps
 
 
-def endpoints_of_device(dev_ptr) -> tuple[str, ...]:
+def endpoints_of_device(dev_ptr: CData) -> tuple[str, ...]:
     """The RPC endpoints a device reaches: its own for an RPC device, its parts' for a meta device over RPC
     devices, () for any other device."""
     if not _ENDPOINT_OF_DEVICE or dev_ptr == ffi.NULL:
@@ -190,7 +195,7 @@ class Server:
     Waits until the server accepts connections (or raises RpcError with its output)."""
 
     def __init__(self, device: str = "cpu", port: int | None = None, threads: int | None = None,
-                 startup_timeout: float = 30.0, env: dict | None = None):
+                 startup_timeout: float = 30.0, env: dict | None = None) -> None:
         self.host, self.port = "127.0.0.1", port or free_port()
         self.endpoint = f"{self.host}:{self.port}"
         cmd = [sys.executable, "-m", "pyggml", "rpc-server", "--host", self.host, "--port", str(self.port),
@@ -218,23 +223,23 @@ class Server:
         self.log.seek(0)
         return self.log.read().decode(errors="replace")
 
-    def kill(self):
+    def kill(self) -> None:
         """Kill it at once (SIGKILL): what a crash looks like to its clients."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
 
-    def pause(self):
+    def pause(self) -> None:
         """Stop it without closing its connections (SIGSTOP): a server that stops answering."""
         import signal
         self.proc.send_signal(signal.SIGSTOP)
 
-    def resume(self):
+    def resume(self) -> None:
         """Let a paused server run again (SIGCONT)."""
         import signal
         self.proc.send_signal(signal.SIGCONT)
 
-    def stop(self):
+    def stop(self) -> None:
         """End the server process: resumed, terminated, killed if it has not ended within 5 s."""
         if self.proc.poll() is None:
             self.resume()

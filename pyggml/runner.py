@@ -11,7 +11,7 @@ every backend; the scheduler copies it to the device.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 from pyggml._args import text
@@ -21,6 +21,9 @@ from pyggml.errors import Unsupported  # noqa: F401 (pyggml.testing and callers 
 from pyggml.backend import Backend, Scheduler, backend, cpu_backend
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
+
+if TYPE_CHECKING:
+    from pyggml.meta import MetaDevice, Policy
 
 
 META_PREFIX = "meta:"
@@ -44,9 +47,9 @@ class Runner:
     differ from NumPy where the backend computes in lower precision: see docs/precision.md.
     """
 
-    def __init__(self, name: str = "cpu", n_threads: int | None = None, graph_size: int = 8192):
+    def __init__(self, name: str = "cpu", n_threads: int | None = None, graph_size: int = 8192) -> None:
         self.name = text("Runner: name", name).lower()
-        self.meta = None
+        self.meta: MetaDevice | None = None
         if self.name == "cpu":
             self.backend = cpu_backend(n_threads)
             self.backends: list[Backend] = [self.backend]
@@ -65,7 +68,7 @@ class Runner:
         """How many devices the runner computes on: the meta device's number of devices, else 1."""
         return self.meta.n_devices if self.meta else 1
 
-    def set_policy(self, policy):
+    def set_policy(self, policy: Policy | None) -> None:
         """The split policy of a meta runner's static tensors (None: all mirrored); no-op otherwise."""
         if self.meta is not None:
             self.meta.set_policy(policy)
@@ -97,7 +100,7 @@ class Runner:
         # Runner("vulkan0") computed such graphs on the CPU, silently
         self.sched.alloc_graph(graph, pin=self.backend if self.meta is None else None)
 
-    def compute(self, graph: Graph):
+    def compute(self, graph: Graph) -> None:
         """Compute the graph this runner allocated last (ggml_backend_sched_graph_compute); read results
         with `Tensor.numpy()`. GraphError for another graph, or naming the inputs not written since the
         allocation; GGMLError when ggml reports a failed compute."""

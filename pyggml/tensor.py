@@ -8,11 +8,20 @@ through `set()` / `numpy()`; a tensor in host memory can also be read without a 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pyggml import lifetime, transport, types
 from pyggml._native import cstr, ffi, lib
 from pyggml.types import Op, Type
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+    from pyggml._pyggml_cffi import CData
+    from pyggml.context import Context
 
 MAX_DIMS = lib.GGML_MAX_DIMS
 # plain dict lookups: Enum(value) costs several times more, and op building reads types a lot
@@ -29,7 +38,7 @@ RANK_BYTE = [bytes([n + 1]) for n in range(MAX_DIMS + 1)]  # what padding[0] hol
 _OWN_DIMS = {int(o) for o in (Op.VIEW, Op.RESHAPE, Op.ARGMAX, Op.SUM, Op.COUNT_EQUAL, Op.CROSS_ENTROPY_LOSS)}
 
 
-def set_rank(p, n: int):
+def set_rank(p: CData, n: int) -> None:
     """Record that the tensor p has n NumPy dims (0 to 4)."""
     p.padding[0] = RANK_BYTE[n]
 
@@ -41,7 +50,7 @@ def _extent_rank(p) -> int:
     return n
 
 
-def rank(p) -> int:
+def rank(p: CData) -> int:
     """The NumPy rank of tensor p (see Tensor.shape); derived once from its sources, then recorded."""
     stored = p.padding[0][0]
     if stored:
@@ -91,9 +100,11 @@ class Tensor:
 
     __slots__ = ("ptr", "ctx", "__weakref__")
 
-    def __init__(self, ptr, ctx):
+    def __init__(self, ptr: CData, ctx: Context | None) -> None:
         self.ptr = ptr
-        self.ctx = ctx  # keeps the context (and so the tensor's memory) alive
+        # keeps the context (and so the tensor's memory) alive; None for the tensors ggml's callbacks hand
+        # over (typed Any: pyggml/ops/attention.py's flash_attn_ext_add_sinks uses it without a None check)
+        self.ctx: Any = ctx
 
     # --- identity ------------------------------------------------------------------
     def __eq__(self, other):
@@ -252,7 +263,7 @@ class Tensor:
 
     # --- memory --------------------------------------------------------------------
     @property
-    def buffer(self):
+    def buffer(self) -> CData:
         """The ggml_backend_buffer_t holding the data (NULL for context memory or none)."""
         return self.ptr.buffer
 
@@ -275,7 +286,7 @@ class Tensor:
             raise ValueError(f"{what}: tensor {self.name or '(unnamed)'} has no memory yet "
                              "(allocate its context or graph on a backend first)")
 
-    def set(self, values, *, cast: bool = False) -> "Tensor":
+    def set(self, values: ArrayLike, *, cast: bool = False) -> "Tensor":
         """Write values: an array of the tensor's NumPy shape (leading 1s may be left out) or any
         array with as many elements, converted to the tensor's type.
 
@@ -315,7 +326,7 @@ class Tensor:
         lifetime.written(p)
         return self
 
-    def set_raw(self, data) -> "Tensor":
+    def set_raw(self, data: Buffer | np.ndarray) -> "Tensor":
         """Write the tensor's bytes as they are (ggml's own encoding of its type: quantized blocks
         and all), e.g. what `raw_bytes` or `pyggml.types.encode` gave; data: any bytes-like object of
         exactly nbytes bytes (ValueError otherwise, or when the tensor has no memory or is not contiguous).
@@ -325,7 +336,7 @@ class Tensor:
             self._require_allocated("set_raw")
         if not lib.ggml_is_contiguous(p):
             raise ValueError("set_raw: tensor is not contiguous; write to the tensor it views instead")
-        raw = np.ascontiguousarray(np.frombuffer(memoryview(data).cast("B"), np.uint8))
+        raw = np.ascontiguousarray(np.frombuffer(memoryview(cast("Buffer", data)).cast("B"), np.uint8))
         nbytes = lib.ggml_nbytes(p)
         if raw.nbytes != nbytes:
             raise ValueError(f"set_raw: {raw.nbytes} bytes for a tensor of {nbytes} bytes")

@@ -9,12 +9,16 @@ block-quantized types (Q8_0, Q4_0, ...) do not: they are converted on the way in
 from __future__ import annotations
 
 import functools
+from typing import TypeAlias, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from pyggml._enums import DeviceType, Op, SortOrder, Status, Type, UnaryOp  # noqa: F401 - re-exported
 from pyggml._native import ffi, lib
 
+# what every type argument accepts (as_type): a Type, its name ('f32', 'Q8_0'), its number or a NumPy dtype
+TypeLike: TypeAlias = "Type | str | int | npt.DTypeLike"
 
 _DTYPES = {
     Type.F32: np.float32, Type.F16: np.float16, Type.F64: np.float64,
@@ -22,7 +26,7 @@ _DTYPES = {
 }
 
 
-def as_type(t) -> Type:
+def as_type(t: TypeLike) -> Type:
     """Accept Type, its name ('f32', 'Q8_0') or a NumPy dtype."""
     if type(t) is Type:
         return t
@@ -33,7 +37,7 @@ def as_type(t) -> Type:
             raise ValueError(f"unknown ggml type {t!r}") from None
     if isinstance(t, int) and not isinstance(t, bool):
         return Type(t)
-    dt = np.dtype(t)
+    dt = np.dtype(cast("npt.DTypeLike", t))  # what the cases above left: a dtype-like
     for k, v in _DTYPES.items():
         if np.dtype(v) == dt:
             return k
@@ -44,18 +48,18 @@ _BLOCK_SIZE = {t: lib.ggml_blck_size(t) for t in Type}
 _TYPE_SIZE = {t: lib.ggml_type_size(t) for t in Type}
 
 
-def block_size(t) -> int:
+def block_size(t: TypeLike) -> int:
     """How many values one block of type t holds (1 for F32, F16, the integers; 32 for Q8_0, 256 for Q4_K...).
     A row's ne0 must be a multiple of it."""
     return _BLOCK_SIZE[as_type(t)]
 
 
-def type_size(t) -> int:
+def type_size(t: TypeLike) -> int:
     """The bytes of one block of type t (4 for F32, 34 for Q8_0's 32 values): ggml_type_size."""
     return _TYPE_SIZE[as_type(t)]
 
 
-def is_quantized(t) -> bool:
+def is_quantized(t: TypeLike) -> bool:
     """Whether t is a block-quantized type (Q8_0, Q4_K, IQ4_NL, ...): ggml_is_quantized."""
     return bool(lib.ggml_is_quantized(as_type(t)))
 
@@ -63,12 +67,12 @@ def is_quantized(t) -> bool:
 _INTEGER = {Type.I8, Type.I16, Type.I32, Type.I64}
 
 
-def is_integer(t) -> bool:
+def is_integer(t: TypeLike) -> bool:
     """Whether t is one of ggml's integer types (I8, I16, I32, I64)."""
     return as_type(t) in _INTEGER
 
 
-def can_quantize(t) -> str | None:
+def can_quantize(t: TypeLike) -> str | None:
     """None if ggml_quantize_chunk can write type t from floats, else the reason it cannot."""
     t = as_type(t)
     if lib.ggml_quantize_requires_imatrix(t):
@@ -90,22 +94,22 @@ def _quantize_chunk_writes(t: Type) -> bool:
                                                   ffi.NULL) == out.size
 
 
-def host_dtype(t) -> np.dtype:
+def host_dtype(t: TypeLike) -> np.dtype:
     """The NumPy dtype values of this type are read and written as."""
     return np.dtype(_DTYPES.get(as_type(t), np.float32))
 
 
-def has_raw_dtype(t) -> bool:
+def has_raw_dtype(t: TypeLike) -> bool:
     """True when NumPy can view this type's bytes directly (zero-copy reads)."""
     return as_type(t) in _DTYPES
 
 
-def row_size(t, n: int) -> int:
+def row_size(t: TypeLike, n: int) -> int:
     """The bytes of a row of n values of type t (n a multiple of its block size): ggml_row_size."""
     return lib.ggml_row_size(as_type(t), n)
 
 
-def encode(t, values: np.ndarray) -> np.ndarray:
+def encode(t: TypeLike, values: np.ndarray) -> np.ndarray:
     """Values (host dtype, any shape) -> the tensor's bytes, row-major, innermost dim last."""
     t = as_type(t)
     if has_raw_dtype(t):
@@ -132,7 +136,7 @@ def encode(t, values: np.ndarray) -> np.ndarray:
     return out
 
 
-def decode(t, raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+def decode(t: TypeLike, raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """The tensor's bytes (uint8 or its raw dtype) -> values of the host dtype, in `shape`."""
     t = as_type(t)
     if has_raw_dtype(t):

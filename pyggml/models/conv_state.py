@@ -26,7 +26,9 @@ inputs again, and rebuilt when the shape changes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,7 +38,10 @@ from pyggml.context import Context
 from pyggml.graph import Graph
 from pyggml.runner import Runner
 from pyggml.tensor import Tensor
-from pyggml.types import SortOrder, Type
+from pyggml.types import SortOrder, Type, TypeLike
+
+if TYPE_CHECKING:
+    from pyggml.meta import Split
 
 STRATEGIES = ("host_index", "device_index", "copies")
 SLOT_INDEX_NAME = "rs_s_slot_rev"
@@ -47,7 +52,7 @@ class RecurrentMemory:
     `cache_ssm_l{il}` [n_embd_s, mem_size*K], same rows), allocated once in a buffer of `backend`."""
 
     def __init__(self, backend: Backend, n_layer: int, d_conv: int, channels: int, mem_size: int,
-                 n_rs_seq: int, type="f32", n_embd_s: int = 0):
+                 n_rs_seq: int, type: TypeLike = "f32", n_embd_s: int = 0) -> None:
         if n_layer < 1 or d_conv < 2 or channels < 1 or mem_size < 1 or n_rs_seq < 0 or n_embd_s < 0:
             raise ValueError("RecurrentMemory needs n_layer >= 1, d_conv >= 2, channels >= 1, "
                              f"mem_size >= 1, n_rs_seq >= 0, n_embd_s >= 0 (got {n_layer}, {d_conv}, {channels}, "
@@ -76,7 +81,7 @@ class RecurrentMemory:
         """Layer il's cache as stored: (mem_size*K, n_embd_r) of the cache dtype."""
         return self.conv_states_all[il].numpy()
 
-    def write(self, il: int, values: np.ndarray):
+    def write(self, il: int, values: np.ndarray) -> None:
         """Overwrite layer il's cache with values of NumPy shape (mem_size*K, n_embd_r)."""
         self.conv_states_all[il].set(values)
 
@@ -138,7 +143,7 @@ def build_conv_state(ctx: Context, graph: Graph, inp: GraphInputs, mem: Recurren
 
 
 def build_conv_write(ctx: Context, graph: Graph, inp: GraphInputs, mem: RecurrentMemory, conv_input: Tensor,
-                     kv_head: int, il: int, strategy: str):
+                     kv_head: int, il: int, strategy: str) -> None:
     """The rollback write alone: conv_input [d_conv-1+n, channels, n_seqs] -> layer il's cache."""
     conv_states_all = mem.conv_states_all[il]
     d, C, n_seqs = mem.d_conv, mem.channels, conv_input.ne[2]
@@ -189,7 +194,7 @@ class QkvProjection:
     With identity weights the projection is exact, so the NumPy model stays bit-exact.
     """
 
-    def __init__(self, backend: Backend, n_layer: int, channels: int):
+    def __init__(self, backend: Backend, n_layer: int, channels: int) -> None:
         self.ctx = Context(n_tensors=n_layer + 1)
         self.w_qkv = [self.ctx.new_tensor_2d(Type.F32, channels, channels, name=f"w_qkv-{il}") for il in range(n_layer)]
         self.buffer = backend.alloc_tensors(self.ctx)
@@ -197,7 +202,7 @@ class QkvProjection:
             w.set(np.eye(channels, dtype=np.float32))
 
 
-def split_policy(d_conv: int, n_devices: int):
+def split_policy(d_conv: int, n_devices: int) -> list[tuple[str, Callable[[Tensor], Split]]]:
     """llama.cpp-like meta split of the seed's static tensors: the conv caches by channels
     (whole windows of d_conv-1 values) on axis 0, the qkv projections by output channel."""
     from pyggml.meta import Split
@@ -212,7 +217,7 @@ class ConvStateGraph:
     `x_mixed` (the values of the ubatch's qkv either way)."""
 
     def __init__(self, mem: RecurrentMemory, n_seq_tokens: int, n_seqs: int, kv_head: int, strategy: str,
-                 projection: QkvProjection | None = None):
+                 projection: QkvProjection | None = None) -> None:
         self.key = (n_seq_tokens, n_seqs, kv_head)
         self.mem = mem
         self.ctx = Context(n_tensors=64 + mem.n_layer * (16 + 4 * mem.K))
@@ -221,7 +226,7 @@ class ConvStateGraph:
         name = "x_mixed" if projection else "qkv_mixed"
         self.qkv = [self.ctx.new_tensor_3d(Type.F32, mem.channels, n_seq_tokens, n_seqs, name=f"{name}-{il}")
                     .set_input() for il in range(mem.n_layer)]
-        self.conv_input = []
+        self.conv_input: list[Tensor] = []
         for il in range(mem.n_layer):
             qkv_mixed = self.qkv[il]
             if projection:
@@ -230,7 +235,7 @@ class ConvStateGraph:
             self.graph.build_forward_expand(out)
             self.conv_input.append(out.set_output())
 
-    def set_inputs(self, ub: Ubatch):
+    def set_inputs(self, ub: Ubatch) -> None:
         """llm_graph_input_rs::set_input: s_copy, and rs_s_slot_rev filled on the host."""
         self.inp.s_copy.set(np.asarray(ub.s_copy, dtype=np.int32))
         for t, x in zip(self.qkv, ub.qkv):

@@ -34,7 +34,9 @@ and k that way before the op, which broadcasts differently). ggml's op needs S_k
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -46,7 +48,10 @@ from pyggml.models.conv_state import STRATEGIES, GraphInputs, RecurrentMemory, b
 from pyggml.graph import Graph
 from pyggml.runner import Runner
 from pyggml.tensor import Tensor
-from pyggml.types import Type
+from pyggml.types import Type, TypeLike
+
+if TYPE_CHECKING:
+    from pyggml.meta import Split
 
 
 @dataclass(frozen=True)
@@ -135,7 +140,7 @@ def random_weights(config: DeltaNetConfig, seed: int = 0) -> list[dict[str, np.n
 class DeltaNetWeights:
     """The layers' weights in a buffer of `backend`, named llama.cpp's way (blk.{il}.attn_qkv, ...)."""
 
-    def __init__(self, backend: Backend, config: DeltaNetConfig, values: list[dict[str, np.ndarray]]):
+    def __init__(self, backend: Backend, config: DeltaNetConfig, values: list[dict[str, np.ndarray]]) -> None:
         if len(values) != config.n_layer:
             raise ValueError(f"weights for {len(values)} layers, the config has {config.n_layer}")
         shapes = config.weight_shapes()
@@ -154,7 +159,7 @@ class DeltaNetWeights:
                 self.layers[il][n].set(v.astype(np.float32))
 
 
-def split_policy(config: DeltaNetConfig, n_devices: int):
+def split_policy(config: DeltaNetConfig, n_devices: int) -> list[tuple[str, Callable[[Tensor], Split]]]:
     """Tensor parallelism for a meta device: key-head groups across devices (with their value heads),
     for the projections, the conv weights and cache, the recurrent-state cache; norms mirrored."""
     from pyggml.meta import Split
@@ -244,7 +249,7 @@ class DeltaNetGraph:
     """The graph of one ubatch shape (n_seq_tokens, n_seqs, kv_head): every layer, input x, output."""
 
     def __init__(self, config: DeltaNetConfig, mem: RecurrentMemory, weights: DeltaNetWeights, n_seq_tokens: int,
-                 n_seqs: int, kv_head: int, strategy: str):
+                 n_seqs: int, kv_head: int, strategy: str) -> None:
         self.key = (n_seq_tokens, n_seqs, kv_head)
         per_layer = 96 + 4 * mem.K
         self.ctx = Context(n_tensors=64 + config.n_layer * per_layer)
@@ -258,7 +263,7 @@ class DeltaNetGraph:
         self.out = cur.set_name("out").set_output()
         self.graph.build_forward_expand(self.out)
 
-    def set_inputs(self, x: np.ndarray, s_copy: list[int]):
+    def set_inputs(self, x: np.ndarray, s_copy: list[int]) -> None:
         """Fill the graph's inputs: the layer input x, the cells each sequence reads (s_copy), and the
         rollback slot index when the graph has one (Kw-1, ..., 0, filled on the host)."""
         self.inp.s_copy.set(np.asarray(s_copy, dtype=np.int32))
@@ -274,8 +279,9 @@ class DeltaNet:
     step(x, s_copy, kv_head): x NumPy (n_seqs, n_seq_tokens, n_embd); sequence s reads its states from
     row s_copy[s] of both caches (`row(cell, rollback)`) and writes them to cell kv_head+s."""
 
-    def __init__(self, runner: Runner, config: DeltaNetConfig, K: int = 1, mem_size: int = 4, cache_type="f32",
-                 strategy: str = "host_index", weights: list[dict[str, np.ndarray]] | None = None, seed: int = 0):
+    def __init__(self, runner: Runner, config: DeltaNetConfig, K: int = 1, mem_size: int = 4,
+                 cache_type: TypeLike = "f32", strategy: str = "host_index",
+                 weights: list[dict[str, np.ndarray]] | None = None, seed: int = 0) -> None:
         if not isinstance(config, DeltaNetConfig):
             raise TypeError(f"DeltaNet: config must be a DeltaNetConfig, got {type(config).__name__}")
         K = integer("DeltaNet: K", K, 1, 64)

@@ -3,13 +3,16 @@ and against the other backends."""
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
 import os
 import re
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from datetime import datetime
+from typing import TextIO
 
 import numpy as np
 
@@ -17,6 +20,7 @@ from pyggml import rpc
 from pyggml.backend import devices
 from pyggml.runner import Runner
 from pyggml.testing import cases as case_registry
+from pyggml.testing.cases import Case
 from pyggml.testing.junit import write_junit
 from pyggml.testing.verdict import Record, Status, nmse, run_case
 from pyggml.types import DeviceType
@@ -66,12 +70,12 @@ class _Recorder:
 class Progress:
     """A progress bar on a terminal; elsewhere (CI logs) a line every `every` steps."""
 
-    def __init__(self, stream, total: int, every: int = 250):
+    def __init__(self, stream: TextIO | None, total: int, every: int = 250) -> None:
         self.stream, self.total, self.every = stream, total, every
         self.tty = stream is not None and getattr(stream, "isatty", lambda: False)()
         self.done, self.bad = 0, 0
 
-    def step(self, label: str, status: str):
+    def step(self, label: str, status: str) -> None:
         self.done += 1
         self.bad += status in ("fail", "error")
         if self.stream is None:
@@ -86,12 +90,12 @@ class Progress:
             self.stream.write(f"[{self.done}/{self.total}] {self.bad} failing\n")
             self.stream.flush()
 
-    def close(self):
+    def close(self) -> None:
         if self.stream is not None and self.tty:
             self.stream.write("\n")
 
 
-def run_check(backends: list[str], pattern: str | None = None, progress=sys.stderr, ops: list[str] | None = None,
+def run_check(backends: list[str], pattern: str | None = None, progress: TextIO | None = sys.stderr, ops: list[str] | None = None,
               type_names: list[str] | None = None, slow: bool = False) -> list[Record]:
     selected = case_registry.select(pattern, ops, type_names)
     runners = {}
@@ -178,7 +182,7 @@ def table(records: list[Record], quiet: bool = False) -> str:
     return "\n".join(lines)
 
 
-def list_cases(cases) -> str:
+def list_cases(cases: Sequence[Case]) -> str:
     lines = [f"{c.name:<60} {c.op:<20} {','.join(sorted(c.types))}"
              for c in cases]
     lines.append(f"{len(cases)} cases")
@@ -194,7 +198,7 @@ OP_ALIASES = {"matmul": "mul_mat", "mm": "mul_mat", "bmm": "mul_mat", "gemm": "m
               "divide": "div", "contiguous": "cont", "swish": "silu"}
 
 
-def closest(word: str, choices, aliases: dict[str, str] | None = None, n: int = 5) -> list[str]:
+def closest(word: str, choices: Iterable[str], aliases: dict[str, str] | None = None, n: int = 5) -> list[str]:
     """The choices a mistyped `word` most likely meant, best first: its alias, the same name without
     underscores or with its parts in another order (matmul: mul_mat), the choices it begins (q4: q4_0,
     q4_1, q4_k), then the ones difflib finds close."""
@@ -318,7 +322,7 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     grad = args.mode == "grad"
     if grad and (args.op or args.type):
         return _fail("--mode grad selects cases by name only: use --only PATTERN (`check --mode grad --list` "

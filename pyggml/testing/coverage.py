@@ -9,10 +9,11 @@ ggml_op_desc names the nodes.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from pyggml import ops
 from pyggml._native import ffi, lib
@@ -54,7 +55,7 @@ def wrappers_of(kinds: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def coverage(backends: list[str], progress=sys.stderr, records: list[Record] | None = None) -> dict:
+def coverage(backends: list[str], progress: TextIO | None = sys.stderr, records: list[Record] | None = None) -> dict:
     """The coverage report of these backends' results: `records` (a check report's), or those of a
     run of the whole suite on `backends` now."""
     kinds = op_kinds()
@@ -131,7 +132,7 @@ def read_report(path: str) -> list[Record]:
     return records
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     from_file = getattr(args, "from_file", None)
     records = None
     if from_file:

@@ -36,12 +36,15 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pyggml._args import at_least
 from pyggml.testing import child
 from pyggml.testing.child import Outcome
 from pyggml.testing.opdb.hints import SMALL
+
+if TYPE_CHECKING:
+    from pyggml.tensor import Tensor
 
 PRELUDE = ["import numpy as np", "import pyggml as gg", "from pyggml import ops", "from pyggml.models import conv_state", "from pyggml.testing import oracles",
            "from pyggml.meta import MetaDevice, Split", "from pyggml.testing.nodes import NodeChecker", "from pyggml.testing.fuzz import tolerance"]
@@ -67,7 +70,7 @@ def documented() -> tuple[type, ...]:
 class Raised(Exception):
     """A line of the program raised `exc` (kept apart from errors of the fuzzer itself)."""
 
-    def __init__(self, exc: BaseException, line: str):
+    def __init__(self, exc: BaseException, line: str) -> None:
         super().__init__(line)
         self.exc = exc
         self.line = line
@@ -79,14 +82,14 @@ class Script:
     `lines` holds the lines that ran through; a line that raised is left out, so the
     program can be run again (the meta pass rebuilds it) and stays a valid script."""
 
-    def __init__(self, echo=None) -> None:
+    def __init__(self, echo: Callable[[str], None] | None = None) -> None:
         self.lines: list[str] = []
         self.echo = echo
         self.ns: dict = {}
         for line in PRELUDE:
             exec(line, self.ns)
 
-    def run(self, line: str):
+    def run(self, line: str) -> None:
         if self.echo:
             self.echo(f"@code {json.dumps(line)}")
         try:
@@ -108,7 +111,7 @@ class Gen:
 
     rng: random.Random  # declared here: the hints (opdb/hints.py) use it, and mypy meets them first
 
-    def __init__(self, rng: random.Random, script: Script):
+    def __init__(self, rng: random.Random, script: Script) -> None:
         self.rng = rng
         self.s = script
         self.n = 0
@@ -334,7 +337,7 @@ def op_call(g: Gen, name: str) -> dict:
 
 
 # --- compute and check ----------------------------------------------------------------------------
-def reachable(out) -> set[int]:
+def reachable(out: Tensor) -> set[int]:
     """Addresses of every tensor out depends on (sources and view sources)."""
     from pyggml._native import ffi
     seen, stack = set(), [out.ptr]
@@ -364,7 +367,7 @@ def input_code(g: Gen, var: str) -> str:
     return f"rng.uniform(-1, 1, {shape}).astype({dtype})"
 
 
-def py_nbytes(t) -> int:
+def py_nbytes(t: Tensor) -> int:
     """A tensor's size by its shape, in Python ints (ggml_nbytes wraps around for huge shapes)."""
     from pyggml import types
     n = types.type_size(t.type) * (t.ne[0] // max(1, types.block_size(t.type)) + 1)
@@ -373,7 +376,7 @@ def py_nbytes(t) -> int:
     return n
 
 
-def computable(g: Gen, out) -> bool:
+def computable(g: Gen, out: object) -> bool:
     """Compute what builds, zero-element tensors included, but never allocate huge ones."""
     from pyggml.tensor import Tensor
     if not isinstance(out, Tensor) or not out.ctx.no_alloc:
@@ -584,12 +587,13 @@ def describe_exc(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg[:300]}"
 
 
-def pass_header(echo, which: str):
+def pass_header(echo: Callable[[str], None] | None, which: str) -> None:
     if echo:
         echo(f"@pass {which}")
 
 
-def run_call(seed: int, k: int, meta: bool = True, echo=None, selftest_death: int | None = None) -> dict:
+def run_call(seed: int, k: int, meta: bool = True, echo: Callable[[str], None] | None = None,
+             selftest_death: int | None = None) -> dict:
     """Make and run call k of this seed; returns its record (outcome, phase, target, message, code)."""
     rng = random.Random(f"pyggml.fuzz:{seed}:{k}")
     rec = {"call": k, "outcome": "raised", "phase": "build", "target": "", "message": "", "code": [],
@@ -849,7 +853,7 @@ def summarize(records: list[dict], calls: int, seconds: float) -> dict:
             "internal": c["internal"], "seconds": round(seconds, 1)}
 
 
-def report(records: list[dict], summary: dict, out=sys.stdout, max_causes: int = 40):
+def report(records: list[dict], summary: dict, out: TextIO = sys.stdout, max_causes: int = 40) -> None:
     bad = [r for r in records if r["outcome"] in ("death", "off-contract", "wrong", "internal")]
     groups: dict[tuple, list[dict]] = {}
     for r in bad:

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, TextIO
 
 from pyggml._args import at_least
 from pyggml.testing import child
@@ -251,7 +251,7 @@ def check_batch(seed: int, start: int, count: int, backend: str | None) -> None:
 
 # --- the driver -----------------------------------------------------------------------------------
 def run(files: int, seed: int, batch: int = 250, backend: str | None = None, keep: str | None = None,
-        out=sys.stdout) -> dict:
+        out: TextIO = sys.stdout) -> dict:
     """Run `files` mutations; returns the counts and the deaths/wrong/off-contract cases."""
     counts: Counter = Counter()
     raised: Counter = Counter()

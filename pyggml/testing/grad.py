@@ -27,6 +27,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -52,7 +53,7 @@ class GradCase:
     build(ctx, x) -> the output tensor (checked ops); oracle(x) -> the output from NumPy arrays."""
 
     def __init__(self, name: str, inputs: dict, params: tuple[str, ...], build: Callable, oracle: Callable,
-                 bound: float = GRAD_BOUND, known: Sequence[Known] = ()):
+                 bound: float = GRAD_BOUND, known: Sequence[Known] = ()) -> None:
         self.name, self.params = name, tuple(params)
         self.inputs = {k: opdb.as_input(v) for k, v in inputs.items()}
         self.build_fn, self.oracle_fn, self.bound, self.known = build, oracle, bound, list(known)
@@ -148,7 +149,8 @@ def grad_error(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -
     return float(worst)
 
 
-def grad_case(name, inputs, params, build, oracle, **kw) -> GradCase:
+def grad_case(name: str, inputs: dict, params: tuple[str, ...], build: Callable, oracle: Callable,
+              **kw: Any) -> GradCase:
     if name in GRAD_REGISTRY:
         raise ValueError(f"duplicate grad case {name}")
     GRAD_REGISTRY[name] = GradCase(name, inputs, params, build, oracle, **kw)
@@ -195,7 +197,7 @@ def run_grad_case(case: GradCase, runner: Runner, backend: str) -> Record:
                   seconds=time.perf_counter() - start)
 
 
-def run_grad(backends: list[str], pattern: str | None = None, progress=None) -> list[Record]:
+def run_grad(backends: list[str], pattern: str | None = None, progress: TextIO | None = None) -> list[Record]:
     """Every grad case matching `pattern` on every backend; Record.error is the worst relative gradient error."""
     records: list[Record] = []
     usable = []
@@ -234,7 +236,7 @@ grad_case("mlp/silu_rms_norm_softmax_ce",
           lambda x: O.cross_entropy_loss(O.rms_norm(O.silu(O.add(O.mul_mat(x.w, x.x), x.b)), 1e-5), x.y))
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """python -m pyggml.testing.grad [--backend cpu ...] [--only PATTERN]: a table of grad records."""
     import argparse
 

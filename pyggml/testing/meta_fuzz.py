@@ -18,12 +18,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pyggml._args import at_least
 from pyggml.testing import child
+
+if TYPE_CHECKING:
+    from pyggml.context import Context
+    from pyggml.tensor import Tensor
 
 UNARY = ("silu", "relu", "tanh", "gelu", "neg")
 SPLITS = ("mirrored", 0, 1)
@@ -73,7 +77,7 @@ def _pick(u: float, n: int) -> int:
     return min(int(u * n), n - 1)
 
 
-def make_view(ctx, cur, spec: dict):
+def make_view(ctx: Context, cur: Tensor, spec: dict) -> Tensor:
     """One view of cur (2-D, contiguous) from its fractions: the same view on every runner."""
     ne0, ne1 = cur.ne[0], cur.ne[1]
     es, row = cur.element_size, cur.nb[1]

@@ -23,6 +23,7 @@ import struct
 import sys
 import time
 from collections.abc import Callable
+from typing import TextIO
 
 from pyggml import rpc
 from pyggml._args import at_least
@@ -66,7 +67,7 @@ def hello(s: socket.socket) -> bool:
 
 
 class Fuzzer:
-    def __init__(self, seed: int):
+    def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
 
     def u64(self, near: int | None = None) -> int:
@@ -201,7 +202,7 @@ def _retry_hello(host: str, port: int) -> bool:
         return False
 
 
-def run(messages: int, seed: int, out=sys.stdout) -> dict:
+def run(messages: int, seed: int, out: TextIO = sys.stdout) -> dict:
     fz = Fuzzer(seed)
     srv = Server()
     crashes, sent = [], 0

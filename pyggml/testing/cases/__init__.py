@@ -133,7 +133,7 @@ def _load_all() -> None:
 class OpCase(Case):
     """One sample of an op spec: fresh inputs, the spec's call on ggml, the same call on the oracles."""
 
-    def __init__(self, spec: OpSpec, sample: Sample):
+    def __init__(self, spec: OpSpec, sample: Sample) -> None:
         self.spec, self.sample = spec, sample
         self.name = opdb.case_name(spec, sample)
         self.op, self.variant = spec.op, sample.variant

@@ -31,7 +31,7 @@ N_LAYER, D_CONV, CHANNELS, MEM_SIZE = 2, 4, 6, 7
 
 
 class ConvStateCase(Case):
-    def __init__(self, strategy: str, dtype: str, K: int, name_prefix: str = "conv_state"):
+    def __init__(self, strategy: str, dtype: str, K: int, name_prefix: str = "conv_state") -> None:
         self.strategy, self.dtype, self.K = strategy, dtype, K
         self.name = f"{name_prefix}/{strategy}/{dtype}/K{K}"
         self.op, self.types, self.variant = name_prefix, frozenset({dtype}), f"{strategy}/K{K}"
@@ -39,10 +39,10 @@ class ConvStateCase(Case):
         self.nmse_bound = 0.0  # exact
 
     @property
-    def np_dtype(self):
+    def np_dtype(self) -> type[np.float16] | type[np.float32]:
         return np.float16 if self.dtype == "f16" else np.float32
 
-    def scenario(self):
+    def scenario(self) -> tuple[list[np.ndarray], list[tuple[list[np.ndarray], list[int], int]]]:
         """Initial caches and the ubatches: (qkv per layer, s_copy, kv_head)."""
         rng = self.rng()
         rows = MEM_SIZE * self.K

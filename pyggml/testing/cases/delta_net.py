@@ -66,7 +66,7 @@ class Scenario:
     def n_seqs(self) -> int:
         return len(self.rollback)
 
-    def inputs(self):
+    def inputs(self) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(self.seed)
         E, ns = self.config.n_embd, self.n_seqs
         return {"prompt": rng.standard_normal((ns, PROMPT, E)).astype(np.float32),
@@ -77,7 +77,7 @@ class Scenario:
     def cells(self, head: int) -> list[int]:
         return [head + s for s in range(self.n_seqs)]
 
-    def run_rollback(self, model) -> list[np.ndarray]:
+    def run_rollback(self, model: DeltaNet | DeltaNetReference) -> list[np.ndarray]:
         """Prompt, draft, rollback + continuation, decode; outputs and the final states.
         `model` is a DeltaNet or a DeltaNetReference (same step/row interface)."""
         x, out = self.inputs(), []
@@ -88,7 +88,7 @@ class Scenario:
         out.append(model.step(x["decode"], [_row(model, cell) for cell in self.cells(c)], c))
         return out + self.final_states(model)
 
-    def run_accepted(self, model) -> list[np.ndarray]:
+    def run_accepted(self, model: DeltaNet | DeltaNetReference) -> list[np.ndarray]:
         """The same with only the accepted tokens drafted: sequences that keep the same number of tokens
         share a ubatch (a ubatch holds sequences of equal length); the draft's output is padded with
         the rollback run's values past the accepted tokens (not compared: see `accepted_mask`)."""
@@ -113,7 +113,7 @@ class Scenario:
             m[s, :self.n_draft - j] = True
         return m
 
-    def final_states(self, model) -> list[np.ndarray]:
+    def final_states(self, model: DeltaNet | DeltaNetReference) -> list[np.ndarray]:
         """Both caches of every layer at every slot the last ubatch wrote, for the continuation's cells."""
         out = []
         for il in range(self.config.n_layer):
@@ -163,7 +163,7 @@ def _model(scenario: Scenario, runner: Runner) -> DeltaNet:
 
 
 class DeltaNetCase(Case):
-    def __init__(self, name: str, scenario: Scenario, nmse: float):
+    def __init__(self, name: str, scenario: Scenario, nmse: float) -> None:
         self.name, self.scenario = name, scenario
         self.op, self.types, self.variant = "delta_net", frozenset({scenario.cache_type}), name.split("/", 2)[-1]
         self.params = {"op": "delta_net", "type": scenario.cache_type, "K": scenario.K}
@@ -171,7 +171,7 @@ class DeltaNetCase(Case):
         self.max_error = 30 * nmse ** 0.5
         self.bounds = [Bound(VULKAN_NMSE, backend=b, why=VULKAN_WHY) for b in ("vulkan", "meta:vulkan")]
 
-    def execute(self, runner) -> list[np.ndarray]:
+    def execute(self, runner: Runner) -> list[np.ndarray]:
         return check_rollback(self.scenario, runner, runner.name)
 
     def expected(self) -> list[np.ndarray]:
