@@ -119,7 +119,7 @@ _bad("add1", lambda c, t: ops.add1(c, t("i32", (3, 8)), t("i32", (1,))), GraphEr
 _bad("add_cast", lambda c, t: ops.add_cast(c, t("f32", (3, 8)), t("f32", (3, 8)), "f16"), OpError, "ggml_is_quantized")
 _bad("add_cast", lambda c, t: ops.add_cast(c, t("f16", (3, 8)), t("f16", (3, 8)), "f32"), GraphError, "makes a F16 result")
 _bad("add_cast", lambda c, t: ops.add_cast(c, t("f16", (3, 8)), t("f32", (3, 8)), "nope"), ValueError, "unknown ggml type")
-_bad("cast", lambda c, t: ops.cast(c, t("f32", (3, 8)), 1.5), TypeError, "type")
+_bad("cast", lambda c, t: ops.cast(c, t("f32", (3, 8)), 1.5), TypeError, "type")  # type: ignore[arg-type]
 _bad("cast", lambda c, t: ops.cast(c, t("i32", (3, 8)), "f16"), GraphError, "no conversion from I32 to F16")
 _bad("scale_bias", lambda c, t: ops.scale_bias(c, t("f32", (3, 8)), 1.0, None), TypeError, "b must be a number")  # type: ignore[arg-type]
 _bad("scale_bias", lambda c, t: ops.scale_bias(c, t("f16", (3, 8)), 1.0, 0.5), GraphError, "the CPU kernel takes")
@@ -178,7 +178,7 @@ _bad("clamp", lambda c, t: ops.clamp(c, t("f32", (3, 8)), "-1", 1.0), TypeError,
 _bad("fill", lambda c, t: ops.fill(c, t("f32", (3, 8)), np.bool_(True)), TypeError, "c must be a number, got bool")  # type: ignore[arg-type]
 _bad("leaky_relu", lambda c, t: ops.leaky_relu(c, t("f32", (3, 8)), "0.1"), TypeError, "negative_slope must be a number")  # type: ignore[arg-type]
 _bad("arange", lambda c, t: ops.arange(c, 0, "5"), TypeError, "stop must be a number, got str")  # type: ignore[arg-type]
-_bad("tri", lambda c, t: ops.tri(c, t("f32", (4, 4)), 1.0), TypeError, "type must be an integer, got float")
+_bad("tri", lambda c, t: ops.tri(c, t("f32", (4, 4)), 1.0), TypeError, "type must be an integer, got float")  # type: ignore[arg-type]
 _bad("diag_mask_zero", lambda c, t: ops.diag_mask_zero(c, t("f32", (4, 4)), 2.7), TypeError,  # type: ignore[arg-type]
      "n_past must be an integer, got float")
 _bad("roll", lambda c, t: ops.roll(c, t("f32", (4, 4)), True), TypeError, "shift0 must be an integer, got bool")
