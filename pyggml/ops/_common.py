@@ -112,6 +112,9 @@ def _fill(doc: str, width: int = 100) -> str:
 # of Context too (pyggml/ops/methods.py)
 UnaryWrapper = Callable[["Context", Tensor], Tensor]
 BinaryWrapper = Callable[["Context", Tensor, Tensor], Tensor]
+# what a type argument (dst_type, type) takes: a Type, its name ('f32', 'Q8_0'), its number, or a NumPy
+# dtype or scalar type (types.as_type)
+TypeLike = types.Type | str | int | np.dtype | type[np.generic]
 
 
 def _make_unary(op: str, c_name: str | None = None, doc: str | None = None) -> UnaryWrapper:
@@ -119,7 +122,7 @@ def _make_unary(op: str, c_name: str | None = None, doc: str | None = None) -> U
     computes, a's shape and types, the result, the precision). Nothing is added per call."""
     fn = _guarded(c_name or op)
 
-    def call(ctx, a):
+    def call(ctx: Context, a: Tensor) -> Tensor:
         try:
             r = fn(ctx.ptr, a.ptr)
         except _ARG_ERRORS as e:
@@ -143,7 +146,7 @@ def _make_binary(op: str, arg_names: tuple[str, str] = ("a", "b"), doc: str | No
     fn = _guarded(op)
     n0, n1 = arg_names
 
-    def call(ctx, a, b):
+    def call(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
         try:
             r = fn(ctx.ptr, a.ptr, b.ptr)
         except _ARG_ERRORS as e:

@@ -4,6 +4,8 @@ windows and relative positions, DeepSeek's lightning indexer and hyper-connectio
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pyggml._args import integer
 from pyggml._native import ffi, lib
@@ -22,6 +24,9 @@ from pyggml.ops._common import (
 )
 from pyggml.tensor import Tensor
 
+if TYPE_CHECKING:
+    from pyggml.context import Context
+
 soft_max: UnaryWrapper = _make_unary("soft_max", doc="""ggml_soft_max: softmax over each row: np.exp(a - max) / sum, along ne0 (NumPy's last axis).
 
 a: any ne (NumPy shape reversed), F32, contiguous rows.
@@ -30,7 +35,8 @@ Precision: F32 exponentials with the row sum in double on the CPU (within NMSE 1
 _soft_max_ext = _guarded("soft_max_ext")
 
 
-def soft_max_ext(ctx, a, mask=None, scale: float = 1.0, max_bias: float = 0.0):
+def soft_max_ext(ctx: Context, a: Tensor, mask: Tensor | None = None, scale: float = 1.0,
+                 max_bias: float = 0.0) -> Tensor:
     """ggml_soft_max_ext: softmax over each row (ne0, NumPy's last axis) of a*scale + slope*mask.
 
     a: ne [n_kv, n_rows, n_head, ne3] (NumPy shape reversed), F32, contiguous rows.
@@ -64,7 +70,7 @@ def soft_max_ext(ctx, a, mask=None, scale: float = 1.0, max_bias: float = 0.0):
     return t
 
 
-def diag_mask_inf(ctx, a, n_past: int):
+def diag_mask_inf(ctx: Context, a: Tensor, n_past: int) -> Tensor:
     """ggml_diag_mask_inf: a causal mask: element (row i1, column i0) set to -inf where
     i0 > n_past + i1, the rest copied (softmax then gives those 0).
 
@@ -86,9 +92,10 @@ _rope_ext = _guarded("rope_ext")
 _ROPE_MODES = (lib.GGML_ROPE_TYPE_NORMAL, lib.GGML_ROPE_TYPE_NEOX)
 
 
-def rope_ext(ctx, a, pos, freq_factors=None, n_dims: int | None = None, mode: int = 0, n_ctx_orig: int = 0,
+def rope_ext(ctx: Context, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int | None = None,
+             mode: int = 0, n_ctx_orig: int = 0,
              freq_base: float = 10000.0, freq_scale: float = 1.0, ext_factor: float = 0.0,
-             attn_factor: float = 1.0, beta_fast: float = 32.0, beta_slow: float = 1.0):
+             attn_factor: float = 1.0, beta_fast: float = 32.0, beta_slow: float = 1.0) -> Tensor:
     """ggml_rope_ext: rotary position embedding (RoPE, with YaRN's context extension).
 
     Every row of a (one head of one token) has its first n_dims elements rotated in pairs: pair
@@ -172,10 +179,10 @@ _rope_multi = _guarded("rope_multi")
 _MROPE_MODES = (lib.GGML_ROPE_TYPE_MROPE, lib.GGML_ROPE_TYPE_VISION, lib.GGML_ROPE_TYPE_IMROPE)
 
 
-def rope_multi(ctx, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int | None = None,
-               sections=(0, 0, 0, 0), mode: int = 8, n_ctx_orig: int = 0, freq_base: float = 10000.0,
+def rope_multi(ctx: Context, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int | None = None,
+               sections: Sequence[int] = (0, 0, 0, 0), mode: int = 8, n_ctx_orig: int = 0, freq_base: float = 10000.0,
                freq_scale: float = 1.0, ext_factor: float = 0.0, attn_factor: float = 1.0,
-               beta_fast: float = 32.0, beta_slow: float = 1.0):
+               beta_fast: float = 32.0, beta_slow: float = 1.0) -> Tensor:
     """ggml_rope_multi: RoPE with several position streams (Qwen2-VL's M-RoPE, its vision RoPE, interleaved
     M-RoPE): each rotated pair takes its position from one of 4 streams, chosen by section.
 
@@ -228,8 +235,8 @@ _flash_attn_ext = _guarded("flash_attn_ext")
 _PRECS = {int(getattr(lib, n)) for n in dir(lib) if n.startswith("GGML_PREC_")}
 
 
-def flash_attn_ext(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale: float = 1.0,
-                   max_bias: float = 0.0, logit_softcap: float = 0.0):
+def flash_attn_ext(ctx: Context, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale: float = 1.0,
+                   max_bias: float = 0.0, logit_softcap: float = 0.0) -> Tensor:
     """ggml_flash_attn_ext: attention in one op: softmax(scale * q.k + slope*mask) @ v per head
     (logit_softcap > 0: the scaled logits pass through softcap*tanh(x/softcap) first).
 
@@ -272,7 +279,7 @@ def flash_attn_ext(ctx, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = N
     return _result(ctx, r, op, q, k, v, *(() if mask is None else (mask,)))
 
 
-def flash_attn_ext_add_sinks(ctx, a: Tensor, sinks: Tensor):
+def flash_attn_ext_add_sinks(ctx: Context, a: Tensor, sinks: Tensor) -> Tensor:
     """ggml_flash_attn_ext_add_sinks: attention sinks for the flash_attn_ext node a: one logit per
     head joins every softmax denominator, with no value (GPT-OSS).
 
@@ -292,7 +299,7 @@ def flash_attn_ext_add_sinks(ctx, a: Tensor, sinks: Tensor):
     return a
 
 
-def flash_attn_ext_set_prec(ctx, a: Tensor, prec: int):
+def flash_attn_ext_set_prec(ctx: Context, a: Tensor, prec: int) -> Tensor:
     """ggml_flash_attn_ext_set_prec: ask for the accumulation precision of the flash_attn_ext node a.
 
     a: the result of flash_attn_ext (changed in place).
@@ -314,7 +321,7 @@ def flash_attn_ext_set_prec(ctx, a: Tensor, prec: int):
 
 
 # --- SAM: windows and relative positions ----------------------------------------------------------------------
-def win_part(ctx, a: Tensor, w: int):
+def win_part(ctx: Context, a: Tensor, w: int) -> Tensor:
     """ggml_win_part: SAM's window partition: a cut into w x w windows, zero-padded to whole windows.
 
     a: F32 [C, W, H] (ne order; NumPy shape (H, W, C)), ne3 = 1.
@@ -331,7 +338,7 @@ def win_part(ctx, a: Tensor, w: int):
     return _result(ctx, r, "win_part", a)
 
 
-def win_unpart(ctx, a: Tensor, w0: int, h0: int, w: int):
+def win_unpart(ctx: Context, a: Tensor, w0: int, h0: int, w: int) -> Tensor:
     """ggml_win_unpart: the inverse of win_part: windows back to a [C, w0, h0] image (padding dropped).
 
     a: F32 [C, w, w, n_windows] (ne order), n_windows >= ceil(w0/w) * ceil(h0/w).
@@ -355,7 +362,7 @@ def win_unpart(ctx, a: Tensor, w0: int, h0: int, w: int):
     return _result(ctx, r, op, a)
 
 
-def get_rel_pos(ctx, a: Tensor, qh: int, kh: int):
+def get_rel_pos(ctx: Context, a: Tensor, qh: int, kh: int) -> Tensor:
     """ggml_get_rel_pos: SAM's relative-position table: out[:, j, i] = a[:, i - j + kh - 1].
 
     a: F16 [C, 2*kh - 1] (ne order).
@@ -370,7 +377,7 @@ def get_rel_pos(ctx, a: Tensor, qh: int, kh: int):
     return _result(ctx, r, "get_rel_pos", a)
 
 
-def add_rel_pos(ctx, a: Tensor, pw: Tensor, ph: Tensor):
+def add_rel_pos(ctx: Context, a: Tensor, pw: Tensor, ph: Tensor) -> Tensor:
     """ggml_add_rel_pos: SAM's decomposed relative positions added to its attention logits.
 
     a: F32 [W*W, W*H', np] (the logits); viewed [W(w), W(h), W, H', np] it gets ph[..., h] + pw[..., w].
@@ -385,7 +392,7 @@ def add_rel_pos(ctx, a: Tensor, pw: Tensor, ph: Tensor):
 
 
 # --- DeepSeek: lightning indexer, hyper-connections -----------------------------------------------------------
-def lightning_indexer(ctx, q: Tensor, k: Tensor, weights: Tensor, mask: Tensor):
+def lightning_indexer(ctx: Context, q: Tensor, k: Tensor, weights: Tensor, mask: Tensor) -> Tensor:
     """ggml_lightning_indexer: DeepSeek's lightning indexer scores:
     out[kv, t, 0, s] = sum_h relu(q[:, h, t, s] . k[:, 0, kv, s]) * weights[h, t, 0, s] + mask[kv, t, 0, s % m3].
 
@@ -400,7 +407,8 @@ def lightning_indexer(ctx, q: Tensor, k: Tensor, weights: Tensor, mask: Tensor):
     return _result(ctx, r, "lightning_indexer", q, k, weights, mask)
 
 
-def dsv4_hc_comb(ctx, mixes: Tensor, scale: Tensor, base: Tensor, eps: float = 1e-6, n_iter: int = 1):
+def dsv4_hc_comb(ctx: Context, mixes: Tensor, scale: Tensor, base: Tensor, eps: float = 1e-6,
+                 n_iter: int = 1) -> Tensor:
     """ggml_dsv4_hc_comb: DeepSeek-V4's hyper-connection combination matrices (hc = 4 streams):
     logits mixes[2hc + dst + hc*src, t] * scale[2] + base[...], softmax over dst, + eps, divided by
     (eps + their sum over src); then n_iter - 1 more rounds of column and row normalisation.
@@ -421,7 +429,7 @@ def dsv4_hc_comb(ctx, mixes: Tensor, scale: Tensor, base: Tensor, eps: float = 1
     return _result(ctx, r, op, mixes, scale, base)
 
 
-def dsv4_hc_pre(ctx, x: Tensor, weights: Tensor):
+def dsv4_hc_pre(ctx: Context, x: Tensor, weights: Tensor) -> Tensor:
     """ggml_dsv4_hc_pre: DeepSeek-V4's hyper-connection read: out[i, t] = sum_h x[i, h, t] * weights[h, t].
 
     x: F32 [n_embd, hc, n_tokens] (ne order), weights: F32 [hc, n_tokens].
@@ -434,7 +442,7 @@ def dsv4_hc_pre(ctx, x: Tensor, weights: Tensor):
     return _result(ctx, r, "dsv4_hc_pre", x, weights)
 
 
-def dsv4_hc_pre_gated(ctx, x: Tensor, gate: Tensor, scale: float = 1.0):
+def dsv4_hc_pre_gated(ctx: Context, x: Tensor, gate: Tensor, scale: float = 1.0) -> Tensor:
     """ggml_dsv4_hc_pre_gated: out[i, t] = scale * sum_h x[i, h, t] * sigmoid(gate[i, h, t]).
 
     x, gate: F32 [n_embd, hc, n_tokens] (ne order).
@@ -449,7 +457,7 @@ def dsv4_hc_pre_gated(ctx, x: Tensor, gate: Tensor, scale: float = 1.0):
     return _result(ctx, r, "dsv4_hc_pre_gated", x, gate)
 
 
-def dsv4_hc_post(ctx, x: Tensor, residual: Tensor, post: Tensor, comb: Tensor | None = None):
+def dsv4_hc_post(ctx: Context, x: Tensor, residual: Tensor, post: Tensor, comb: Tensor | None = None) -> Tensor:
     """ggml_dsv4_hc_post: DeepSeek-V4's hyper-connection write:
     out[i, d, t] = x[i, t] * post[d, t] + sum_s residual[i, s, t] * comb[d, s, t].
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyggml import types
 from pyggml._args import integer
-from pyggml.ops._common import _ARG_ERRORS, _bad_arguments, _guarded, _result, _shape_arg
+from pyggml.ops._common import _ARG_ERRORS, TypeLike, _bad_arguments, _guarded, _result, _shape_arg
 from pyggml.tensor import Tensor
+
+if TYPE_CHECKING:
+    from pyggml.context import Context
 
 _I32_MAX = 2**31 - 1
 
@@ -42,8 +47,8 @@ def _call(op: str, c_name: str, ctx, tensors: dict, *args) -> Tensor:
 
 
 # --- im2col and the convolutions built on it ------------------------------------------------------------------
-def im2col(ctx, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int, is_2D: bool,
-           dst_type=types.Type.F32):
+def im2col(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int, is_2D: bool,
+           dst_type: TypeLike = types.Type.F32) -> Tensor:
     """ggml_im2col: the patches of b a convolution with kernel a reads, one column per output position
     (convolution = im2col + mul_mat).
 
@@ -71,8 +76,8 @@ def im2col(ctx, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: in
     return _call("im2col", "im2col", ctx, dict(a=a, b=b), *g, is_2D, t)
 
 
-def im2col_3d(ctx, a: Tensor, b: Tensor, IC: int, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int,
-              d0: int, d1: int, d2: int, dst_type=types.Type.F32):
+def im2col_3d(ctx: Context, a: Tensor, b: Tensor, IC: int, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int,
+              d0: int, d1: int, d2: int, dst_type: TypeLike = types.Type.F32) -> Tensor:
     """ggml_im2col_3d: the 3-D patches of b a conv_3d with kernel a reads.
 
     a: the kernel, [KW, KH, KD, IC*OC] (ggml ne order); only its shape is read.
@@ -100,8 +105,8 @@ def _channels(op: str, a, b, IC: int) -> None:
             raise ValueError(f"{op}: {name}'s ne[3] ({t.ptr.ne[3]}) must be a multiple of IC ({IC})")
 
 
-def conv_3d(ctx, a: Tensor, b: Tensor, IC: int, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int,
-            d0: int, d1: int, d2: int):
+def conv_3d(ctx: Context, a: Tensor, b: Tensor, IC: int, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int,
+            d0: int, d1: int, d2: int) -> Tensor:
     """ggml_conv_3d: 3-D convolution (cross-correlation, as PyTorch's conv3d), by im2col_3d + mul_mat.
 
     a: the kernel, [KW, KH, KD, IC*OC] (ggml ne order; NumPy (OC*IC, KD, KH, KW)), F32 or F16.
@@ -116,8 +121,8 @@ def conv_3d(ctx, a: Tensor, b: Tensor, IC: int, s0: int, s1: int, s2: int, p0: i
     return _call("conv_3d", "conv_3d", ctx, dict(a=a, b=b), ic, *g)
 
 
-def conv_3d_direct(ctx, a: Tensor, b: Tensor, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int,
-                   d0: int, d1: int, d2: int, c: int, n: int, oc: int):
+def conv_3d_direct(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int,
+                   d0: int, d1: int, d2: int, c: int, n: int, oc: int) -> Tensor:
     """ggml_conv_3d_direct: 3-D convolution by ggml's direct CONV_3D kernel (no im2col buffer).
 
     a: the kernel, [KW, KH, KD, c*oc] (ggml ne order). b: the data, [W, H, D, c*n].
@@ -131,7 +136,7 @@ def conv_3d_direct(ctx, a: Tensor, b: Tensor, s0: int, s1: int, s2: int, p0: int
     return _call("conv_3d_direct", "conv_3d_direct", ctx, dict(a=a, b=b), *g, *cno)
 
 
-def conv_1d(ctx, a: Tensor, b: Tensor, s0: int, p0: int, d0: int):
+def conv_1d(ctx: Context, a: Tensor, b: Tensor, s0: int, p0: int, d0: int) -> Tensor:
     """ggml_conv_1d: 1-D convolution (cross-correlation, as PyTorch's conv1d), by im2col + mul_mat.
 
     a: the kernel, [K, IC, OC] (ggml ne order; NumPy (OC, IC, K)), F32 or F16.
@@ -149,7 +154,7 @@ def conv_1d(ctx, a: Tensor, b: Tensor, s0: int, p0: int, d0: int):
                  *_geometry("conv_1d", dict(s0=s0), dict(p0=p0), dict(d0=d0)))
 
 
-def conv_1d_dw(ctx, a: Tensor, b: Tensor, s0: int, p0: int, d0: int):
+def conv_1d_dw(ctx: Context, a: Tensor, b: Tensor, s0: int, p0: int, d0: int) -> Tensor:
     """ggml_conv_1d_dw: depthwise 1-D convolution: channel c convolved with kernel c only.
 
     a: the kernels, [K, 1, C] (ggml ne order). b: the data, [W, C, N].
@@ -160,7 +165,7 @@ def conv_1d_dw(ctx, a: Tensor, b: Tensor, s0: int, p0: int, d0: int):
                  *_geometry("conv_1d_dw", dict(s0=s0), dict(p0=p0), dict(d0=d0)))
 
 
-def conv_2d(ctx, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int):
+def conv_2d(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int) -> Tensor:
     """ggml_conv_2d: 2-D convolution (cross-correlation, as PyTorch's conv2d), by im2col + mul_mat.
 
     a: the kernel, [KW, KH, IC, OC] (ggml ne order; NumPy (OC, IC, KH, KW)), F32 or F16.
@@ -173,7 +178,7 @@ def conv_2d(ctx, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: i
                  *_geometry("conv_2d", dict(s0=s0, s1=s1), dict(p0=p0, p1=p1), dict(d0=d0, d1=d1)))
 
 
-def conv_2d_dw(ctx, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int):
+def conv_2d_dw(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int) -> Tensor:
     """ggml_conv_2d_dw: depthwise 2-D convolution (im2col based): channel c with kernel c only.
 
     a: the kernels, [KW, KH, 1, C] (ggml ne order). b: the data, [W, H, C, N].
@@ -184,7 +189,7 @@ def conv_2d_dw(ctx, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0
                  *_geometry("conv_2d_dw", dict(s0=s0, s1=s1), dict(p0=p0, p1=p1), dict(d0=d0, d1=d1)))
 
 
-def conv_2d_direct(ctx, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int):
+def conv_2d_direct(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int) -> Tensor:
     """ggml_conv_2d_direct: 2-D convolution by ggml's direct CONV_2D kernel (no im2col buffer).
 
     a: the kernel, [KW, KH, IC, OC] (ggml ne order). b: the data, [W, H, IC, N].
@@ -196,8 +201,8 @@ def conv_2d_direct(ctx, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int
     return _call("conv_2d_direct", "conv_2d_direct", ctx, dict(a=a, b=b), *g)
 
 
-def conv_2d_dw_direct(ctx, a: Tensor, b: Tensor, stride0: int, stride1: int, pad0: int, pad1: int,
-                      dilation0: int, dilation1: int):
+def conv_2d_dw_direct(ctx: Context, a: Tensor, b: Tensor, stride0: int, stride1: int, pad0: int, pad1: int,
+                      dilation0: int, dilation1: int) -> Tensor:
     """ggml_conv_2d_dw_direct: depthwise 2-D convolution by ggml's direct CONV_2D_DW kernel.
 
     a: the kernels, [KW, KH, 1, C] (ggml ne order). b: the data, [W, H, C, N].
@@ -211,7 +216,7 @@ def conv_2d_dw_direct(ctx, a: Tensor, b: Tensor, stride0: int, stride1: int, pad
     return _call("conv_2d_dw_direct", "conv_2d_dw_direct", ctx, dict(a=a, b=b), *g)
 
 
-def conv_transpose_1d(ctx, a: Tensor, b: Tensor, s0: int, p0: int = 0, d0: int = 1):
+def conv_transpose_1d(ctx: Context, a: Tensor, b: Tensor, s0: int, p0: int = 0, d0: int = 1) -> Tensor:
     """ggml_conv_transpose_1d: transposed 1-D convolution: every input position x adds a[:, oc, ic]
     at output positions x*s0 + k.
 
@@ -224,7 +229,7 @@ def conv_transpose_1d(ctx, a: Tensor, b: Tensor, s0: int, p0: int = 0, d0: int =
                  *_geometry("conv_transpose_1d", dict(s0=s0), dict(p0=p0), dict(d0=d0)))
 
 
-def conv_transpose_2d_p0(ctx, a: Tensor, b: Tensor, stride: int):
+def conv_transpose_2d_p0(ctx: Context, a: Tensor, b: Tensor, stride: int) -> Tensor:
     """ggml_conv_transpose_2d_p0: transposed 2-D convolution without padding.
 
     a: the kernel, [KW, KH, OC, IC] (ggml ne order), F32 or F16. b: the data, [W, H, IC, N], F32.
@@ -236,7 +241,7 @@ def conv_transpose_2d_p0(ctx, a: Tensor, b: Tensor, stride: int):
                  *_ints("conv_transpose_2d_p0", 1, stride=stride))
 
 
-def col2im_1d(ctx, a: Tensor, s0: int, oc: int, p0: int):
+def col2im_1d(ctx: Context, a: Tensor, s0: int, oc: int, p0: int) -> Tensor:
     """ggml_col2im_1d: overlap-add of columns (the adjoint of im2col 1-D): column t's entry oc*K + k
     is added at output position t*s0 + k - p0.
 
@@ -258,7 +263,7 @@ def _pool_op(op: str, value) -> int:
     return v
 
 
-def pool_1d(ctx, a: Tensor, op: int, k0: int, s0: int, p0: int):
+def pool_1d(ctx: Context, a: Tensor, op: int, k0: int, s0: int, p0: int) -> Tensor:
     """ggml_pool_1d: max or average pooling along each row (ne0).
 
     a: any ne (NumPy shape reversed), F32.
@@ -274,7 +279,7 @@ def pool_1d(ctx, a: Tensor, op: int, k0: int, s0: int, p0: int):
     return _call("pool_1d", "pool_1d", ctx, dict(a=a), o, k, s, p)
 
 
-def pool_2d(ctx, a: Tensor, op: int, k0: int, k1: int, s0: int, s1: int, p0: int, p1: int):
+def pool_2d(ctx: Context, a: Tensor, op: int, k0: int, k1: int, s0: int, s1: int, p0: int, p1: int) -> Tensor:
     """ggml_pool_2d: max or average pooling over dims 0 and 1 (W and H; NumPy's last two axes).
 
     a: ne [W, H, C, N], F32.
@@ -293,7 +298,7 @@ def pool_2d(ctx, a: Tensor, op: int, k0: int, k1: int, s0: int, s1: int, p0: int
 
 
 # --- resampling and padding ---------------------------------------------------------------------------------------
-def pad_reflect_1d(ctx, a: Tensor, p0: int, p1: int):
+def pad_reflect_1d(ctx: Context, a: Tensor, p0: int, p1: int) -> Tensor:
     """ggml_pad_reflect_1d: reflection padding of dim 0 (np.pad(a, ..., mode="reflect") on the last axis).
 
     a: any ne (NumPy shape reversed), F32.
@@ -306,7 +311,7 @@ def pad_reflect_1d(ctx, a: Tensor, p0: int, p1: int):
 _SCALE_MODES = 3  # nearest, bilinear, bicubic (ggml asserts the mode byte; flags ride in the bits above)
 
 
-def upscale(ctx, a: Tensor, scale_factor: int, mode: int = 0):
+def upscale(ctx: Context, a: Tensor, scale_factor: int, mode: int = 0) -> Tensor:
     """ggml_upscale: dims 0 and 1 (W and H) scaled by an integer factor.
 
     a: ne [W, H, C, N] (NumPy shape reversed), F32.
@@ -319,7 +324,7 @@ def upscale(ctx, a: Tensor, scale_factor: int, mode: int = 0):
     return _call("upscale", "upscale", ctx, dict(a=a), *f, m)
 
 
-def upscale_ext(ctx, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int, mode: int = 0):
+def upscale_ext(ctx: Context, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int, mode: int = 0) -> Tensor:
     """ggml_upscale_ext: a resampled to ne [ne0, ne1, ne2, ne3] (ggml's deprecated name of interpolate).
 
     a: any ne (NumPy shape reversed), F32.
@@ -333,7 +338,7 @@ def upscale_ext(ctx, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int, mode: in
                                                                        ne3=ne[3]), m)
 
 
-def interpolate(ctx, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int, mode: int = 0):
+def interpolate(ctx: Context, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int, mode: int = 0) -> Tensor:
     """ggml_interpolate: a resampled to ne [ne0, ne1, ne2, ne3]: nearest in every dim, or bilinear or
     bicubic over dims 0 and 1 (W and H) and nearest over 2 and 3.
 

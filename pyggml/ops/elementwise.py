@@ -15,6 +15,7 @@ from pyggml.ops._common import (
     _fill,
     _guarded,
     BinaryWrapper,
+    TypeLike,
     UnaryWrapper,
     _make_binary,
     _make_unary,
@@ -123,7 +124,7 @@ sin: UnaryWrapper = _make_unary("sin", doc=_unary_doc("sin"))
 cos: UnaryWrapper = _make_unary("cos", doc=_unary_doc("cos"))
 
 
-def scale(ctx, a, s: float):
+def scale(ctx: Context, a: Tensor, s: float) -> Tensor:
     """ggml_scale: a * s, element-wise.
 
     a: any ne (NumPy shape reversed), F32 or BF16 on the CPU, contiguous.
@@ -139,7 +140,7 @@ def scale(ctx, a, s: float):
     return _result(ctx, r, "scale", a)
 
 
-def clamp(ctx, a, min: float, max: float):
+def clamp(ctx: Context, a: Tensor, min: float, max: float) -> Tensor:
     """ggml_clamp: np.clip(a, min, max), element-wise.
 
     a: any ne (NumPy shape reversed), F32 or F16.
@@ -156,7 +157,7 @@ def clamp(ctx, a, min: float, max: float):
     return _result(ctx, r, "clamp", a)
 
 
-def leaky_relu(ctx, a, negative_slope: float = 0.01):
+def leaky_relu(ctx: Context, a: Tensor, negative_slope: float = 0.01) -> Tensor:
     """ggml_leaky_relu: a where a > 0, else negative_slope * a, element-wise.
 
     a: any ne (NumPy shape reversed), F32 or F16, contiguous rows.
@@ -173,7 +174,7 @@ def leaky_relu(ctx, a, negative_slope: float = 0.01):
     return _result(ctx, r, "leaky_relu", a)
 
 
-def arange(ctx, start: float, stop: float, step: float = 1.0):
+def arange(ctx: Context, start: float, stop: float, step: float = 1.0) -> Tensor:
     """ggml_arange: np.arange(start, stop, step) as a new F32 tensor.
 
     start, stop, step: finite numbers, stop > start, step > 0.
@@ -200,7 +201,8 @@ def arange(ctx, start: float, stop: float, step: float = 1.0):
 expm1: UnaryWrapper = _make_unary("expm1", doc=_unary_doc("expm1"))
 
 
-def xielu(ctx, a: Tensor, alpha_n: float = 0.8, alpha_p: float = 0.8, beta: float = 0.5, eps: float = -1e-6):
+def xielu(ctx: Context, a: Tensor, alpha_n: float = 0.8, alpha_p: float = 0.8, beta: float = 0.5,
+          eps: float = -1e-6) -> Tensor:
     """ggml_xielu: the xIELU activation, element-wise, as ggml computes it.
 
     With an = beta + softplus(alpha_n) and ap = softplus(alpha_p) (ggml stores those, not the raw
@@ -312,7 +314,7 @@ def _glu_limit(op: str, b, limit) -> float:
     return limit
 
 
-def swiglu_oai(ctx, a: Tensor, b: Tensor | None = None, alpha: float = 1.702, limit: float = 7.0):
+def swiglu_oai(ctx: Context, a: Tensor, b: Tensor | None = None, alpha: float = 1.702, limit: float = 7.0) -> Tensor:
     """ggml_swiglu_oai: GPT-OSS's clamped SwiGLU: x*sigmoid(alpha*x) * (g + 1), x = min(x, limit),
     g = np.clip(g, -limit, limit).
 
@@ -333,7 +335,7 @@ def swiglu_oai(ctx, a: Tensor, b: Tensor | None = None, alpha: float = 1.702, li
     return _result(ctx, r, "swiglu_oai", a, *(() if b is None else (b,)))
 
 
-def swiglu_clamp(ctx, a: Tensor, b: Tensor | None = None, limit: float = 7.0):
+def swiglu_clamp(ctx: Context, a: Tensor, b: Tensor | None = None, limit: float = 7.0) -> Tensor:
     """ggml_swiglu_clamp: silu(min(x, limit)) * np.clip(g, -limit, limit).
 
     a: without b, ne [2n, ...] whose rows hold x (first half) then g (second half); with b, x itself.
@@ -368,7 +370,7 @@ def _type_arg(op: str, type) -> int:
         raise (ValueError if isinstance(e, ValueError) else TypeError)(f"{op}: type: {e}") from None
 
 
-def add1(ctx, a: Tensor, b: Tensor):
+def add1(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
     """ggml_add1: a + b[0]: the one value of b added to every element of a.
 
     a: any ne (NumPy shape reversed), F32, F16 or BF16.
@@ -378,7 +380,7 @@ def add1(ctx, a: Tensor, b: Tensor):
     return _call("add1", ctx, {"a": a, "b": b})
 
 
-def add_cast(ctx, a: Tensor, b: Tensor, type):
+def add_cast(ctx: Context, a: Tensor, b: Tensor, type: TypeLike) -> Tensor:
     """ggml_add_cast: a + b (b repeated over a, as add), the result converted to `type`.
 
     a, b: as add (b.ne[i] divides a.ne[i]).
@@ -388,7 +390,7 @@ def add_cast(ctx, a: Tensor, b: Tensor, type):
     return _call("add_cast", ctx, {"a": a, "b": b}, _type_arg("add_cast", type))
 
 
-def cast(ctx, a: Tensor, type):
+def cast(ctx: Context, a: Tensor, type: TypeLike) -> Tensor:
     """ggml_cast: a converted to another type (a copy).
 
     a: any ne (NumPy shape reversed).
@@ -399,7 +401,7 @@ def cast(ctx, a: Tensor, type):
     return _call("cast", ctx, {"a": a}, _type_arg("cast", type))
 
 
-def scale_bias(ctx, a: Tensor, s: float, b: float):
+def scale_bias(ctx: Context, a: Tensor, s: float, b: float) -> Tensor:
     """ggml_scale_bias: a * s + b, element-wise (b a number, not a tensor).
 
     a: any ne (NumPy shape reversed), F32 or BF16, contiguous.
@@ -409,7 +411,7 @@ def scale_bias(ctx, a: Tensor, s: float, b: float):
     return _call("scale_bias", ctx, {"a": a}, _scalar("scale_bias", "s", s), _scalar("scale_bias", "b", b))
 
 
-def fill(ctx, a: Tensor, c: float):
+def fill(ctx: Context, a: Tensor, c: float) -> Tensor:
     """ggml_fill: a tensor of a's shape and type with every element c (np.full_like(a, c)).
 
     a: any ne (only its shape and type are used), F32 or F16.
@@ -419,7 +421,7 @@ def fill(ctx, a: Tensor, c: float):
     return _call("fill", ctx, {"a": a}, _scalar("fill", "c", c))
 
 
-def count_equal(ctx, a: Tensor, b: Tensor):
+def count_equal(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
     """ggml_count_equal: np.count_nonzero(a == b): how many elements of a and b are equal.
 
     a, b: I32 of the same ne, contiguous (the CPU's rule: 1-d or 2-d).
@@ -431,7 +433,7 @@ def count_equal(ctx, a: Tensor, b: Tensor):
 TRI_TYPES = {"upper_diag": 0, "upper": 1, "lower_diag": 2, "lower": 3}
 
 
-def tri(ctx, a: Tensor, type=0):
+def tri(ctx: Context, a: Tensor, type: int | str = 0) -> Tensor:
     """ggml_tri: every matrix of a with the elements outside one triangle set to 0 (np.triu / np.tril).
 
     a: ne [n, n, ne2, ne3] (each matrix's row r is ne1 index r, column i is ne0 index i), F32,
@@ -446,7 +448,7 @@ def tri(ctx, a: Tensor, type=0):
     return _call("tri", ctx, {"a": a}, t)
 
 
-def diag(ctx, a: Tensor):
+def diag(ctx: Context, a: Tensor) -> Tensor:
     """ggml_diag: a matrix with a's row on its diagonal (np.diag per row).
 
     a: ne [n, 1, ne2, ne3] (NumPy shape (ne3, ne2, 1, n)), F32.
@@ -455,7 +457,7 @@ def diag(ctx, a: Tensor):
     return _call("diag", ctx, {"a": a})
 
 
-def diag_mask_zero(ctx, a: Tensor, n_past: int):
+def diag_mask_zero(ctx: Context, a: Tensor, n_past: int) -> Tensor:
     """ggml_diag_mask_zero: a causal mask by zeros: element (row i1, column i0) set to 0 where
     i0 > n_past + i1; the rest copied.
 
@@ -469,7 +471,7 @@ def diag_mask_zero(ctx, a: Tensor, n_past: int):
     return _call("diag_mask_zero", ctx, {"a": a}, n_past)
 
 
-def roll(ctx, a: Tensor, shift0: int = 0, shift1: int = 0, shift2: int = 0, shift3: int = 0):
+def roll(ctx: Context, a: Tensor, shift0: int = 0, shift1: int = 0, shift2: int = 0, shift3: int = 0) -> Tensor:
     """ggml_roll: np.roll of a along every dim: shift_i along ggml dim i (NumPy axis 3 - i).
 
     a: any ne, F32 (the CPU's rule), contiguous rows.
@@ -483,7 +485,7 @@ def roll(ctx, a: Tensor, shift0: int = 0, shift1: int = 0, shift2: int = 0, shif
     return _call("roll", ctx, {"a": a}, *shifts)
 
 
-def repeat_4d(ctx, a: Tensor, ne0: int, ne1: int = 1, ne2: int = 1, ne3: int = 1):
+def repeat_4d(ctx: Context, a: Tensor, ne0: int, ne1: int = 1, ne2: int = 1, ne3: int = 1) -> Tensor:
     """ggml_repeat_4d: a tiled to ne [ne0, ne1, ne2, ne3] (np.tile, in ggml's dim order).
 
     a: any ne, each a.ne[i] dividing the target's.
@@ -494,7 +496,7 @@ def repeat_4d(ctx, a: Tensor, ne0: int, ne1: int = 1, ne2: int = 1, ne3: int = 1
     return _call("repeat_4d", ctx, {"a": a}, *ne)
 
 
-def cumsum(ctx, a: Tensor):
+def cumsum(ctx: Context, a: Tensor) -> Tensor:
     """ggml_cumsum: the running sum along each row: np.cumsum(a, axis=-1) (ggml's dim 0).
 
     a: any ne (NumPy shape reversed), F32.
@@ -531,7 +533,7 @@ def _view_of_b(op: str, a, b, nb1, nb2, nb3, offset) -> list[int]:
     return vals
 
 
-def acc(ctx, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int):
+def acc(ctx: Context, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int) -> Tensor:
     """ggml_acc: a copy of a with b added into a strided view of it (C-style byte strides).
 
     The view has b's ne and the byte strides (a's element size, nb1, nb2, nb3), and starts at byte
@@ -544,7 +546,7 @@ def acc(ctx, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int):
     return _call("acc", ctx, {"a": a, "b": b}, *_view_of_b("acc", a, b, nb1, nb2, nb3, offset))
 
 
-def set(ctx, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int):  # noqa: A001
+def set(ctx: Context, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int) -> Tensor:  # noqa: A001
     """ggml_set: a copy of a with b written into a strided view of it (C-style byte strides).
 
     The view has b's ne and the byte strides (a's element size, nb1, nb2, nb3), and starts at byte
@@ -559,7 +561,7 @@ def set(ctx, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int):  
     return _call("set", ctx, {"a": a, "b": b}, *vals)
 
 
-def set_1d(ctx, a: Tensor, b: Tensor, offset: int):
+def set_1d(ctx: Context, a: Tensor, b: Tensor, offset: int) -> Tensor:
     """ggml_set_1d: a copy of a with b's elements written at byte `offset` of a (a's own strides).
 
     a, b: of one type; b's ne must fit from offset. offset: bytes from a's start.
@@ -570,7 +572,7 @@ def set_1d(ctx, a: Tensor, b: Tensor, offset: int):
     return _call("set_1d", ctx, {"a": a, "b": b}, _scalar("set_1d", "offset", offset, int))
 
 
-def set_2d(ctx, a: Tensor, b: Tensor, nb1: int, offset: int):
+def set_2d(ctx: Context, a: Tensor, b: Tensor, nb1: int, offset: int) -> Tensor:
     """ggml_set_2d: a copy of a with b's rows written at byte `offset`, nb1 bytes apart.
 
     a, b: of one type. nb1: the byte stride between b's rows inside a (a.nb[1] for a's own rows).
@@ -594,8 +596,8 @@ def _pads(op: str, a, pads, circular: bool) -> list[int]:
     return vals
 
 
-def pad_ext(ctx, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int = 0, lp2: int = 0, rp2: int = 0,
-            lp3: int = 0, rp3: int = 0):
+def pad_ext(ctx: Context, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int = 0, lp2: int = 0, rp2: int = 0,
+            lp3: int = 0, rp3: int = 0) -> Tensor:
     """ggml_pad_ext: zero padding before and after each dim (np.pad with zeros, in ggml's dim order).
 
     a: any ne, F32.
@@ -606,8 +608,8 @@ def pad_ext(ctx, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int =
     return _call("pad_ext", ctx, {"a": a}, *_pads("pad_ext", a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), False))
 
 
-def pad_ext_circular(ctx, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int = 0, lp2: int = 0,
-                     rp2: int = 0, lp3: int = 0, rp3: int = 0):
+def pad_ext_circular(ctx: Context, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int = 0, lp2: int = 0,
+                     rp2: int = 0, lp3: int = 0, rp3: int = 0) -> Tensor:
     """ggml_pad_ext_circular: circular padding before and after each dim (np.pad(mode="wrap")).
 
     a: any ne, F32.
@@ -619,7 +621,7 @@ def pad_ext_circular(ctx, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, r
     return _call("pad_ext_circular", ctx, {"a": a}, *pads)
 
 
-def pad_circular(ctx, a: Tensor, p0: int = 0, p1: int = 0, p2: int = 0, p3: int = 0):
+def pad_circular(ctx: Context, a: Tensor, p0: int = 0, p1: int = 0, p2: int = 0, p3: int = 0) -> Tensor:
     """ggml_pad_circular: circular padding after each dim (np.pad(mode="wrap") on the right only).
 
     a: any ne, F32.
@@ -631,7 +633,7 @@ def pad_circular(ctx, a: Tensor, p0: int = 0, p1: int = 0, p2: int = 0, p3: int 
     return _call("pad_circular", ctx, {"a": a}, *pads[1::2])
 
 
-def timestep_embedding(ctx, timesteps: Tensor, dim: int, max_period: int = 10000):
+def timestep_embedding(ctx: Context, timesteps: Tensor, dim: int, max_period: int = 10000) -> Tensor:
     """ggml_timestep_embedding: sinusoidal embeddings of diffusion timesteps.
 
     Row t is [cos(t*f_0), ..., cos(t*f_{h-1}), sin(t*f_0), ..., sin(t*f_{h-1})] with h = dim // 2 and

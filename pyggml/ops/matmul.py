@@ -3,6 +3,8 @@ expert's bias added by id)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyggml.ops._common import (
     BinaryWrapper,
     _ARG_ERRORS,
@@ -12,6 +14,9 @@ from pyggml.ops._common import (
     _result,
 )
 from pyggml.tensor import Tensor
+
+if TYPE_CHECKING:
+    from pyggml.context import Context
 
 # --- matrix, state space --------------------------------------------------------------------------------
 _MATMUL_PRECISION = """Precision: CPU: F32 a and b in F32 (within NMSE 1e-7 of a float64 product). An F16 a
@@ -43,7 +48,7 @@ _mul_mat_id = _guarded("mul_mat_id")
 _add_id = _guarded("add_id")
 
 
-def mul_mat_id(ctx, as_: Tensor, b: Tensor, ids: Tensor):
+def mul_mat_id(ctx: Context, as_: Tensor, b: Tensor, ids: Tensor) -> Tensor:
     """ggml_mul_mat_id: mixture-of-experts product: each token's b multiplied by the experts ids picks,
     out[:, e, t] = as_[:, :, ids[e, t]] . b[:, e % n_b, t] (mul_mat with a matrix chosen per row).
 
@@ -61,7 +66,7 @@ def mul_mat_id(ctx, as_: Tensor, b: Tensor, ids: Tensor):
     return _result(ctx, r, "mul_mat_id", as_, b, ids)
 
 
-def add_id(ctx, a: Tensor, b: Tensor, ids: Tensor):
+def add_id(ctx: Context, a: Tensor, b: Tensor, ids: Tensor) -> Tensor:
     """ggml_add_id: an expert's bias added by id: out[:, i1, i2] = a[:, i1, i2] + b[:, ids[i1, i2]].
 
     a: F32 ne [n, ne1, ne2] (ggml order; NumPy shape reversed), e.g. mul_mat_id's result.

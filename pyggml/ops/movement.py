@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
+
 from pyggml import types
 from pyggml._args import integer
 from pyggml._native import lib
@@ -27,6 +30,9 @@ from pyggml.ops._common import (
 )
 from pyggml.tensor import MAX_DIMS, RANK_BYTE, Tensor, rank
 
+if TYPE_CHECKING:
+    from pyggml.context import Context
+
 _RANK_2 = RANK_BYTE[2]
 
 # --- index ops --------------------------------------------------------------------------------------------
@@ -40,7 +46,7 @@ Result: F32 ne [ne0, n, ne2, ne3] (I32 for an I32 a). Exact (a quantized row is 
 types.decode does).""")
 _set_rows = _guarded("set_rows")
 
-def set_rows(ctx, a, b, c):
+def set_rows(ctx: Context, a: Tensor, b: Tensor, c: Tensor) -> Tensor:
     """ggml_set_rows: rows of b written into rows c of a (a scatter): a[..., c[i], :] = b[..., i, :] in
     NumPy terms; returns a view of a as the op's node (compute it to write a).
 
@@ -75,7 +81,7 @@ def set_rows(ctx, a, b, c):
 _cpy: BinaryWrapper = _make_binary("cpy")
 
 
-def cpy(ctx, a, b):
+def cpy(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
     """ggml_cpy: a's elements copied into b, in order, converted to b's type; the result is a view of b.
 
     a: the source, any ne. b: the destination, the same number of elements (any shape, any type ggml
@@ -96,7 +102,7 @@ Result: a contiguous tensor of a's shape and type. Exact.""")
 _transpose: UnaryWrapper = _make_unary("transpose")
 
 
-def transpose(ctx, a):
+def transpose(ctx: Context, a: Tensor) -> Tensor:
     """ggml_transpose: a view with dims 0 and 1 swapped (a.T for a matrix), no copy.
 
     a: any ne [ne0, ne1, ne2, ne3] (a quantized a cannot be transposed: its rows hold blocks).
@@ -105,7 +111,7 @@ def transpose(ctx, a):
     """
     t = _transpose(ctx, a)
     return _whole_blocks("transpose", t) if t.ptr.type in _BLOCKED else t
-def reshape(ctx, a, b):
+def reshape(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
     """ggml_reshape: a's elements with b's shape (like np.reshape; a view, no copy).
 
     a: contiguous, any type. b: any tensor with a's number of elements: only its ne is read.
@@ -113,7 +119,7 @@ def reshape(ctx, a, b):
     """
     if not isinstance(b, Tensor):
         raise TypeError(f"reshape: b must be a Tensor, got {type(b).__name__}")
-    return _reshape_nd("reshape", ctx, a, *b.ne, RANK_BYTE[rank(b.ptr)])
+    return _reshape_nd("reshape", ctx, a, *cast("tuple[int, int, int, int]", b.ne), RANK_BYTE[rank(b.ptr)])
 repeat: BinaryWrapper = _make_binary("repeat", doc="""ggml_repeat: a tiled to b's shape (np.tile in ggml's dim order).
 
 a: any ne, each a.ne[i] dividing b.ne[i]; F32, F16, BF16, I16 or I32.
@@ -134,7 +140,7 @@ def _cont_nd(op: str, ctx, a, ne, n_dims: int) -> Tensor:
     return _result(ctx, r, op, a)
 
 
-def cont_1d(ctx, a, ne0):
+def cont_1d(ctx: Context, a: Tensor, ne0: int) -> Tensor:
     """ggml_cont_1d: a copied into a new contiguous tensor of ne [ne0] (np.ascontiguousarray + reshape).
 
     a: any ne and strides. ne0: a's number of elements.
@@ -143,7 +149,7 @@ def cont_1d(ctx, a, ne0):
     return _cont_nd("cont_1d", ctx, a, (ne0, 1, 1, 1), 1)
 
 
-def cont_2d(ctx, a, ne0, ne1):
+def cont_2d(ctx: Context, a: Tensor, ne0: int, ne1: int) -> Tensor:
     """ggml_cont_2d: a copied into a new contiguous tensor of ne [ne0, ne1] (ggml order).
 
     a: any ne and strides. ne0, ne1: the new extents (product: a's number of elements; ne0 innermost).
@@ -152,7 +158,7 @@ def cont_2d(ctx, a, ne0, ne1):
     return _cont_nd("cont_2d", ctx, a, (ne0, ne1, 1, 1), 2)
 
 
-def cont_3d(ctx, a, ne0, ne1, ne2):
+def cont_3d(ctx: Context, a: Tensor, ne0: int, ne1: int, ne2: int) -> Tensor:
     """ggml_cont_3d: a copied into a new contiguous tensor of ne [ne0, ne1, ne2] (ggml order).
 
     a: any ne and strides. ne0, ne1, ne2: the new extents (their product a's number of elements).
@@ -161,7 +167,7 @@ def cont_3d(ctx, a, ne0, ne1, ne2):
     return _cont_nd("cont_3d", ctx, a, (ne0, ne1, ne2, 1), 3)
 
 
-def cont_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
+def cont_4d(ctx: Context, a: Tensor, ne0: int, ne1: int = 1, ne2: int = 1, ne3: int = 1) -> Tensor:
     """ggml_cont_4d: a copied into a new contiguous tensor of ne [ne0, ne1, ne2, ne3] (ggml order).
 
     a: any ne and strides. ne0, ne1, ne2, ne3: the new extents (their product a's number of elements).
@@ -205,7 +211,7 @@ def _reshape_error(op: str, exc, ctx, a, ne) -> Exception:
     return _failed(op) if exc is None else _bad_arguments(op, exc, ctx, a=a)
 
 
-def reshape_1d(ctx, a, ne0):
+def reshape_1d(ctx: Context, a: Tensor, ne0: int) -> Tensor:
     """ggml_reshape_1d: a view of the contiguous a as ne [ne0] (np.reshape(a, -1)); no copy.
 
     a: contiguous. ne0: a's number of elements.
@@ -214,7 +220,7 @@ def reshape_1d(ctx, a, ne0):
     return _reshape_nd("reshape_1d", ctx, a, ne0, 1, 1, 1, RANK_BYTE[1])
 
 
-def reshape_2d(ctx, a, ne0, ne1):
+def reshape_2d(ctx: Context, a: Tensor, ne0: int, ne1: int) -> Tensor:
     """ggml_reshape_2d: a view of the contiguous a as ne [ne0, ne1] (ggml order); no copy.
 
     a: contiguous. ne0, ne1: the new extents (ne0 innermost: np.reshape(a, (ne1, ne0))); a quantized a
@@ -224,7 +230,7 @@ def reshape_2d(ctx, a, ne0, ne1):
     return _reshape_nd("reshape_2d", ctx, a, ne0, ne1, 1, 1, RANK_BYTE[2])
 
 
-def reshape_3d(ctx, a, ne0, ne1, ne2):
+def reshape_3d(ctx: Context, a: Tensor, ne0: int, ne1: int, ne2: int) -> Tensor:
     """ggml_reshape_3d: a view of the contiguous a as ne [ne0, ne1, ne2] (np.reshape(a, (ne2, ne1, ne0)));
     no copy.
 
@@ -234,7 +240,7 @@ def reshape_3d(ctx, a, ne0, ne1, ne2):
     return _reshape_nd("reshape_3d", ctx, a, ne0, ne1, ne2, 1, RANK_BYTE[3])
 
 
-def reshape_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
+def reshape_4d(ctx: Context, a: Tensor, ne0: int, ne1: int = 1, ne2: int = 1, ne3: int = 1) -> Tensor:
     """ggml_reshape_4d: a view of the contiguous a as ne [ne0, ne1, ne2, ne3]
     (np.reshape(a, (ne3, ne2, ne1, ne0))); no copy.
 
@@ -247,7 +253,7 @@ def reshape_4d(ctx, a, ne0, ne1=1, ne2=1, ne3=1):
 _permute = _guarded("permute")
 
 
-def permute(ctx, a, axis0: int, axis1: int, axis2: int, axis3: int):
+def permute(ctx: Context, a: Tensor, axis0: int, axis1: int, axis2: int, axis3: int) -> Tensor:
     """ggml_permute: a view with a's dims moved: source dim i goes to position axis_i (ggml order), no copy.
 
     Not np.transpose's convention: np.transpose(x, axes) takes result axis j from source axes[j];
@@ -272,7 +278,7 @@ def permute(ctx, a, axis0: int, axis1: int, axis2: int, axis3: int):
     return t
 
 
-def concat(ctx, a, b, dim: int):
+def concat(ctx: Context, a: Tensor, b: Tensor, dim: int) -> Tensor:
     """ggml_concat: a and b joined along ggml dim `dim` (np.concatenate(..., axis=3 - dim)).
 
     a, b: the same type and the same extents in every dim but `dim`.
@@ -287,7 +293,7 @@ def concat(ctx, a, b, dim: int):
     return _result(ctx, r, "concat", a, b)
 
 
-def pad(ctx, a, p0: int, p1: int = 0, p2: int = 0, p3: int = 0):
+def pad(ctx: Context, a: Tensor, p0: int, p1: int = 0, p2: int = 0, p3: int = 0) -> Tensor:
     """ggml_pad: zeros appended at the end of each dim (np.pad(a, [(0, p3), (0, p2), (0, p1), (0, p0)])).
 
     a: any ne, F32.
@@ -360,7 +366,7 @@ def _sum_strides(ne, nb) -> int:
     return total
 
 
-def view_1d(ctx, a, ne0, offset=0):
+def view_1d(ctx: Context, a: Tensor, ne0: int, offset: int = 0) -> Tensor:
     """ggml_view_1d: a view of ne0 consecutive elements of a, from byte `offset`; no copy.
 
     a: any tensor. ne0: the number of elements (whole blocks for a quantized a).
@@ -373,7 +379,7 @@ def view_1d(ctx, a, ne0, offset=0):
 _view_2d = _VIEW_FNS[2]
 
 
-def view_2d(ctx, a, ne0, ne1, nb1, offset=0):
+def view_2d(ctx: Context, a: Tensor, ne0: int, ne1: int, nb1: int, offset: int = 0) -> Tensor:
     # the view most graphs use, written out: the generic _view costs twice as much
     """ggml_view_2d: a 2-D view of a with a row stride in bytes; no copy.
 
@@ -407,7 +413,7 @@ def view_2d(ctx, a, ne0, ne1, nb1, offset=0):
     return t
 
 
-def view_3d(ctx, a, ne0, ne1, ne2, nb1, nb2, offset=0):
+def view_3d(ctx: Context, a: Tensor, ne0: int, ne1: int, ne2: int, nb1: int, nb2: int, offset: int = 0) -> Tensor:
     """ggml_view_3d: a 3-D view of a with byte strides; no copy.
 
     a: any tensor.
@@ -419,7 +425,8 @@ def view_3d(ctx, a, ne0, ne1, ne2, nb1, nb2, offset=0):
     return _view("view_3d", ctx, a, (ne0, ne1, ne2), (nb1, nb2), offset)
 
 
-def view_4d(ctx, a, ne0, ne1, ne2, ne3, nb1, nb2, nb3, offset=0):
+def view_4d(ctx: Context, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int, nb1: int, nb2: int, nb3: int,
+            offset: int = 0) -> Tensor:
     """ggml_view_4d: a 4-D view of a with byte strides; no copy.
 
     a: any tensor.
@@ -431,7 +438,7 @@ def view_4d(ctx, a, ne0, ne1, ne2, ne3, nb1, nb2, nb3, offset=0):
     return _view("view_4d", ctx, a, (ne0, ne1, ne2, ne3), (nb1, nb2, nb3), offset)
 
 
-def view_nd(ctx, a, ne, nb, offset=0):
+def view_nd(ctx: Context, a: Tensor, ne: Sequence[int], nb: Sequence[int], offset: int = 0) -> Tensor:
     """A view with explicit byte strides for every dim, nb[0] included, for views no ggml_view_Nd makes
     (ggml_view_4d of ne/nb[1:], then nb[0] and any widened ne set on the view, as llama.cpp's conv-state
     code does with its overlapping conv windows).
@@ -466,7 +473,7 @@ def view_nd(ctx, a, ne, nb, offset=0):
     return v
 
 
-def set_name(ctx, a, name: str):
+def set_name(ctx: Context, a: Tensor, name: str) -> Tensor:
     """Name a (ggml_set_name) and return it: the name shows in graphs, errors and GGUF files.
 
     a: the tensor. name: a str of at most GGML_MAX_NAME - 1 bytes.

@@ -5,6 +5,7 @@ the final recurrent state(s), as one F32 tensor."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from pyggml._args import integer
 from pyggml.ops._common import (
@@ -17,6 +18,9 @@ from pyggml.ops._common import (
     _scalar,
 )
 from pyggml.tensor import Tensor
+
+if TYPE_CHECKING:
+    from pyggml.context import Context
 
 ssm_conv: BinaryWrapper = _make_binary("ssm_conv", ("sx", "c"), doc="""ggml_ssm_conv: Mamba's causal depthwise conv1d over each sequence's window:
 out[i, t, s] = sum_k a[t + k, i, s] * b[k, i], in ggml's ne order.
@@ -56,7 +60,8 @@ def _slots(op: str, K) -> int:
     return K
 
 
-def ssm_scan(ctx, s: Tensor, x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, ids: Tensor, K: int = 1):
+def ssm_scan(ctx: Context, s: Tensor, x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, ids: Tensor,
+             K: int = 1) -> Tensor:
     """ggml_ssm_scan: Mamba's selective scan (Mamba-1 when A is [d_state, n_head], Mamba-2 when A is
     [1, n_head]). Per sequence, token and head h (group g = h // (n_head / n_group)):
         d = softplus(dt[h]);  S[h] = S[h] * exp(d * A[h]) + d * outer(x[h], B[g]);  y[h] = S[h] @ C[g]
@@ -97,7 +102,7 @@ def _rwkv_shapes(op: str, tokens: dict, state: Tensor) -> None:
         raise ValueError(f"{op}: n_tokens ({n_tokens}) must be a positive multiple of n_seqs ({n_seqs}, state's ne[1])")
 
 
-def rwkv_wkv6(ctx, k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Tensor, state: Tensor):
+def rwkv_wkv6(ctx: Context, k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Tensor, state: Tensor) -> Tensor:
     """ggml_rwkv_wkv6: RWKV-6 time mixing. Per head, with W[i, j] the state (i key, j value), per token:
         kv = outer(k, v);  out[j] = sum_i r[i] * (tf[i] * kv[i, j] + W[i, j]);  W = W * td[i] + kv
 
@@ -115,7 +120,8 @@ def rwkv_wkv6(ctx, k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Tensor, stat
     return out
 
 
-def gated_linear_attn(ctx, k: Tensor, v: Tensor, q: Tensor, g: Tensor, state: Tensor, scale: float = 1.0):
+def gated_linear_attn(ctx: Context, k: Tensor, v: Tensor, q: Tensor, g: Tensor, state: Tensor,
+                      scale: float = 1.0) -> Tensor:
     """ggml_gated_linear_attn: gated linear attention. Per head, with W[i, j] the state, per token:
         W = W * g[i] + outer(k, v);  out[j] = scale * sum_i q[i] * W[i, j]
 
@@ -133,7 +139,7 @@ def gated_linear_attn(ctx, k: Tensor, v: Tensor, q: Tensor, g: Tensor, state: Te
     return out
 
 
-def rwkv_wkv7(ctx, r: Tensor, w: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, state: Tensor):
+def rwkv_wkv7(ctx: Context, r: Tensor, w: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, state: Tensor) -> Tensor:
     """ggml_rwkv_wkv7: RWKV-7 time mixing. Per head, with W[i, j] the state (i value, j key), per token:
         W = W * w[j] + outer(v, k) + outer(W @ a, b);  out = W @ r   (W @ a with the W before the update)
 
@@ -153,7 +159,7 @@ def _flag(op: str, name: str, value) -> bool:
     return bool(value)
 
 
-def solve_tri(ctx, a: Tensor, b: Tensor, left: bool = True, lower: bool = True, uni: bool = False):
+def solve_tri(ctx: Context, a: Tensor, b: Tensor, left: bool = True, lower: bool = True, uni: bool = False) -> Tensor:
     """ggml_solve_tri: the triangular solve X with A X = B, per matrix (np.linalg.solve for a triangular A).
 
     a: A, F32 ne [n, n, ne2, ne3] (ggml order; NumPy shape (ne3, ne2, n, n)); only its lower triangle is
@@ -168,7 +174,8 @@ def solve_tri(ctx, a: Tensor, b: Tensor, left: bool = True, lower: bool = True, 
     return _call("solve_tri", ctx, {"a": a, "b": b}, *flags)
 
 
-def gated_delta_net(ctx, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor, K: int = 1):
+def gated_delta_net(ctx: Context, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor,
+                    K: int = 1) -> Tensor:
     """ggml_gated_delta_net: the gated delta rule (Qwen3-Next, Kimi linear attention), token by token.
     Per sequence and head, with M the state (M[i][j]: key index i to value index j):
         M = M * exp(g);  M = M + outer(k, beta * (v - M^T k));  o = M^T q / sqrt(S)

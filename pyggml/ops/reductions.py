@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from pyggml.ops._common import (
     UnaryWrapper,
@@ -15,6 +16,9 @@ from pyggml.ops._common import (
 )
 from pyggml.tensor import Tensor
 from pyggml.types import SortOrder
+
+if TYPE_CHECKING:
+    from pyggml.context import Context
 
 # --- reductions, norms ---------------------------------------------------------------------------------
 sum: UnaryWrapper = _make_unary("sum", doc="""ggml_sum: the sum of every element of a: np.sum(a), as a 1-element tensor.
@@ -49,7 +53,7 @@ def _norm(op: str, ctx, a, eps):
     return _result(ctx, r, op, a)
 
 
-def norm(ctx, a, eps: float = 1e-5):
+def norm(ctx: Context, a: Tensor, eps: float = 1e-5) -> Tensor:
     """ggml_norm: each row standardized: (a - mean) / sqrt(var + eps) over ne0 (NumPy's last axis).
 
     a: any ne (NumPy shape reversed), F32, contiguous rows.
@@ -60,7 +64,7 @@ def norm(ctx, a, eps: float = 1e-5):
     return _norm("norm", ctx, a, eps)
 
 
-def rms_norm(ctx, a, eps: float = 1e-6):
+def rms_norm(ctx: Context, a: Tensor, eps: float = 1e-6) -> Tensor:
     """ggml_rms_norm: each row divided by its root mean square: a / sqrt(mean(a**2) + eps) over ne0.
 
     a: any ne (NumPy shape reversed), F32, contiguous rows.
@@ -71,7 +75,7 @@ def rms_norm(ctx, a, eps: float = 1e-6):
     return _norm("rms_norm", ctx, a, eps)
 
 
-def l2_norm(ctx, a, eps: float = 1e-12):
+def l2_norm(ctx: Context, a: Tensor, eps: float = 1e-12) -> Tensor:
     """ggml_l2_norm: each row divided by its Euclidean norm: a / max(sqrt(sum(a**2)), eps) over ne0.
 
     a: any ne (NumPy shape reversed), F32, contiguous rows.
@@ -81,7 +85,7 @@ def l2_norm(ctx, a, eps: float = 1e-12):
     return _norm("l2_norm", ctx, a, eps)
 
 
-def argsort(ctx, a, order=SortOrder.ASC):
+def argsort(ctx: Context, a: Tensor, order: SortOrder | str | int = SortOrder.ASC) -> Tensor:
     """ggml_argsort: the indices that sort each row (ne0, NumPy's last axis): np.argsort(a, axis=-1).
 
     a: any ne (NumPy shape reversed), F32, contiguous rows.
@@ -110,7 +114,7 @@ def _k(op: str, k) -> int:
     return k
 
 
-def top_k(ctx, a: Tensor, k: int):
+def top_k(ctx: Context, a: Tensor, k: int) -> Tensor:
     """ggml_top_k: the indices of the k largest values of each row (ne0), in no particular order (ggml.h).
 
     a: any ne (NumPy shape reversed), F32, contiguous rows.
@@ -125,7 +129,7 @@ def top_k(ctx, a: Tensor, k: int):
     return _result(ctx, r, "top_k", a)
 
 
-def argsort_top_k(ctx, a: Tensor, k: int):
+def argsort_top_k(ctx: Context, a: Tensor, k: int) -> Tensor:
     """ggml_argsort_top_k: argsort DESC, the first k of each row: the indices of the k largest,
     largest first.
 
@@ -141,7 +145,7 @@ def argsort_top_k(ctx, a: Tensor, k: int):
     return _result(ctx, r, "argsort_top_k", a)
 
 
-def group_norm(ctx, a: Tensor, n_groups: int, eps: float = 1e-6):
+def group_norm(ctx: Context, a: Tensor, n_groups: int, eps: float = 1e-6) -> Tensor:
     """ggml_group_norm: group normalization without affine: per sample (ne3), the channels (ne2) are
     split in n_groups groups of ceil(ne2 / n_groups), each standardized to mean 0 and variance 1 over
     its channels x ne1 x ne0 values ((x - mean) / sqrt(var + eps)).

@@ -7,6 +7,7 @@ kernels to read the others by that size, so shapes the kernels rely on are check
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from pyggml._args import integer
 from pyggml._native import ffi, lib
@@ -20,6 +21,9 @@ from pyggml.ops._common import (
 )
 from pyggml.ops.attention import _rope_mode
 from pyggml.tensor import Tensor
+
+if TYPE_CHECKING:
+    from pyggml.context import Context
 
 
 def _tensors(op: str, ctx, **tensors) -> None:
@@ -51,14 +55,14 @@ def _finite(op: str, name: str, value, lo: float | None = None) -> float:
 
 
 # --- backward of element-wise, norm and movement ops ----------------------------------------------------
-def silu_back(ctx, a: Tensor, b: Tensor):
+def silu_back(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
     """Gradient of silu: a = gradient of silu's output, b = silu's input x; a * silu'(x)."""
     _tensors("silu_back", ctx, a=a, b=b)
     _same_shape("silu_back", "a (gradient) and b (x)", a, b)  # the kernel walks b's rows in a
     return _call("silu_back", ctx, {"a": a, "b": b})
 
 
-def rms_norm_back(ctx, a: Tensor, b: Tensor, eps: float = 1e-6):
+def rms_norm_back(ctx: Context, a: Tensor, b: Tensor, eps: float = 1e-6) -> Tensor:
     """Gradient of rms_norm(b, eps): a = gradient of rms_norm's output, b = its input x."""
     _tensors("rms_norm_back", ctx, a=a, b=b)
     eps = _finite("rms_norm_back", "eps", eps, 0.0)  # as rms_norm: a negative or NaN eps is a silent NaN
@@ -66,13 +70,13 @@ def rms_norm_back(ctx, a: Tensor, b: Tensor, eps: float = 1e-6):
     return _call("rms_norm_back", ctx, {"a": a, "b": b}, eps)
 
 
-def repeat_back(ctx, a: Tensor, b: Tensor):
+def repeat_back(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
     """Gradient of repeat: a (of a repeat's shape) summed over the repeats into b's shape."""
     _tensors("repeat_back", ctx, a=a, b=b)
     return _call("repeat_back", ctx, {"a": a, "b": b})
 
 
-def get_rows_back(ctx, a: Tensor, b: Tensor, c: Tensor):
+def get_rows_back(ctx: Context, a: Tensor, b: Tensor, c: Tensor) -> Tensor:
     """Gradient of get_rows(c, b): a [ne0, n] = gradient of its output, b I32 [n] the row indices,
     c the matrix get_rows read (only its shape); F32 result of c's shape, a's rows added at rows b."""
     _tensors("get_rows_back", ctx, a=a, b=b, c=c)
@@ -81,7 +85,7 @@ def get_rows_back(ctx, a: Tensor, b: Tensor, c: Tensor):
     return _call("get_rows_back", ctx, {"a": a, "b": b, "c": c})
 
 
-def soft_max_ext_back(ctx, a: Tensor, b: Tensor, scale: float = 1.0, max_bias: float = 0.0):
+def soft_max_ext_back(ctx: Context, a: Tensor, b: Tensor, scale: float = 1.0, max_bias: float = 0.0) -> Tensor:
     """Gradient of soft_max_ext(x, mask, scale, max_bias) with respect to x: a = gradient of its
     output, b = its output y; scale * y * (a - dot(y, a)) per row."""
     _tensors("soft_max_ext_back", ctx, a=a, b=b)
@@ -95,10 +99,10 @@ def soft_max_ext_back(ctx, a: Tensor, b: Tensor, scale: float = 1.0, max_bias: f
     return _call("soft_max_ext_back", ctx, {"a": a, "b": b}, scale, max_bias)
 
 
-def rope_ext_back(ctx, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int | None = None,
+def rope_ext_back(ctx: Context, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int | None = None,
                   mode: int = 0, n_ctx_orig: int = 0, freq_base: float = 10000.0, freq_scale: float = 1.0,
                   ext_factor: float = 0.0, attn_factor: float = 1.0, beta_fast: float = 32.0,
-                  beta_slow: float = 1.0):
+                  beta_slow: float = 1.0) -> Tensor:
     """ggml_rope_ext_back: the gradient of rope_ext with the same arguments: the inverse rotation (by
     -theta) of a, the gradient of rope_ext's output, scaled by attn_factor.
 
@@ -128,8 +132,8 @@ def _conv_out(n: int, k: int, s: int, p: int, d: int) -> int:
     return (n + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def im2col_back(ctx, a: Tensor, b: Tensor, ne, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int,
-                is_2D: bool = True):
+def im2col_back(ctx: Context, a: Tensor, b: Tensor, ne: list[int] | tuple[int, ...], s0: int, s1: int, p0: int,
+                p1: int, d0: int, d1: int, is_2D: bool = True) -> Tensor:
     """Gradient of im2col(b, x, s0, s1, p0, p1, d0, d1, is_2D) with respect to x (of shape `ne`).
 
     a = gradient of im2col's output: [IC*KH*KW, OW, OH, N] (2D) or [IC*KW, OW, N] (1D); b = the
@@ -165,8 +169,8 @@ def im2col_back(ctx, a: Tensor, b: Tensor, ne, s0: int, s1: int, p0: int, p1: in
 _POOL_OPS = (lib.GGML_OP_POOL_MAX, lib.GGML_OP_POOL_AVG)
 
 
-def pool_2d_back(ctx, a: Tensor, af: Tensor, op: int, k0: int, k1: int, s0: int, s1: int,
-                 p0: float = 0.0, p1: float = 0.0):
+def pool_2d_back(ctx: Context, a: Tensor, af: Tensor, op: int, k0: int, k1: int, s0: int, s1: int,
+                 p0: float = 0.0, p1: float = 0.0) -> Tensor:
     """Gradient of pool_2d(af, op, k0, k1, s0, s1, p0, p1) with respect to af: a = gradient of its output.
     op: GGML_OP_POOL_MAX (0) or GGML_OP_POOL_AVG (1). F32 result of af's shape."""
     _tensors("pool_2d_back", ctx, a=a, af=af)
@@ -187,20 +191,20 @@ def pool_2d_back(ctx, a: Tensor, af: Tensor, op: int, k0: int, k1: int, s0: int,
 
 
 # --- losses ---------------------------------------------------------------------------------------------
-def cross_entropy_loss(ctx, a: Tensor, b: Tensor):
+def cross_entropy_loss(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
     """Mean over rows of -sum(b * log_softmax(a)) along ne0: a logits, b labels (target distributions)."""
     _tensors("cross_entropy_loss", ctx, a=a, b=b)
     return _call("cross_entropy_loss", ctx, {"a": a, "b": b})
 
 
-def cross_entropy_loss_back(ctx, a: Tensor, b: Tensor, c: Tensor):
+def cross_entropy_loss_back(ctx: Context, a: Tensor, b: Tensor, c: Tensor) -> Tensor:
     """Gradient of cross_entropy_loss(b, c) with respect to the logits b: a = the loss's gradient (a scalar)."""
     _tensors("cross_entropy_loss_back", ctx, a=a, b=b, c=c)
     return _call("cross_entropy_loss_back", ctx, {"a": a, "b": b, "c": c})
 
 
 # --- optimizer steps ------------------------------------------------------------------------------------
-def opt_step_adamw(ctx, a: Tensor, grad: Tensor, m: Tensor, v: Tensor, adamw_params: Tensor):
+def opt_step_adamw(ctx: Context, a: Tensor, grad: Tensor, m: Tensor, v: Tensor, adamw_params: Tensor) -> Tensor:
     """ggml_opt_step_adamw: one AdamW step on the parameter a, in place (decoupled weight decay):
     m = beta1*m + (1-beta1)*grad, v = beta2*v + (1-beta2)*grad**2,
     a = a*(1 - alpha*wd) - alpha * (m*beta1h) / (sqrt(v*beta2h) + eps).
@@ -216,7 +220,7 @@ def opt_step_adamw(ctx, a: Tensor, grad: Tensor, m: Tensor, v: Tensor, adamw_par
     return _call("opt_step_adamw", ctx, {"a": a, "grad": grad, "m": m, "v": v, "adamw_params": adamw_params})
 
 
-def opt_step_sgd(ctx, a: Tensor, grad: Tensor, sgd_params: Tensor):
+def opt_step_sgd(ctx: Context, a: Tensor, grad: Tensor, sgd_params: Tensor) -> Tensor:
     """One SGD step with weight decay on the parameter a (flagged with ggml_set_param), in place:
     a = a * (1 - alpha * wd) - alpha * grad, sgd_params F32 [alpha, wd]; the result is a view of a."""
     _tensors("opt_step_sgd", ctx, a=a, grad=grad, sgd_params=sgd_params)

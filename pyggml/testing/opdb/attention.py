@@ -134,9 +134,9 @@ def _rope_node(n: Node) -> np.ndarray:
     fb, fs, ef, af, bf, bs = (float(v) for v in n.params(11, np.float32)[5:11])
     if mode & 8:
         sections = tuple(int(v) for v in n.params(15, np.int32)[11:15])
-        return oracles.rope_multi(n.src[0], n.src[1], _src(n, 2), n_dims, sections, mode, n_ctx_orig, fb, fs, ef, af,
+        return oracles.rope_multi(n.src[0], n.src[1], _src(n, 2), n_dims, sections, mode, n_ctx_orig, fb, fs, ef, af,  # type: ignore[arg-type]
                                   bf, bs)
-    return oracles.rope_ext(n.src[0], n.src[1], n_dims, mode, freq_base=fb, freq_scale=fs, attn_factor=af,
+    return oracles.rope_ext(n.src[0], n.src[1], n_dims, mode, freq_base=fb, freq_scale=fs, attn_factor=af,  # type: ignore[arg-type]
                             freq_factors=_src(n, 2), ext_factor=ef, n_ctx_orig=n_ctx_orig, beta_fast=bf, beta_slow=bs)
 
 
@@ -321,7 +321,7 @@ def _fa_samples() -> list[Sample]:
 def _fa_node(n: Node) -> np.ndarray:
     """ggml_flash_attn_ext's op_params {scale, max_bias, logit_softcap} (3: the precision, which the CPU ignores);
     src[3] the mask, src[4] the sinks (flash_attn_ext_add_sinks)."""
-    return oracles.flash_attn_ext(n.src[0], n.src[1], n.src[2], _src(n, 3), n.f32(0), n.f32(1), n.f32(2), _src(n, 4))
+    return oracles.flash_attn_ext(n.src[0], n.src[1], n.src[2], _src(n, 3), n.f32(0), n.f32(1), n.f32(2), _src(n, 4))  # type: ignore[arg-type]
 
 
 
@@ -508,8 +508,8 @@ spec("dsv4_hc_comb", lambda xp, x, eps, n_iter: xp.dsv4_hc_comb(x.mx, x.sc, x.b,
 def _hc_pre_node(n: Node) -> np.ndarray:
     """ggml_dsv4_hc_pre_impl: op_params {scale (f32), gated (i32)}; src[1] the weights, or the gate when gated."""
     if n.i32(1):
-        return oracles.dsv4_hc_pre_gated(n.src[0], n.src[1], n.f32(0))
-    return oracles.dsv4_hc_pre(n.src[0], n.src[1])
+        return oracles.dsv4_hc_pre_gated(n.src[0], n.src[1], n.f32(0))  # type: ignore[arg-type]
+    return oracles.dsv4_hc_pre(n.src[0], n.src[1])  # type: ignore[arg-type]
 
 
 _HC = (4, 3, 1)

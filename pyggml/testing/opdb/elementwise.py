@@ -119,7 +119,7 @@ _bad("add1", lambda c, t: ops.add1(c, t("i32", (3, 8)), t("i32", (1,))), GraphEr
 _bad("add_cast", lambda c, t: ops.add_cast(c, t("f32", (3, 8)), t("f32", (3, 8)), "f16"), OpError, "ggml_is_quantized")
 _bad("add_cast", lambda c, t: ops.add_cast(c, t("f16", (3, 8)), t("f16", (3, 8)), "f32"), GraphError, "makes a F16 result")
 _bad("add_cast", lambda c, t: ops.add_cast(c, t("f16", (3, 8)), t("f32", (3, 8)), "nope"), ValueError, "unknown ggml type")
-_bad("cast", lambda c, t: ops.cast(c, t("f32", (3, 8)), 1.5), TypeError, "type")
+_bad("cast", lambda c, t: ops.cast(c, t("f32", (3, 8)), 1.5), TypeError, "type")  # type: ignore[arg-type]
 _bad("cast", lambda c, t: ops.cast(c, t("i32", (3, 8)), "f16"), GraphError, "no conversion from I32 to F16")
 _bad("scale_bias", lambda c, t: ops.scale_bias(c, t("f32", (3, 8)), 1.0, None), TypeError, "b must be a number")  # type: ignore[arg-type]
 _bad("scale_bias", lambda c, t: ops.scale_bias(c, t("f16", (3, 8)), 1.0, 0.5), GraphError, "the CPU kernel takes")
@@ -178,7 +178,7 @@ _bad("clamp", lambda c, t: ops.clamp(c, t("f32", (3, 8)), "-1", 1.0), TypeError,
 _bad("fill", lambda c, t: ops.fill(c, t("f32", (3, 8)), np.bool_(True)), TypeError, "c must be a number, got bool")  # type: ignore[arg-type]
 _bad("leaky_relu", lambda c, t: ops.leaky_relu(c, t("f32", (3, 8)), "0.1"), TypeError, "negative_slope must be a number")  # type: ignore[arg-type]
 _bad("arange", lambda c, t: ops.arange(c, 0, "5"), TypeError, "stop must be a number, got str")  # type: ignore[arg-type]
-_bad("tri", lambda c, t: ops.tri(c, t("f32", (4, 4)), 1.0), TypeError, "type must be an integer, got float")
+_bad("tri", lambda c, t: ops.tri(c, t("f32", (4, 4)), 1.0), TypeError, "type must be an integer, got float")  # type: ignore[arg-type]
 _bad("diag_mask_zero", lambda c, t: ops.diag_mask_zero(c, t("f32", (4, 4)), 2.7), TypeError,  # type: ignore[arg-type]
      "n_past must be an integer, got float")
 _bad("roll", lambda c, t: ops.roll(c, t("f32", (4, 4)), True), TypeError, "shift0 must be an integer, got bool")
@@ -195,7 +195,7 @@ _AWAY = signed_away_from_zero(0.3, 1.5)  # grad: away from kinks (relu, abs) and
 
 def _add_node(n: Node) -> np.ndarray:
     """ADD nodes come from add and add_cast: the sum, rounded to the node's own type (add_cast's target)."""
-    return oracles.add_cast(n.src[0], n.src[1], n.tensor.type)
+    return oracles.add_cast(n.src[0], n.src[1], n.tensor.type)  # type: ignore[arg-type]
 
 
 for _op in ("add", "sub", "mul", "div"):
@@ -307,7 +307,7 @@ def _xielu_node(n: Node) -> np.ndarray:
     """op_params: 1 beta + softplus(alpha_n), 2 softplus(alpha_p), 3 beta, 4 eps (ggml_xielu); the oracle
     takes the raw alphas."""
     beta = n.f32(3)
-    return oracles.xielu(n.src[0], _inverse_softplus(n.f32(1) - beta), _inverse_softplus(n.f32(2)), beta, n.f32(4))
+    return oracles.xielu(n.src[0], _inverse_softplus(n.f32(1) - beta), _inverse_softplus(n.f32(2)), beta, n.f32(4))  # type: ignore[arg-type]
 
 
 spec("xielu", lambda xp, x, *p: xp.xielu(x.a, *p), reads=("XIELU",), from_node=_xielu_node,
@@ -474,7 +474,7 @@ spec("set_2d", lambda xp, x, nb1, offset: xp.set_2d(x.a, x.b, nb1, offset), erro
 def _pad_node(n: Node) -> np.ndarray:
     """PAD nodes (pad_ext, pad_ext_circular, pad_circular, pad): op_params lp0, rp0, ..., lp3, rp3, circular."""
     p = [int(v) for v in n.params(9)]
-    return (oracles.pad_ext_circular if p[8] else oracles.pad_ext)(n.src[0], *p[:8])
+    return (oracles.pad_ext_circular if p[8] else oracles.pad_ext)(n.src[0], *p[:8])  # type: ignore[arg-type]
 
 
 _PADS = ((1, 2, 0, 0, 0, 0, 0, 0), (0, 3, 2, 1, 0, 0, 0, 0), (2, 0, 1, 1, 1, 2, 0, 0), (1, 1, 0, 2, 2, 0, 1, 1))

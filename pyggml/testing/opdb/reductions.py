@@ -29,7 +29,7 @@ from pyggml.types import SortOrder
 
 def _top_k_node(n: Node) -> np.ndarray:
     """ggml leaves the order of the k indices open: the node's own order, if it holds the right set."""
-    want = oracles.top_k(n.src[0], n.ne[0])
+    want = oracles.top_k(n.src[0], n.ne[0])  # type: ignore[arg-type]
     got = n.value()
     same = np.array_equal(np.sort(got, axis=-1), np.sort(want, axis=-1))
     return got if same else want

@@ -1,6 +1,8 @@
 """What the oracles share: ggml's dim order in NumPy terms, and ggml's broadcasting rule."""
 
 
+from collections.abc import Sequence
+
 import numpy as np
 
 MAX_DIMS = 4
@@ -30,7 +32,7 @@ def _axis(dim: int) -> int:
     return MAX_DIMS - 1 - dim
 
 
-def broadcast_to(b: np.ndarray, shape) -> np.ndarray:
+def broadcast_to(b: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     """ggml's repeat rule: b tiled so every dim reaches a's (a multiple of b's)."""
     b4 = b.reshape((1,) * (len(shape) - b.ndim) + b.shape)
     return np.tile(b4, [s // n for s, n in zip(shape, b4.shape)])

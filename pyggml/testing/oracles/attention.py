@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pyggml.testing.oracles._common import (
     _as4,
@@ -12,7 +14,7 @@ from pyggml.testing.oracles._common import (
 )
 
 
-def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0):
+def soft_max_ext(a: ArrayLike, mask: ArrayLike | None = None, scale: float = 1.0, max_bias: float = 0.0) -> np.ndarray:
     """softmax over ne0 of a*scale + slope*mask; mask rows i1 map to a's rows i1 (mask.ne[1] >= a.ne[1]),
     its dims 2 and 3 broadcast (repeat) over a's. ALiBi slopes per head (a's dim 2) when max_bias > 0."""
     x4 = _as4(np.asarray(a, dtype=np.float64)) * scale
@@ -35,11 +37,11 @@ def soft_max_ext(a, mask=None, scale=1.0, max_bias=0.0):
     return out.reshape(np.asarray(a).shape).astype(np.float32)
 
 
-def soft_max(a):
+def soft_max(a: np.ndarray) -> np.ndarray:
     return soft_max_ext(a)
 
 
-def diag_mask_inf(a, n_past):
+def diag_mask_inf(a: ArrayLike, n_past: int) -> np.ndarray:
     """Row i1, column i0 set to -inf where i0 > n_past + i1 (causal mask)."""
     x = np.array(a, dtype=np.float32)
     rows, cols = x.shape[-2] if x.ndim > 1 else 1, x.shape[-1]
@@ -50,8 +52,10 @@ def diag_mask_inf(a, n_past):
     return x4.reshape(x.shape)
 
 
-def rope_ext(a, pos, n_dims, mode=0, freq_base=10000.0, freq_scale=1.0, attn_factor=1.0, freq_factors=None,
-             ext_factor=0.0, n_ctx_orig=0, beta_fast=32.0, beta_slow=1.0):
+def rope_ext(a: np.ndarray, pos: np.ndarray, n_dims: int, mode: int = 0, freq_base: float = 10000.0,
+             freq_scale: float = 1.0, attn_factor: float = 1.0, freq_factors: np.ndarray | None = None,
+             ext_factor: float = 0.0, n_ctx_orig: int = 0, beta_fast: float = 32.0,
+             beta_slow: float = 1.0) -> np.ndarray:
     """RoPE of a NumPy [ne3, ne2 (tokens), ne1 (heads), ne0], pos[ne2]. Pair k (k < n_dims/2) rotates by
     pos * freq_scale * base^(-2k/n_dims) / freq_factors[k] (YaRN-corrected when ext_factor != 0); mode 0
     (normal) pairs elements (2k, 2k+1), mode 2 (neox) pairs (k, k + n_dims/2). Elements past n_dims pass."""
@@ -71,7 +75,8 @@ def _alibi_slopes(n_head, max_bias):
     return np.array([m0 ** (h + 1) if h < n_log2 else m1 ** (2 * (h - n_log2) + 1) for h in range(n_head)])
 
 
-def flash_attn_ext(q, k, v, mask=None, scale=1.0, max_bias=0.0, logit_softcap=0.0, sinks=None):
+def flash_attn_ext(q: ArrayLike, k: ArrayLike, v: ArrayLike, mask: ArrayLike | None = None, scale: float = 1.0,
+                   max_bias: float = 0.0, logit_softcap: float = 0.0, sinks: ArrayLike | None = None) -> np.ndarray:
     """softmax_kv(scale*q.k [softcap*tanh(./softcap)] + slope_h*mask) @ v per head. NumPy order: q [ne3, H, n_q, D],
     k [ne3, Hk, n_kv, D], v [ne3, Hv, n_kv, Dv] (head h reads k's head h // (H/Hk), v's h // (H/Hv)),
     mask [m3, m2, >= n_q, >= n_kv] repeated over heads and ne3. sinks [H]: one extra logit per head in the
@@ -177,15 +182,17 @@ def _rope(a, pos, freq_factors, n_dims, sections, mode, n_ctx_orig, freq_base, f
     return out.reshape(np.shape(a)).astype(np.float32)
 
 
-def rope_multi(a, pos, freq_factors=None, n_dims=0, sections=(0, 0, 0, 0), mode=8, n_ctx_orig=0,
-               freq_base=10000.0, freq_scale=1.0, ext_factor=0.0, attn_factor=1.0, beta_fast=32.0, beta_slow=1.0):
+def rope_multi(a: np.ndarray, pos: np.ndarray, freq_factors: np.ndarray | None = None, n_dims: int = 0,
+               sections: Sequence[int] = (0, 0, 0, 0), mode: int = 8, n_ctx_orig: int = 0,
+               freq_base: float = 10000.0, freq_scale: float = 1.0, ext_factor: float = 0.0, attn_factor: float = 1.0,
+               beta_fast: float = 32.0, beta_slow: float = 1.0) -> np.ndarray:
     """RoPE with position streams by section (see _rope); pos holds 4 streams of a.ne2 positions."""
     return _rope(a, pos, freq_factors, n_dims, tuple(sections), mode, n_ctx_orig, freq_base, freq_scale,
                  ext_factor, attn_factor, beta_fast, beta_slow)
 
 
 # --- SAM -------------------------------------------------------------------------------------------------------
-def win_part(a, w):
+def win_part(a: ArrayLike, w: int) -> np.ndarray:
     """a [H, W, C] (ne3 = 1) zero-padded to whole w x w windows -> [n_windows, w, w, C], window py*npx + px."""
     x = _as4(np.asarray(a, dtype=np.float32))[0]
     h, wd, c = x.shape
@@ -195,7 +202,7 @@ def win_part(a, w):
     return _lead(pad.reshape(npy, w, npx, w, c).transpose(0, 2, 1, 3, 4).reshape(npy * npx, w, w, c))
 
 
-def win_unpart(a, w0, h0, w):
+def win_unpart(a: ArrayLike, w0: int, h0: int, w: int) -> np.ndarray:
     """Windows a [n_windows, w, w, C] -> [h0, w0, C]: out[y, x] = a[(y//w)*npx + x//w, y%w, x%w]."""
     x = _as4(np.asarray(a, dtype=np.float32))
     npx = -(-w0 // w)
@@ -203,14 +210,14 @@ def win_unpart(a, w0, h0, w):
     return _lead(x[(yy // w) * npx + xx // w, yy % w, xx % w])
 
 
-def get_rel_pos(a, qh, kh):
+def get_rel_pos(a: ArrayLike, qh: int, kh: int) -> np.ndarray:
     """a [.., 2*kh - 1, C] (its first matrix) -> [qh, kh, C], out[i, j] = a[i - j + kh - 1]."""
     x = _as4(np.asarray(a))[0, 0]
     i, j = np.meshgrid(np.arange(qh), np.arange(kh), indexing="ij")
     return _lead(x[i - j + kh - 1])
 
 
-def add_rel_pos(a, pw, ph):
+def add_rel_pos(a: ArrayLike, pw: ArrayLike, ph: ArrayLike) -> np.ndarray:
     """a [.., np, H*W', W*W] viewed [np, ne12, ne11, W, W] (W = pw.ne0) gets ph[..., :, None] + pw[..., None, :]
     (pw, ph [np, ne12, ne11, W]); only a's first ne3 slab."""
     out = _as4(np.asarray(a, dtype=np.float64)).copy()
@@ -221,7 +228,7 @@ def add_rel_pos(a, pw, ph):
 
 
 # --- DeepSeek ---------------------------------------------------------------------------------------------------
-def lightning_indexer(q, k, weights, mask):
+def lightning_indexer(q: ArrayLike, k: ArrayLike, weights: ArrayLike, mask: ArrayLike) -> np.ndarray:
     """q [S, T, H, E], k [S, KV, 1, E], weights [S, 1, T, H], mask [m3, 1, T, KV] ->
     [S, 1, T, KV] = sum_h relu(q[s, t, h] . k[s, kv]) * weights[s, 0, t, h] + mask[s % m3, 0, t, kv]."""
     q4, k4 = _as4(np.asarray(q, dtype=np.float64)), _as4(np.asarray(k, dtype=np.float64))
@@ -231,7 +238,7 @@ def lightning_indexer(q, k, weights, mask):
     return _lead(out[:, None].astype(np.float32))
 
 
-def dsv4_hc_comb(mixes, scale, base, eps=1e-6, n_iter=1):
+def dsv4_hc_comb(mixes: ArrayLike, scale: ArrayLike, base: ArrayLike, eps: float = 1e-6, n_iter: int = 1) -> np.ndarray:
     """mixes [T, (2+hc)*hc] (hc = 4) -> [T, src, dst]: logits mixes[t, 2hc + dst + hc*src]*scale[2] + base[...],
     softmax over dst + eps, then divide by (eps + sum over src); n_iter - 1 times more: by (eps + sum over dst),
     then by (eps + sum over src)."""
@@ -249,21 +256,21 @@ def dsv4_hc_comb(mixes, scale, base, eps=1e-6, n_iter=1):
     return _lead(x.astype(np.float32))
 
 
-def dsv4_hc_pre(x, weights):
+def dsv4_hc_pre(x: ArrayLike, weights: ArrayLike) -> np.ndarray:
     """x [T, hc, E], weights [T, hc] -> [T, E] = sum_h x[t, h] * weights[t, h]."""
     x3 = _as4(np.asarray(x, dtype=np.float64))[0]
     w2 = _as4(np.asarray(weights, dtype=np.float64))[0, 0]
     return _lead(np.einsum("the,th->te", x3, w2).astype(np.float32))
 
 
-def dsv4_hc_pre_gated(x, gate, scale=1.0):
+def dsv4_hc_pre_gated(x: ArrayLike, gate: ArrayLike, scale: float = 1.0) -> np.ndarray:
     """x, gate [T, hc, E] -> [T, E] = scale * sum_h x[t, h] * sigmoid(gate[t, h])."""
     x3 = _as4(np.asarray(x, dtype=np.float64))[0]
     g3 = _as4(np.asarray(gate, dtype=np.float64))[0]
     return _lead((scale * (x3 / (1.0 + np.exp(-g3))).sum(axis=1)).astype(np.float32))
 
 
-def dsv4_hc_post(x, residual, post, comb=None):
+def dsv4_hc_post(x: ArrayLike, residual: ArrayLike, post: ArrayLike, comb: ArrayLike | None = None) -> np.ndarray:
     """x [T, E], residual [T, hc, E], post [T, hc], comb [T, src, dst] -> [T, dst, E] =
     x[t] * post[t, dst] + sum_src residual[t, src] * comb[t, src, dst] (comb None: + residual[t, dst])."""
     x2 = _as4(np.asarray(x, dtype=np.float64))[0, 0]

@@ -15,11 +15,13 @@ For each ubatch and layer:
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 
 class ConvStateOracle:
     def __init__(self, n_layer: int, d_conv: int, channels: int, mem_size: int, n_rs_seq: int,
-                 dtype=np.float32, strategy: str = "host_index", initial: list[np.ndarray] | None = None):
+                 dtype: DTypeLike = np.float32, strategy: str = "host_index",
+                 initial: list[np.ndarray] | None = None) -> None:
         self.d_conv, self.channels, self.mem_size = d_conv, channels, mem_size
         self.n_rs_seq, self.K, self.strategy = n_rs_seq, n_rs_seq + 1, strategy
         self.dtype = np.dtype(dtype)

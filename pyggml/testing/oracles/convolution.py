@@ -3,7 +3,12 @@ op's definition (stride s, padding p, dilation d: output x reads input x*s + k*d
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from pyggml.ops._common import TypeLike
 
 
 def _cdiv(n, s):
@@ -42,7 +47,8 @@ def _windows_2d(b, KH, KW, s, p, d):
     return x[..., iy, ix]
 
 
-def im2col(a, b, s0, s1, p0, p1, d0, d1, is_2D, dst_type=None):
+def im2col(a: np.ndarray, b: np.ndarray, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int, is_2D: bool,
+           dst_type: TypeLike | None = None) -> np.ndarray:
     """2-D: a [OC, IC, KH, KW], b [N, IC, H, W] -> [N, OH, OW, IC*KH*KW]; 1-D: a [OC, IC, K], b [N, IC, W]
     -> [N, OW, IC*K]."""
     if not is_2D:
@@ -56,7 +62,7 @@ def im2col(a, b, s0, s1, p0, p1, d0, d1, is_2D, dst_type=None):
     return w.transpose(0, 2, 3, 1, 4, 5).reshape(N, OH, OW, IC * KH * KW)
 
 
-def conv_2d(a, b, s0, s1, p0, p1, d0, d1):
+def conv_2d(a: np.ndarray, b: np.ndarray, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int) -> np.ndarray:
     """a [OC, IC, KH, KW], b [N, IC, H, W] -> [N, OC, OH, OW] (cross-correlation, as ggml)."""
     a, b = _dims(a, 4), _dims(b, 4)
     OC, IC, KH, KW = np.shape(a)
@@ -64,11 +70,11 @@ def conv_2d(a, b, s0, s1, p0, p1, d0, d1):
     return np.einsum("nchwyx,ocyx->nohw", w, np.asarray(a, np.float64))
 
 
-def conv_2d_direct(a, b, s0, s1, p0, p1, d0, d1):
+def conv_2d_direct(a: np.ndarray, b: np.ndarray, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int) -> np.ndarray:
     return conv_2d(a, b, s0, s1, p0, p1, d0, d1)
 
 
-def conv_2d_dw(a, b, s0, s1, p0, p1, d0, d1):
+def conv_2d_dw(a: np.ndarray, b: np.ndarray, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int) -> np.ndarray:
     """a [C, 1, KH, KW], b [N, C, H, W] -> [N, C, OH, OW]: channel c convolved with kernel c only."""
     a, b = _dims(a, 4), _dims(b, 4)
     C, _, KH, KW = np.shape(a)
@@ -76,23 +82,24 @@ def conv_2d_dw(a, b, s0, s1, p0, p1, d0, d1):
     return np.einsum("nchwyx,cyx->nchw", w, np.asarray(a, np.float64)[:, 0])
 
 
-def conv_2d_dw_direct(a, b, stride0, stride1, pad0, pad1, dilation0, dilation1):
+def conv_2d_dw_direct(a: np.ndarray, b: np.ndarray, stride0: int, stride1: int, pad0: int, pad1: int, dilation0: int,
+                      dilation1: int) -> np.ndarray:
     return conv_2d_dw(a, b, stride0, stride1, pad0, pad1, dilation0, dilation1)
 
 
-def conv_1d(a, b, s0, p0, d0):
+def conv_1d(a: np.ndarray, b: np.ndarray, s0: int, p0: int, d0: int) -> np.ndarray:
     """a [OC, IC, K], b [N, IC, W] -> [N, OC, OW]."""
     a, b = _dims(a, 3), _dims(b, 3)
     return conv_2d(a[:, :, None, :], b[..., None, :], s0, 1, p0, 0, d0, 1)[:, :, 0]
 
 
-def conv_1d_dw(a, b, s0, p0, d0):
+def conv_1d_dw(a: np.ndarray, b: np.ndarray, s0: int, p0: int, d0: int) -> np.ndarray:
     """a [C, 1, K], b [N, C, W] -> [N, C, OW]."""
     a, b = _dims(a, 3), _dims(b, 3)
     return conv_2d_dw(a[:, :, None, :], b[..., None, :], s0, 1, p0, 0, d0, 1)[:, :, 0]
 
 
-def conv_transpose_1d(a, b, s0, p0=0, d0=1):
+def conv_transpose_1d(a: np.ndarray, b: np.ndarray, s0: int, p0: int = 0, d0: int = 1) -> np.ndarray:
     """a [IC, OC, K], b [IC, W] -> [OC, (W-1)*s0 + K]: every input x adds a[ic, :, k] at x*s0 + k."""
     a, b = _dims(np.asarray(a, np.float64), 3), _dims(np.asarray(b, np.float64), 2)
     IC, OC, K = a.shape
@@ -103,7 +110,7 @@ def conv_transpose_1d(a, b, s0, p0=0, d0=1):
     return out
 
 
-def conv_transpose_2d_p0(a, b, stride):
+def conv_transpose_2d_p0(a: np.ndarray, b: np.ndarray, stride: int) -> np.ndarray:
     """a [IC, OC, KH, KW], b [N, IC, H, W] -> [N, OC, (H-1)*s + KH, (W-1)*s + KW]."""
     a, b = _dims(np.asarray(a, np.float64), 4), _dims(np.asarray(b, np.float64), 4)
     IC, OC, KH, KW = a.shape
@@ -115,7 +122,7 @@ def conv_transpose_2d_p0(a, b, stride):
     return out
 
 
-def pool_1d(a, op, k0, s0, p0):
+def pool_1d(a: np.ndarray, op: int, k0: int, s0: int, p0: int) -> np.ndarray:
     """op 0 max, 1 average over the window's elements that lie inside a (padding is not counted)."""
     a = np.asarray(a, np.float64)
     W = a.shape[-1]
@@ -128,7 +135,7 @@ def pool_1d(a, op, k0, s0, p0):
     return out
 
 
-def pool_2d(a, op, k0, k1, s0, s1, p0, p1):
+def pool_2d(a: np.ndarray, op: int, k0: int, k1: int, s0: int, s1: int, p0: int, p1: int) -> np.ndarray:
     """op 0 max over the window's elements inside a; op 1 their sum divided by k0*k1 (padding counts as 0)."""
     a = _dims(np.asarray(a, np.float64), 2)
     H, W = a.shape[-2:]
@@ -143,11 +150,11 @@ def pool_2d(a, op, k0, k1, s0, s1, p0, p1):
     return out
 
 
-def pad_reflect_1d(a, p0, p1):
+def pad_reflect_1d(a: np.ndarray, p0: int, p1: int) -> np.ndarray:
     return np.pad(np.asarray(a, np.float64), [(0, 0)] * (np.ndim(a) - 1) + [(p0, p1)], mode="reflect")
 
 
-def col2im_1d(a, s0, oc, p0):
+def col2im_1d(a: np.ndarray, s0: int, oc: int, p0: int) -> np.ndarray:
     """a [T_in, K*OC] -> [OC, (T_in-1)*s0 + K - 2*p0]: column t_in's entry oc*K + k adds to t_in*s0 + k - p0."""
     a = _dims(np.asarray(a, np.float64), 2)
     T_in, KOC = a.shape[-2:]
@@ -177,7 +184,7 @@ def _bilinear_weights(n_out, n_in, sf, offset):
     return w
 
 
-def interpolate(a, ne0, ne1, ne2, ne3, mode=0):
+def interpolate(a: np.ndarray, ne0: int, ne1: int, ne2: int, ne3: int, mode: int = 0) -> np.ndarray:
     """Nearest (mode 0) in every dim, or bilinear (mode 1) in dims 0 and 1 with half-pixel centers
     (align-corners flag: corners on corners), nearest in dims 2 and 3."""
     a = np.asarray(a, np.float64)
@@ -198,11 +205,11 @@ def interpolate(a, ne0, ne1, ne2, ne3, mode=0):
     raise NotImplementedError(f"interpolate oracle: mode {mode:#x}")
 
 
-def upscale_ext(a, ne0, ne1, ne2, ne3, mode=0):
+def upscale_ext(a: np.ndarray, ne0: int, ne1: int, ne2: int, ne3: int, mode: int = 0) -> np.ndarray:
     return interpolate(a, ne0, ne1, ne2, ne3, mode)
 
 
-def upscale(a, scale_factor, mode=0):
+def upscale(a: np.ndarray, scale_factor: int, mode: int = 0) -> np.ndarray:
     a4 = np.asarray(a).reshape((1,) * (4 - np.ndim(a)) + np.shape(a))
     n3, n2, n1, n0 = a4.shape
     return interpolate(a4, n0 * scale_factor, n1 * scale_factor, n2, n3, mode)
@@ -222,7 +229,8 @@ def _slices_3d(b, KD, KH, KW, s, p, d):
                                     w:w + s[0] * (OW - 1) + 1:s[0]]
 
 
-def im2col_3d(a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2, dst_type=None):
+def im2col_3d(a: np.ndarray, b: np.ndarray, IC: int, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int, d0: int,
+              d1: int, d2: int, dst_type: TypeLike | None = None) -> np.ndarray:
     """a [IC*OC, KD, KH, KW] (its shape only), b [N*IC, D, H, W] -> [N*OD, OH, OW, IC*KD*KH*KW]."""
     a, b = _dims(a, 4), _dims(b, 4)
     KD, KH, KW = np.shape(a)[-3:]
@@ -232,11 +240,13 @@ def im2col_3d(a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2, dst_type=None):
         if cols is None:
             cols = np.zeros(v.shape[:2] + (KD, KH, KW) + v.shape[2:])
         cols[:, :, kd, kh, kw] = v
+    assert cols is not None  # the kernel has at least one element
     N, _, _, _, _, OD, OH, OW = cols.shape
     return cols.transpose(0, 5, 6, 7, 1, 2, 3, 4).reshape(N * OD, OH, OW, -1)
 
 
-def conv_3d(a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2):
+def conv_3d(a: np.ndarray, b: np.ndarray, IC: int, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int, d0: int,
+            d1: int, d2: int) -> np.ndarray:
     """a [OC*IC, KD, KH, KW], b [N*IC, D, H, W] -> [N*OC, OD, OH, OW]."""
     a, b = _dims(np.asarray(a, np.float64), 4), _dims(b, 4)
     KD, KH, KW = a.shape[-3:]
@@ -245,10 +255,12 @@ def conv_3d(a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2):
     out = 0
     for kd, kh, kw, v in _slices_3d(b, KD, KH, KW, (s0, s1, s2), (p0, p1, p2), (d0, d1, d2)):
         out = out + np.einsum("nidhw,oi->nodhw", v, a[:, :, kd, kh, kw])
+    assert isinstance(out, np.ndarray)  # the kernel has at least one element
     return out.reshape((-1,) + out.shape[2:])
 
 
-def conv_3d_direct(a, b, s0, s1, s2, p0, p1, p2, d0, d1, d2, c, n, oc):
+def conv_3d_direct(a: np.ndarray, b: np.ndarray, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int, d0: int,
+                   d1: int, d2: int, c: int, n: int, oc: int) -> np.ndarray:
     return conv_3d(a, b, c, s0, s1, s2, p0, p1, p2, d0, d1, d2)
 
 

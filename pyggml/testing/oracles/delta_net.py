@@ -22,7 +22,13 @@ Every sequence reads its states before any is written (ggml gathers them first).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import DTypeLike
+
+if TYPE_CHECKING:
+    from pyggml.models.delta_net import DeltaNetConfig
 
 
 def _rms(x, eps):
@@ -38,7 +44,8 @@ def _l2(x, eps):
 
 
 class DeltaNetReference:
-    def __init__(self, config, weights: list[dict[str, np.ndarray]], K: int, mem_size: int, cache_dtype=np.float32):
+    def __init__(self, config: DeltaNetConfig, weights: list[dict[str, np.ndarray]], K: int, mem_size: int,
+                 cache_dtype: DTypeLike = np.float32) -> None:
         self.c, self.K, self.mem_size = config, K, mem_size
         self.w = [{k: np.asarray(v, dtype=np.float64) for k, v in layer.items()} for layer in weights]
         self.dtype = np.dtype(cache_dtype)

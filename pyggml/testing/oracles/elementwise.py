@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pyggml.testing.oracles._common import (
     _as4,
@@ -13,29 +15,32 @@ from pyggml.testing.oracles._common import (
     broadcast_to,
 )
 
+if TYPE_CHECKING:
+    from pyggml.types import Type
+
 
 # --- element-wise binary (b repeats to a's shape, result has a's type) ----------------------
-def add(a, b):
+def add(a: np.ndarray, b: ArrayLike) -> np.ndarray:
     return _f32(a) + broadcast_to(_f32(b), a.shape)
 
 
-def sub(a, b):
+def sub(a: np.ndarray, b: ArrayLike) -> np.ndarray:
     return _f32(a) - broadcast_to(_f32(b), a.shape)
 
 
-def mul(a, b):
+def mul(a: np.ndarray, b: ArrayLike) -> np.ndarray:
     return _f32(a) * broadcast_to(_f32(b), a.shape)
 
 
-def div(a, b):
+def div(a: np.ndarray, b: ArrayLike) -> np.ndarray:
     return _f32(a) / broadcast_to(_f32(b), a.shape)
 
 
-def scale(a, s):
+def scale(a: ArrayLike, s: float) -> np.ndarray:
     return _f32(a) * np.float32(s)
 
 
-def clamp(a, lo, hi):
+def clamp(a: ArrayLike, lo: float, hi: float) -> np.ndarray:
     return np.minimum(np.maximum(_f32(a), np.float32(lo)), np.float32(hi))
 
 
@@ -54,7 +59,7 @@ def _sigmoid(x):
 
 
 def _unary(fn):
-    def op(a):
+    def op(a: ArrayLike) -> np.ndarray:
         x = np.asarray(a, dtype=np.float64)
         with np.errstate(all="ignore"):
             return fn(x).astype(np.float32)
@@ -89,12 +94,12 @@ sin = _unary(np.sin)
 cos = _unary(np.cos)
 
 
-def leaky_relu(a, negative_slope=0.01):
+def leaky_relu(a: ArrayLike, negative_slope: float = 0.01) -> np.ndarray:
     x = np.asarray(a, dtype=np.float64)
     return np.where(x > 0, x, negative_slope * x).astype(np.float32)
 
 
-def arange(start, stop, step=1.0):
+def arange(start: float, stop: float, step: float = 1.0) -> np.ndarray:
     n = int(math.ceil((np.float32(stop) - np.float32(start)) / np.float32(step)))
     return (np.float32(start) + np.float32(step) * np.arange(n, dtype=np.float32)).astype(np.float32)
 
@@ -107,7 +112,8 @@ def _softplus(v):
     return v if v > 20.0 else math.log1p(math.exp(v))
 
 
-def xielu(a, alpha_n=0.8, alpha_p=0.8, beta=0.5, eps=-1e-6):
+def xielu(a: ArrayLike, alpha_n: float = 0.8, alpha_p: float = 0.8, beta: float = 0.5,
+          eps: float = -1e-6) -> np.ndarray:
     """ggml stores alpha_n as beta + softplus(alpha_n) and alpha_p as softplus(alpha_p)."""
     an, ap = beta + _softplus(alpha_n), _softplus(alpha_p)
     x = np.asarray(a, dtype=np.float64)
@@ -138,12 +144,12 @@ def _halves(a, b, swapped=False):
 
 def _make_glu(name):
     act = _GLU_ACT[name.split("_swapped")[0].split("_split")[0]]
-    def split(a, b):
+    def split(a: ArrayLike, b: ArrayLike) -> np.ndarray:
         x, g = _halves(a, b)
         with np.errstate(all="ignore"):
             return (act(x) * g).astype(np.float32)
 
-    def halves(a):
+    def halves(a: ArrayLike) -> np.ndarray:
         x, g = _halves(a, None, name.endswith("_swapped"))
         with np.errstate(all="ignore"):
             return (act(x) * g).astype(np.float32)
@@ -169,7 +175,7 @@ geglu_quick_swapped = _make_glu("geglu_quick_swapped")
 geglu_quick_split = _make_glu("geglu_quick_split")
 
 
-def swiglu_oai(a, b=None, alpha=1.702, limit=7.0):
+def swiglu_oai(a: ArrayLike, b: np.ndarray | None = None, alpha: float = 1.702, limit: float = 7.0) -> np.ndarray:
     """x = min(x, limit), g = clamp(g, -limit, limit): x * sigmoid(alpha * x) * (g + 1)."""
     x, g = _halves(a, b)
     x, g = np.minimum(x, limit), np.clip(g, -limit, limit)
@@ -177,7 +183,7 @@ def swiglu_oai(a, b=None, alpha=1.702, limit=7.0):
         return (x * _sigmoid(alpha * x) * (g + 1.0)).astype(np.float32)
 
 
-def swiglu_clamp(a, b=None, limit=7.0):
+def swiglu_clamp(a: ArrayLike, b: np.ndarray | None = None, limit: float = 7.0) -> np.ndarray:
     """x = min(x, limit), g = clamp(g, -limit, limit): silu(x) * g."""
     x, g = _halves(a, b)
     x, g = np.minimum(x, limit), np.clip(g, -limit, limit)
@@ -199,40 +205,40 @@ def _round_to(x, type):
     return x
 
 
-def add1(a, b):
+def add1(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     return _f32(a) + _f32(b).reshape(-1)[0]
 
 
-def add_cast(a, b, type):
+def add_cast(a: np.ndarray, b: np.ndarray, type: str | Type) -> np.ndarray:
     return _round_to(add(a, b), type)
 
 
-def cast(a, type):
+def cast(a: ArrayLike, type: str | Type) -> np.ndarray:
     return _round_to(a, type)
 
 
-def scale_bias(a, s, b):
+def scale_bias(a: ArrayLike, s: float, b: float) -> np.ndarray:
     return _f32(a) * np.float32(s) + np.float32(b)
 
 
-def fill(a, c):
+def fill(a: ArrayLike, c: float) -> np.ndarray:
     return np.full(np.shape(a), np.float32(c), dtype=np.float32)
 
 
-def count_equal(a, b):
+def count_equal(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     return np.array([np.count_nonzero(np.asarray(a) == np.asarray(b))], dtype=np.int64)
 
 
-def tri(a, type=0):
+def tri(a: ArrayLike, type: int | str = 0) -> np.ndarray:
     """Keep a[.., r, i] where i >= r (0 upper_diag), i > r (1 upper), i <= r (2 lower_diag), i < r (3 lower)."""
     t = {"upper_diag": 0, "upper": 1, "lower_diag": 2, "lower": 3}.get(type, type) if isinstance(type, str) else int(type)
     x = _f32(a)
     r, i = np.indices(x.shape[-2:])
-    keep = [i >= r, i > r, i <= r, i < r][t]
+    keep = [i >= r, i > r, i <= r, i < r][t]  # type: ignore[index]  # an unknown name raises TypeError here
     return np.where(keep, x, np.float32(0))
 
 
-def diag(a):
+def diag(a: ArrayLike) -> np.ndarray:
     """[.., 1, n] -> [.., n, n] with a's row on the diagonal."""
     x = _as4(_f32(a))
     n = x.shape[-1]
@@ -241,22 +247,22 @@ def diag(a):
     return _lead(out)
 
 
-def diag_mask_zero(a, n_past):
+def diag_mask_zero(a: ArrayLike, n_past: int) -> np.ndarray:
     x = _f32(a)
     j, i = np.indices(x.shape[-2:]) if x.ndim >= 2 else (np.zeros((1, x.shape[-1]), int), np.arange(x.shape[-1])[None])
     return np.where(i > n_past + j, np.float32(0), x).reshape(x.shape)
 
 
-def roll(a, shift0=0, shift1=0, shift2=0, shift3=0):
+def roll(a: ArrayLike, shift0: int = 0, shift1: int = 0, shift2: int = 0, shift3: int = 0) -> np.ndarray:
     x = _as4(_f32(a))
     return _lead(np.roll(x, (shift3, shift2, shift1, shift0), axis=(0, 1, 2, 3)))
 
 
-def repeat_4d(a, ne0, ne1=1, ne2=1, ne3=1):
+def repeat_4d(a: ArrayLike, ne0: int, ne1: int = 1, ne2: int = 1, ne3: int = 1) -> np.ndarray:
     return _lead(broadcast_to(_as4(np.asarray(a)), (ne3, ne2, ne1, ne0)))
 
 
-def cumsum(a):
+def cumsum(a: ArrayLike) -> np.ndarray:
     return np.cumsum(np.asarray(a, dtype=np.float64), axis=-1).astype(np.float32)
 
 
@@ -269,31 +275,31 @@ def _view_index(a, b, nb1, nb2, nb3, offset):
     return (offset + i0 * es + i1 * nb1 + i2 * nb2 + i3 * nb3) // es, b4
 
 
-def acc(a, b, nb1, nb2, nb3, offset):
+def acc(a: ArrayLike, b: np.ndarray, nb1: int, nb2: int, nb3: int, offset: int) -> np.ndarray:
     out = np.array(a, dtype=np.float32).ravel()
     idx, b4 = _view_index(out, b, nb1, nb2, nb3, offset)
     out[idx] += b4.astype(np.float32)
     return out.reshape(np.shape(a))
 
 
-def set(a, b, nb1, nb2, nb3, offset):  # noqa: A001
+def set(a: ArrayLike, b: np.ndarray, nb1: int, nb2: int, nb3: int, offset: int) -> np.ndarray:  # noqa: A001
     out = np.array(a).ravel()
     idx, b4 = _view_index(out, b, nb1, nb2, nb3, offset)
     out[idx] = b4
     return out.reshape(np.shape(a))
 
 
-def _nb(a):
+def _nb(a: ArrayLike) -> tuple[int, int, int]:
     a4 = _as4(np.asarray(a))
     es = a4.dtype.itemsize
     return es * a4.shape[3], es * a4.shape[3] * a4.shape[2], es * a4.shape[3] * a4.shape[2] * a4.shape[1]
 
 
-def set_1d(a, b, offset):
+def set_1d(a: np.ndarray, b: np.ndarray, offset: int) -> np.ndarray:
     return set(a, b, *_nb(a), offset)
 
 
-def set_2d(a, b, nb1, offset):
+def set_2d(a: np.ndarray, b: np.ndarray, nb1: int, offset: int) -> np.ndarray:
     return set(a, b, nb1, *_nb(a)[1:], offset)
 
 
@@ -304,19 +310,21 @@ def _pad(a, pads, mode):
     return _lead(np.pad(x, width, mode=mode))
 
 
-def pad_ext(a, lp0=0, rp0=0, lp1=0, rp1=0, lp2=0, rp2=0, lp3=0, rp3=0):
+def pad_ext(a: ArrayLike, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int = 0, lp2: int = 0, rp2: int = 0,
+            lp3: int = 0, rp3: int = 0) -> np.ndarray:
     return _pad(a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), "constant")
 
 
-def pad_ext_circular(a, lp0=0, rp0=0, lp1=0, rp1=0, lp2=0, rp2=0, lp3=0, rp3=0):
+def pad_ext_circular(a: ArrayLike, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int = 0, lp2: int = 0, rp2: int = 0,
+                     lp3: int = 0, rp3: int = 0) -> np.ndarray:
     return _pad(a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), "wrap")
 
 
-def pad_circular(a, p0=0, p1=0, p2=0, p3=0):
+def pad_circular(a: ArrayLike, p0: int = 0, p1: int = 0, p2: int = 0, p3: int = 0) -> np.ndarray:
     return _pad(a, (0, p0, 0, p1, 0, p2, 0, p3), "wrap")
 
 
-def timestep_embedding(timesteps, dim, max_period=10000):
+def timestep_embedding(timesteps: ArrayLike, dim: int, max_period: int = 10000) -> np.ndarray:
     """[n] -> [n, dim]: cos(t * f_j) for j < dim // 2, then sin(t * f_j), f_j = max_period^(-j / half);
     an odd dim ends with a 0."""
     t = np.asarray(timesteps, dtype=np.float64).reshape(-1, 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pyggml.testing.oracles._common import (
     _as4,
@@ -11,7 +12,7 @@ from pyggml.testing.oracles._common import (
 
 
 # --- matrix -----------------------------------------------------------------------------------------
-def mul_mat(a, b):
+def mul_mat(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """ggml_mul_mat: a [.., M, K], b [.., N, K] -> [.., N, M], out = b @ a^T per matrix. Over dims 2 and 3
     a broadcasts to b by repetition of each matrix: b's matrix i12 uses a's i12 // (ne12/ne02)."""
     a4 = _as4(np.asarray(a, dtype=np.float64))
@@ -21,7 +22,7 @@ def mul_mat(a, b):
     return _lead(out.astype(np.float32))
 
 
-def mul_mat_id(as_, b, ids):
+def mul_mat_id(as_: ArrayLike, b: ArrayLike, ids: ArrayLike) -> np.ndarray:
     """ggml_mul_mat_id: as_ [n_as, M, K], b [n_tokens, n_b, K], ids [n_tokens, n_used] ->
     [n_tokens, n_used, M]: out[t, e] = as_[ids[t, e]] @ b[t, e % n_b]."""
     a3 = _as4(np.asarray(as_, dtype=np.float64))[0]
@@ -35,7 +36,7 @@ def mul_mat_id(as_, b, ids):
     return _lead(out.astype(np.float32))
 
 
-def out_prod(a, b):
+def out_prod(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """ggml_out_prod: a [.., K, M], b [.., K, N] -> [.., N, M], out = b^T @ a per matrix; over dims 2 and 3
     a broadcasts to b by repetition of each matrix (b's matrix i12 uses a's i12 // (ne12/ne02))."""
     a4 = _as4(np.asarray(a, dtype=np.float64))
@@ -45,7 +46,7 @@ def out_prod(a, b):
     return _lead(out.astype(np.float32))
 
 
-def add_id(a, b, ids):
+def add_id(a: ArrayLike, b: ArrayLike, ids: ArrayLike) -> np.ndarray:
     """ggml_add_id: out[i3, i2, i1] = a[i3, i2, i1] + b[ids[i2, i1]] (b's rows: its ggml dim 1)."""
     a4 = _as4(np.asarray(a, dtype=np.float64))
     rows = np.asarray(b, dtype=np.float64).reshape(-1, np.shape(b)[-1])  # only b's first matrix is addressed

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from pyggml.testing.oracles._common import (
     MAX_DIMS,
@@ -12,9 +16,12 @@ from pyggml.testing.oracles._common import (
     broadcast_to,
 )
 
+if TYPE_CHECKING:
+    from pyggml.types import Type
+
 
 # --- index ops ------------------------------------------------------------------------------------------
-def get_rows(a, b):
+def get_rows(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """a [ne3, ne2, rows, ne0], b [ne3 (=b.ne2), ne2 (=b.ne1), n] -> [ne3, ne2, n, ne0]:
     out[k, j, i] = a[k, j, b[k, j, i]]. F32 result (I32 for I32 a)."""
     a4 = _as4(np.asarray(a))
@@ -27,7 +34,7 @@ def get_rows(a, b):
     return _lead(out.astype(np.int32 if a4.dtype == np.int32 else np.float32))
 
 
-def set_rows(a, b, c):
+def set_rows(a: ArrayLike, b: ArrayLike, c: ArrayLike) -> np.ndarray:
     """a with rows replaced: a[i3, i2, c[i3 % c.ne2, i2 % c.ne1, i]] = b[i3, i2, i] (values converted to a's type
     by the caller's encoding)."""
     a4 = _as4(np.array(a, dtype=np.float32))
@@ -42,12 +49,12 @@ def set_rows(a, b, c):
 
 
 # --- data movement ------------------------------------------------------------------------------------------
-def cpy(a, dtype=np.float32):
+def cpy(a: ArrayLike, dtype: DTypeLike = np.float32) -> np.ndarray:
     """ggml_cpy's values: a's elements in order, converted (the caller gives the destination's NumPy shape)."""
     return np.asarray(a).astype(dtype)
 
 
-def round_to(a, t):
+def round_to(a: ArrayLike, t: str | Type) -> np.ndarray:
     """a's values as a tensor of type t (ggml name) holds them: F16 and BF16 rounded to nearest even
     (ggml's conversions), I32 / I16 cast (callers pass whole numbers), F32 unchanged; NumPy order."""
     x = np.asarray(a)
@@ -64,15 +71,15 @@ def round_to(a, t):
     return x.astype(np.float32)
 
 
-def dup(a):
+def dup(a: ArrayLike) -> np.ndarray:
     return np.array(a)
 
 
-def cont(a):
+def cont(a: ArrayLike) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def reshape(a, ne):
+def reshape(a: ArrayLike, ne: Sequence[int]) -> np.ndarray:
     """ggml_reshape_Nd / cont_Nd: the same elements in ggml shape ne (ne[0] innermost)."""
     return np.asarray(a).reshape(tuple(reversed([int(n) for n in ne])))
 
@@ -80,7 +87,7 @@ def reshape(a, ne):
 cont_nd = reshape
 
 
-def permute(a, axis0, axis1, axis2, axis3):
+def permute(a: ArrayLike, axis0: int, axis1: int, axis2: int, axis3: int) -> np.ndarray:
     """ggml_permute: source dim i becomes destination dim axis_i."""
     x4 = _as4(np.asarray(a))
     axes = (axis0, axis1, axis2, axis3)
@@ -91,28 +98,29 @@ def permute(a, axis0, axis1, axis2, axis3):
     return _lead(np.transpose(x4, [_axis(src_of[_axis(n)]) for n in range(MAX_DIMS)]))
 
 
-def transpose(a):
+def transpose(a: np.ndarray) -> np.ndarray:
     """ggml_transpose: swap dims 0 and 1."""
     return permute(a, 1, 0, 2, 3)
 
 
-def concat(a, b, dim):
+def concat(a: np.ndarray, b: np.ndarray, dim: int) -> np.ndarray:
     return _lead(np.concatenate([_as4(a), _as4(b)], axis=_axis(dim)))
 
 
-def repeat(a, ne):
+def repeat(a: ArrayLike, ne: Sequence[int]) -> np.ndarray:
     """Repeat (tile) a to ggml shape ne."""
     shape = tuple(reversed([int(n) for n in ne]))
     return broadcast_to(np.asarray(a), shape)
 
 
-def pad(a, p0=0, p1=0, p2=0, p3=0):
+def pad(a: ArrayLike, p0: int = 0, p1: int = 0, p2: int = 0, p3: int = 0) -> np.ndarray:
     """ggml_pad: zeros appended at the end of each dim."""
     x4 = _as4(np.asarray(a))
     return _lead(np.pad(x4, [(0, p3), (0, p2), (0, p1), (0, p0)]))
 
 
-def view(a, ne, nb, offset=0, itemsize=None):
+def view(a: ArrayLike, ne: Sequence[int], nb: Sequence[int], offset: int = 0,
+         itemsize: int | None = None) -> np.ndarray:
     """A strided view of a's bytes (ggml_view_Nd / view_nd): ne and nb in ggml order, nb[0] given or the
     element size, offset in bytes. Returned contiguous, NumPy order."""
     x = np.ascontiguousarray(a)
@@ -127,23 +135,24 @@ def view(a, ne, nb, offset=0, itemsize=None):
     return _lead(np.array(out))
 
 
-def view_1d(a, ne0, offset=0):
+def view_1d(a: np.ndarray, ne0: int, offset: int = 0) -> np.ndarray:
     return view(a, [ne0], [], offset)
 
 
-def view_2d(a, ne0, ne1, nb1, offset=0):
+def view_2d(a: np.ndarray, ne0: int, ne1: int, nb1: int, offset: int = 0) -> np.ndarray:
     return view(a, [ne0, ne1], [nb1], offset)
 
 
-def view_3d(a, ne0, ne1, ne2, nb1, nb2, offset=0):
+def view_3d(a: np.ndarray, ne0: int, ne1: int, ne2: int, nb1: int, nb2: int, offset: int = 0) -> np.ndarray:
     return view(a, [ne0, ne1, ne2], [nb1, nb2], offset)
 
 
-def view_4d(a, ne0, ne1, ne2, ne3, nb1, nb2, nb3, offset=0):
+def view_4d(a: np.ndarray, ne0: int, ne1: int, ne2: int, ne3: int, nb1: int, nb2: int, nb3: int,
+            offset: int = 0) -> np.ndarray:
     return view(a, [ne0, ne1, ne2, ne3], [nb1, nb2, nb3], offset)
 
 
-def view_nd(a, ne, nb, offset=0):
+def view_nd(a: np.ndarray, ne: Sequence[int], nb: Sequence[int], offset: int = 0) -> np.ndarray:
     return view(a, ne, nb, offset)
 
 

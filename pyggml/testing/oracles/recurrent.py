@@ -5,11 +5,12 @@ reference where ggml.h is silent). NumPy order throughout: ggml's ne reversed. T
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pyggml.testing.oracles._common import _as4, _lead
 
 
-def ssm_conv(sx, c):
+def ssm_conv(sx: np.ndarray, c: np.ndarray) -> np.ndarray:
     """ggml_ssm_conv: sx [n_s, d_inner, d_conv-1+n_t], c [d_inner, d_conv] -> [n_s, n_t, d_inner];
     out[s, t, i] = sum_k sx[s, i, t+k] * c[i, k]."""
     sx4, c4 = _as4(_f64(sx)), _as4(_f64(c))
@@ -39,7 +40,8 @@ def _softplus(x):
     return np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0))))
 
 
-def ssm_scan(s, x, dt, A, B, C, ids, K=1, *, written_only=False):
+def ssm_scan(s: np.ndarray, x: ArrayLike, dt: ArrayLike, A: ArrayLike, B: ArrayLike, C: ArrayLike, ids: np.ndarray,
+             K: int = 1, *, written_only: bool = False) -> np.ndarray:
     """Selective scan (Mamba). NumPy shapes: s [>= n_seqs, n_head, head_dim, d_state], x [n_seqs, n_tokens,
     n_head, head_dim], dt [n_seqs, n_tokens, n_head], A [n_head, d_state] (Mamba-1) or [n_head, 1]
     (Mamba-2), B, C [n_seqs, n_tokens, n_group, d_state], ids [n_seqs].
@@ -85,7 +87,8 @@ def _packed(out, st, T, H, S):
     return np.concatenate([out.reshape(T, H * S), st.reshape(-1, H * S)]).astype(np.float32)
 
 
-def rwkv_wkv6(k, v, r, tf, td, state):
+def rwkv_wkv6(k: np.ndarray, v: np.ndarray, r: np.ndarray, tf: np.ndarray, td: np.ndarray,
+              state: np.ndarray) -> np.ndarray:
     """RWKV-6 time mixing. k, v, r, td [n_tokens, H, S], tf [H, S], state [n_seqs, S*S*H] holding per head
     W[i, j] (i the key index, j the value index); the tokens split evenly over the sequences. Per token:
         kv = outer(k, v);  out[j] = sum_i r[i] * (tf[i] * kv[i, j] + W[i, j]);  W = W * td[i] + kv
@@ -103,7 +106,8 @@ def rwkv_wkv6(k, v, r, tf, td, state):
     return _packed(out, W, T, H, S)
 
 
-def gated_linear_attn(k, v, q, g, state, scale=1.0):
+def gated_linear_attn(k: np.ndarray, v: np.ndarray, q: np.ndarray, g: np.ndarray, state: np.ndarray,
+                      scale: float = 1.0) -> np.ndarray:
     """Gated linear attention. k, v, q, g [n_tokens, H, S], state [n_seqs, S*S*H] holding per head W[i, j]
     (i the key index, j the value index); the tokens split evenly over the sequences. Per token:
         W = W * g[i] + outer(k, v);  out[j] = scale * sum_i q[i] * W[i, j]
@@ -119,7 +123,8 @@ def gated_linear_attn(k, v, q, g, state, scale=1.0):
     return _packed(out, W, T, H, S)
 
 
-def rwkv_wkv7(r, w, k, v, a, b, state):
+def rwkv_wkv7(r: np.ndarray, w: np.ndarray, k: np.ndarray, v: np.ndarray, a: np.ndarray, b: np.ndarray,
+              state: np.ndarray) -> np.ndarray:
     """RWKV-7 time mixing. r, w, k, v, a, b [n_tokens, H, S], state [n_seqs, S*S*H] holding per head W[i, j]
     (i the value index, j the key index); the tokens split evenly over the sequences. Per token:
         W = W * w[j] + outer(v, k) + outer(W @ a, b);  out = W @ r   (W @ a with the W before the update)
@@ -136,7 +141,7 @@ def rwkv_wkv7(r, w, k, v, a, b, state):
     return _packed(out, W, T, H, S)
 
 
-def solve_tri(a, b, left=True, lower=True, uni=False):
+def solve_tri(a: np.ndarray, b: np.ndarray, left: bool = True, lower: bool = True, uni: bool = False) -> np.ndarray:
     """X with A X = B (left) or X A = B; A [..., n, n] from a's lower (or upper) triangle, its diagonal
     taken as ones when uni; B [..., n, m] (left) or [..., m, n]."""
     a, b = _f64(a), _f64(b)
@@ -152,7 +157,8 @@ def solve_tri(a, b, left=True, lower=True, uni=False):
     return _lead(x.astype(np.float32))
 
 
-def gated_delta_net(q, k, v, g, beta, state, K=1, *, written_only=False):
+def gated_delta_net(q: ArrayLike, k: ArrayLike, v: ArrayLike, g: ArrayLike, beta: ArrayLike, state: ArrayLike,
+                    K: int = 1, *, written_only: bool = False) -> np.ndarray:
     """The gated delta rule (Qwen3-Next / Kimi linear attention), token by token, as ggml_gated_delta_net.
 
     NumPy shapes (ggml's ne reversed): q, k [n_seqs_qk, n_tokens, H_k, S]; v [n_seqs, n_tokens, H, S];

@@ -4,8 +4,10 @@ of its forward definition (ggml.h), contracted with the output gradient, in floa
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pyggml.testing.oracles._common import _as4, _lead
 
@@ -26,14 +28,14 @@ def _shape_of(op, x) -> np.ndarray:
     return np.asarray(x)
 
 
-def silu_back(a, b):
+def silu_back(a: np.ndarray, b: ArrayLike) -> np.ndarray:
     """a * silu'(b): silu(x) = x*s(x), silu'(x) = s(x) * (1 + x*(1 - s(x)))."""
     x = _f64(b)
     s = 1.0 / (1.0 + np.exp(-x))
     return _out(_f64(a) * s * (1.0 + x * (1.0 - s)), a)
 
 
-def rms_norm_back(a, b, eps=1e-6):
+def rms_norm_back(a: np.ndarray, b: ArrayLike, eps: float = 1e-6) -> np.ndarray:
     """d/dx of y = x / sqrt(mean(x^2) + eps) along ne0, contracted with a:
     (a - x * sum(x*a) / (n*(mean(x^2) + eps))) / sqrt(mean(x^2) + eps)."""
     dz, x = _f64(a), _f64(b)
@@ -42,7 +44,7 @@ def rms_norm_back(a, b, eps=1e-6):
     return _out((dz - x * (x * dz).sum(axis=-1, keepdims=True) / (n * ms)) / np.sqrt(ms), a)
 
 
-def repeat_back(a, b):
+def repeat_back(a: ArrayLike, b: np.ndarray) -> np.ndarray:
     """a summed over the tiles that repeat(b, a) made: every dim of a is whole copies of b's."""
     a4, b4 = _as4(_f64(a)), _as4(_shape_of("repeat_back", b))
     split = []
@@ -51,14 +53,14 @@ def repeat_back(a, b):
     return _out(a4.reshape(split).sum(axis=(0, 2, 4, 6)), b)
 
 
-def get_rows_back(a, b, c):
+def get_rows_back(a: ArrayLike, b: ArrayLike, c: ArrayLike) -> np.ndarray:
     """Rows of a added into zeros of c's shape at rows b (repeated indices accumulate)."""
-    out = np.zeros(_shape_of("get_rows_back", c).shape[-2:], dtype=np.float64)
+    out: np.ndarray = np.zeros(_shape_of("get_rows_back", c).shape[-2:], dtype=np.float64)
     np.add.at(out, np.asarray(b).ravel().astype(np.int64), _f64(a).reshape(-1, out.shape[-1]))
     return _lead(out.astype(np.float32))
 
 
-def soft_max_ext_back(a, b, scale=1.0, max_bias=0.0):
+def soft_max_ext_back(a: np.ndarray, b: ArrayLike, scale: float = 1.0, max_bias: float = 0.0) -> np.ndarray:
     """d/dx of y = softmax(scale*x + slope*mask) (mask and slope do not depend on x), given y = b:
     scale * y * (a - sum(y*a)) per row."""
     dy, y = _f64(a), _f64(b)
@@ -72,8 +74,10 @@ def _yarn_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow):
     return max(0.0, math.floor(dim(beta_fast))), min(n_dims - 1.0, math.ceil(dim(beta_slow)))
 
 
-def rope_ext_back(a, pos, freq_factors=None, n_dims=0, mode=0, n_ctx_orig=0, freq_base=10000.0,
-                  freq_scale=1.0, ext_factor=0.0, attn_factor=1.0, beta_fast=32.0, beta_slow=1.0):
+def rope_ext_back(a: np.ndarray, pos: ArrayLike, freq_factors: ArrayLike | None = None, n_dims: int = 0,
+                  mode: int = 0, n_ctx_orig: int = 0, freq_base: float = 10000.0,
+                  freq_scale: float = 1.0, ext_factor: float = 0.0, attn_factor: float = 1.0, beta_fast: float = 32.0,
+                  beta_slow: float = 1.0) -> np.ndarray:
     """rope_ext rotates each pair by theta and scales by attn_factor: the transpose of that map
     (the derivative contracted with a) rotates by -theta, same scale. YaRN (ext_factor != 0) not modelled."""
     if ext_factor != 0.0:
@@ -99,7 +103,8 @@ def rope_ext_back(a, pos, freq_factors=None, n_dims=0, mode=0, n_ctx_orig=0, fre
     return _out(out, a)
 
 
-def im2col_back(a, b, ne, s0, s1, p0, p1, d0, d1, is_2D=True):
+def im2col_back(a: ArrayLike, b: ArrayLike, ne: Sequence[int], s0: int, s1: int, p0: int, p1: int, d0: int, d1: int,
+                is_2D: bool = True) -> np.ndarray:
     """The adjoint of im2col: column entry (n, oh, ow, ic*KH*KW + kh*KW + kw) added into the input element
     (n, ic, oh*s1 - p1 + kh*d1, ow*s0 - p0 + kw*d0) when that lies inside the input (shape ne, ggml order)."""
     ne = list(ne) + [1] * (4 - len(ne))
@@ -122,13 +127,14 @@ def im2col_back(a, b, ne, s0, s1, p0, p1, d0, d1, is_2D=True):
             cols = np.arange(ow) * s0 - p0 + x * d0
             ry, rx = (rows >= 0) & (rows < ih), (cols >= 0) & (cols < iw)
             part = g[:, ry][:, :, rx][..., y, x]  # [n, oh', ow', ic]
-            np.add.at(out, (slice(None), slice(None), rows[ry][:, None], cols[rx][None, :]),
+            np.add.at(out, (slice(None), slice(None), rows[ry][:, None], cols[rx][None, :]),  # type: ignore[arg-type]
                       part.transpose(0, 3, 1, 2))
     shape = (n, ic, ih, iw) if is_2D else (n, ic, iw)
     return _lead(out.reshape(shape).astype(np.float32))
 
 
-def pool_2d_back(a, af, op, k0, k1, s0, s1, p0=0.0, p1=0.0):
+def pool_2d_back(a: ArrayLike, af: np.ndarray, op: int, k0: int, k1: int, s0: int, s1: int, p0: float = 0.0,
+                 p1: float = 0.0) -> np.ndarray:
     """The gradient of pool_2d(af, ...) given its output's gradient a. op 0 (max): each window's
     gradient goes to its largest element (the first in row-major order on ties); op 1 (avg): divided
     by k0*k1 among the window's elements inside af (the padding counts in the divisor)."""
@@ -163,21 +169,21 @@ def _log_softmax(x):
     return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
-def cross_entropy_loss(a, b):
+def cross_entropy_loss(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """-sum(b * log_softmax(a)) over ne0, averaged over the rows; a 1-element result."""
     x, y = _f64(a), _f64(b)
     rows = x.size // x.shape[-1]
     return np.array([-(y * _log_softmax(x)).sum() / rows], dtype=np.float32)
 
 
-def cross_entropy_loss_back(a, b, c):
+def cross_entropy_loss_back(a: ArrayLike, b: np.ndarray, c: ArrayLike) -> np.ndarray:
     """d/db of cross_entropy_loss(b, c), times the loss gradient a: (softmax(b) - c) * a / rows."""
     x, y = _f64(b), _f64(c)
     rows = x.size // x.shape[-1]
     return _out((np.exp(_log_softmax(x)) - y) * _f64(a).ravel()[0] / rows, b)
 
 
-def opt_step_adamw(a, grad, m, v, adamw_params):
+def opt_step_adamw(a: np.ndarray, grad: ArrayLike, m: ArrayLike, v: ArrayLike, adamw_params: ArrayLike) -> np.ndarray:
     """The parameter a after one AdamW step (decoupled weight decay):
     m' = beta1*m + (1-beta1)*g, v' = beta2*v + (1-beta2)*g^2,
     a' = a*(1 - alpha*wd) - alpha * (m'*beta1h) / (sqrt(v'*beta2h) + eps)."""
@@ -188,7 +194,7 @@ def opt_step_adamw(a, grad, m, v, adamw_params):
     return _out(_f64(a) * (1 - alpha * wd) - alpha * (m1 * beta1h) / (np.sqrt(v1 * beta2h) + eps), a)
 
 
-def opt_step_sgd(a, grad, sgd_params):
+def opt_step_sgd(a: np.ndarray, grad: ArrayLike, sgd_params: ArrayLike) -> np.ndarray:
     """The parameter a after one SGD step with weight decay: a*(1 - alpha*wd) - alpha*grad."""
     alpha, wd = _f64(sgd_params).ravel()[:2]
     return _out(_f64(a) * (1 - alpha * wd) - alpha * _f64(grad), a)
