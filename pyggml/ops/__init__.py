@@ -34,7 +34,9 @@ from pyggml.ops import (
     reductions,
     training,
 )
-from pyggml.ops.elementwise import UNARY_OPS  # noqa: F401 (the unary ops, for cases and tests)
+from pyggml.ops.elementwise import (
+    UNARY_OPS,  # noqa: F401 (the unary ops, for cases and tests)
+)
 
 # family name -> its module; every op wrapper lives in exactly one
 FAMILIES = {m.__name__.rsplit(".", 1)[1]: m for m in

@@ -112,9 +112,6 @@ def _fill(doc: str, width: int = 100) -> str:
 # of Context too (pyggml/ops/methods.py)
 UnaryWrapper = Callable[["Context", Tensor], Tensor]
 BinaryWrapper = Callable[["Context", Tensor, Tensor], Tensor]
-# what a type argument (dst_type, type) takes: a Type, its name ('f32', 'Q8_0'), its number, or a NumPy
-# dtype or scalar type (types.as_type)
-TypeLike = types.Type | str | int | np.dtype | type[np.generic]
 
 
 def _make_unary(op: str, c_name: str | None = None, doc: str | None = None) -> UnaryWrapper:

@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING
 from pyggml._args import integer
 from pyggml._native import ffi, lib
 from pyggml.ops._common import (
-    UnaryWrapper,
-    _new_tensor,
     _ARG_ERRORS,
     _NULL,
+    UnaryWrapper,
     _bad_arguments,
+    _check_scalars,
     _failed,
     _guarded,
     _make_unary,
+    _new_tensor,
     _result,
-    _check_scalars,
     _scalar,
 )
 from pyggml.tensor import Tensor

@@ -6,8 +6,15 @@ from typing import TYPE_CHECKING
 
 from pyggml import types
 from pyggml._args import integer
-from pyggml.ops._common import _ARG_ERRORS, TypeLike, _bad_arguments, _guarded, _result, _shape_arg
+from pyggml.ops._common import (
+    _ARG_ERRORS,
+    _bad_arguments,
+    _guarded,
+    _result,
+    _shape_arg,
+)
 from pyggml.tensor import Tensor
+from pyggml.types import TypeLike
 
 if TYPE_CHECKING:
     from pyggml.context import Context

@@ -11,12 +11,11 @@ from pyggml.ops._common import (
     _ARG_ERRORS,
     _NULL,
     _TYPE_SIZE,
+    BinaryWrapper,
+    UnaryWrapper,
     _bad_arguments,
     _fill,
     _guarded,
-    BinaryWrapper,
-    TypeLike,
-    UnaryWrapper,
     _make_binary,
     _make_unary,
     _result,
@@ -24,6 +23,7 @@ from pyggml.ops._common import (
     _shape_arg,
 )
 from pyggml.tensor import Tensor
+from pyggml.types import TypeLike
 
 if TYPE_CHECKING:
     from pyggml.context import Context

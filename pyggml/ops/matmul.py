@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyggml.ops._common import (
-    BinaryWrapper,
     _ARG_ERRORS,
+    BinaryWrapper,
     _bad_arguments,
     _guarded,
     _make_binary,

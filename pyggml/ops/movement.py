@@ -9,13 +9,12 @@ from pyggml import types
 from pyggml._args import integer
 from pyggml._native import lib
 from pyggml.ops._common import (
-    UnaryWrapper,
-    BinaryWrapper,
-    _new_tensor,
     _ARG_ERRORS,
     _BLOCK,
     _BLOCKED,
     _TYPE_SIZE,
+    BinaryWrapper,
+    UnaryWrapper,
     _bad_arguments,
     _check_scalars,
     _destination,
@@ -23,6 +22,7 @@ from pyggml.ops._common import (
     _guarded,
     _make_binary,
     _make_unary,
+    _new_tensor,
     _result,
     _self_overlapping,
     _shape_arg,

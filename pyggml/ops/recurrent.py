@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from pyggml._args import integer
 from pyggml.ops._common import (
-    BinaryWrapper,
     _ARG_ERRORS,
+    BinaryWrapper,
     _bad_arguments,
     _guarded,
     _make_binary,

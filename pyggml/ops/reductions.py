@@ -6,8 +6,8 @@ import math
 from typing import TYPE_CHECKING
 
 from pyggml.ops._common import (
-    UnaryWrapper,
     _ARG_ERRORS,
+    UnaryWrapper,
     _bad_arguments,
     _guarded,
     _make_unary,

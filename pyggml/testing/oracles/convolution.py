@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from pyggml.ops._common import TypeLike
+    from pyggml.types import TypeLike
 
 
 def _cdiv(n, s):
