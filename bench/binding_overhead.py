@@ -36,8 +36,10 @@ OUT = ROOT / "build" / "bench"
 
 
 def build_dir() -> Path:
-    tag = f"cp{sys.version_info.major}{sys.version_info.minor}-cp{sys.version_info.major}{sys.version_info.minor}-" \
-          f"{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
+    tag = (
+        f"cp{sys.version_info.major}{sys.version_info.minor}-cp{sys.version_info.major}{sys.version_info.minor}-"
+        f"{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
+    )
     d = ROOT / "build" / tag
     if not (d / "ggml" / "src" / "libggml.a").exists():
         sys.exit(f"no ggml build in {d}: install pyggml with `pip install -e .` first")
@@ -57,8 +59,21 @@ def build_harness() -> Path:
     libs += [b / "ggml/src/libggml-cpu.a", b / "ggml/src/libggml-base.a"]
     OUT.mkdir(parents=True, exist_ok=True)
     exe = OUT / "harness"
-    cmd = ["cc", "-O2", str(ROOT / "bench/harness.c"), "-I", str(b / "ggml-src/include"), "-o", str(exe),
-           *map(str, libs), "-lstdc++", "-lm", "-lpthread", "-fopenmp", *extra]
+    cmd = [
+        "cc",
+        "-O2",
+        str(ROOT / "bench/harness.c"),
+        "-I",
+        str(b / "ggml-src/include"),
+        "-o",
+        str(exe),
+        *map(str, libs),
+        "-lstdc++",
+        "-lm",
+        "-lpthread",
+        "-fopenmp",
+        *extra,
+    ]
     subprocess.run(cmd, check=True)
     return exe
 
@@ -91,11 +106,13 @@ def py_build(n_ops: int, raw: bool) -> float:
             for _ in range(n_ops):
                 x = ctx.add(x, a)
             gg.Graph(ctx, 2 * n_ops).build_forward_expand(x)
+
     return timed(once, 21) / n_ops * 1e6
 
 
 def py_step(steps: int, zero_copy: bool) -> float:
     import pyggml as gg
+
     ctx = gg.Context()
     a = ctx.tensor("f32", (16,), "a", input=True)
     y = ctx.scale(ctx.add(a, a), 0.5).set_output()
@@ -111,10 +128,12 @@ def py_step(steps: int, zero_copy: bool) -> float:
             cpu.compute(graph)
             return y_view.copy()
     else:
+
         def step():
             a.set(x)
             cpu.compute(graph)
             return y.numpy()
+
     for _ in range(1000):
         out = step()
     assert out[1] == 1.0
@@ -126,6 +145,7 @@ def py_step(steps: int, zero_copy: bool) -> float:
 
 def py_compute(n_threads: int) -> float:
     import pyggml as gg
+
     ctx = gg.Context()
     w = ctx.new_tensor_2d("f32", 512, 512)
     x = ctx.new_tensor_2d("f32", 512, 64)
@@ -204,8 +224,9 @@ def main():
     args = parser.parse_args()
     threads = os.cpu_count()
     exe = build_harness()
-    c = json.loads(subprocess.run([str(exe), str(args.ops), str(threads)], check=True, capture_output=True,
-                                  text=True).stdout)
+    c = json.loads(
+        subprocess.run([str(exe), str(args.ops), str(threads)], check=True, capture_output=True, text=True).stdout
+    )
     rows = [
         ("build, per op", "C", c["build_us_per_op"]),
         ("build, per op", "pyggml raw cffi (lib.ggml_add)", py_build(args.ops, raw=True)),

@@ -21,9 +21,13 @@ OPS_PER_LAYER = 11
 
 
 def inputs(ctx: gg.Context) -> dict:
-    return {"x": ctx.tensor("f32", (8, 64), "x"), "w": ctx.tensor("f32", (64, 64), "w"),
-            "pos": ctx.tensor("i32", (8,), "pos"), "idx": ctx.tensor("i32", (4,), "idx"),
-            "cache": ctx.tensor("f32", (32, 64), "cache")}
+    return {
+        "x": ctx.tensor("f32", (8, 64), "x"),
+        "w": ctx.tensor("f32", (64, 64), "w"),
+        "pos": ctx.tensor("i32", (8,), "pos"),
+        "idx": ctx.tensor("i32", (4,), "idx"),
+        "cache": ctx.tensor("f32", (32, 64), "cache"),
+    }
 
 
 def raw_layers(n: int) -> float:

@@ -84,10 +84,14 @@ def bench(backend: str, n: int, steps: int) -> dict:
         if j:
             restore(rows, saved)
             moved += sum(b.size for b in saved)
-            model.step(x[:, :n - j], [model.row(CELL)], CELL)
+            model.step(x[:, : n - j], [model.row(CELL)], CELL)
     checkpoint_s = (time.perf_counter() - t0) / steps
-    return {"rollback": rollback_s, "checkpoint": checkpoint_s, "bytes": moved / steps,
-            "accepted": float(np.mean([n - j for j in rollbacks]))}
+    return {
+        "rollback": rollback_s,
+        "checkpoint": checkpoint_s,
+        "bytes": moved / steps,
+        "accepted": float(np.mean([n - j for j in rollbacks])),
+    }
 
 
 def main():
@@ -100,16 +104,22 @@ def main():
     ns = [4] if args.quick else [2, 4, 8]
     steps = 8 if args.quick else args.steps
     c = CONFIG
-    print(f"# {c.n_layer} layers, n_embd {c.n_embd}, head {c.head_dim}, {c.n_k_heads} key / {c.n_v_heads} value "
-          f"heads, d_conv {c.d_conv}, F32 caches; one sequence; {steps} steps, rollback j = step % n")
-    print("| backend | drafted n | accepted (mean) | rollback ms/step | checkpoint ms/step | checkpoint / rollback "
-          "| checkpoint bytes/step |")
+    print(
+        f"# {c.n_layer} layers, n_embd {c.n_embd}, head {c.head_dim}, {c.n_k_heads} key / {c.n_v_heads} value "
+        f"heads, d_conv {c.d_conv}, F32 caches; one sequence; {steps} steps, rollback j = step % n"
+    )
+    print(
+        "| backend | drafted n | accepted (mean) | rollback ms/step | checkpoint ms/step | checkpoint / rollback "
+        "| checkpoint bytes/step |"
+    )
     print("|---|---|---|---|---|---|---|")
     for backend in backends:
         for n in ns:
             r = bench(backend, n, steps)
-            print(f"| {backend} | {n} | {r['accepted']:.1f} | {r['rollback'] * 1e3:.2f} | {r['checkpoint'] * 1e3:.2f} "
-                  f"| {r['checkpoint'] / r['rollback']:.2f}x | {r['bytes'] / 1024:.0f} KiB |")
+            print(
+                f"| {backend} | {n} | {r['accepted']:.1f} | {r['rollback'] * 1e3:.2f} | {r['checkpoint'] * 1e3:.2f} "
+                f"| {r['checkpoint'] / r['rollback']:.2f}x | {r['bytes'] / 1024:.0f} KiB |"
+            )
 
 
 if __name__ == "__main__":

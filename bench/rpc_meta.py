@@ -50,6 +50,7 @@ import numpy as np
 
 import pyggml as gg
 from pyggml import rpc
+from pyggml.meta import Split
 from pyggml.models.conv_state import (
     DeltaNetConv,
     QkvProjection,
@@ -57,7 +58,6 @@ from pyggml.models.conv_state import (
     Ubatch,
     split_policy,
 )
-from pyggml.meta import Split
 
 N_LAYER, D_CONV, MEM_SIZE, N_RS_SEQ = 2, 4, 8, 3
 N_TOKENS, N_SEQS = 4, 4
@@ -83,10 +83,27 @@ def payload_per_step(step, steps: int, pids) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         tracers = []
         for pid in pids:
-            tracers.append(subprocess.Popen(["strace", "-f", "-qq", "-s", "0", "-e", "signal=none",
-                                             "-e", "trace=sendto,recvfrom,sendmsg,recvmsg",
-                                             "-o", f"{tmp}/{pid}.txt", "-p", str(pid)],
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            tracers.append(
+                subprocess.Popen(
+                    [
+                        "strace",
+                        "-f",
+                        "-qq",
+                        "-s",
+                        "0",
+                        "-e",
+                        "signal=none",
+                        "-e",
+                        "trace=sendto,recvfrom,sendmsg,recvmsg",
+                        "-o",
+                        f"{tmp}/{pid}.txt",
+                        "-p",
+                        str(pid),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         time.sleep(1.0)  # attached
         for _ in range(steps):
             step()
@@ -119,8 +136,13 @@ def measure(step, steps: int, pids, trace_steps: int) -> dict:
         step()
         times.append(time.perf_counter() - t)
     b1, p1 = loopback()
-    res = {"s": statistics.median(times), "lo_bytes": (b1 - b0) / steps, "lo_packets": (p1 - p0) / steps,
-           "recv": 0.0, "sent": 0.0}
+    res = {
+        "s": statistics.median(times),
+        "lo_bytes": (b1 - b0) / steps,
+        "lo_packets": (p1 - p0) / steps,
+        "recv": 0.0,
+        "sent": 0.0,
+    }
     if trace_steps:
         res["recv"], res["sent"] = payload_per_step(step, trace_steps, pids)
     return res
@@ -150,8 +172,9 @@ class Mlp:
 
     def __init__(self, runner: gg.Runner, n_in: int, n_hidden: int, n_blocks: int, cols: int):
         n = runner.n_devices  # not runner itself: the meta device (kept by pyggml) holds the policy
-        runner.set_policy([("w_up*", lambda t: Split.even(1, t.ne[1], n)),
-                           ("w_down*", lambda t: Split.even(0, t.ne[0], n))])
+        runner.set_policy(
+            [("w_up*", lambda t: Split.even(1, t.ne[1], n)), ("w_down*", lambda t: Split.even(0, t.ne[0], n))]
+        )
         self.runner = runner
         self.wctx = gg.Context()
         self.up = [self.wctx.tensor("f32", (n_hidden, n_in), f"w_up{i}") for i in range(n_blocks)]
@@ -181,8 +204,9 @@ class Mlp:
         return h
 
 
-def bench_mlp(name: str, n_in: int, n_hidden: int, n_blocks: int, cols: int, steps: int, pids,
-              trace_steps: int) -> dict:
+def bench_mlp(
+    name: str, n_in: int, n_hidden: int, n_blocks: int, cols: int, steps: int, pids, trace_steps: int
+) -> dict:
     mlp = Mlp(runner_for(name), n_in, n_hidden, n_blocks, cols)
     x = np.random.default_rng(1).standard_normal((cols, n_in)).astype(np.float32)
     np.testing.assert_allclose(mlp.step(x), mlp.reference(x), rtol=1e-4, atol=1e-4)
@@ -196,8 +220,12 @@ def fmt_bytes(b: float) -> str:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50, help="timed steps per cell (after 2 warm-ups)")
-    parser.add_argument("--trace-steps", type=int, default=3,
-                        help="steps of the strace pass that counts the servers' payload (0: skip it)")
+    parser.add_argument(
+        "--trace-steps",
+        type=int,
+        default=3,
+        help="steps of the strace pass that counts the servers' payload (0: skip it)",
+    )
     parser.add_argument("--quick", action="store_true", help="smaller graphs (1024 channels; one MLP block)")
     parser.add_argument("--blocks", type=int, default=2, help="MLP blocks (--quick: 1)")
     args = parser.parse_args()
@@ -211,18 +239,28 @@ def main():
         rpc_meta = "meta:" + ",".join(names)
         pids = [a.proc.pid, b.proc.pid]
         backends = ["cpu", "meta:cpu,cpu", rpc_meta]
-        print(f"# cores: {os.cpu_count()}; servers {a.endpoint}, {b.endpoint} (loopback, 1 thread each); "
-              f"median of {args.steps} steps; payload traced over {trace_steps or 'no'} steps")
-        print(f"# conv: {N_LAYER} layers, d_conv {D_CONV}, {channels} channels, K {N_RS_SEQ + 1}, host_index, "
-              f"{N_TOKENS} tokens x {N_SEQS} sequences, projection [{channels}, {channels}] split by output channel")
-        print(f"# mlp: {n_blocks} blocks of w_up [{n_in}, {n_hidden}] (axis 1) and w_down [{n_hidden}, {n_in}] "
-              f"(axis 0), F32, input {cols} columns")
+        print(
+            f"# cores: {os.cpu_count()}; servers {a.endpoint}, {b.endpoint} (loopback, 1 thread each); "
+            f"median of {args.steps} steps; payload traced over {trace_steps or 'no'} steps"
+        )
+        print(
+            f"# conv: {N_LAYER} layers, d_conv {D_CONV}, {channels} channels, K {N_RS_SEQ + 1}, host_index, "
+            f"{N_TOKENS} tokens x {N_SEQS} sequences, projection [{channels}, {channels}] split by output channel"
+        )
+        print(
+            f"# mlp: {n_blocks} blocks of w_up [{n_in}, {n_hidden}] (axis 1) and w_down [{n_hidden}, {n_in}] "
+            f"(axis 0), F32, input {cols} columns"
+        )
         print()
-        print("| graph | backend | ms/step (median) | x meta:cpu,cpu | servers received KiB/step "
-              "| servers sent KiB/step | loopback KiB/step (packets) |")
+        print(
+            "| graph | backend | ms/step (median) | x meta:cpu,cpu | servers received KiB/step "
+            "| servers sent KiB/step | loopback KiB/step (packets) |"
+        )
         print("|---|---|---|---|---|---|---|")
-        cells = (("conv", lambda n, tr: bench_conv(n, channels, args.steps, pids, tr)),
-                 ("mlp", lambda n, tr: bench_mlp(n, n_in, n_hidden, n_blocks, cols, args.steps, pids, tr)))
+        cells = (
+            ("conv", lambda n, tr: bench_conv(n, channels, args.steps, pids, tr)),
+            ("mlp", lambda n, tr: bench_mlp(n, n_in, n_hidden, n_blocks, cols, args.steps, pids, tr)),
+        )
         for graph, run in cells:
             base = None
             for name in backends:
@@ -233,8 +271,11 @@ def main():
                 ratio = f"{r['s'] / base:.2f}x" if base else "-"
                 traced = name == rpc_meta and trace_steps
                 recv, sent = (fmt_bytes(r["recv"]), fmt_bytes(r["sent"])) if traced else ("-", "-")
-                print(f"| {graph} | {name} | {r['s'] * 1e3:.2f} | {ratio} | {recv} | {sent} "
-                      f"| {fmt_bytes(r['lo_bytes'])} ({r['lo_packets']:.0f}) |", flush=True)
+                print(
+                    f"| {graph} | {name} | {r['s'] * 1e3:.2f} | {ratio} | {recv} | {sent} "
+                    f"| {fmt_bytes(r['lo_bytes'])} ({r['lo_packets']:.0f}) |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -12,18 +12,56 @@
 `pyggml.checked` is ggml.h's part of it with GGML_ASSERT turned into `OpError`.
 """
 
-from pyggml._native import build_info, checked, ffi, lib
 from pyggml import ops
-from pyggml.errors import GGMLError, GraphError, OpError, Unsplittable, Unsupported
-from pyggml.backend import (Backend, Buffer, Device, Gallocr, Scheduler, backend,
-                            cpu_backend, device, devices, enable_cpu_vulkan_devices)
+from pyggml._native import build_info, checked, ffi, lib
+from pyggml.backend import (
+    Backend,
+    Buffer,
+    Device,
+    Gallocr,
+    Scheduler,
+    backend,
+    cpu_backend,
+    device,
+    devices,
+    enable_cpu_vulkan_devices,
+)
 from pyggml.context import Context
+from pyggml.errors import GGMLError, GraphError, OpError, Unsplittable, Unsupported
 from pyggml.graph import Graph
 from pyggml.runner import Runner
 from pyggml.tensor import Tensor
 from pyggml.types import DeviceType, Op, SortOrder, Type, UnaryOp
 
-__all__ = ["ffi", "lib", "checked", "build_info", "ops", "Backend", "Buffer", "Device", "Gallocr", "GGMLError",
-           "Scheduler", "backend", "cpu_backend", "device", "devices", "enable_cpu_vulkan_devices", "Context", "Graph", "Runner",
-           "Unsupported", "GraphError", "OpError", "Unsplittable", "Tensor", "DeviceType", "Op", "SortOrder", "Type", "UnaryOp"]
+__all__ = [
+    "ffi",
+    "lib",
+    "checked",
+    "build_info",
+    "ops",
+    "Backend",
+    "Buffer",
+    "Device",
+    "Gallocr",
+    "GGMLError",
+    "Scheduler",
+    "backend",
+    "cpu_backend",
+    "device",
+    "devices",
+    "enable_cpu_vulkan_devices",
+    "Context",
+    "Graph",
+    "Runner",
+    "Unsupported",
+    "GraphError",
+    "OpError",
+    "Unsplittable",
+    "Tensor",
+    "DeviceType",
+    "Op",
+    "SortOrder",
+    "Type",
+    "UnaryOp",
+]
 __version__ = "0.1.0"

@@ -14,16 +14,42 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-
-CPU_FEATURES = ("sse3", "ssse3", "avx", "avx_vnni", "avx2", "bmi2", "f16c", "fma", "avx512", "avx512_vbmi",
-                "avx512_vnni", "avx512_bf16", "amx_int8", "neon", "arm_fma", "fp16_va", "dotprod", "matmul_int8",
-                "sve", "sme", "sme2", "riscv_v", "vsx", "vxe", "wasm_simd", "llamafile")
+CPU_FEATURES = (
+    "sse3",
+    "ssse3",
+    "avx",
+    "avx_vnni",
+    "avx2",
+    "bmi2",
+    "f16c",
+    "fma",
+    "avx512",
+    "avx512_vbmi",
+    "avx512_vnni",
+    "avx512_bf16",
+    "amx_int8",
+    "neon",
+    "arm_fma",
+    "fp16_va",
+    "dotprod",
+    "matmul_int8",
+    "sve",
+    "sme",
+    "sme2",
+    "riscv_v",
+    "vsx",
+    "vxe",
+    "wasm_simd",
+    "llamafile",
+)
 
 # the fuzzers' commands: each module has add_arguments(parser) and main(args, parser)
-FUZZERS = {"fuzz": ("pyggml.testing.fuzz", "call every public op and method with random arguments (the Python layer)"),
-           "meta-fuzz": ("pyggml.testing.meta_fuzz", "random small graphs split over a meta device against one device"),
-           "gguf-fuzz": ("pyggml.testing.gguf_fuzz", "load mutated GGUF files, each batch in a child process"),
-           "rpc-fuzz": ("pyggml.testing.rpc_fuzz", "send malformed messages to ggml's RPC server")}
+FUZZERS = {
+    "fuzz": ("pyggml.testing.fuzz", "call every public op and method with random arguments (the Python layer)"),
+    "meta-fuzz": ("pyggml.testing.meta_fuzz", "random small graphs split over a meta device against one device"),
+    "gguf-fuzz": ("pyggml.testing.gguf_fuzz", "load mutated GGUF files, each batch in a child process"),
+    "rpc-fuzz": ("pyggml.testing.rpc_fuzz", "send malformed messages to ggml's RPC server"),
+}
 
 
 def ggml_info() -> dict:
@@ -35,9 +61,15 @@ def ggml_info() -> dict:
 
     from pyggml import build_info, lib
     from pyggml._native import cstr
+
     built = build_info()
-    data: dict = {"version": cstr(lib.ggml_version()), "commit": cstr(lib.ggml_commit()),
-                  "pin": built.get("pin"), "patches": built.get("patches"), "pin_from": "build" if built.get("pin") else None}
+    data: dict = {
+        "version": cstr(lib.ggml_version()),
+        "commit": cstr(lib.ggml_commit()),
+        "pin": built.get("pin"),
+        "patches": built.get("patches"),
+        "pin_from": "build" if built.get("pin") else None,
+    }
     vendor = Path(__file__).resolve().parent.parent / "vendor" / "ggml"
     if data["pin"] is None and (vendor / "pin.toml").is_file():
         pin = tomllib.loads((vendor / "pin.toml").read_text())
@@ -45,17 +77,28 @@ def ggml_info() -> dict:
         data["pin_from"] = "source tree's vendor/ggml/pin.toml"
     if data["patches"] is None and (vendor / "patches").is_dir():
         data["patches"] = sorted(p.name for p in (vendor / "patches").glob("*.patch"))
-    data["cpu_features"] = [f for f in CPU_FEATURES if hasattr(lib, f"ggml_cpu_has_{f}") and getattr(lib, f"ggml_cpu_has_{f}")()]
+    data["cpu_features"] = [
+        f for f in CPU_FEATURES if hasattr(lib, f"ggml_cpu_has_{f}") and getattr(lib, f"ggml_cpu_has_{f}")()
+    ]
     return data
 
 
 def info(args: argparse.Namespace) -> int:
     from pyggml import build_info, devices
+
     data: dict = {"build": build_info(), "ggml": ggml_info(), "devices": []}
     for d in devices():
         free, total = d.memory()
-        data["devices"].append({"name": d.name, "description": d.description, "type": d.type.name,
-                                "backend": d.backend_name, "memory_free": free, "memory_total": total})
+        data["devices"].append(
+            {
+                "name": d.name,
+                "description": d.description,
+                "type": d.type.name,
+                "backend": d.backend_name,
+                "memory_free": free,
+                "memory_total": total,
+            }
+        )
     if args.json:
         print(json.dumps(data, indent=1))
         return 0
@@ -63,14 +106,19 @@ def info(args: argparse.Namespace) -> int:
     print(f"ggml {g['version']} (build commit {g['commit'] or 'unknown'})")
     if g["pin"]:
         pin = g["pin"]
-        print(f"pin: {pin.get('package')}=={pin.get('version')}, sdist sha256 {pin.get('sha256')} "
-              f"(from the {g['pin_from']})")
+        print(
+            f"pin: {pin.get('package')}=={pin.get('version')}, sdist sha256 {pin.get('sha256')} "
+            f"(from the {g['pin_from']})"
+        )
     else:
         print("pin: not recorded in this build (see vendor/ggml/pin.toml in pyggml's source)")
     if g["patches"] is not None:
-        print(f"patches: {len(g['patches'])} of vendor/ggml/patches, applied at build (one already in the ggml "
-              "source is skipped):")
+        print(
+            f"patches: {len(g['patches'])} of vendor/ggml/patches, applied at build (one already in the ggml "
+            "source is skipped):"
+        )
         from pyggml.testing.check import _wrap
+
         print(_wrap([p.removesuffix(".patch") for p in g["patches"]]))
     else:
         print("patches: not recorded in this build")
@@ -81,11 +129,15 @@ def info(args: argparse.Namespace) -> int:
         mem = f", {d['memory_total'] / 2**30:.1f} GiB" if d["memory_total"] else ""
         print(f"  {d['name'].lower():<10} {d['type']:<5} {d['description']}{mem}")
     if "vulkan" in data["build"]["backends"]:
-        print("note: ggml lists CPU-type Vulkan devices (Mesa's lavapipe) only when GGML_VK_VISIBLE_DEVICES "
-              "names them, e.g. GGML_VK_VISIBLE_DEVICES=0 (or 0,0 for the same device twice)")
+        print(
+            "note: ggml lists CPU-type Vulkan devices (Mesa's lavapipe) only when GGML_VK_VISIBLE_DEVICES "
+            "names them, e.g. GGML_VK_VISIBLE_DEVICES=0 (or 0,0 for the same device twice)"
+        )
     else:
-        print("not built: Vulkan (CMAKE_ARGS=\"-DGGML_VULKAN=ON\" pip install -e .)"
-              + ("" if "cuda" in data["build"]["backends"] else ", CUDA (CMAKE_ARGS=\"-DGGML_CUDA=ON\" pip install -e .)"))
+        print(
+            'not built: Vulkan (CMAKE_ARGS="-DGGML_VULKAN=ON" pip install -e .)'
+            + ("" if "cuda" in data["build"]["backends"] else ', CUDA (CMAKE_ARGS="-DGGML_CUDA=ON" pip install -e .)')
+        )
     return 0
 
 
@@ -111,37 +163,72 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyggml", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="show ggml's log")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_info = sub.add_parser("info", help="ggml's version, pin, patches and CPU features; the built backends and their devices")
+    p_info = sub.add_parser(
+        "info", help="ggml's version, pin, patches and CPU features; the built backends and their devices"
+    )
     p_info.add_argument("--json", action="store_true", help="print JSON")
     p_check = sub.add_parser("check", help="run every case on every backend against its NumPy oracle")
-    p_check.add_argument("--backend", action="append", metavar="NAME",
-                         help="backend to run on (cpu, vulkan0, ...; repeatable; default: all available)")
-    p_check.add_argument("--only", metavar="PATTERN", help="cases whose name contains PATTERN (or matches it as a regex)")
-    p_check.add_argument("--json", metavar="FILE", help="write the records (case, backend, status, error, ...) here "
-                         "(- : to stdout, the table then goes to stderr; `coverage --from FILE` reads it)")
-    p_check.add_argument("--junit", metavar="FILE", help="write JUnit XML here (a testsuite per backend, a testcase per "
-                         "case; - : to stdout)")
+    p_check.add_argument(
+        "--backend",
+        action="append",
+        metavar="NAME",
+        help="backend to run on (cpu, vulkan0, ...; repeatable; default: all available)",
+    )
+    p_check.add_argument(
+        "--only", metavar="PATTERN", help="cases whose name contains PATTERN (or matches it as a regex)"
+    )
+    p_check.add_argument(
+        "--json",
+        metavar="FILE",
+        help="write the records (case, backend, status, error, ...) here "
+        "(- : to stdout, the table then goes to stderr; `coverage --from FILE` reads it)",
+    )
+    p_check.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="write JUnit XML here (a testsuite per backend, a testcase per case; - : to stdout)",
+    )
     p_check.add_argument("--op", action="append", metavar="OP", help="cases of this op (repeatable)")
     p_check.add_argument("--type", action="append", metavar="TYPE", help="cases involving this ggml type (repeatable)")
     p_check.add_argument("--list", action="store_true", help="list the selected cases (name, op, types) and stop")
-    p_check.add_argument("--slow", action="store_true",
-                         help="also run the cases lavapipe needs minutes to compile shaders for (see docs/findings.md)")
-    p_check.add_argument("--mode", choices=("test", "grad"), default="test",
-                         help="test: outputs against the oracles; grad: gradients against finite differences")
-    p_check.add_argument("-q", "--quiet", action="store_true",
-                         help="no progress, no row per case: only the counts per backend and the failures")
-    p_cov = sub.add_parser("coverage", help="for every ggml op kind: wrapper, cases, and their results per backend "
-                           "(runs the whole suite unless --from gives a check --json report)")
+    p_check.add_argument(
+        "--slow",
+        action="store_true",
+        help="also run the cases lavapipe needs minutes to compile shaders for (see docs/findings.md)",
+    )
+    p_check.add_argument(
+        "--mode",
+        choices=("test", "grad"),
+        default="test",
+        help="test: outputs against the oracles; grad: gradients against finite differences",
+    )
+    p_check.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress, no row per case: only the counts per backend and the failures",
+    )
+    p_cov = sub.add_parser(
+        "coverage",
+        help="for every ggml op kind: wrapper, cases, and their results per backend "
+        "(runs the whole suite unless --from gives a check --json report)",
+    )
     p_cov.add_argument("--backend", action="append", metavar="NAME", help="backends to run on (default: all available)")
     p_cov.add_argument("--json", action="store_true", help="print JSON")
-    p_cov.add_argument("--from", dest="from_file", metavar="FILE",
-                       help="read the results from a `check --json FILE` report instead of running the suite "
-                            "(- : from stdin)")
+    p_cov.add_argument(
+        "--from",
+        dest="from_file",
+        metavar="FILE",
+        help="read the results from a `check --json FILE` report instead of running the suite (- : from stdin)",
+    )
     p_cov.add_argument("-q", "--quiet", action="store_true", help="no progress")
     p_rpc = sub.add_parser("rpc-server", help="serve one local device over ggml's RPC backend (TCP)")
-    p_rpc.add_argument("--host", default="127.0.0.1",
-                       help="address to bind (default 127.0.0.1; anything else is reachable from the network: "
-                            "ggml's RPC server is not secure)")
+    p_rpc.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1; anything else is reachable from the network: "
+        "ggml's RPC server is not secure)",
+    )
     p_rpc.add_argument("--port", type=int, default=50052, help="port (default 50052)")
     p_rpc.add_argument("--device", default="cpu", help="the device to serve: cpu, vulkan0, ... (default cpu)")
     p_rpc.add_argument("--threads", type=int, default=None, help="CPU threads (default: the machine's cores)")
@@ -152,25 +239,36 @@ def _main(argv: Sequence[str] | None = None) -> int:
     fuzzers: dict[str, tuple[ModuleType, argparse.ArgumentParser]] = {}
     for name, (module_name, summary) in FUZZERS.items():
         module = importlib.import_module(module_name)
-        p_fuzz = sub.add_parser(name, help=summary, description=" ".join((module.__doc__ or summary).split("\n\n")[0].split()))
+        p_fuzz = sub.add_parser(
+            name, help=summary, description=" ".join((module.__doc__ or summary).split("\n\n")[0].split())
+        )
         module.add_arguments(p_fuzz)
         fuzzers[name] = module, p_fuzz
     for sub_parser in (p_info, p_check, p_cov):
-        sub_parser.add_argument("--rpc", metavar="HOST:PORT[,HOST:PORT...]",
-                                help="add these RPC servers' devices first (rpc0, rpc1, ... in this order)")
+        sub_parser.add_argument(
+            "--rpc",
+            metavar="HOST:PORT[,HOST:PORT...]",
+            help="add these RPC servers' devices first (rpc0, rpc1, ... in this order)",
+        )
     for sub_parser in (p_info, p_check, p_cov, p_rpc):
-        sub_parser.add_argument("--vk-devices", metavar="LIST", default="0",
-                                help="GGML_VK_VISIBLE_DEVICES when it is not set (default 0): ggml lists CPU-type "
-                                     "Vulkan devices such as lavapipe only when named; 0,0 shows device 0 twice")
+        sub_parser.add_argument(
+            "--vk-devices",
+            metavar="LIST",
+            default="0",
+            help="GGML_VK_VISIBLE_DEVICES when it is not set (default 0): ggml lists CPU-type "
+            "Vulkan devices such as lavapipe only when named; 0,0 shows device 0 twice",
+        )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
     if args.command in fuzzers:  # they pick their devices themselves: no --vk-devices default is imposed
         module, p_fuzz = fuzzers[args.command]
         return module.main(args, p_fuzz)
     from pyggml.backend import enable_cpu_vulkan_devices
+
     enable_cpu_vulkan_devices(args.vk_devices)
     if args.command == "rpc-server":
         from pyggml import rpc
+
         if not 0 < args.port < 65536 or (args.threads is not None and args.threads < 1):
             print("rpc-server: --port must be in 1..65535 and --threads at least 1", file=sys.stderr)
             return 2
@@ -181,6 +279,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             return 2
     if getattr(args, "rpc", None):
         from pyggml import rpc
+
         try:
             rpc.add_servers(args.rpc)
         except (rpc.RpcError, ValueError, RuntimeError) as e:
@@ -188,13 +287,16 @@ def _main(argv: Sequence[str] | None = None) -> int:
             return 2
     if args.command == "gguf":
         from pyggml import gguf
+
         return gguf.main(args)
     if args.command == "info":
         return info(args)
     if args.command == "coverage":
         from pyggml.testing import coverage
+
         return coverage.main(args)
     from pyggml.testing import check
+
     return check.main(args)
 
 

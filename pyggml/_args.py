@@ -31,6 +31,7 @@ def at_least(lo: int) -> Callable[[str], int]:
         if n < lo:
             raise argparse.ArgumentTypeError(f"must be >= {lo}, got {n}")
         return n
+
     return parse
 
 

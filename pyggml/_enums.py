@@ -18,12 +18,14 @@ class _Named(enum.IntEnum):
         return self.name
 
     def __format__(self, spec: str) -> str:
-        return self.name.__format__(spec) if not spec or spec[-1] not in "bcdoxXneEfFgG%" else int.__format__(self, spec)
+        return (
+            self.name.__format__(spec) if not spec or spec[-1] not in "bcdoxXneEfFgG%" else int.__format__(self, spec)
+        )
 
 
 _DOCS = {
     "Type": "ggml's tensor types (enum ggml_type): F32, F16, BF16, the integer types, the block-quantized types "
-            "(Q8_0, Q4_K, ...). `types.as_type` also takes a name ('f32') or a NumPy dtype.",
+    "(Q8_0, Q4_K, ...). `types.as_type` also takes a name ('f32') or a NumPy dtype.",
     "Op": "ggml's graph node kinds (enum ggml_op): `t.op` of a tensor made by an op (NONE for a leaf).",
     "UnaryOp": "The element-wise functions of ggml's UNARY node kind (enum ggml_unary_op): gelu, silu, exp, ...",
     "Status": "What a ggml compute call returns (enum ggml_status): SUCCESS, or a failure pyggml raises as GGMLError.",
@@ -33,8 +35,11 @@ _DOCS = {
 
 
 def _enum(name: str, c_enum: str, prefix: str) -> type[enum.IntEnum]:
-    members = {k[len(prefix):]: v for k, v in ffi.typeof(c_enum).relements.items()
-               if k.startswith(prefix) and not k.endswith("_COUNT")}
+    members = {
+        k[len(prefix) :]: v
+        for k, v in ffi.typeof(c_enum).relements.items()
+        if k.startswith(prefix) and not k.endswith("_COUNT")
+    }
     cls = _Named(name, members, module=__name__)  # type: ignore[call-overload]
     cls.__doc__ = _DOCS[name]
     return cls  # type: ignore[no-any-return]

@@ -94,8 +94,10 @@ def guard_error(op: str) -> Exception | None:
         return None
     text = describe_abort(ffi.string(msg).decode("utf-8", "replace"))
     if text.startswith("ggml requires obj_new "):
-        return MemoryError(f"context is full: {op} does not fit in the context's memory pool "
-                           "(create the Context with a larger mem_size or n_tensors)")
+        return MemoryError(
+            f"context is full: {op} does not fit in the context's memory pool "
+            "(create the Context with a larger mem_size or n_tensors)"
+        )
     return OpError(f"{op}: {text}")
 
 
@@ -105,7 +107,7 @@ def describe_abort(message: str) -> str:
         return message
     what = what.strip()
     if what.startswith("GGML_ASSERT(") and what.endswith(") failed"):
-        what = f"ggml requires {what[len('GGML_ASSERT('):-len(') failed')]}"
+        what = f"ggml requires {what[len('GGML_ASSERT(') : -len(') failed')]}"
     return f"{what} ({Path(where).name})"
 
 
@@ -121,11 +123,12 @@ class _Checked:
 
         def call(*args):
             out = guarded(*args)
-            if (out == ffi.NULL if isinstance(out, ffi.CData) else True):
+            if out == ffi.NULL if isinstance(out, ffi.CData) else True:
                 err = guard_error(name)
                 if err is not None:
                     raise err
             return None if returns_void else out
+
         call.__name__ = name
         call.__doc__ = f"{name}, guarded: a failed GGML_ASSERT raises OpError."
         setattr(self, name, call)

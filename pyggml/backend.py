@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyggml._native import build_info, cstr, ffi, lib
 from pyggml import lifetime, preflight, transport
 from pyggml._args import instance, integer, text
-from pyggml.errors import GGMLError, GraphError
+from pyggml._native import build_info, cstr, ffi, lib
 from pyggml.context import Context
+from pyggml.errors import GGMLError, GraphError
 from pyggml.graph import MAX_GRAPH_SIZE, Graph
 from pyggml.lifetime import Lender, graph_tensors
 from pyggml.tensor import Tensor
@@ -44,7 +44,6 @@ def enable_cpu_vulkan_devices(spec: str = "0") -> str:
     An explicit GGML_VK_VISIBLE_DEVICES in the environment wins. Returns the value in force.
     """
     return os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", spec)
-
 
 
 @dataclass(frozen=True)
@@ -120,12 +119,15 @@ def device(name: str) -> Device:
         if not name.lower().startswith(prefix):
             continue
         if backend_name not in build_info()["backends"]:
-            hint = (f" (this build has no {backend_name} backend: rebuild with "
-                    f"CMAKE_ARGS=\"-D{option}=ON\" pip install -e .)")
+            hint = (
+                f' (this build has no {backend_name} backend: rebuild with CMAKE_ARGS="-D{option}=ON" pip install -e .)'
+            )
         elif prefix == "vulkan":
-            hint = (" (ggml lists CPU-type Vulkan devices such as Mesa's lavapipe only when "
-                    "GGML_VK_VISIBLE_DEVICES names them, e.g. GGML_VK_VISIBLE_DEVICES=0, set before the first "
-                    "device is listed: pyggml.enable_cpu_vulkan_devices())")
+            hint = (
+                " (ggml lists CPU-type Vulkan devices such as Mesa's lavapipe only when "
+                "GGML_VK_VISIBLE_DEVICES names them, e.g. GGML_VK_VISIBLE_DEVICES=0, set before the first "
+                "device is listed: pyggml.enable_cpu_vulkan_devices())"
+            )
     raise ValueError(f"no device named {name!r}; this build has: {known}{hint}")
 
 
@@ -203,7 +205,9 @@ class Backend:
         ptr = lib.ggml_backend_alloc_ctx_tensors(ctx.ptr, self.ptr)
         transport.after_device_call([self.device.ptr])
         if ptr == ffi.NULL:
-            raise GGMLError(f"{self.name}: could not allocate the context's tensors (none to allocate, or out of memory)")
+            raise GGMLError(
+                f"{self.name}: could not allocate the context's tensors (none to allocate, or out of memory)"
+            )
         buf = Buffer(ptr)
         ctx.keep_alive(buf)
         return buf
@@ -265,6 +269,7 @@ def graph_work(graph: Graph) -> int:
     """A measure of a graph's compute in multiply-adds: a matrix product's (result elements times the
     inner extent), and 8 per element of any other node (about what an element of an elementwise op
     costs against a multiply-add of ggml's vectorized products, bench/cpu_threads.py)."""
+
     def count():
         work = 0
         for i in range(graph.n_nodes):
@@ -272,6 +277,7 @@ def graph_work(graph: Graph) -> int:
             n = p.ne[0] * p.ne[1] * p.ne[2] * p.ne[3]
             work += n * p.src[0].ne[0] if p.op in _MATMUL_OPS else 8 * n
         return work
+
     return preflight.once(graph, "work", count)
 
 
@@ -336,7 +342,10 @@ def _memory_needs(graph: Graph, backends: list) -> str:
         free, _ = b.device.memory()
         if free:
             text += f"; {b.device.name} has {_gib(free)} free"
-    return text + " (ggml's log, pyggml.ggml at level WARNING, has the allocation that failed): make the tensors smaller or use a device with more memory"
+    return (
+        text
+        + " (ggml's log, pyggml.ggml at level WARNING, has the allocation that failed): make the tensors smaller or use a device with more memory"
+    )
 
 
 def _gib(n: int) -> str:
@@ -392,8 +401,9 @@ class Scheduler(Lender):
     together of a graph it allocates; parallel, ggml's pipeline parallelism (several copies of the inputs).
     """
 
-    def __init__(self, backends: list[Backend], graph_size: int = lib.GGML_DEFAULT_GRAPH_SIZE,
-                 parallel: bool = False) -> None:
+    def __init__(
+        self, backends: list[Backend], graph_size: int = lib.GGML_DEFAULT_GRAPH_SIZE, parallel: bool = False
+    ) -> None:
         if not backends:
             raise ValueError("Scheduler needs at least one backend")
         if not all(isinstance(b, Backend) for b in backends):
@@ -490,7 +500,6 @@ class Scheduler(Lender):
         for t, b in self._placed.values():
             lib.ggml_backend_sched_set_tensor_backend(self.ptr, t.ptr, b.ptr)
 
-
     def compute(self, graph: Graph) -> None:
         """Compute graph, split over the backends (ggml_backend_sched_graph_compute). It must be the graph
         this scheduler allocated last: GraphError otherwise, or when the preflight checks refuse it (inputs
@@ -500,8 +509,9 @@ class Scheduler(Lender):
             raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
         alloc = graph.state.allocation
         if alloc is None or alloc[0] is not self:
-            raise GraphError("scheduler compute: the graph is not allocated by this scheduler "
-                             "(alloc_graph it here first)")
+            raise GraphError(
+                "scheduler compute: the graph is not allocated by this scheduler (alloc_graph it here first)"
+            )
         # with one backend every node stays on it; with several, where ggml puts each node can change
         # with each allocation, and the CPU kernels' rules with it
         version = None if len(self.backends) == 1 else self.generation

@@ -35,14 +35,21 @@ class Context(OpMethods):
     when neither it nor any of its tensors is referenced.
     """
 
-    def __init__(self, mem_size: int | None = None, *, n_tensors: int = 4096, no_alloc: bool = True,
-                 graph_size: int = lib.GGML_DEFAULT_GRAPH_SIZE) -> None:
+    def __init__(
+        self,
+        mem_size: int | None = None,
+        *,
+        n_tensors: int = 4096,
+        no_alloc: bool = True,
+        graph_size: int = lib.GGML_DEFAULT_GRAPH_SIZE,
+    ) -> None:
         """mem_size defaults to room for `n_tensors` tensor descriptions and one graph of `graph_size`."""
         if mem_size is None:
             mem_size = n_tensors * lib.ggml_tensor_overhead() + lib.ggml_graph_overhead_custom(graph_size, False)
         mem_size = integer("mem_size", mem_size, 1, MAX_MEM_SIZE)
-        params = ffi.new("struct ggml_init_params *", {"mem_size": mem_size, "mem_buffer": ffi.NULL,
-                                                        "no_alloc": bool(no_alloc)})
+        params = ffi.new(
+            "struct ggml_init_params *", {"mem_size": mem_size, "mem_buffer": ffi.NULL, "no_alloc": bool(no_alloc)}
+        )
         ptr = lib.pyggml_guarded_ggml_init(params[0])
         if ptr == ffi.NULL:  # ggml asserts its malloc succeeded
             raise MemoryError(f"ggml_init could not allocate {mem_size} bytes")
@@ -138,8 +145,7 @@ class Context(OpMethods):
         optional name. Errors as new_tensor."""
         return self.new_tensor(type, [ne0, ne1, ne2], name)
 
-    def new_tensor_4d(self, type: TypeLike, ne0: int, ne1: int, ne2: int, ne3: int,
-                      name: str | None = None) -> Tensor:
+    def new_tensor_4d(self, type: TypeLike, ne0: int, ne1: int, ne2: int, ne3: int, name: str | None = None) -> Tensor:
         """A new tensor of ne [ne0, ne1, ne2, ne3] in ggml's order (as ggml_new_tensor_4d): NumPy shape
         (ne3, ne2, ne1, ne0).
 
@@ -147,13 +153,17 @@ class Context(OpMethods):
         an optional name. Errors as new_tensor."""
         return self.new_tensor(type, [ne0, ne1, ne2, ne3], name)
 
-    def tensor(self, type: TypeLike, shape: int | Sequence[int], name: str | None = None, *, input: bool = False) -> Tensor:
+    def tensor(
+        self, type: TypeLike, shape: int | Sequence[int], name: str | None = None, *, input: bool = False
+    ) -> Tensor:
         """A new tensor of NumPy shape `shape` (outermost first, up to 4 dims; an int is a 1-d shape, () a
         scalar); it keeps that shape, leading 1s included. `type`: a `Type`, its name ("f32", "q8_0") or a
         NumPy dtype. `input=True` marks it a graph input, to be given a value at every run."""
         if isinstance(shape, (str, bytes)) or not (hasattr(shape, "__iter__") or hasattr(shape, "__index__")):
-            raise TypeError(f"tensor: shape must be an int or a sequence of ints (NumPy order), "
-                            f"got {shape.__class__.__name__} {shape!r}")
+            raise TypeError(
+                f"tensor: shape must be an int or a sequence of ints (NumPy order), "
+                f"got {shape.__class__.__name__} {shape!r}"
+            )
         dims: list[int] = [shape] if isinstance(shape, int) or hasattr(shape, "__index__") else list(shape)  # type: ignore[list-item]
         out = self.new_tensor(type, list(reversed(dims)) or [1], name)
         set_rank(out.ptr, len(dims))

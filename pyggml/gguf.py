@@ -71,6 +71,7 @@ class GGUFError(GGMLError):
 
 class GGUFType(enum.IntEnum):
     """The GGUF value types (gguf.h's enum gguf_type); `str(t)` is ggml's short name (u8, f32, str...)."""
+
     UINT8 = lib.GGUF_TYPE_UINT8
     INT8 = lib.GGUF_TYPE_INT8
     UINT16 = lib.GGUF_TYPE_UINT16
@@ -91,10 +92,17 @@ class GGUFType(enum.IntEnum):
 
 # the bytes of each numeric type as NumPy sees them (BOOL: ggml stores it as int8, 0 or 1)
 _DTYPE: dict[GGUFType, np.dtype[Any]] = {
-    GGUFType.UINT8: np.dtype(np.uint8), GGUFType.INT8: np.dtype(np.int8), GGUFType.UINT16: np.dtype(np.uint16),
-    GGUFType.INT16: np.dtype(np.int16), GGUFType.UINT32: np.dtype(np.uint32), GGUFType.INT32: np.dtype(np.int32),
-    GGUFType.UINT64: np.dtype(np.uint64), GGUFType.INT64: np.dtype(np.int64), GGUFType.FLOAT32: np.dtype(np.float32),
-    GGUFType.FLOAT64: np.dtype(np.float64), GGUFType.BOOL: np.dtype(np.bool_),
+    GGUFType.UINT8: np.dtype(np.uint8),
+    GGUFType.INT8: np.dtype(np.int8),
+    GGUFType.UINT16: np.dtype(np.uint16),
+    GGUFType.INT16: np.dtype(np.int16),
+    GGUFType.UINT32: np.dtype(np.uint32),
+    GGUFType.INT32: np.dtype(np.int32),
+    GGUFType.UINT64: np.dtype(np.uint64),
+    GGUFType.INT64: np.dtype(np.int64),
+    GGUFType.FLOAT32: np.dtype(np.float32),
+    GGUFType.FLOAT64: np.dtype(np.float64),
+    GGUFType.BOOL: np.dtype(np.bool_),
 }
 _TYPE_OF_DTYPE = {dt: t for t, dt in _DTYPE.items()}
 _INTS = {t for t, dt in _DTYPE.items() if dt.kind in "iu"}
@@ -102,16 +110,30 @@ _FLOATS = {GGUFType.FLOAT32, GGUFType.FLOAT64}
 _F32_MAX = float(np.finfo(np.float32).max)
 _SHORT_NAMES = {str(t): t for t in GGUFType}
 _SCALAR_GET = {
-    GGUFType.UINT8: lib.gguf_get_val_u8, GGUFType.INT8: lib.gguf_get_val_i8, GGUFType.UINT16: lib.gguf_get_val_u16,
-    GGUFType.INT16: lib.gguf_get_val_i16, GGUFType.UINT32: lib.gguf_get_val_u32, GGUFType.INT32: lib.gguf_get_val_i32,
-    GGUFType.UINT64: lib.gguf_get_val_u64, GGUFType.INT64: lib.gguf_get_val_i64, GGUFType.FLOAT32: lib.gguf_get_val_f32,
-    GGUFType.FLOAT64: lib.gguf_get_val_f64, GGUFType.BOOL: lib.gguf_get_val_bool,
+    GGUFType.UINT8: lib.gguf_get_val_u8,
+    GGUFType.INT8: lib.gguf_get_val_i8,
+    GGUFType.UINT16: lib.gguf_get_val_u16,
+    GGUFType.INT16: lib.gguf_get_val_i16,
+    GGUFType.UINT32: lib.gguf_get_val_u32,
+    GGUFType.INT32: lib.gguf_get_val_i32,
+    GGUFType.UINT64: lib.gguf_get_val_u64,
+    GGUFType.INT64: lib.gguf_get_val_i64,
+    GGUFType.FLOAT32: lib.gguf_get_val_f32,
+    GGUFType.FLOAT64: lib.gguf_get_val_f64,
+    GGUFType.BOOL: lib.gguf_get_val_bool,
 }
 _SCALAR_SET = {
-    GGUFType.UINT8: lib.gguf_set_val_u8, GGUFType.INT8: lib.gguf_set_val_i8, GGUFType.UINT16: lib.gguf_set_val_u16,
-    GGUFType.INT16: lib.gguf_set_val_i16, GGUFType.UINT32: lib.gguf_set_val_u32, GGUFType.INT32: lib.gguf_set_val_i32,
-    GGUFType.UINT64: lib.gguf_set_val_u64, GGUFType.INT64: lib.gguf_set_val_i64, GGUFType.FLOAT32: lib.gguf_set_val_f32,
-    GGUFType.FLOAT64: lib.gguf_set_val_f64, GGUFType.BOOL: lib.gguf_set_val_bool,
+    GGUFType.UINT8: lib.gguf_set_val_u8,
+    GGUFType.INT8: lib.gguf_set_val_i8,
+    GGUFType.UINT16: lib.gguf_set_val_u16,
+    GGUFType.INT16: lib.gguf_set_val_i16,
+    GGUFType.UINT32: lib.gguf_set_val_u32,
+    GGUFType.INT32: lib.gguf_set_val_i32,
+    GGUFType.UINT64: lib.gguf_set_val_u64,
+    GGUFType.INT64: lib.gguf_set_val_i64,
+    GGUFType.FLOAT32: lib.gguf_set_val_f32,
+    GGUFType.FLOAT64: lib.gguf_set_val_f64,
+    GGUFType.BOOL: lib.gguf_set_val_bool,
 }
 
 
@@ -139,6 +161,7 @@ def as_gguf_type(t: GGUFType | str | int) -> GGUFType:
 @dataclass(frozen=True)
 class Value:
     """A metadata value with its GGUF type: a scalar, or an array (a list) of that element type."""
+
     type: GGUFType
     value: Any
 
@@ -160,6 +183,7 @@ class Value:
 @dataclass(frozen=True)
 class TensorInfo:
     """A tensor as the file describes it: `ne` in ggml order (4 dims), `offset` from the data section."""
+
     name: str
     type: Type
     ne: tuple[int, ...]
@@ -183,6 +207,7 @@ class TensorInfo:
 @dataclass
 class GGUFFile:
     """What `load` (or `read_info`, with `tensors` empty) found in a GGUF file."""
+
     path: str
     version: int
     alignment: int
@@ -283,8 +308,9 @@ def _read_header(path: str, size: int) -> GGUFFile:
         try:
             ttype = Type(lib.gguf_get_tensor_type(g, i))
         except ValueError:
-            raise GGUFError(f"{path}: tensor {name!r} has ggml type {lib.gguf_get_tensor_type(g, i)}, "
-                            "which this ggml does not know") from None
+            raise GGUFError(
+                f"{path}: tensor {name!r} has ggml type {lib.gguf_get_tensor_type(g, i)}, which this ggml does not know"
+            ) from None
         info = TensorInfo(name, ttype, ne, lib.gguf_get_tensor_offset(g, i), lib.gguf_get_tensor_size(g, i))
         # with no_alloc ggml does not look at the data section: check that it is all there
         end = out.data_offset + info.offset + info.nbytes
@@ -312,8 +338,9 @@ def load(path: str | os.PathLike[str], backend: Backend | str | None = None) -> 
         infos = list(out.tensor_info.values())
         for info in infos:
             if info.nelements == 0:
-                raise GGUFError(f"{path}: tensor {info.name!r} has no elements (ne={info.ne}); "
-                                "pyggml does not handle empty tensors")
+                raise GGUFError(
+                    f"{path}: tensor {info.name!r} has no elements (ne={info.ne}); pyggml does not handle empty tensors"
+                )
         if not infos:
             return out
         be = backend_named(backend) if isinstance(backend, str) else backend
@@ -340,7 +367,7 @@ def load(path: str | os.PathLike[str], backend: Backend | str | None = None) -> 
             else:  # one read into a staging buffer (reused), one copy to the device
                 if staging is None:
                     staging = bytearray(max(i.nbytes for i in infos))
-                view = memoryview(staging)[:info.nbytes]
+                view = memoryview(staging)[: info.nbytes]
                 _read_exactly(f, view, path, info)
                 t.set_raw(view)
             out.tensors[info.name] = t
@@ -445,8 +472,10 @@ def _infer(key: str, v: Any) -> Value:
             return Value(GGUFType.FLOAT64 if kinds == {GGUFType.FLOAT64} else GGUFType.FLOAT32, v)
         if len(kinds) == 1:
             return Value(kinds.pop(), v)
-        raise TypeError(f"metadata {key!r}: an array mixes {', '.join(sorted(k.name for k in kinds))} "
-                        "(a GGUF array has one element type)")
+        raise TypeError(
+            f"metadata {key!r}: an array mixes {', '.join(sorted(k.name for k in kinds))} "
+            "(a GGUF array has one element type)"
+        )
     return Value(_infer_scalar(key, v), v)
 
 
@@ -522,9 +551,15 @@ def _alignment(metadata: Mapping[str, Any]) -> int:
     return a
 
 
-_NUMPY_TYPES = {np.dtype(np.float32): Type.F32, np.dtype(np.float16): Type.F16, np.dtype(np.float64): Type.F64,
-                np.dtype(np.int8): Type.I8, np.dtype(np.int16): Type.I16, np.dtype(np.int32): Type.I32,
-                np.dtype(np.int64): Type.I64}
+_NUMPY_TYPES = {
+    np.dtype(np.float32): Type.F32,
+    np.dtype(np.float16): Type.F16,
+    np.dtype(np.float64): Type.F64,
+    np.dtype(np.int8): Type.I8,
+    np.dtype(np.int16): Type.I16,
+    np.dtype(np.int32): Type.I32,
+    np.dtype(np.int64): Type.I64,
+}
 
 
 def _tensor_source(name: str, obj: Any) -> tuple[Type, list[int], Any]:
@@ -540,8 +575,10 @@ def _tensor_source(name: str, obj: Any) -> tuple[Type, list[int], Any]:
     arr = obj.astype(obj.dtype.newbyteorder("="), copy=False) if obj.dtype.byteorder == ">" else obj
     t = _NUMPY_TYPES.get(arr.dtype)
     if t is None:
-        raise TypeError(f"tensor {name!r}: no ggml type for NumPy {obj.dtype} "
-                        f"(one of {', '.join(str(d) for d in _NUMPY_TYPES)}; or save a pyggml Tensor)")
+        raise TypeError(
+            f"tensor {name!r}: no ggml type for NumPy {obj.dtype} "
+            f"(one of {', '.join(str(d) for d in _NUMPY_TYPES)}; or save a pyggml Tensor)"
+        )
     if arr.size == 0:
         raise ValueError(f"tensor {name!r} has no elements (shape {arr.shape})")
     if arr.ndim > MAX_DIMS:
@@ -566,8 +603,10 @@ def _build(metadata: Mapping[str, Any], tensors: Mapping[str, Any]) -> tuple[Any
             raise TypeError(f"tensor names must be str, got {type(name).__name__} {name!r}")
         cname = _text(f"tensor name {name!r}", name)
         if len(cname) >= lib.GGML_MAX_NAME:
-            raise ValueError(f"tensor name {name!r} is {len(cname)} bytes; ggml keeps at most "
-                             f"GGML_MAX_NAME - 1 = {lib.GGML_MAX_NAME - 1}")
+            raise ValueError(
+                f"tensor name {name!r} is {len(cname)} bytes; ggml keeps at most "
+                f"GGML_MAX_NAME - 1 = {lib.GGML_MAX_NAME - 1}"
+            )
         if lib.gguf_find_tensor(g, cname) != -1:  # names equal as C strings (ggml aborts on a duplicate)
             raise ValueError(f"tensor name {name!r} appears twice")
         t, ne, src = _tensor_source(name, obj)
@@ -581,8 +620,11 @@ def _build(metadata: Mapping[str, Any], tensors: Mapping[str, Any]) -> tuple[Any
     return g, blobs, keep
 
 
-def save(path: str | os.PathLike[str], metadata: Mapping[str, Any] | None = None,
-         tensors: Mapping[str, np.ndarray | Tensor] | None = None) -> None:
+def save(
+    path: str | os.PathLike[str],
+    metadata: Mapping[str, Any] | None = None,
+    tensors: Mapping[str, np.ndarray | Tensor] | None = None,
+) -> None:
     """Write a GGUF file (version 3): metadata (see the module's doc for the value types) and
     tensors (name -> NumPy array or pyggml Tensor), in the mappings' order."""
     path = os.fspath(path)
@@ -605,15 +647,30 @@ def save(path: str | os.PathLike[str], metadata: Mapping[str, Any] | None = None
 # --- command line -----------------------------------------------------------------------------
 def describe(f: GGUFFile) -> dict[str, Any]:
     """A JSON-ready summary of a file: header, metadata with types, tensors, totals."""
-    tensors = [{"name": i.name, "type": i.type.name, "shape": list(i.shape), "ne": list(i.ne),
-                "offset": i.offset, "nbytes": i.nbytes} for i in f.tensor_info.values()]
+    tensors = [
+        {
+            "name": i.name,
+            "type": i.type.name,
+            "shape": list(i.shape),
+            "ne": list(i.ne),
+            "offset": i.offset,
+            "nbytes": i.nbytes,
+        }
+        for i in f.tensor_info.values()
+    ]
     return {
-        "path": f.path, "version": f.version, "alignment": f.alignment, "data_offset": f.data_offset,
+        "path": f.path,
+        "version": f.version,
+        "alignment": f.alignment,
+        "data_offset": f.data_offset,
         "metadata": {k: {"type": v.type_name, "value": v.value} for k, v in f.fields.items()},
         "tensors": tensors,
-        "totals": {"keys": len(f.fields), "tensors": len(tensors),
-                   "elements": sum(i.nelements for i in f.tensor_info.values()),
-                   "nbytes": sum(i.nbytes for i in f.tensor_info.values())},
+        "totals": {
+            "keys": len(f.fields),
+            "tensors": len(tensors),
+            "elements": sum(i.nelements for i in f.tensor_info.values()),
+            "nbytes": sum(i.nbytes for i in f.tensor_info.values()),
+        },
     }
 
 
@@ -623,6 +680,7 @@ def _show(v: Any, limit: int = 8) -> str:
             x = x.encode(*_ENCODING).decode("utf-8", "backslashreplace")
             return repr(x if len(x) <= 60 else x[:57] + "...")
         return repr(x)
+
     if isinstance(v, list):
         more = f", ... {len(v) - limit} more" if len(v) > limit else ""
         return "[" + ", ".join(one(x) for x in v[:limit]) + more + "]"
@@ -652,6 +710,8 @@ def main(args: Any) -> int:
     for i in f.tensor_info.values():
         shape = "x".join(map(str, i.shape))
         print(f"  {i.name:<{width}}  {i.type.name:<7} {shape:<20} {i.nbytes:>12} bytes")
-    print(f"total: {tot['tensors']} tensors, {tot['elements']} elements, {tot['nbytes']} bytes "
-          f"({tot['nbytes'] / 2**20:.2f} MiB)")
+    print(
+        f"total: {tot['tensors']} tensors, {tot['elements']} elements, {tot['nbytes']} bytes "
+        f"({tot['nbytes'] / 2**20:.2f} MiB)"
+    )
     return 0

@@ -34,8 +34,10 @@ class Graph:
         size = integer("Graph: size", size, 1, MAX_GRAPH_SIZE)
         need = lib.ggml_graph_overhead_custom(size, False)
         if ctx.mem_size - ctx.used_mem < need:  # ggml (before patch 0010) dereferenced NULL here
-            raise MemoryError(f"context is full: a graph of size {size} needs {need} bytes, "
-                              f"{ctx.mem_size - ctx.used_mem} left (create the Context with a larger mem_size)")
+            raise MemoryError(
+                f"context is full: a graph of size {size} needs {need} bytes, "
+                f"{ctx.mem_size - ctx.used_mem} left (create the Context with a larger mem_size)"
+            )
         ptr = lib.pyggml_guarded_ggml_new_graph_custom(ctx.ptr, size, False)
         if ptr == ffi.NULL:
             raise guard_error("Graph") or MemoryError(f"Graph: no room for a graph of size {size}")
@@ -61,9 +63,11 @@ class Graph:
                 self.broken = f"an expand failed half-way ({err})"
                 if "cgraph->size" in str(err) or "GGML_HASHSET_FULL" in str(err):
                     need = self._size_needed(t)
-                    raise ValueError(f"build_forward_expand: graph is full: it holds {self.size} nodes and leafs, "
-                                     f"this one needs {need}: create it as Graph(ctx, size={need}) (or larger), "
-                                     f"in a Context with room for it (Context(graph_size={need})); {err}")
+                    raise ValueError(
+                        f"build_forward_expand: graph is full: it holds {self.size} nodes and leafs, "
+                        f"this one needs {need}: create it as Graph(ctx, size={need}) (or larger), "
+                        f"in a Context with room for it (Context(graph_size={need})); {err}"
+                    )
                 raise err
             if t.ctx is not self.ctx:
                 self.ctx.adopt(t)
@@ -145,8 +149,10 @@ class Graph:
         size = integer("Graph: size", size, 1, MAX_GRAPH_SIZE)
         need = lib.ggml_graph_overhead_custom(size, True)
         if ctx.mem_size - ctx.used_mem < need:
-            raise MemoryError(f"context is full: a graph of size {size} with gradients needs {need} bytes, "
-                              f"{ctx.mem_size - ctx.used_mem} left (create the Context with a larger mem_size)")
+            raise MemoryError(
+                f"context is full: a graph of size {size} with gradients needs {need} bytes, "
+                f"{ctx.mem_size - ctx.used_mem} left (create the Context with a larger mem_size)"
+            )
         ptr = lib.pyggml_guarded_ggml_new_graph_custom(ctx.ptr, size, True)
         if ptr == ffi.NULL:
             raise guard_error("Graph") or MemoryError(f"Graph: no room for a graph of size {size}")

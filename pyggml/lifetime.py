@@ -86,8 +86,16 @@ class GraphState:
     split_checked: meta device -> {(node count, policy version)} its split check passed for.
     """
 
-    __slots__ = ("allocation", "index_inputs", "sources_as_built", "marks", "paths", "memory",
-                 "found_index_inputs", "split_checked")
+    __slots__ = (
+        "allocation",
+        "index_inputs",
+        "sources_as_built",
+        "marks",
+        "paths",
+        "memory",
+        "found_index_inputs",
+        "split_checked",
+    )
 
     def __init__(self) -> None:
         self.allocation: tuple[Lender, int] | None = None

@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyggml import lifetime, preflight, rpc
 from pyggml._args import instance, integer
 from pyggml._native import ffi, lib
-from pyggml import lifetime, preflight, rpc
 from pyggml.backend import Backend, Buffer, Device, GGMLError, device
 from pyggml.context import Context
 from pyggml.graph import Graph
@@ -49,6 +49,7 @@ class Split:
     sizes: for a split axis, the extent each device holds, one list per segment
     (a single flat list is one segment); repeats: how often each segment repeats.
     """
+
     axis: int | str
     sizes: tuple = ()
     repeats: tuple = ()
@@ -100,23 +101,30 @@ class Split:
                 raise ValueError(f"{where}: sizes must be non-negative, got {seg}")
         total = sum(sum(seg) * r for seg, r in zip(segs, repeats))
         if total != tensor.ne[self.axis]:
-            raise ValueError(f"{where}: sizes add up to {total} along axis {self.axis}, "
-                             f"the tensor has {tensor.ne[self.axis]}")
+            raise ValueError(
+                f"{where}: sizes add up to {total} along axis {self.axis}, the tensor has {tensor.ne[self.axis]}"
+            )
         if len(segs) > 1 or repeats != [1]:
             # ggml derives a computed tensor's split with one segment (the per-device totals: the FIXME
             # in ggml_backend_meta_get_split_state), so a mul_mat of a several-segment weight put the
             # rows of each device in the wrong places: silently wrong (max error 2.8 in issue 9)
-            raise ValueError(f"{where}: {len(segs)} segments with repeats {repeats}: ggml's meta backend "
-                             f"loses the segment layout in computed tensors (wrong results); use one segment")
+            raise ValueError(
+                f"{where}: {len(segs)} segments with repeats {repeats}: ggml's meta backend "
+                f"loses the segment layout in computed tensors (wrong results); use one segment"
+            )
         block = lib.ggml_blck_size(tensor.ptr.type)
         if self.axis == 0 and any(s % block for s in segs[0]):
             # ggml asserts it at allocation: a device's slice along axis 0 must hold whole quantized blocks
-            raise ValueError(f"{where}: sizes {segs[0]} along axis 0 must be multiples of the block size "
-                             f"{block} of type {ffi.string(lib.ggml_type_name(tensor.ptr.type)).decode()}")
+            raise ValueError(
+                f"{where}: sizes {segs[0]} along axis 0 must be multiples of the block size "
+                f"{block} of type {ffi.string(lib.ggml_type_name(tensor.ptr.type)).decode()}"
+            )
 
     def to_c(self, out: CData) -> None:
         """Fill a struct ggml_backend_meta_split_state (validate first)."""
-        if not isinstance(out, ffi.CData) or ffi.typeof(out) is not ffi.typeof("struct ggml_backend_meta_split_state *"):
+        if not isinstance(out, ffi.CData) or ffi.typeof(out) is not ffi.typeof(
+            "struct ggml_backend_meta_split_state *"
+        ):
             raise TypeError("Split.to_c: out must be a struct ggml_backend_meta_split_state * (cdata)")
         if self.axis in _AXES:
             out.axis = _AXES[self.axis]
@@ -150,6 +158,7 @@ def _as_callable(policy) -> Callable[[Tensor], Split | None]:
             if rx.match(t.name):
                 return rule(t) if callable(rule) else rule
         return None
+
     return by_name
 
 

@@ -41,12 +41,14 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 50052
 DEFAULT_TIMEOUT = 60.0
-OPEN_NETWORK_WARNING = ("WARNING: the RPC server binds {host}, not 127.0.0.1. Never expose it to an open network: "
-                        "ggml's RPC server is an experimental proof of concept and is not secure.")
+OPEN_NETWORK_WARNING = (
+    "WARNING: the RPC server binds {host}, not 127.0.0.1. Never expose it to an open network: "
+    "ggml's RPC server is an experimental proof of concept and is not secure."
+)
 
-_ENDPOINT_OF_DEVICE: dict[int, str] = {}        # RPC device pointer -> "host:port"
+_ENDPOINT_OF_DEVICE: dict[int, str] = {}  # RPC device pointer -> "host:port"
 _META_ENDPOINTS: dict[int, tuple[str, ...]] = {}  # meta device pointer -> its RPC devices' endpoints
-_REGISTERED: dict[str, list] = {}                 # endpoint -> its Devices (ggml caches the registry)
+_REGISTERED: dict[str, list] = {}  # endpoint -> its Devices (ggml caches the registry)
 
 
 class RpcError(GGMLError):
@@ -103,6 +105,7 @@ def add_server(endpoint: str, timeout: float | None = None) -> list:
     returns the same devices."""
     _require()
     from pyggml.backend import Device
+
     parse_endpoint(endpoint)
     if endpoint in _REGISTERED and error(endpoint) is None:
         return list(_REGISTERED[endpoint])
@@ -136,8 +139,13 @@ def add_servers(spec: str) -> list:
 
 def register_meta(meta_dev_ptr: CData, device_ptrs: Iterable[CData]) -> None:
     """A meta device made of RPC devices: its faults are theirs."""
-    eps = tuple(dict.fromkeys(_ENDPOINT_OF_DEVICE[k] for k in (int(ffi.cast("uintptr_t", p)) for p in device_ptrs)
-                              if k in _ENDPOINT_OF_DEVICE))
+    eps = tuple(
+        dict.fromkeys(
+            _ENDPOINT_OF_DEVICE[k]
+            for k in (int(ffi.cast("uintptr_t", p)) for p in device_ptrs)
+            if k in _ENDPOINT_OF_DEVICE
+        )
+    )
     if eps:
         _META_ENDPOINTS[int(ffi.cast("uintptr_t", meta_dev_ptr))] = eps
 
@@ -167,6 +175,7 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, device: str = "cpu"
     """Serve one local device until killed (ggml_backend_rpc_start_server). Returns 1 if it could not start."""
     _require()
     from pyggml.backend import device as find_device
+
     dev = find_device(device)
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(OPEN_NETWORK_WARNING.format(host=host), file=sys.stderr, flush=True)
@@ -194,12 +203,28 @@ class Server:
 
     Waits until the server accepts connections (or raises RpcError with its output)."""
 
-    def __init__(self, device: str = "cpu", port: int | None = None, threads: int | None = None,
-                 startup_timeout: float = 30.0, env: dict | None = None) -> None:
+    def __init__(
+        self,
+        device: str = "cpu",
+        port: int | None = None,
+        threads: int | None = None,
+        startup_timeout: float = 30.0,
+        env: dict | None = None,
+    ) -> None:
         self.host, self.port = "127.0.0.1", port or free_port()
         self.endpoint = f"{self.host}:{self.port}"
-        cmd = [sys.executable, "-m", "pyggml", "rpc-server", "--host", self.host, "--port", str(self.port),
-               "--device", device]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pyggml",
+            "rpc-server",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--device",
+            device,
+        ]
         if threads is not None:
             cmd += ["--threads", str(threads)]
         # its output goes to a file: a pipe nobody reads would fill up and block the server
@@ -208,7 +233,9 @@ class Server:
         deadline = time.monotonic() + startup_timeout
         while True:
             if self.proc.poll() is not None:
-                raise RpcError(f"the RPC server ({' '.join(cmd[2:])}) exited with {self.proc.returncode}:\n{self.output()}")
+                raise RpcError(
+                    f"the RPC server ({' '.join(cmd[2:])}) exited with {self.proc.returncode}:\n{self.output()}"
+                )
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.5):
                     break  # it accepts (this connection closes without a command: the server moves on)
@@ -232,11 +259,13 @@ class Server:
     def pause(self) -> None:
         """Stop it without closing its connections (SIGSTOP): a server that stops answering."""
         import signal
+
         self.proc.send_signal(signal.SIGSTOP)
 
     def resume(self) -> None:
         """Let a paused server run again (SIGCONT)."""
         import signal
+
         self.proc.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:

@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-
+from pyggml import preflight
 from pyggml._args import text
 from pyggml._native import ffi, lib
-from pyggml import preflight
-from pyggml.errors import Unsupported  # noqa: F401 (pyggml.testing and callers import it from here)
 from pyggml.backend import Backend, Scheduler, backend, cpu_backend
+from pyggml.errors import Unsupported  # noqa: F401 (pyggml.testing and callers import it from here)
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
 
@@ -56,7 +55,8 @@ class Runner:
         else:
             if self.name.startswith(META_PREFIX):
                 from pyggml.meta import MetaDevice
-                self.meta = MetaDevice([d for d in self.name[len(META_PREFIX):].split(",") if d])
+
+                self.meta = MetaDevice([d for d in self.name[len(META_PREFIX) :].split(",") if d])
                 self.backend = self.meta.init()
             else:
                 self.backend = backend(self.name)
@@ -131,20 +131,26 @@ class Runner:
                 raise TypeError(f"run: input keys must be Tensors, got {type(t).__name__}")
             if t.ptr.op != lib.GGML_OP_NONE:
                 viewed = t.view_src
-                what = (f"a view ({t.op.name}) of {viewed.name or 'another tensor'}; give that tensor instead"
-                        if viewed is not None else
-                        f"computed by the graph (a {t.op.name} node), so a value given to it would be overwritten "
-                        "or, worse, read half-way; give the inputs it is computed from")
+                what = (
+                    f"a view ({t.op.name}) of {viewed.name or 'another tensor'}; give that tensor instead"
+                    if viewed is not None
+                    else f"computed by the graph (a {t.op.name} node), so a value given to it would be overwritten "
+                    "or, worse, read half-way; give the inputs it is computed from"
+                )
                 raise ValueError(f"run: {t.name or '(unnamed)'} is not an input: it is {what}")
         self.allocate(graph, outs)
         for t, values in inputs.items():
             if t.ptr.data == ffi.NULL:
-                raise ValueError(f"run: input {t.name or '(unnamed)'} is not part of the graph (it got no memory); "
-                                 "only tensors the graph reads can be given")
+                raise ValueError(
+                    f"run: input {t.name or '(unnamed)'} is not part of the graph (it got no memory); "
+                    "only tensors the graph reads can be given"
+                )
         for t in outs:
             if t.ptr.data == ffi.NULL:
-                raise ValueError(f"run: output {t.name or '(unnamed)'} is not part of the graph: add it with "
-                                 "graph.build_forward_expand(output) before running")
+                raise ValueError(
+                    f"run: output {t.name or '(unnamed)'} is not part of the graph: add it with "
+                    "graph.build_forward_expand(output) before running"
+                )
         for t, values in inputs.items():
             t.set(values)
         self.compute(graph)

@@ -250,8 +250,10 @@ class Tensor:
     def set_input(self) -> "Tensor":
         """Mark a graph input (filled on the host); only tensors no op computes can be inputs."""
         if self.ptr.op != lib.GGML_OP_NONE:  # ggml asserts it
-            raise ValueError(f"set_input: {self.name or 'the tensor'} is computed by a {self.op.name} node; "
-                             "only tensors no op computes can be graph inputs")
+            raise ValueError(
+                f"set_input: {self.name or 'the tensor'} is computed by a {self.op.name} node; "
+                "only tensors no op computes can be graph inputs"
+            )
         lib.ggml_set_input(self.ptr)
         return self
 
@@ -283,8 +285,10 @@ class Tensor:
 
     def _require_allocated(self, what: str):
         if not self.is_allocated:
-            raise ValueError(f"{what}: tensor {self.name or '(unnamed)'} has no memory yet "
-                             "(allocate its context or graph on a backend first)")
+            raise ValueError(
+                f"{what}: tensor {self.name or '(unnamed)'} has no memory yet "
+                "(allocate its context or graph on a backend first)"
+            )
 
     def set(self, values: ArrayLike, *, cast: bool = False) -> "Tensor":
         """Write values: an array of the tensor's NumPy shape (leading 1s may be left out) or any
@@ -387,8 +391,12 @@ class Tensor:
         if not self.is_host:
             raise ValueError("numpy: non-contiguous view outside host memory; make it contiguous with cont() first")
         span = sum((n - 1) * s for n, s in zip(self.ne, self.nb)) + self.element_size
-        arr = np.ndarray(shape=full, dtype=types.host_dtype(self.type), buffer=ffi.buffer(self.ptr.data, span),
-                         strides=tuple(reversed(self.nb)))
+        arr = np.ndarray(
+            shape=full,
+            dtype=types.host_dtype(self.type),
+            buffer=ffi.buffer(self.ptr.data, span),
+            strides=tuple(reversed(self.nb)),
+        )
         return arr.reshape(self.shape).copy()
 
     def view(self) -> np.ndarray:
@@ -404,10 +412,12 @@ class Tensor:
         if not self.is_host:
             raise ValueError("view: the tensor is not in host memory; use numpy() to copy it")
         if lifetime.is_lent(self.ptr):
-            raise ValueError(f"view: {self.name or 'the tensor'}'s memory is lent by a graph allocator (a Runner, "
-                             "Scheduler or Gallocr) until it allocates another graph, which a view would outlive; "
-                             "use numpy() for a copy, or give the tensor memory of its own (Backend.alloc_tensors) "
-                             "to view it")
+            raise ValueError(
+                f"view: {self.name or 'the tensor'}'s memory is lent by a graph allocator (a Runner, "
+                "Scheduler or Gallocr) until it allocates another graph, which a view would outlive; "
+                "use numpy() for a copy, or give the tensor memory of its own (Backend.alloc_tensors) "
+                "to view it"
+            )
         if not self.is_contiguous() or not types.has_raw_dtype(self.type):
             raise ValueError("view: only contiguous tensors of a raw type (F32, F16, I32, ...) can be viewed")
         # the array's base holds this tensor, so the memory outlives every view of it
@@ -425,9 +435,11 @@ def _check_exact(arr: np.ndarray, t: Type, cast: bool, name: str):
             if not cast:
                 frac = arr != np.trunc(arr)
                 if frac.any():
-                    raise ValueError(f"{what}: {arr[frac].flat[0].item()!r} is not a whole number; round the values "
-                                     f"yourself, cast them (np.asarray(v).astype(np.{_HOST_DTYPE[t]})), or pass "
-                                     "cast=True to round toward zero")
+                    raise ValueError(
+                        f"{what}: {arr[frac].flat[0].item()!r} is not a whole number; round the values "
+                        f"yourself, cast them (np.asarray(v).astype(np.{_HOST_DTYPE[t]})), or pass "
+                        "cast=True to round toward zero"
+                    )
         info = np.iinfo(_HOST_DTYPE[t])
         lo, hi = arr.min(), arr.max()
         if lo < info.min or hi > info.max:
@@ -436,13 +448,19 @@ def _check_exact(arr: np.ndarray, t: Type, cast: bool, name: str):
         biggest = _FLOAT_MAX.get(t, _FLOAT_MAX[Type.F32])  # quantized types convert through F32
         finite = arr[np.isfinite(arr)] if arr.dtype.kind == "f" else arr
         if finite.size and np.abs(finite).max() > biggest:
-            raise ValueError(f"{what}: {np.abs(finite).max()} is beyond the type's largest value {biggest:g} "
-                             "and would become inf (pass cast=True to accept that)")
+            raise ValueError(
+                f"{what}: {np.abs(finite).max()} is beyond the type's largest value {biggest:g} "
+                "and would become inf (pass cast=True to accept that)"
+            )
 
 
 # the largest finite value of each float type, after rounding (a value rounds up to inf only past these)
-_FLOAT_MAX = {Type.F16: 65519.99, Type.BF16: 3.3961e38, Type.F32: float(np.finfo(np.float32).max) * (1 + 2**-25),
-              Type.F64: float("inf")}
+_FLOAT_MAX = {
+    Type.F16: 65519.99,
+    Type.BF16: 3.3961e38,
+    Type.F32: float(np.finfo(np.float32).max) * (1 + 2**-25),
+    Type.F64: float("inf"),
+}
 _HOST_DTYPE = {t: types.host_dtype(t) for t in Type}
 
 
@@ -452,7 +470,9 @@ class _HostMemory:
     def __init__(self, tensor: Tensor, dtype: np.dtype):
         self.tensor = tensor
         self.__array_interface__ = {
-            "shape": tensor.shape, "typestr": dtype.str, "version": 3,
+            "shape": tensor.shape,
+            "typestr": dtype.str,
+            "version": 3,
             "data": (int(ffi.cast("uintptr_t", tensor.ptr.data)), False),
         }
 

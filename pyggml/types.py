@@ -21,8 +21,13 @@ from pyggml._native import ffi, lib
 TypeLike: TypeAlias = "Type | str | int | npt.DTypeLike"
 
 _DTYPES = {
-    Type.F32: np.float32, Type.F16: np.float16, Type.F64: np.float64,
-    Type.I8: np.int8, Type.I16: np.int16, Type.I32: np.int32, Type.I64: np.int64,
+    Type.F32: np.float32,
+    Type.F16: np.float16,
+    Type.F64: np.float64,
+    Type.I8: np.int8,
+    Type.I16: np.int16,
+    Type.I32: np.int32,
+    Type.I64: np.int64,
 }
 
 
@@ -90,8 +95,12 @@ def _quantize_chunk_writes(t: Type) -> bool:
     one block of zeros, through the guarded call, must come back whole."""
     n = block_size(t)
     src, out = np.zeros(n, dtype=np.float32), np.empty(row_size(t, n), dtype=np.uint8)
-    return lib.pyggml_guarded_ggml_quantize_chunk(t, ffi.from_buffer("float[]", src), ffi.from_buffer(out), 0, 1, n,
-                                                  ffi.NULL) == out.size
+    return (
+        lib.pyggml_guarded_ggml_quantize_chunk(
+            t, ffi.from_buffer("float[]", src), ffi.from_buffer(out), 0, 1, n, ffi.NULL
+        )
+        == out.size
+    )
 
 
 def host_dtype(t: TypeLike) -> np.dtype:
@@ -117,7 +126,9 @@ def encode(t: TypeLike, values: np.ndarray) -> np.ndarray:
     f = np.ascontiguousarray(values, dtype=np.float32)
     if t == Type.BF16:
         out: np.ndarray = np.empty(f.shape, dtype=np.uint16)
-        lib.ggml_fp32_to_bf16_row(ffi.from_buffer("float[]", f), ffi.cast("ggml_bf16_t *", ffi.from_buffer(out)), f.size)
+        lib.ggml_fp32_to_bf16_row(
+            ffi.from_buffer("float[]", f), ffi.cast("ggml_bf16_t *", ffi.from_buffer(out)), f.size
+        )
         return out
     reason = can_quantize(t)
     if reason:
@@ -127,9 +138,15 @@ def encode(t: TypeLike, values: np.ndarray) -> np.ndarray:
         raise ValueError(f"{t.name}: a row of {n_per_row} values is not a multiple of the block size {block_size(t)}")
     nrows = f.size // n_per_row
     out = np.empty(row_size(t, n_per_row) * nrows, dtype=np.uint8)
-    if lib.pyggml_guarded_ggml_quantize_chunk(t, ffi.from_buffer("float[]", f), ffi.from_buffer(out), 0, nrows,
-                                              n_per_row, ffi.NULL) == 0 and out.size:
+    if (
+        lib.pyggml_guarded_ggml_quantize_chunk(
+            t, ffi.from_buffer("float[]", f), ffi.from_buffer(out), 0, nrows, n_per_row, ffi.NULL
+        )
+        == 0
+        and out.size
+    ):
         from pyggml._native import guard_error
+
         err = guard_error("quantize")
         if err is not None:
             raise TypeError(f"ggml cannot quantize floats to {t.name}: {err}")

@@ -37,6 +37,7 @@ def _no_rpc_device_left_behind():
     servers in child processes)."""
     yield
     from pyggml import rpc
+
     if rpc._REGISTERED:
         left = sorted(rpc._REGISTERED)
         rpc._REGISTERED.clear()  # reported once, by the test that added them

@@ -25,8 +25,11 @@ from pyggml.testing import opdb
 
 
 def public_ops() -> list[str]:
-    return sorted(n for n in ops.__all__ if callable(getattr(ops, n)) and not isinstance(getattr(ops, n), type)
-                  and n != "set_name")
+    return sorted(
+        n
+        for n in ops.__all__
+        if callable(getattr(ops, n)) and not isinstance(getattr(ops, n), type) and n != "set_name"
+    )
 
 
 class T:
@@ -42,7 +45,8 @@ class T:
 # (op, call(ctx, t), exception, words the message must hold besides "<op>:"): each op spec's `errors=`,
 # in the op database (pyggml/testing/opdb/<family>.py)
 BAD: list[tuple[str, Callable[..., Any], type[Exception], str]] = [
-    (op, b.fn, b.raises, b.words) for op, s in opdb.load().items() for b in s.errors]
+    (op, b.fn, b.raises, b.words) for op, s in opdb.load().items() for b in s.errors
+]
 
 
 # --- the table ------------------------------------------------------------------------------------------------
@@ -64,8 +68,6 @@ def _run_bad(op, fn, exc, words):
     else:
         assert msg.startswith(f"{op}:"), f"message does not name {op}: {msg}"
     assert words in msg, f"{op}: message {msg!r} lacks {words!r}"
-
-
 
 
 @pytest.mark.parametrize("op,fn,exc,words", BAD, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD)])
@@ -186,21 +188,31 @@ GOOD = [
 @pytest.mark.parametrize("name,build", GOOD, ids=[g[0] for g in GOOD])
 def test_good_edge_calls_compute(name, build):
     ctx = Context()
-    x = {"h": ctx.tensor("f16", (3, 8), "h", input=True), "f": ctx.tensor("f32", (3, 8), "f", input=True),
-         "bf": ctx.tensor("bf16", (3, 8), "bf", input=True), "q": ctx.tensor("q8_0", (2, 64), "q", input=True),
-         "i": ctx.tensor("i32", (3, 8), "i", input=True), "sq": ctx.tensor("f32", (8, 8), "sq", input=True)}
+    x = {
+        "h": ctx.tensor("f16", (3, 8), "h", input=True),
+        "f": ctx.tensor("f32", (3, 8), "f", input=True),
+        "bf": ctx.tensor("bf16", (3, 8), "bf", input=True),
+        "q": ctx.tensor("q8_0", (2, 64), "q", input=True),
+        "i": ctx.tensor("i32", (3, 8), "i", input=True),
+        "sq": ctx.tensor("f32", (8, 8), "sq", input=True),
+    }
     out = build(ctx, x)
     graph = Graph(ctx).build_forward_expand(out)
     used = {t for t in x.values() if t in graph.leafs()}
     rng = np.random.default_rng(1)
-    vals = {t: rng.integers(-3, 4, t.shape).astype(np.int32) if t.type.name == "I32" else
-            rng.uniform(-1, 1, t.shape).astype(np.float32) for t in used}
+    vals = {
+        t: rng.integers(-3, 4, t.shape).astype(np.int32)
+        if t.type.name == "I32"
+        else rng.uniform(-1, 1, t.shape).astype(np.float32)
+        for t in used
+    }
     [y] = Runner("cpu").run(graph, vals, [out])
     assert np.isfinite(y).all()
 
 
 def test_out_of_range_row_indices_are_rejected_before_ggml():
     import pyggml as gg
+
     ctx = gg.Context()
     a = ctx.tensor("f32", (4, 3), "a", input=True)
     idx = ctx.tensor("i32", (2,), "idx", input=True)
@@ -208,6 +220,7 @@ def test_out_of_range_row_indices_are_rejected_before_ggml():
     graph = gg.Graph(ctx).build_forward_expand(out)
     with pytest.raises(gg.GraphError, match="get_rows: index idx holds 1..4, outside the 4 rows"):
         gg.Runner("cpu").run(graph, {a: np.zeros((4, 3), np.float32), idx: np.array([1, 4])}, [out])
-    [rows] = gg.Runner("cpu").run(graph, {a: np.arange(12, dtype=np.float32).reshape(4, 3), idx: np.array([3, 0])},
-                                  [out])
+    [rows] = gg.Runner("cpu").run(
+        graph, {a: np.arange(12, dtype=np.float32).reshape(4, 3), idx: np.array([3, 0])}, [out]
+    )
     np.testing.assert_array_equal(rows, [[9, 10, 11], [0, 1, 2]])

@@ -53,8 +53,13 @@ def test_no_ggml_source_is_tracked():
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    ggml_like = [f for f in files if Path(f).name in {"ggml.c", "ggml.h", "ggml-backend.cpp", "ggml-cpu.c"}
-                 or "/ggml-cpu/" in f or f.endswith((".cu", ".comp"))]
+    ggml_like = [
+        f
+        for f in files
+        if Path(f).name in {"ggml.c", "ggml.h", "ggml-backend.cpp", "ggml-cpu.c"}
+        or "/ggml-cpu/" in f
+        or f.endswith((".cu", ".comp"))
+    ]
     assert ggml_like == []
     assert all(f.startswith("vendor/ggml/") is False or f.endswith((".patch", ".toml", ".md")) for f in files)
 
@@ -78,13 +83,15 @@ def test_ggml_log_goes_to_python_logging(caplog):
 
 def test_an_abort_in_ggml_prints_the_python_call_site(tmp_path):
     script = tmp_path / "abort_here.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         from pyggml import ffi, lib
         ctx = lib.ggml_init({"mem_size": 1 << 20, "mem_buffer": ffi.NULL, "no_alloc": True})
         a = lib.ggml_new_tensor_2d(ctx, lib.GGML_TYPE_F32, 4, 3)
         t = lib.ggml_transpose(ctx, a)
         lib.ggml_reshape_1d(ctx, t, 12)   # the raw layer does not check: ggml asserts contiguity
-    """))
+    """)
+    )
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode != 0
     assert "ggml aborted" in proc.stderr and "ggml_is_contiguous" in proc.stderr

@@ -19,7 +19,7 @@ def test_one_wrong_element_fails_although_nmse_passes():
     actual = expected.copy()
     actual[1234] += 0.05  # NMSE ~ 7e-9, under the F32 bound
     assert verdict.nmse(actual, expected) < cases.NMSE_F32
-    v = verdict.compare(actual, expected, cases.NMSE_F32, 30 * cases.NMSE_F32 ** 0.5)
+    v = verdict.compare(actual, expected, cases.NMSE_F32, 30 * cases.NMSE_F32**0.5)
     assert not v.ok and "largest error" in v.message and "(1234,)" in v.message
 
 
@@ -60,6 +60,7 @@ def test_progress_bar_on_a_terminal_and_lines_elsewhere():
     class Tty(io.StringIO):
         def isatty(self):
             return True
+
     tty = Tty()
     bar = Progress(tty, 4)
     for status in ("pass", "fail", "pass", "pass"):
@@ -139,13 +140,18 @@ def test_a_property_mismatch_is_a_failure_not_an_error():
 
 
 def test_delta_net_cases_are_listed():
-    out = subprocess.run([sys.executable, "-m", "pyggml", "check", "--list", "--op", "delta_net"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "pyggml", "check", "--list", "--op", "delta_net"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "delta_net/f16/K8/n10/kv2x2" in out and out.strip().endswith("64 cases")
 
 
 def test_closest_names_for_typos():
     from pyggml.testing.check import OP_ALIASES, closest
+
     ops = ["mul", "mul_mat", "mul_mat_id", "soft_max", "soft_max_ext", "rms_norm", "norm"]
     assert closest("matmul", ops, OP_ALIASES)[0] == "mul_mat"
     assert closest("softmax", ops)[:2] == ["soft_max", "soft_max_ext"]
@@ -156,12 +162,14 @@ def test_closest_names_for_typos():
 def test_listing_does_not_probe_types_it_leaves_out():
     """`check --list` took seconds in ggml_quantize_init: matmul's cases probed IQ2_S (whose grid tables take
     about 2 s to build) only to leave it out."""
-    code = ("import pyggml.types as T\n"
-            "seen = []\n"
-            "orig = T._quantize_chunk_writes\n"
-            "T._quantize_chunk_writes = lambda t: seen.append(t) or orig(t)\n"
-            "from pyggml.testing import cases\n"
-            "assert len(cases.select()) > 1000\n"
-            "assert T.Type.IQ2_S not in seen, seen\n")
+    code = (
+        "import pyggml.types as T\n"
+        "seen = []\n"
+        "orig = T._quantize_chunk_writes\n"
+        "T._quantize_chunk_writes = lambda t: seen.append(t) or orig(t)\n"
+        "from pyggml.testing import cases\n"
+        "assert len(cases.select()) > 1000\n"
+        "assert T.Type.IQ2_S not in seen, seen\n"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr

@@ -31,11 +31,13 @@ def test_meta_fuzz_refuses_a_negative_seed():
 
 def test_meta_fuzz_counts_only_ggml_refusals_as_unsplittable():
     from pyggml.testing import meta_fuzz
+
     res = run("pyggml", "meta-fuzz", "--trials", "6", "--seed", "3")
     assert "Traceback" not in res.stderr
     # a trial whose child fails for any other reason is a failure
-    record = meta_fuzz.run_in_child({"seed": 0, "K": 4, "M": 4, "P": 4, "N": 4, "steps": [{"op": "nonsense"}]},
-                                    "cpu,cpu")
+    record = meta_fuzz.run_in_child(
+        {"seed": 0, "K": 4, "M": 4, "P": 4, "N": 4, "steps": [{"op": "nonsense"}]}, "cpu,cpu"
+    )
     assert record["status"] == "fail"
 
 
@@ -43,9 +45,13 @@ def test_meta_fuzz_counts_only_ggml_refusals_as_unsplittable():
 def _not_built() -> tuple[str, str]:
     """A backend this build lacks and the CMake option that builds it."""
     from pyggml import build_info
+
     built = build_info()["backends"]
-    return next((f, opt) for f, opt in (("vulkan", "GGML_VULKAN"), ("cuda", "GGML_CUDA"), ("sycl", "GGML_SYCL"))
-                if f not in built)
+    return next(
+        (f, opt)
+        for f, opt in (("vulkan", "GGML_VULKAN"), ("cuda", "GGML_CUDA"), ("sycl", "GGML_SYCL"))
+        if f not in built
+    )
 
 
 def test_check_unknown_op_names_the_closest_and_every_valid_op():
@@ -94,8 +100,13 @@ def test_check_quiet_prints_only_the_counts_and_failures():
 
 
 def test_check_json_dash_writes_the_report_to_stdout(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "pyggml", "check", "--backend", "cpu", "--op", "add", "--json", "-"],
-                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    res = subprocess.run(
+        [sys.executable, "-m", "pyggml", "check", "--backend", "cpu", "--op", "add", "--json", "-"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     records = json.loads(res.stdout)  # nothing else on stdout
     assert len(records) == 17 and {r["status"] for r in records} == {"pass"}
@@ -108,8 +119,9 @@ def test_check_json_dash_writes_the_report_to_stdout(tmp_path):
 
 def test_a_reader_that_goes_away_ends_the_command_quietly():
     for args in (["check", "--list"], ["info", "--json"]):
-        proc = subprocess.Popen([sys.executable, "-m", "pyggml", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pyggml", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.readline()  # `| head -1`
         proc.stdout.close()
@@ -135,7 +147,11 @@ def test_coverage_reads_a_check_report_instead_of_running(tmp_path):
     assert "holds 17 of the" in res.stderr  # a filtered report is said to be one
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    for args in (["--from", str(bad)], ["--from", str(tmp_path / "none.json")], ["--from", str(report), "--backend", "x"]):
+    for args in (
+        ["--from", str(bad)],
+        ["--from", str(tmp_path / "none.json")],
+        ["--from", str(report), "--backend", "x"],
+    ):
         res = run("pyggml", "coverage", *args)
         assert res.returncode == 2 and "Traceback" not in res.stderr and "coverage:" in res.stderr
 
@@ -151,6 +167,7 @@ def test_info_shows_ggml_version_pin_patches_and_cpu_features():
     assert res.returncode == 0, res.stderr
     from pyggml import lib
     from pyggml._native import cstr
+
     assert f"ggml {cstr(lib.ggml_version())}" in res.stdout and "ggml-cpu built with:" in res.stdout
     assert "pin: llama-cpp-python==" in res.stdout and "sha256" in res.stdout  # a source checkout has the pin
     assert "0001-meta-split-permuted-view" in res.stdout
@@ -164,7 +181,11 @@ def test_info_shows_ggml_version_pin_patches_and_cpu_features():
 def test_the_fuzzers_are_subcommands_with_their_options():
     res = run("pyggml", "--help")
     assert res.returncode == 0 and all(name in res.stdout for name in ("fuzz", "meta-fuzz", "gguf-fuzz", "rpc-fuzz"))
-    for name, option in (("fuzz", "--calls"), ("meta-fuzz", "--trials"), ("gguf-fuzz", "--files"),
-                         ("rpc-fuzz", "--messages")):
+    for name, option in (
+        ("fuzz", "--calls"),
+        ("meta-fuzz", "--trials"),
+        ("gguf-fuzz", "--files"),
+        ("rpc-fuzz", "--messages"),
+    ):
         res = run("pyggml", name, "--help")
         assert res.returncode == 0 and option in res.stdout and f"pyggml {name}" in res.stdout, res.stderr

@@ -4,8 +4,15 @@ import numpy as np
 import pytest
 
 import pyggml as gg
-from pyggml.models.conv_state import (SLOT_INDEX_NAME, STRATEGIES, ConvStateGraph, DeltaNetConv, RecurrentMemory, Ubatch,
-                               windows_written)
+from pyggml.models.conv_state import (
+    SLOT_INDEX_NAME,
+    STRATEGIES,
+    ConvStateGraph,
+    DeltaNetConv,
+    RecurrentMemory,
+    Ubatch,
+    windows_written,
+)
 from pyggml.testing.oracles.conv_state import ConvStateOracle
 
 L, D, C, M = 3, 4, 5, 6

@@ -89,7 +89,9 @@ def test_outputs_not_in_the_graph_and_single_outputs():
     _, a, b, y, g = _add_graph()
     other = gg.Context().tensor("f32", (4,), "other")
     r = gg.Runner("cpu", n_threads=1)
-    with pytest.raises(ValueError, match="output other is not part of the graph: add it with graph.build_forward_expand"):
+    with pytest.raises(
+        ValueError, match="output other is not part of the graph: add it with graph.build_forward_expand"
+    ):
         r.run(g, {a: np.ones(4), b: np.ones(4)}, [y, other])
     assert isinstance(r.run(g, {a: np.ones(4), b: np.ones(4)}, y), np.ndarray)
     with pytest.raises(TypeError, match="outputs must be a Tensor or a list"):
@@ -143,10 +145,15 @@ def test_fractional_indices_raise_unless_cast():
     np.testing.assert_array_equal(r.run(g, {w: W, i: np.array([0.7, 1.2, 3.9]).astype(np.int32)}, y), W[[0, 1, 3]])
 
 
-@pytest.mark.parametrize("values,match", [
-    ([1.0, np.nan], "NaN or infinite"), ([1.0, np.inf], "NaN or infinite"),
-    (np.array([1, 2**40]), "do not fit in I32"), ([-(2.0**31) - 1, 0.0], "do not fit in I32"),
-])
+@pytest.mark.parametrize(
+    "values,match",
+    [
+        ([1.0, np.nan], "NaN or infinite"),
+        ([1.0, np.inf], "NaN or infinite"),
+        (np.array([1, 2**40]), "do not fit in I32"),
+        ([-(2.0**31) - 1, 0.0], "do not fit in I32"),
+    ],
+)
 def test_integer_tensors_refuse_values_they_cannot_hold(values, match):
     t = gg.Context(no_alloc=False, mem_size=1 << 16).tensor("i32", (2,))
     with pytest.raises(ValueError, match=match):

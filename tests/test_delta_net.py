@@ -9,9 +9,9 @@ import pytest
 from pyggml.models.delta_net import DeltaNet, DeltaNetConfig, split_policy
 from pyggml.runner import Runner
 from pyggml.testing.cases import REGISTRY, _load_all
-from pyggml.testing.verdict import bounds, compare
 from pyggml.testing.cases.delta_net import DeltaNetCase, Scenario
 from pyggml.testing.oracles.delta_net import DeltaNetReference
+from pyggml.testing.verdict import bounds, compare
 
 _load_all()
 CASES = [c for c in REGISTRY.values() if isinstance(c, DeltaNetCase)]
@@ -19,6 +19,7 @@ CASES = [c for c in REGISTRY.values() if isinstance(c, DeltaNetCase)]
 
 def _backends():
     from pyggml.testing.check import available_backends
+
     names = [b for b in available_backends() if b != "vulkan1"] + ["meta:cpu,cpu"]
     if {"vulkan0", "vulkan1"} <= set(available_backends()):
         names.append("meta:vulkan0,vulkan1")
@@ -63,6 +64,7 @@ def test_reference_rollback_is_the_rerun():
     """The reference itself: reading slot j after a draft == having run only the accepted tokens."""
     sc = Scenario(DeltaNetConfig(n_layer=1), K=4, cache_type="f32", n_draft=5, rollback=[3, 1])
     from pyggml.models.delta_net import random_weights
+
     w = random_weights(sc.config, sc.seed)
     a = sc.run_rollback(DeltaNetReference(sc.config, w, sc.K, sc.mem_size))
     b = sc.run_accepted(DeltaNetReference(sc.config, w, sc.K, sc.mem_size))
@@ -138,26 +140,32 @@ def test_rollback_beyond_what_both_caches_hold_is_refused():
         m.row(1, 1)  # cell 1 never ran: only its zero state (slot 0)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (lambda m: m.step(np.zeros((1, 2, 31), np.float32), [0], 0), r"x must be \(n_seqs, n_seq_tokens, 32\)"),
-    (lambda m: m.step(np.zeros((2, 2, 32), np.float32), [0], 0), "one row per sequence"),
-    (lambda m: m.step(np.zeros((2, 2, 32), np.float32), [0, 1], 1), "kv_head"),
-    (lambda m: m.step(np.zeros((1, 2, 32), np.float32), [99], 0), "s_copy"),
-    (lambda m: m.step(np.zeros((1, 0, 32), np.float32), [0], 0), "x must be"),
-    (lambda m: m.row(0, 4), "rollback"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda m: m.step(np.zeros((1, 2, 31), np.float32), [0], 0), r"x must be \(n_seqs, n_seq_tokens, 32\)"),
+        (lambda m: m.step(np.zeros((2, 2, 32), np.float32), [0], 0), "one row per sequence"),
+        (lambda m: m.step(np.zeros((2, 2, 32), np.float32), [0, 1], 1), "kv_head"),
+        (lambda m: m.step(np.zeros((1, 2, 32), np.float32), [99], 0), "s_copy"),
+        (lambda m: m.step(np.zeros((1, 0, 32), np.float32), [0], 0), "x must be"),
+        (lambda m: m.row(0, 4), "rollback"),
+    ],
+)
 def test_bad_steps_raise(bad, match):
     m = DeltaNet(Runner("cpu"), DeltaNetConfig(n_layer=1), K=4, mem_size=2)
     with pytest.raises((ValueError, TypeError), match=match):
         bad(m)
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"n_k_heads": 2, "n_v_heads": 3}, "multiple of n_k_heads"),
-    ({"d_conv": 1}, "d_conv"),
-    ({"eps": 0.0}, "eps"),
-    ({"head_dim": 0}, "head_dim"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"n_k_heads": 2, "n_v_heads": 3}, "multiple of n_k_heads"),
+        ({"d_conv": 1}, "d_conv"),
+        ({"eps": 0.0}, "eps"),
+        ({"head_dim": 0}, "head_dim"),
+    ],
+)
 def test_bad_configs_raise(kw, match):
     with pytest.raises((ValueError, TypeError), match=match):
         DeltaNetConfig(**kw)

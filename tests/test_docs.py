@@ -120,16 +120,20 @@ def test_pending_modules_are_still_pending():
     assert not done, f"documented now, remove from PENDING_DOCSTRING_MODULES: {done}"
 
 
-@pytest.mark.parametrize("doc, params, bad", [
-    ("ggml_gelu(ctx, a)", [], True),
-    ("ggml_add(ctx, a, b)", [], True),
-    (None, [], True),
-    ("short", [], True),
-    ("ggml_gelu: GELU of a, element-wise; result of a's shape.", ["a"], False),
-    ("ggml_scale: a times the factor, element-wise.", ["a", "s"], True),
-])
+@pytest.mark.parametrize(
+    "doc, params, bad",
+    [
+        ("ggml_gelu(ctx, a)", [], True),
+        ("ggml_add(ctx, a, b)", [], True),
+        (None, [], True),
+        ("short", [], True),
+        ("ggml_gelu: GELU of a, element-wise; result of a's shape.", ["a"], False),
+        ("ggml_scale: a times the factor, element-wise.", ["a", "s"], True),
+    ],
+)
 def test_the_check_itself(doc, params, bad):
     def f():
         pass
+
     f.__doc__ = doc
     assert (_doc_problem(f, params) is not None) == bad

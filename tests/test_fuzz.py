@@ -14,7 +14,9 @@ KEYS = ("calls", "built", "computed", "checked", "raised", "off-contract", "wron
 
 
 def fuzz(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "pyggml", "fuzz", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pyggml", "fuzz", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def parse_summary(stdout: str) -> dict:
@@ -43,7 +45,7 @@ def test_a_death_is_printed_as_a_standalone_reproducer(tmp_path):
     res = fuzz("--calls", "3", "--seed", "1", "--no-meta", "--selftest-death", "1")
     assert res.returncode == 1
     assert parse_summary(res.stdout)["deaths"] >= 1
-    block = res.stdout[res.stdout.index("=== DEATH"):]
+    block = res.stdout[res.stdout.index("=== DEATH") :]
     assert "# calls: 1" in block
     script = block.split("\n", 3)[3].split("\n\n")[0]
     assert script.startswith("import numpy as np") and script.rstrip().endswith("os.abort()")
@@ -57,6 +59,7 @@ def test_a_death_is_printed_as_a_standalone_reproducer(tmp_path):
 def test_calls_are_deterministic_from_the_seed():
     from pyggml.testing import child
     from pyggml.testing.fuzz import run_calls
+
     runs = [child.run(run_calls, (7, 0, 25, False, None, []), timeout=300) for _ in range(2)]
     assert [r.status for r in runs] == ["returned", "returned"], runs[0].stderr[-2000:]
     code = [[ln for ln in r.stdout.splitlines() if ln.startswith(("@call", "@code"))] for r in runs]

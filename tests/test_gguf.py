@@ -44,15 +44,32 @@ def make_tensor(ctx: gg.Context, t: gg.Type, rng, rows: int = 3) -> gg.Tensor:
 
 
 ALL_VALUES = {
-    "u8": Value("u8", 255), "i8": Value("i8", -128), "u16": Value("u16", 65535), "i16": Value("i16", -32768),
-    "u32": Value("u32", 2**32 - 1), "i32": Value("i32", -(2**31)), "f32": Value("f32", 0.5),
-    "u64": Value("u64", 2**64 - 1), "i64": Value("i64", -(2**63)), "f64": Value("f64", 0.1),
-    "bool": Value("bool", True), "str": Value("str", "héllo wörld"), "empty_str": Value("str", ""),
-    "a_u8": Value("u8", [0, 255]), "a_i8": Value("i8", [-1, 1]), "a_u16": Value("u16", [1, 2]),
-    "a_i16": Value("i16", [-3]), "a_u32": Value("u32", [7]), "a_i32": Value("i32", [1, -1]),
-    "a_f32": Value("f32", [1.5, -2.25]), "a_u64": Value("u64", [2**63]), "a_i64": Value("i64", [-(2**62)]),
-    "a_f64": Value("f64", [0.1, 1e300]), "a_bool": Value("bool", [True, False, True]),
-    "a_str": Value("str", ["a", "", "ü"]), "a_empty": Value("i32", []),
+    "u8": Value("u8", 255),
+    "i8": Value("i8", -128),
+    "u16": Value("u16", 65535),
+    "i16": Value("i16", -32768),
+    "u32": Value("u32", 2**32 - 1),
+    "i32": Value("i32", -(2**31)),
+    "f32": Value("f32", 0.5),
+    "u64": Value("u64", 2**64 - 1),
+    "i64": Value("i64", -(2**63)),
+    "f64": Value("f64", 0.1),
+    "bool": Value("bool", True),
+    "str": Value("str", "héllo wörld"),
+    "empty_str": Value("str", ""),
+    "a_u8": Value("u8", [0, 255]),
+    "a_i8": Value("i8", [-1, 1]),
+    "a_u16": Value("u16", [1, 2]),
+    "a_i16": Value("i16", [-3]),
+    "a_u32": Value("u32", [7]),
+    "a_i32": Value("i32", [1, -1]),
+    "a_f32": Value("f32", [1.5, -2.25]),
+    "a_u64": Value("u64", [2**63]),
+    "a_i64": Value("i64", [-(2**62)]),
+    "a_f64": Value("f64", [0.1, 1e300]),
+    "a_bool": Value("bool", [True, False, True]),
+    "a_str": Value("str", ["a", "", "ü"]),
+    "a_empty": Value("i32", []),
 }
 
 
@@ -97,16 +114,48 @@ def test_round_trip_every_type_and_value(tmp_path):
 
 
 def test_inferred_value_types(tmp_path):
-    md = {"i": 1, "big": 2**40, "huge": 2**63, "neg": -(2**40), "f": 0.5, "b": False, "s": "x", "ints": [1, 2**33],
-          "floats": [1, 2.5], "strs": ["a", "b"], "bools": [True], "np_u16": np.uint16(3), "np_f64": np.float64(0.1),
-          "np_arr": np.array([1, 2], np.int8), "np_f64s": [np.float64(1)], "np_strs": np.array(["x", "yz"]),
-          "tuple": (1, 2), "np0d": np.array(7, np.uint32)}
+    md = {
+        "i": 1,
+        "big": 2**40,
+        "huge": 2**63,
+        "neg": -(2**40),
+        "f": 0.5,
+        "b": False,
+        "s": "x",
+        "ints": [1, 2**33],
+        "floats": [1, 2.5],
+        "strs": ["a", "b"],
+        "bools": [True],
+        "np_u16": np.uint16(3),
+        "np_f64": np.float64(0.1),
+        "np_arr": np.array([1, 2], np.int8),
+        "np_f64s": [np.float64(1)],
+        "np_strs": np.array(["x", "yz"]),
+        "tuple": (1, 2),
+        "np0d": np.array(7, np.uint32),
+    }
     gguf.save(tmp_path / "t.gguf", md)
     got = {k: v.type_name for k, v in gguf.read_info(tmp_path / "t.gguf").fields.items()}
-    assert got == {"i": "i32", "big": "i64", "huge": "u64", "neg": "i64", "f": "f32", "b": "bool", "s": "str",
-                   "ints": "arr[i64]", "floats": "arr[f32]", "strs": "arr[str]", "bools": "arr[bool]",
-                   "np_u16": "u16", "np_f64": "f64", "np_arr": "arr[i8]", "np_f64s": "arr[f64]",
-                   "np_strs": "arr[str]", "tuple": "arr[i32]", "np0d": "u32"}
+    assert got == {
+        "i": "i32",
+        "big": "i64",
+        "huge": "u64",
+        "neg": "i64",
+        "f": "f32",
+        "b": "bool",
+        "s": "str",
+        "ints": "arr[i64]",
+        "floats": "arr[f32]",
+        "strs": "arr[str]",
+        "bools": "arr[bool]",
+        "np_u16": "u16",
+        "np_f64": "f64",
+        "np_arr": "arr[i8]",
+        "np_f64s": "arr[f64]",
+        "np_strs": "arr[str]",
+        "tuple": "arr[i32]",
+        "np0d": "u32",
+    }
 
 
 def test_ggml_writer_honours_general_alignment(tmp_path):
@@ -114,6 +163,7 @@ def test_ggml_writer_honours_general_alignment(tmp_path):
     stored the key, padded to 32 and could not read its own file back), also for tensors added
     before the key, and removing the key restores the default."""
     from pyggml import ffi
+
     ctx = gg.Context(mem_size=1 << 20, no_alloc=False)
     a, b = ctx.tensor("f32", (3,), "a").set(np.ones(3)), ctx.tensor("f32", (5,), "b").set(np.ones(5))
     g = ffi.gc(lib.gguf_init_empty(), lib.gguf_free)
@@ -159,6 +209,7 @@ def test_a_loaded_file_unpacks_into_what_save_takes(tmp_path):
 
 def test_loaded_tensors_keep_their_memory(tmp_path):
     import gc
+
     w = np.arange(12, dtype=np.float32).reshape(3, 4)
     gguf.save(tmp_path / "w.gguf", {}, {"w": w})
     t = gguf.load(tmp_path / "w.gguf").tensors["w"]
@@ -172,8 +223,10 @@ def test_loaded_tensors_keep_their_memory(tmp_path):
 def _gp_types() -> list[gg.Type]:
     """The types the gguf package knows with ggml's sizes. Not Q8_1: the package gives its block 40
     bytes, ggml 36 (two halves and 32 int8), so the two disagree on every Q8_1 tensor's size."""
+
     def sizes_agree(t: gg.Type) -> bool:
         return gp.GGML_QUANT_SIZES[gp.GGMLQuantizationType[t.name]] == (types.block_size(t), types.type_size(t))
+
     return [t for t in ALL_TYPES if t.name in gp.GGMLQuantizationType.__members__ and sizes_agree(t)]
 
 
@@ -216,13 +269,29 @@ def test_gguf_package_files_load(tmp_path):
     w.write_tensors_to_file()
     w.close()
     f = gguf.load(path)
-    want = {"general.architecture": ("str", "llama"), "u8": ("u8", 200), "i8": ("i8", -100), "u16": ("u16", 60000),
-            "i16": ("i16", -30000), "u32": ("u32", 4_000_000_000), "i32": ("i32", -2_000_000_000),
-            "f32": ("f32", 0.25), "u64": ("u64", 2**64 - 2), "i64": ("i64", -(2**60)), "f64": ("f64", 0.1),
-            "bool": ("bool", True), "str": ("str", "tëxt"), "a_i32": ("arr[i32]", [1, 2, 3]),
-            "a_f32": ("arr[f32]", [0.5, 1.5]), "a_str": ("arr[str]", ["<s>", "", "wörd"]),
-            "a_bool": ("arr[bool]", [True, False]), "a_uint8": ("arr[u8]", [1, 255]), "a_int16": ("arr[i16]", [-5, 5]),
-            "a_uint64": ("arr[u64]", [2**64 - 1]), "a_float64": ("arr[f64]", [0.1, 0.2])}
+    want = {
+        "general.architecture": ("str", "llama"),
+        "u8": ("u8", 200),
+        "i8": ("i8", -100),
+        "u16": ("u16", 60000),
+        "i16": ("i16", -30000),
+        "u32": ("u32", 4_000_000_000),
+        "i32": ("i32", -2_000_000_000),
+        "f32": ("f32", 0.25),
+        "u64": ("u64", 2**64 - 2),
+        "i64": ("i64", -(2**60)),
+        "f64": ("f64", 0.1),
+        "bool": ("bool", True),
+        "str": ("str", "tëxt"),
+        "a_i32": ("arr[i32]", [1, 2, 3]),
+        "a_f32": ("arr[f32]", [0.5, 1.5]),
+        "a_str": ("arr[str]", ["<s>", "", "wörd"]),
+        "a_bool": ("arr[bool]", [True, False]),
+        "a_uint8": ("arr[u8]", [1, 255]),
+        "a_int16": ("arr[i16]", [-5, 5]),
+        "a_uint64": ("arr[u64]", [2**64 - 1]),
+        "a_float64": ("arr[f64]", [0.1, 0.2]),
+    }
     assert {k: (v.type_name, v.value) for k, v in f.fields.items()} == want
     assert list(f.tensors) == list(expected)
     for name, (t, ne, raw) in expected.items():
@@ -332,11 +401,14 @@ def attempt(i, blob):
 
 
 def test_truncated_files_raise():
-    proc = run_child(CHILD + """
+    proc = run_child(
+        CHILD
+        + """
 for cut in range(len(data)):
     attempt(cut, data[:cut])
 print(json.dumps(out))
-""")
+"""
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert out["other"] == []
@@ -346,7 +418,9 @@ print(json.dumps(out))
 
 
 def test_random_byte_flips_raise_or_load():
-    proc = run_child(CHILD + """
+    proc = run_child(
+        CHILD
+        + """
 rng = random.Random(0)
 for i in range(400):
     b = bytearray(data)
@@ -354,7 +428,8 @@ for i in range(400):
         b[rng.randrange(info.data_offset)] = rng.getrandbits(8)
     attempt(i, bytes(b))
 print(json.dumps(out))
-""")
+"""
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert out["other"] == [] and out["raised"] > 100
@@ -373,32 +448,38 @@ def _tensor(name: bytes, ne: list[int], ggml_type: int, offset: int = 0) -> byte
     return _s(name) + dims + struct.pack("<iQ", ggml_type, offset)
 
 
-@pytest.mark.parametrize("blob, match", [  # ids: the message expected
-    (b"", "failed to read magic"),
-    (b"GGUX" + bytes(20), "invalid magic"),
-    (_header(0, b"", 0, version=1), "GGUFv1"),
-    (_header(0, b"", 0, version=4), "version 4"),
-    (_header(0, b"", 2**62), "number of key value pairs"),
-    (_header(0, _s(b"k") + struct.pack("<iiQ", 9, 9, 1) + struct.pack("<iQ", 5, 0), 1), "nested arrays"),
-    (_header(0, _s(b"k") + struct.pack("<i", 13), 1), "invalid GGUF type 13"),
-    (_header(0, _s(b"k") + struct.pack("<iQ", 8, 2**40), 1), "string length"),
-    (_header(0, _s(b"k") + struct.pack("<i", 5) + b"\0\0\0\0" + _s(b"k") + struct.pack("<i", 5) + b"\0" * 4, 2),
-     "duplicate key"),
-    (_header(0, _s(b"\0k") + struct.pack("<iB", 0, 1), 1), "empty"),
-    (_header(0, _s(b"a\0x") + struct.pack("<iB", 0, 1) + _s(b"a\0y") + struct.pack("<iB", 0, 1), 2), "twice"),
-    (_header(0, _s(b"general.alignment") + struct.pack("<iI", 4, 3), 1), "power of 2"),
-    (_header(0, _s(b"general.alignment") + struct.pack("<iQ", 10, 64), 1), "must be of type u32"),
-    (_header(1, _tensor(b"w", [4], 4), 0) + bytes(64), "block size"),
-    (_header(1, _tensor(b"w", [4], 43), 0) + bytes(64), "invalid ggml type"),
-    (_header(1, _tensor(b"w", [5], 2), 0) + bytes(64), "block size"),
-    (_header(1, _tensor(b"w", [4], 0, 32), 0) + bytes(64), "offset"),
-    (_header(1, _tensor(b"w", [2**20, 2**20], 0), 0) + bytes(64), "truncated"),
-    (_header(1, _tensor(b"w", [2**40, 2**40], 0), 0) + bytes(64), "overflow"),
-    (_header(1, _tensor(b"w", [4, 0], 0), 0) + bytes(64), "no elements"),
-    (_header(1, _tensor(b"w" * 64, [4], 0), 0) + bytes(64), "too long"),
-    (_header(2, _tensor(b"w\0a", [4], 0) + _tensor(b"w\0b", [4], 0, 32), 0) + bytes(64), "twice"),
-    (_header(1, _tensor(b"w", [4, 1, 1, 1, 1], 0), 0) + bytes(64), "number of dimensions"),
-], ids=lambda x: x if isinstance(x, str) else None)
+@pytest.mark.parametrize(
+    "blob, match",
+    [  # ids: the message expected
+        (b"", "failed to read magic"),
+        (b"GGUX" + bytes(20), "invalid magic"),
+        (_header(0, b"", 0, version=1), "GGUFv1"),
+        (_header(0, b"", 0, version=4), "version 4"),
+        (_header(0, b"", 2**62), "number of key value pairs"),
+        (_header(0, _s(b"k") + struct.pack("<iiQ", 9, 9, 1) + struct.pack("<iQ", 5, 0), 1), "nested arrays"),
+        (_header(0, _s(b"k") + struct.pack("<i", 13), 1), "invalid GGUF type 13"),
+        (_header(0, _s(b"k") + struct.pack("<iQ", 8, 2**40), 1), "string length"),
+        (
+            _header(0, _s(b"k") + struct.pack("<i", 5) + b"\0\0\0\0" + _s(b"k") + struct.pack("<i", 5) + b"\0" * 4, 2),
+            "duplicate key",
+        ),
+        (_header(0, _s(b"\0k") + struct.pack("<iB", 0, 1), 1), "empty"),
+        (_header(0, _s(b"a\0x") + struct.pack("<iB", 0, 1) + _s(b"a\0y") + struct.pack("<iB", 0, 1), 2), "twice"),
+        (_header(0, _s(b"general.alignment") + struct.pack("<iI", 4, 3), 1), "power of 2"),
+        (_header(0, _s(b"general.alignment") + struct.pack("<iQ", 10, 64), 1), "must be of type u32"),
+        (_header(1, _tensor(b"w", [4], 4), 0) + bytes(64), "block size"),
+        (_header(1, _tensor(b"w", [4], 43), 0) + bytes(64), "invalid ggml type"),
+        (_header(1, _tensor(b"w", [5], 2), 0) + bytes(64), "block size"),
+        (_header(1, _tensor(b"w", [4], 0, 32), 0) + bytes(64), "offset"),
+        (_header(1, _tensor(b"w", [2**20, 2**20], 0), 0) + bytes(64), "truncated"),
+        (_header(1, _tensor(b"w", [2**40, 2**40], 0), 0) + bytes(64), "overflow"),
+        (_header(1, _tensor(b"w", [4, 0], 0), 0) + bytes(64), "no elements"),
+        (_header(1, _tensor(b"w" * 64, [4], 0), 0) + bytes(64), "too long"),
+        (_header(2, _tensor(b"w\0a", [4], 0) + _tensor(b"w\0b", [4], 0, 32), 0) + bytes(64), "twice"),
+        (_header(1, _tensor(b"w", [4, 1, 1, 1, 1], 0), 0) + bytes(64), "number of dimensions"),
+    ],
+    ids=lambda x: x if isinstance(x, str) else None,
+)
 def test_bad_files(tmp_path, blob: bytes, match: str):
     p = tmp_path / "bad.gguf"
     p.write_bytes(blob)
@@ -424,6 +505,7 @@ def test_big_endian_and_nested_files_from_the_gguf_package(tmp_path):
 
 def test_fuzz_loop_no_deaths():
     from pyggml.testing import gguf_fuzz
+
     res = gguf_fuzz.run(300, seed=7, batch=300)
     c = res["counts"]
     assert sum(c.values()) == 300 and res["bad"] == [], res["bad"]
@@ -433,8 +515,11 @@ def test_fuzz_loop_no_deaths():
 # --- the command line -----------------------------------------------------------------------------------
 def test_cli(tmp_path):
     p = tmp_path / "c.gguf"
-    gguf.save(p, {"general.name": "tiny", "ids": list(range(100)), "b": True},
-              {"w": np.ones((2, 3), np.float32), "h": np.ones(4, np.float16)})
+    gguf.save(
+        p,
+        {"general.name": "tiny", "ids": list(range(100)), "b": True},
+        {"w": np.ones((2, 3), np.float32), "h": np.ones(4, np.float16)},
+    )
     out = subprocess.run([sys.executable, "-m", "pyggml", "gguf", str(p)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     text = out.stdout
@@ -442,16 +527,24 @@ def test_cli(tmp_path):
     assert "general.name" in text and "'tiny'" in text and "arr[i32,100]" in text and "... 92 more" in text
     assert "F32" in text and "2x3" in text and "24 bytes" in text
     assert "total: 2 tensors, 10 elements, 32 bytes" in text
-    out = subprocess.run([sys.executable, "-m", "pyggml", "gguf", "--json", str(p)], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "pyggml", "gguf", "--json", str(p)], capture_output=True, text=True, timeout=60
+    )
     d = json.loads(out.stdout)
     assert d["metadata"]["ids"] == {"type": "arr[i32]", "value": list(range(100))}
-    assert d["tensors"][0] == {"name": "w", "type": "F32", "shape": [2, 3], "ne": [3, 2, 1, 1], "offset": 0,
-                               "nbytes": 24}
+    assert d["tensors"][0] == {
+        "name": "w",
+        "type": "F32",
+        "shape": [2, 3],
+        "ne": [3, 2, 1, 1],
+        "offset": 0,
+        "nbytes": 24,
+    }
     assert d["totals"] == {"keys": 3, "tensors": 2, "elements": 10, "nbytes": 32}
     (tmp_path / "bad.gguf").write_bytes(b"GGUF")
-    out = subprocess.run([sys.executable, "-m", "pyggml", "gguf", str(tmp_path / "bad.gguf")], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "pyggml", "gguf", str(tmp_path / "bad.gguf")], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 1 and "cannot read this GGUF file" in out.stderr
 
 
@@ -475,41 +568,44 @@ class Pairs(Mapping):
         return list(self._items)
 
 
-@pytest.mark.parametrize("md, exc, match", [
-    ({"k": None}, TypeError, "no GGUF type for NoneType"),
-    ({"k": b"x"}, TypeError, "no GGUF type for bytes"),
-    ({"k": {"a": 1}}, TypeError, "no GGUF type for dict"),
-    ({"k": 1j}, TypeError, "no GGUF type for complex"),
-    ({"k": np.float16(1)}, TypeError, "float16"),
-    ({"k": [[1, 2], [3]]}, TypeError, "nested arrays"),
-    ({"k": np.ones((2, 2))}, TypeError, "nested arrays"),
-    ({"k": [1, "a"]}, TypeError, "mixes"),
-    ({"k": []}, ValueError, "empty list"),
-    ({"k": 2**64}, ValueError, "does not fit"),
-    ({"k": Value("u8", 256)}, ValueError, "does not fit in UINT8"),
-    ({"k": Value("u32", -1)}, ValueError, "does not fit in UINT32"),
-    ({"k": Value("i32", True)}, TypeError, "a bool for a INT32"),
-    ({"k": Value("i32", 1.0)}, TypeError, "must be an integer"),
-    ({"k": Value("bool", 1)}, TypeError, "must be a bool"),
-    ({"k": Value("str", 1)}, TypeError, "must be a str"),
-    ({"k": Value("f32", "1")}, TypeError, "must be a number"),
-    ({"k": Value("f32", 1e39)}, ValueError, "too large for FLOAT32"),
-    ({"k": Value("f32", np.array([1e39]))}, ValueError, "too large for FLOAT32"),
-    ({"k": Value("u8", np.array([300]))}, ValueError, "do not fit in UINT8"),
-    ({"k": Value("i32", np.array([1.5]))}, TypeError, "float64 for a INT32"),
-    ({"k": Value("u8", [1, [2]])}, TypeError, "must be an integer"),
-    ({"k": "a\0b"}, ValueError, "NUL"),
-    ({"a\0b": 1}, ValueError, "NUL"),
-    ({"": 1}, ValueError, "empty key"),
-    ({1: 1}, TypeError, "keys must be str"),
-    ({"general.alignment": 3}, ValueError, "power of two"),
-    ({"general.alignment": 2**31}, ValueError, "more than pyggml writes"),
-    ({"general.alignment": "64"}, TypeError, "must be an integer"),
-    ({"general.alignment": Value("u64", 64)}, ValueError, "must be a UINT32"),
-    ({"general.alignment": [64]}, TypeError, "must be an integer"),
-    (Pairs([("k", 1), ("k", 2)]), ValueError, "appears twice"),
-    ([("k", 1)], TypeError, "metadata must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "md, exc, match",
+    [
+        ({"k": None}, TypeError, "no GGUF type for NoneType"),
+        ({"k": b"x"}, TypeError, "no GGUF type for bytes"),
+        ({"k": {"a": 1}}, TypeError, "no GGUF type for dict"),
+        ({"k": 1j}, TypeError, "no GGUF type for complex"),
+        ({"k": np.float16(1)}, TypeError, "float16"),
+        ({"k": [[1, 2], [3]]}, TypeError, "nested arrays"),
+        ({"k": np.ones((2, 2))}, TypeError, "nested arrays"),
+        ({"k": [1, "a"]}, TypeError, "mixes"),
+        ({"k": []}, ValueError, "empty list"),
+        ({"k": 2**64}, ValueError, "does not fit"),
+        ({"k": Value("u8", 256)}, ValueError, "does not fit in UINT8"),
+        ({"k": Value("u32", -1)}, ValueError, "does not fit in UINT32"),
+        ({"k": Value("i32", True)}, TypeError, "a bool for a INT32"),
+        ({"k": Value("i32", 1.0)}, TypeError, "must be an integer"),
+        ({"k": Value("bool", 1)}, TypeError, "must be a bool"),
+        ({"k": Value("str", 1)}, TypeError, "must be a str"),
+        ({"k": Value("f32", "1")}, TypeError, "must be a number"),
+        ({"k": Value("f32", 1e39)}, ValueError, "too large for FLOAT32"),
+        ({"k": Value("f32", np.array([1e39]))}, ValueError, "too large for FLOAT32"),
+        ({"k": Value("u8", np.array([300]))}, ValueError, "do not fit in UINT8"),
+        ({"k": Value("i32", np.array([1.5]))}, TypeError, "float64 for a INT32"),
+        ({"k": Value("u8", [1, [2]])}, TypeError, "must be an integer"),
+        ({"k": "a\0b"}, ValueError, "NUL"),
+        ({"a\0b": 1}, ValueError, "NUL"),
+        ({"": 1}, ValueError, "empty key"),
+        ({1: 1}, TypeError, "keys must be str"),
+        ({"general.alignment": 3}, ValueError, "power of two"),
+        ({"general.alignment": 2**31}, ValueError, "more than pyggml writes"),
+        ({"general.alignment": "64"}, TypeError, "must be an integer"),
+        ({"general.alignment": Value("u64", 64)}, ValueError, "must be a UINT32"),
+        ({"general.alignment": [64]}, TypeError, "must be an integer"),
+        (Pairs([("k", 1), ("k", 2)]), ValueError, "appears twice"),
+        ([("k", 1)], TypeError, "metadata must be a mapping"),
+    ],
+)
 def test_bad_metadata(tmp_path, md, exc, match):
     with pytest.raises(exc, match=match):
         gguf.save(tmp_path / "x.gguf", md)
@@ -551,8 +647,13 @@ def test_bad_tensors(tmp_path):
         assert not p.exists()
     # handled rather than refused: strided, Fortran-order and big-endian arrays, a view tensor, 0-d arrays
     a = np.arange(24, dtype=np.float32).reshape(4, 6)
-    ok = {"strided": a[:, ::2], "fortran": np.asfortranarray(a), "big": a.astype(">i4"),
-          "row": ctx.view_2d(m, 6, 2, m.nb[1], m.nb[1]), "scalar": np.array(5.0, np.float64)}
+    ok = {
+        "strided": a[:, ::2],
+        "fortran": np.asfortranarray(a),
+        "big": a.astype(">i4"),
+        "row": ctx.view_2d(m, 6, 2, m.nb[1], m.nb[1]),
+        "scalar": np.array(5.0, np.float64),
+    }
     gguf.save(p, {}, ok)
     f = gguf.load(p)
     np.testing.assert_array_equal(f.tensors["strided"].numpy(), a[:, ::2])

@@ -8,8 +8,8 @@ import pytest
 from pyggml.runner import Runner
 from pyggml.testing import grad
 from pyggml.testing import oracles as O
-from pyggml.testing.opdb import uniform
 from pyggml.testing.check import Record
+from pyggml.testing.opdb import uniform
 
 CASES = grad.select()
 
@@ -22,16 +22,26 @@ def test_grad_case_passes_on_cpu(case):
 
 def test_a_wrong_gradient_is_caught():
     """cos built, sin's oracle: the gradients differ (-sin vs cos), the comparison must fail."""
-    case = grad.GradCase("cos/wrong_oracle", {"a": ("f32", (3, 5), uniform(-3, 3))}, ("a",),
-                         lambda c, x: c.cos(x.a), lambda x: O.sin(x.a))
+    case = grad.GradCase(
+        "cos/wrong_oracle",
+        {"a": ("f32", (3, 5), uniform(-3, 3))},
+        ("a",),
+        lambda c, x: c.cos(x.a),
+        lambda x: O.sin(x.a),
+    )
     rec = grad.run_grad_case(case, Runner("cpu"), "cpu")
     assert rec.status == "fail" and rec.error > 0.1
 
 
 def test_a_missing_term_is_caught():
     """mul's gradient with respect to b, against an oracle whose b enters with a different weight."""
-    case = grad.GradCase("mul/wrong_oracle", {"a": ("f32", (3, 5)), "b": ("f32", (3, 5))}, ("a", "b"),
-                         lambda c, x: c.mul(x.a, x.b), lambda x: O.mul(x.a, x.b) + 0.1 * x.b ** 2)
+    case = grad.GradCase(
+        "mul/wrong_oracle",
+        {"a": ("f32", (3, 5)), "b": ("f32", (3, 5))},
+        ("a", "b"),
+        lambda c, x: c.mul(x.a, x.b),
+        lambda x: O.mul(x.a, x.b) + 0.1 * x.b**2,
+    )
     rec = grad.run_grad_case(case, Runner("cpu"), "cpu")
     assert rec.status == "fail"
 
@@ -53,7 +63,12 @@ def test_run_grad_records():
 
 def test_an_op_without_backward_is_an_error_not_a_death():
     """ggml aborts in build_backward_expand on ops it has no backward for: here an OpError."""
-    case = grad.GradCase("concat/no_backward", {"a": ("f32", (3, 5)), "b": ("f32", (2, 5))}, ("a",),
-                         lambda c, x: c.concat(x.a, x.b, 1), lambda x: O.concat(x.a, x.b, 1))
+    case = grad.GradCase(
+        "concat/no_backward",
+        {"a": ("f32", (3, 5)), "b": ("f32", (2, 5))},
+        ("a",),
+        lambda c, x: c.concat(x.a, x.b, 1),
+        lambda x: O.concat(x.a, x.b, 1),
+    )
     rec = grad.run_grad_case(case, Runner("cpu"), "cpu")
     assert rec.status == "error" and "build_backward_expand" in rec.message

@@ -82,7 +82,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(n)
         for m in sorted(graph.get(n, ())):  # a compiled module imports nothing of pyggml
             if state.get(m) == 1:
-                return path[path.index(m):] + [m]
+                return path[path.index(m) :] + [m]
             if m not in state:
                 found = visit(m)
                 if found:

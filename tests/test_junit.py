@@ -12,13 +12,28 @@ from pyggml.runner import Runner
 from pyggml.testing import cases
 from pyggml.testing.cases import Case, Mismatch
 from pyggml.testing.check import available_backends
-from pyggml.testing.verdict import Record, run_case
 from pyggml.testing.junit import junit_tree, write_junit
+from pyggml.testing.verdict import Record, run_case
 
 # the attributes Jenkins' JUnit schema (junit-10.xsd, which GitLab and GitHub reporters read too) allows
 SUITES_ATTRS = {"name", "time", "tests", "failures", "disabled", "errors"}
-SUITE_ATTRS = {"name", "tests", "failures", "errors", "time", "disabled", "skipped", "timestamp", "hostname",
-               "id", "package", "file", "log", "url", "version"}
+SUITE_ATTRS = {
+    "name",
+    "tests",
+    "failures",
+    "errors",
+    "time",
+    "disabled",
+    "skipped",
+    "timestamp",
+    "hostname",
+    "id",
+    "package",
+    "file",
+    "log",
+    "url",
+    "version",
+}
 CASE_ATTRS = {"name", "assertions", "time", "classname", "status"}
 
 
@@ -82,8 +97,15 @@ def test_fail_and_error_carry_their_figures_and_xml_safe_messages(tmp_path):
     failed, _ = run_case(Broken(), Runner("cpu"), "cpu")
     records = [
         failed,
-        Record("add/f32", "cpu", "fail", error=3.2e-4, bound=1e-6, message="largest error 0.5 at (1, 2)",
-               cross={"vulkan0": 2.0e-4}),
+        Record(
+            "add/f32",
+            "cpu",
+            "fail",
+            error=3.2e-4,
+            bound=1e-6,
+            message="largest error 0.5 at (1, 2)",
+            cross={"vulkan0": 2.0e-4},
+        ),
         Record("mul_mat/q8_0", "cpu", "error", message="OpError: mul_mat: ggml said \x01\x1b[31mno\x00"),
         Record("conv/f16", "vulkan0", "unsupported", message="not supported: CONV_2D"),
         Record("rope/f32", "vulkan0", "known", message="known: docs/findings.md 7 (NMSE 1e-3 > 1e-7)"),
@@ -122,6 +144,7 @@ def test_grad_mode_writes_junit(tmp_path):
 
 class WrongOracle(Case):
     """add/f32 computed by ggml, against an oracle that is off by 1% (a bad oracle, not a bad kernel)."""
+
     name = "junit_wrong_oracle/f32"
 
     def __init__(self, inner: Case):
@@ -138,8 +161,20 @@ def test_an_oracle_mismatch_is_a_failure_with_its_figures(tmp_path, monkeypatch)
     cases.select("^add/f32$")  # loads the registry
     monkeypatch.setitem(cases.REGISTRY, WrongOracle.name, WrongOracle(cases.REGISTRY["add/f32"]))
     path, records = tmp_path / "r.xml", tmp_path / "r.json"
-    rc = cli.main(["check", "--backend", "cpu", "--only", "^(junit_wrong_oracle|add/f32$)", "-q",
-                   "--junit", str(path), "--json", str(records)])
+    rc = cli.main(
+        [
+            "check",
+            "--backend",
+            "cpu",
+            "--only",
+            "^(junit_wrong_oracle|add/f32$)",
+            "-q",
+            "--junit",
+            str(path),
+            "--json",
+            str(records),
+        ]
+    )
     assert rc == 1
     root = ET.parse(path).getroot()
     _check_schema(root)

@@ -7,8 +7,8 @@ import pytest
 
 import pyggml as gg
 from pyggml import lib
-from pyggml.testing.cases.conv_state import ConvStateCase
 from pyggml.meta import MetaDevice, Split
+from pyggml.testing.cases.conv_state import ConvStateCase
 
 
 def test_meta_device_is_named_after_its_devices():
@@ -22,14 +22,17 @@ def test_even_split_respects_the_granularity():
         Split.even(0, 16, 2, 3)
 
 
-@pytest.mark.parametrize("split, message", [
-    (Split(4, (4, 4)), "axis must be 0..3"),
-    (Split(1, (3, 3)), "sizes add up to 6 along axis 1, the tensor has 8"),
-    (Split(1, (8,)), "one size per device"),
-    (Split(1, (10, -2)), "non-negative"),
-    (Split(1), "needs per-device sizes"),
-    (Split(1, ((2, 2), (2, 2)), (1, 0)), "repeats"),
-])
+@pytest.mark.parametrize(
+    "split, message",
+    [
+        (Split(4, (4, 4)), "axis must be 0..3"),
+        (Split(1, (3, 3)), "sizes add up to 6 along axis 1, the tensor has 8"),
+        (Split(1, (8,)), "one size per device"),
+        (Split(1, (10, -2)), "non-negative"),
+        (Split(1), "needs per-device sizes"),
+        (Split(1, ((2, 2), (2, 2)), (1, 0)), "repeats"),
+    ],
+)
 def test_an_impossible_split_raises_before_ggml(split, message):
     meta = MetaDevice(["cpu", "cpu"], [("w", split)])
     backend = meta.init()
@@ -50,8 +53,9 @@ def test_a_policy_must_return_a_split():
 @pytest.mark.parametrize("axis", [1, "mirrored"])
 def test_split_weights_give_the_single_device_result(axis):
     devs = 2
-    meta = MetaDevice(["cpu"] * devs, [("w", lambda t: Split(axis) if axis == "mirrored"
-                                        else Split.even(axis, t.ne[axis], devs))])
+    meta = MetaDevice(
+        ["cpu"] * devs, [("w", lambda t: Split(axis) if axis == "mirrored" else Split.even(axis, t.ne[axis], devs))]
+    )
     backend = meta.init()
     wctx = gg.Context()
     w = wctx.tensor("f32", (8, 6), "w")
@@ -128,6 +132,7 @@ def test_seed_graph_on_meta_matches_the_model(strategy, K, dtype, meta_backend_n
 def test_split_equivalence_fuzz():
     """Seeded and bounded; `python -m pyggml meta-fuzz --trials N` runs longer."""
     from pyggml.testing.meta_fuzz import fuzz
+
     records = fuzz(seed=0, trials=12, devices="cpu,cpu")
     failed = [r for r in records if r["status"] not in ("pass", "unsplittable")]
     assert failed == []
@@ -143,14 +148,33 @@ def test_check_runs_the_seed_cases_on_the_meta_backends(tmp_path):
     import json
     import subprocess
     import sys
+
     backends = ["--backend", "meta:cpu,cpu"]
     from pyggml.testing.check import available_backends
+
     if {"vulkan0", "vulkan1"} <= set(available_backends()):
         backends = ["--backend", "meta:vulkan0,vulkan1"] + backends
     report = tmp_path / "report.json"
-    proc = subprocess.run([sys.executable, "-m", "pyggml", "check", "--vk-devices", "0,0", *backends,
-                           "--only", "conv_state", "--json", str(report), "-q"],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyggml",
+            "check",
+            "--vk-devices",
+            "0,0",
+            *backends,
+            "--only",
+            "conv_state",
+            "--json",
+            str(report),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = json.loads(report.read_text())
     assert len(records) == 24 * (len(backends) // 2)
@@ -160,6 +184,7 @@ def test_check_runs_the_seed_cases_on_the_meta_backends(tmp_path):
 def test_soft_max_along_a_split_dim_is_refused_not_wrong():
     """Fuzz trial 28 gave a silently wrong result before patch 0007."""
     from pyggml.testing.meta_fuzz import describe, make_trial, run_in_child
+
     trial = make_trial(28)
     assert describe(trial).startswith("mul_mat(1) -> soft_max")
     record = run_in_child(trial, "cpu,cpu")
@@ -168,6 +193,7 @@ def test_soft_max_along_a_split_dim_is_refused_not_wrong():
 
 
 # --- issue 9, item 5: the meta backend gives the single-device answer or raises ----------------
+
 
 def _weight_on(runner, split, shape=(4, 4), dtype="f32"):
     runner.set_policy([("w", split)])
@@ -205,6 +231,7 @@ def _run_child(code: str):
     """Run a test body in a child: before its fix, ggml aborted and would have killed pytest."""
     import subprocess
     import sys
+
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-2000:] + proc.stderr[-3000:]
 
@@ -371,6 +398,7 @@ def test_a_view_of_a_view_of_an_input_does_not_abort_the_scheduler(runner):
     allocation, naming the input."""
     import subprocess
     import sys
+
     code = (
         "import numpy as np, pyggml as gg\n"
         "ctx = gg.Context(); a = ctx.tensor('f32', (5, 7), 'a', input=True)\n"
@@ -380,12 +408,14 @@ def test_a_view_of_a_view_of_an_input_does_not_abort_the_scheduler(runner):
         f"    gg.Runner({runner!r}).run(g, {{a: np.zeros((5, 7), np.float32)}}, [out])\n"
         "except gg.GraphError as e:\n"
         "    assert 'reads a view of input a but not a itself' in str(e), e\n"
-        "    print('OK')\n")
+        "    print('OK')\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-2000:]
 
 
 # --- issue 19, item 5: views that do not line up with their source's split -------------------
+
 
 def _views_of_product(runner_name, split, views, E=8, R=48, T=3, transpose=False):
     """y = mul_mat(w, x) (ne [R, T]; or ne [T, R, 3], its permutation made contiguous), then cont + scale of
@@ -430,21 +460,38 @@ def _grouped(field):
     return lambda ctx, y: [ctx.view_3d(y, 8, 2, y.ne[1], 24 * 4, y.nb[1], field * 8 * 4)]
 
 
-@pytest.mark.parametrize("views, split, transpose", [
-    pytest.param(lambda ctx, y: [ctx.view_2d(y, 48, 2, y.nb[1], y.nb[1])], Split.even(1, 48, 2), False,
-                 id="whole-axis-rows-1-2"),
-    pytest.param(lambda ctx, y: [ctx.view_1d(y, 96, y.nb[1])], Split.even(1, 48, 2), False, id="view_1d-whole-rows"),
-    pytest.param(_strided(0), Split.even(1, 48, 2), False, id="every-other-from-0"),
-    pytest.param(_strided(1), Split.even(1, 48, 2), False, id="every-other-from-1"),
-    pytest.param(_grouped(0), Split.even(1, 48, 2), False, id="grouped-q"),
-    pytest.param(_grouped(1), Split.even(1, 48, 2), False, id="grouped-k"),
-    pytest.param(_grouped(2), Split.even(1, 48, 2), False, id="grouped-v"),
-    pytest.param(_qkv, Split(1, (0, 48)), False, id="qkv-all-on-device-1"),
-    pytest.param(lambda ctx, y: [ctx.view_3d(y, 2, 48, 2, y.nb[1], y.nb[2], 4)], Split.even(1, 48, 2), True,
-                 id="below-split-axis-offset"),
-    pytest.param(lambda ctx, y: [ctx.view_3d(y, 3, 48, 2, y.nb[1], y.nb[2], y.nb[2])], Split.even(1, 48, 2), True,
-                 id="above-split-axis-offset"),
-])
+@pytest.mark.parametrize(
+    "views, split, transpose",
+    [
+        pytest.param(
+            lambda ctx, y: [ctx.view_2d(y, 48, 2, y.nb[1], y.nb[1])],
+            Split.even(1, 48, 2),
+            False,
+            id="whole-axis-rows-1-2",
+        ),
+        pytest.param(
+            lambda ctx, y: [ctx.view_1d(y, 96, y.nb[1])], Split.even(1, 48, 2), False, id="view_1d-whole-rows"
+        ),
+        pytest.param(_strided(0), Split.even(1, 48, 2), False, id="every-other-from-0"),
+        pytest.param(_strided(1), Split.even(1, 48, 2), False, id="every-other-from-1"),
+        pytest.param(_grouped(0), Split.even(1, 48, 2), False, id="grouped-q"),
+        pytest.param(_grouped(1), Split.even(1, 48, 2), False, id="grouped-k"),
+        pytest.param(_grouped(2), Split.even(1, 48, 2), False, id="grouped-v"),
+        pytest.param(_qkv, Split(1, (0, 48)), False, id="qkv-all-on-device-1"),
+        pytest.param(
+            lambda ctx, y: [ctx.view_3d(y, 2, 48, 2, y.nb[1], y.nb[2], 4)],
+            Split.even(1, 48, 2),
+            True,
+            id="below-split-axis-offset",
+        ),
+        pytest.param(
+            lambda ctx, y: [ctx.view_3d(y, 3, 48, 2, y.nb[1], y.nb[2], y.nb[2])],
+            Split.even(1, 48, 2),
+            True,
+            id="above-split-axis-offset",
+        ),
+    ],
+)
 def test_views_that_line_up_with_the_split_give_the_single_device_answer(views, split, transpose):
     want = _views_of_product("cpu", Split("mirrored"), views, transpose=transpose)
     got = _views_of_product("meta:cpu,cpu", split, views, transpose=transpose)
@@ -452,18 +499,46 @@ def test_views_that_line_up_with_the_split_give_the_single_device_answer(views, 
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("views, T, transpose, message", [
-    pytest.param(lambda ctx, y: [ctx.view_2d(y, 24, y.ne[1], y.nb[1], 0)], 3, False,
-                 r"takes part of its split axis 0 \(indices 0\.\.23 of 48\)", id="device-0s-share"),
-    pytest.param(lambda ctx, y: [ctx.view_2d(y, 16, y.ne[1], y.nb[1], 16 * 4)], 3, False,
-                 r"takes part of its split axis 0 \(indices 16\.\.31 of 48\)", id="straddling-the-shares"),
-    pytest.param(lambda ctx, y: [ctx.view_1d(y, 16, 24 * 4)], 1, False,
-                 r"takes part of its split axis 0 \(indices 24\.\.39 of 48\)", id="view_1d-at-a-share-boundary"),
-    pytest.param(lambda ctx, y: [ctx.view_3d(y, 16, 3, 1, y.nb[1], y.nb[1] * 3, 32 * 4)], 3, False,
-                 r"takes part of its split axis 0 \(indices 32\.\.47 of 48\)", id="view_3d-v"),
-    pytest.param(lambda ctx, y: [ctx.view_3d(y, 2, 48, 2, y.nb[1], y.nb[2], y.nb[2] + 4)], 3, True,
-                 r"keeps the split axis 1 whole, but ggml maps its offset 580", id="offset-above-and-below"),
-])
+@pytest.mark.parametrize(
+    "views, T, transpose, message",
+    [
+        pytest.param(
+            lambda ctx, y: [ctx.view_2d(y, 24, y.ne[1], y.nb[1], 0)],
+            3,
+            False,
+            r"takes part of its split axis 0 \(indices 0\.\.23 of 48\)",
+            id="device-0s-share",
+        ),
+        pytest.param(
+            lambda ctx, y: [ctx.view_2d(y, 16, y.ne[1], y.nb[1], 16 * 4)],
+            3,
+            False,
+            r"takes part of its split axis 0 \(indices 16\.\.31 of 48\)",
+            id="straddling-the-shares",
+        ),
+        pytest.param(
+            lambda ctx, y: [ctx.view_1d(y, 16, 24 * 4)],
+            1,
+            False,
+            r"takes part of its split axis 0 \(indices 24\.\.39 of 48\)",
+            id="view_1d-at-a-share-boundary",
+        ),
+        pytest.param(
+            lambda ctx, y: [ctx.view_3d(y, 16, 3, 1, y.nb[1], y.nb[1] * 3, 32 * 4)],
+            3,
+            False,
+            r"takes part of its split axis 0 \(indices 32\.\.47 of 48\)",
+            id="view_3d-v",
+        ),
+        pytest.param(
+            lambda ctx, y: [ctx.view_3d(y, 2, 48, 2, y.nb[1], y.nb[2], y.nb[2] + 4)],
+            3,
+            True,
+            r"keeps the split axis 1 whole, but ggml maps its offset 580",
+            id="offset-above-and-below",
+        ),
+    ],
+)
 def test_views_that_do_not_line_up_with_the_split_are_refused(views, T, transpose, message):
     """Each gave a wrong result on meta:cpu,cpu without an error (the offset case read between floats)."""
     with pytest.raises(gg.Unsplittable, match=message):
@@ -473,6 +548,7 @@ def test_views_that_do_not_line_up_with_the_split_are_refused(views, T, transpos
 def test_the_meta_fuzzer_draws_views_of_split_results():
     """Bounded; `python -m pyggml meta-fuzz --views --trials N` runs longer."""
     from pyggml.testing.meta_fuzz import fuzz
+
     records = fuzz(seed=0, trials=60, devices="cpu,cpu", views=True, in_process=True)
     assert [r for r in records if r["status"] not in ("pass", "unsplittable")] == []
     assert all("views(" in r["graph"] for r in records)
@@ -480,17 +556,22 @@ def test_the_meta_fuzzer_draws_views_of_split_results():
     assert any("gives each device the same view" in r.get("message", "") for r in records)
 
 
-@pytest.mark.parametrize("arg, message", [
-    ("{bad", "not valid JSON"),
-    ("[1, 2]", "a trial is a JSON object, got list"),
-    ('{"seed": 1}', "the trial lacks K, M, P, N, steps"),
-    ('{"seed": 1, "K": 4, "M": 4, "P": 4, "N": "4", "steps": [{"op": "mul_mat"}]}', "N must be an integer"),
-])
+@pytest.mark.parametrize(
+    "arg, message",
+    [
+        ("{bad", "not valid JSON"),
+        ("[1, 2]", "a trial is a JSON object, got list"),
+        ('{"seed": 1}', "the trial lacks K, M, P, N, steps"),
+        ('{"seed": 1, "K": 4, "M": 4, "P": 4, "N": "4", "steps": [{"op": "mul_mat"}]}', "N must be an integer"),
+    ],
+)
 def test_the_meta_fuzzer_says_what_is_wrong_with_a_bad_trial(arg, message):
     import subprocess
     import sys
-    proc = subprocess.run([sys.executable, "-m", "pyggml", "meta-fuzz", "--one", arg],
-                          capture_output=True, text=True, timeout=120)
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pyggml", "meta-fuzz", "--one", arg], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert f"--one: {message}" in proc.stderr, proc.stderr

@@ -26,8 +26,12 @@ def test_the_observer_sees_every_node_before_and_after_it_is_computed():
     runner.sched.observe(watch)
     runner.run(graph, {a: np.ones((3, 4), np.float32)}, y)
     runner.sched.observe(None)
-    assert seen == [("ADD", True, 0.0), ("ADD", False, 2.0), ("UNARY", True, 0.0),
-                    ("UNARY", False, pytest.approx(np.exp(2.0)))]
+    assert seen == [
+        ("ADD", True, 0.0),
+        ("ADD", False, 2.0),
+        ("UNARY", True, 0.0),
+        ("UNARY", False, pytest.approx(np.exp(2.0))),
+    ]
     seen.clear()
     runner.run(graph, {a: np.ones((3, 4), np.float32)}, y)
     assert not seen  # observe(None) stops
@@ -61,8 +65,11 @@ def _set_rows_into_a_computed_node() -> tuple[gg.Graph, gg.Tensor, dict]:
     idx = ctx.tensor("i32", (2,), "idx", input=True)
     out = ctx.set_rows(ctx.cont(x), rows, idx)
     rng = np.random.default_rng(0)
-    values = {x: rng.standard_normal((4, 3)).astype(np.float32), rows: rng.standard_normal((2, 3)).astype(np.float32),
-              idx: np.array([3, 0], np.int32)}
+    values = {
+        x: rng.standard_normal((4, 3)).astype(np.float32),
+        rows: rng.standard_normal((2, 3)).astype(np.float32),
+        idx: np.array([3, 0], np.int32),
+    }
     return gg.Graph(ctx).build_forward_expand(out), out, values
 
 

@@ -56,9 +56,16 @@ def image(text="<Figure size 640x480 with 1 Axes>"):
 
 
 def test_numbers_within_tolerance_pass_and_beyond_fail():
-    assert compare(notebook(stream("nmse 1.0000001e-05 over 12 cases\n")),
-                   notebook(stream("nmse 1.0000000e-05 over 12 cases\n"))) == []
-    problems = compare(notebook(stream("nmse 1.0e-05 over 12 cases\n")), notebook(stream("nmse 1.1e-05 over 12 cases\n")))
+    assert (
+        compare(
+            notebook(stream("nmse 1.0000001e-05 over 12 cases\n")),
+            notebook(stream("nmse 1.0000000e-05 over 12 cases\n")),
+        )
+        == []
+    )
+    problems = compare(
+        notebook(stream("nmse 1.0e-05 over 12 cases\n")), notebook(stream("nmse 1.1e-05 over 12 cases\n"))
+    )
     assert len(problems) == 1 and "number 0 changed: 1e-05 committed, 1.1e-05 fresh" in problems[0]
     assert compare(notebook(stream("12 cases\n")), notebook(stream("13 cases\n")))  # integers exactly
 

@@ -17,9 +17,17 @@ def test_a_tensor_type_prints_as_its_name():
     assert repr(t.type) == "<Type.F32: 0>"
 
 
-@pytest.mark.parametrize("member, name", [(Type.Q8_0, "Q8_0"), (Op.MUL_MAT, "MUL_MAT"), (UnaryOp.GELU, "GELU"),
-                                          (Status.SUCCESS, "SUCCESS"), (SortOrder.DESC, "DESC"),
-                                          (DeviceType.GPU, "GPU")])
+@pytest.mark.parametrize(
+    "member, name",
+    [
+        (Type.Q8_0, "Q8_0"),
+        (Op.MUL_MAT, "MUL_MAT"),
+        (UnaryOp.GELU, "GELU"),
+        (Status.SUCCESS, "SUCCESS"),
+        (SortOrder.DESC, "DESC"),
+        (DeviceType.GPU, "GPU"),
+    ],
+)
 def test_every_enum_prints_as_its_name(member, name):
     assert str(member) == name and "%s" % member == name
     assert type(member).__doc__ and "enum ggml_" in type(member).__doc__
@@ -35,8 +43,10 @@ def _rope(n_dims_kw: dict, mode: int, multi: bool = False) -> np.ndarray:
         y = ctx.rope_ext(a, pos, mode=mode, **n_dims_kw)
     graph = gg.Graph(ctx).build_forward_expand(y)
     rng = np.random.default_rng(0)
-    feeds = {a: rng.uniform(-1, 1, (3, 2, 8)).astype(np.float32),
-             pos: rng.integers(0, 50, 12 if multi else 3).astype(np.int32)}
+    feeds = {
+        a: rng.uniform(-1, 1, (3, 2, 8)).astype(np.float32),
+        pos: rng.integers(0, 50, 12 if multi else 3).astype(np.int32),
+    }
     [out] = gg.Runner("cpu", n_threads=1).run(graph, feeds, [y])
     return np.array(out)
 

@@ -5,17 +5,20 @@ from __future__ import annotations
 import pytest
 
 from pyggml import ops
+from pyggml.runner import Runner
 from pyggml.testing.cases import REGISTRY, OpCase, _load_all
 from pyggml.testing.verdict import Status, run_case
-from pyggml.runner import Runner
 
 _load_all()
 OP_CASES = [c for c in REGISTRY.values() if isinstance(c, OpCase)]
 
 
 def public_ops() -> list[str]:
-    return sorted(n for n in ops.__all__ if callable(getattr(ops, n)) and not isinstance(getattr(ops, n), type)
-                  and n != "set_name")
+    return sorted(
+        n
+        for n in ops.__all__
+        if callable(getattr(ops, n)) and not isinstance(getattr(ops, n), type) and n != "set_name"
+    )
 
 
 _RUNNERS: dict[str, Runner] = {}
@@ -27,10 +30,9 @@ def runner_for(name: str) -> Runner:
     return _RUNNERS[name]
 
 
-
-
 def _backends():
     from pyggml.testing.check import available_backends
+
     # vulkan1 is vulkan0 listed again (for the meta tests): the same device, the same answers
     return [b for b in available_backends() if b != "vulkan1"]
 

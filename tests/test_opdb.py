@@ -42,8 +42,11 @@ def test_every_node_against_its_oracle(case):
         verdicts = check_case_nodes(case, _CPU)
     except Unsupported as e:
         pytest.skip(f"cpu: not supported: {e}")
-    bad = [f"node {v.index} {v.kind} {v.name!r}: {v.error or (v.comparison and v.comparison.message)}"
-           for v in verdicts if v.error or not v.ok]
+    bad = [
+        f"node {v.index} {v.kind} {v.name!r}: {v.error or (v.comparison and v.comparison.message)}"
+        for v in verdicts
+        if v.error or not v.ok
+    ]
     assert not bad, "\n".join(bad)
     assert not verdicts or any(v.comparison is not None for v in verdicts), "no node was checked"
 

@@ -22,16 +22,89 @@ REPO = Path(__file__).resolve().parent.parent
 # the ops the CPU rules covered before they became a table of Rules (pyggml/preflight.py's _CPU_RULES,
 # 84 entries of which two, ADD and ROPE, were silently replaced by later ones)
 CPU_OPS_BEFORE = {
-    "ACC", "ADD", "ADD1", "ADD_ID", "ADD_REL_POS", "ARGMAX", "ARGSORT", "CLAMP", "CONCAT", "CONT", "CONV_2D",
-    "CONV_2D_DW", "CONV_3D", "CONV_TRANSPOSE_1D", "CONV_TRANSPOSE_2D", "COS", "COUNT_EQUAL", "CPY",
-    "CROSS_ENTROPY_LOSS", "CROSS_ENTROPY_LOSS_BACK", "CUMSUM", "DIAG", "DIAG_MASK_INF", "DIAG_MASK_ZERO", "DIV",
-    "DUP", "FILL", "FLASH_ATTN_EXT", "GATED_LINEAR_ATTN", "GET_REL_POS", "GET_ROWS", "GET_ROWS_BACK", "GLU",
-    "GROUP_NORM", "IM2COL", "IM2COL_3D", "IM2COL_BACK", "L2_NORM", "LEAKY_RELU", "LIGHTNING_INDEXER", "LOG", "MEAN",
-    "MUL", "MUL_MAT", "MUL_MAT_ID", "NORM", "OPT_STEP_ADAMW", "OPT_STEP_SGD", "OUT_PROD", "PAD", "POOL_1D",
-    "POOL_2D", "POOL_2D_BACK", "REPEAT", "REPEAT_BACK", "RMS_NORM", "RMS_NORM_BACK", "ROLL", "ROPE", "ROPE_BACK",
-    "RWKV_WKV6", "RWKV_WKV7", "SCALE", "SET", "SET_ROWS", "SILU_BACK", "SIN", "SOFT_MAX", "SOFT_MAX_BACK", "SQR",
-    "SQRT", "SSM_CONV", "SSM_SCAN", "SUB", "SUM", "SUM_ROWS", "TIMESTEP_EMBEDDING", "TOP_K", "TRI", "UNARY",
-    "WIN_PART", "WIN_UNPART"}
+    "ACC",
+    "ADD",
+    "ADD1",
+    "ADD_ID",
+    "ADD_REL_POS",
+    "ARGMAX",
+    "ARGSORT",
+    "CLAMP",
+    "CONCAT",
+    "CONT",
+    "CONV_2D",
+    "CONV_2D_DW",
+    "CONV_3D",
+    "CONV_TRANSPOSE_1D",
+    "CONV_TRANSPOSE_2D",
+    "COS",
+    "COUNT_EQUAL",
+    "CPY",
+    "CROSS_ENTROPY_LOSS",
+    "CROSS_ENTROPY_LOSS_BACK",
+    "CUMSUM",
+    "DIAG",
+    "DIAG_MASK_INF",
+    "DIAG_MASK_ZERO",
+    "DIV",
+    "DUP",
+    "FILL",
+    "FLASH_ATTN_EXT",
+    "GATED_LINEAR_ATTN",
+    "GET_REL_POS",
+    "GET_ROWS",
+    "GET_ROWS_BACK",
+    "GLU",
+    "GROUP_NORM",
+    "IM2COL",
+    "IM2COL_3D",
+    "IM2COL_BACK",
+    "L2_NORM",
+    "LEAKY_RELU",
+    "LIGHTNING_INDEXER",
+    "LOG",
+    "MEAN",
+    "MUL",
+    "MUL_MAT",
+    "MUL_MAT_ID",
+    "NORM",
+    "OPT_STEP_ADAMW",
+    "OPT_STEP_SGD",
+    "OUT_PROD",
+    "PAD",
+    "POOL_1D",
+    "POOL_2D",
+    "POOL_2D_BACK",
+    "REPEAT",
+    "REPEAT_BACK",
+    "RMS_NORM",
+    "RMS_NORM_BACK",
+    "ROLL",
+    "ROPE",
+    "ROPE_BACK",
+    "RWKV_WKV6",
+    "RWKV_WKV7",
+    "SCALE",
+    "SET",
+    "SET_ROWS",
+    "SILU_BACK",
+    "SIN",
+    "SOFT_MAX",
+    "SOFT_MAX_BACK",
+    "SQR",
+    "SQRT",
+    "SSM_CONV",
+    "SSM_SCAN",
+    "SUB",
+    "SUM",
+    "SUM_ROWS",
+    "TIMESTEP_EMBEDDING",
+    "TOP_K",
+    "TRI",
+    "UNARY",
+    "WIN_PART",
+    "WIN_UNPART",
+}
 
 
 def all_rules() -> list[Rule]:
@@ -42,8 +115,11 @@ def _test_functions(path: Path) -> set[str]:
     return {n.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
 
 
-@pytest.mark.parametrize("rule", all_rules(), ids=lambda r: f"{'+'.join(Op(o).name for o in r.ops) or 'graph'}:"
-                                                        f"{getattr(r.check, '__name__', '?')}")
+@pytest.mark.parametrize(
+    "rule",
+    all_rules(),
+    ids=lambda r: f"{'+'.join(Op(o).name for o in r.ops) or 'graph'}:{getattr(r.check, '__name__', '?')}",
+)
 def test_every_rule_says_why_and_names_a_test_that_exists(rule):
     assert rule.finding.strip(), "a rule needs a docs/findings.md number or a reason"
     if rule.finding.startswith("docs/findings.md"):
@@ -177,15 +253,19 @@ def test_concat_of_quantized_inputs_needs_packed_rows():
     def build(c):
         a = c.transpose(c.tensor("q8_0", (64, 64)))  # rows of two blocks: a transposed row is not packed
         return c.concat(a, c.transpose(c.tensor("q8_0", (64, 64))), 0)
+
     with pytest.raises(gg.GraphError, match="Q8_0 inputs need contiguous rows"):
         _computed_on_cpu(build)
 
 
-@pytest.mark.parametrize("op,make,other,match", [
-    ("fill", lambda c, a: c.fill(a, 1.0), "i32", "takes F16/F32 input"),
-    ("tri", lambda c, a: c.tri(a), "f16", "takes F32 input"),
-    ("win_unpart", lambda c, a: c.win_unpart(a, 4, 4, 2), "f16", "takes F32 input"),
-])
+@pytest.mark.parametrize(
+    "op,make,other,match",
+    [
+        ("fill", lambda c, a: c.fill(a, 1.0), "i32", "takes F16/F32 input"),
+        ("tri", lambda c, a: c.tri(a), "f16", "takes F32 input"),
+        ("win_unpart", lambda c, a: c.win_unpart(a, 4, 4, 2), "f16", "takes F32 input"),
+    ],
+)
 def test_rules_ggml_also_asserts_at_build_hold_for_graphs_changed_through_the_raw_layer(op, make, other, match):
     # ggml.c refuses these types when the node is built; the raw layer can still point a built node at
     # another source, and the CPU kernel would then assert on a worker thread
@@ -195,6 +275,7 @@ def test_rules_ggml_also_asserts_at_build_hold_for_graphs_changed_through_the_ra
         out = make(c, c.tensor("f32", shape))
         out.ptr.src[0] = c.tensor(other, shape).ptr
         return out
+
     with pytest.raises(gg.GraphError, match=match):
         _computed_on_cpu(build)
 
@@ -228,6 +309,7 @@ def test_a_runner_names_the_ops_its_device_does_not_support():
     class Device:  # a device that supports nothing
         def unsupported(self, graph):
             return graph.nodes
+
     ctx = gg.Context()
     a = ctx.tensor("f32", (4,), "a", input=True)
     graph = gg.Graph(ctx).build_forward_expand(ctx.exp(a))
@@ -255,6 +337,7 @@ def test_an_empty_node_is_refused():
         out = c.exp(c.tensor("f32", (4,)))
         out.ptr.ne[0] = 0
         return out
+
     with pytest.raises(gg.GraphError, match="has no elements"):
         _computed_on_cpu(build)
 

@@ -70,6 +70,7 @@ def test_the_option_restricts_the_backends(user_project):
 
 def test_assert_close_is_checks_comparison():
     import numpy as np
+
     x = np.linspace(-1, 1, 100)
     assert_close(x, x, nmse=0)
     assert_close(x * (1 + 1e-7), x, nmse=1e-10)

@@ -49,9 +49,13 @@ def test_the_first_steps_run_as_written(tmp_path, monkeypatch):
     assert "[[6. 6. 6.]" in out.getvalue()  # what the first block's comment says it prints
 
 
-@pytest.mark.parametrize("path", [README, *sorted((ROOT / "docs").glob("*.md"))],
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize(
+    "path", [README, *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_relative_links_lead_to_files(path):
-    missing = [target for target in LINK.findall(path.read_text())
-               if "://" not in target and not (path.parent / target).exists()]
+    missing = [
+        target
+        for target in LINK.findall(path.read_text())
+        if "://" not in target and not (path.parent / target).exists()
+    ]
     assert missing == [], f"{path.name} links to missing files: {missing}"

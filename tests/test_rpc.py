@@ -49,7 +49,8 @@ def _run_with_servers(body: str, timeout: float) -> dict:
 
 
 def test_a_server_device_computes_like_the_cpu():
-    res = _run_with_servers("""
+    res = _run_with_servers(
+        """
     runner = gg.Runner(a)
     ctx = gg.Context()
     x, y, out = add_graph(ctx)
@@ -57,7 +58,9 @@ def test_a_server_device_computes_like_the_cpu():
     xv, yv = np.arange(64, dtype=np.float32), np.full(64, 0.5, np.float32)
     [r] = runner.run(g, {x: xv, y: yv}, [out])
     print(json.dumps({"name": a, "equal": bool(np.array_equal(r, (xv + yv) * yv))}))
-    """, timeout=120)
+    """,
+        timeout=120,
+    )
     assert res["name"].startswith("rpc")
     assert res["equal"]
 
@@ -65,7 +68,8 @@ def test_a_server_device_computes_like_the_cpu():
 def test_the_suite_over_rpc_and_a_meta_device_of_two_servers():
     """Every case of the differential suite on rpc0 and on meta:rpc0,rpc1 (the seed's conv-state cases
     and the delta-net layer with their split policies included)."""
-    res = _run_with_servers("""
+    res = _run_with_servers(
+        """
     from pyggml.testing.check import run_check
     records = run_check([a, f"meta:{a},{b}"], progress=None)
     print(json.dumps({
@@ -73,7 +77,9 @@ def test_the_suite_over_rpc_and_a_meta_device_of_two_servers():
         "bad": [f"{r.case} on {r.backend}: {r.status}: {r.message}" for r in records if r.status in ("fail", "error")],
         "passed": {be: sum(r.status == "pass" for r in records if r.backend == be) for be in {r.backend for r in records}},
         "conv": sum(r.case.startswith(("conv_state/", "delta_net/")) and r.status == "pass" for r in records)}))
-    """, timeout=3600)
+    """,
+        timeout=3600,
+    )
     a, b = res["a"], res["b"]
     assert not res["bad"], "\n".join(res["bad"][:20])
     assert res["passed"][a] > 1000 and res["passed"][f"meta:{a},{b}"] > 1000
@@ -82,31 +88,58 @@ def test_the_suite_over_rpc_and_a_meta_device_of_two_servers():
 
 def test_info_and_check_take_rpc_servers():
     with rpc.Server(threads=1) as srv:
-        out = subprocess.run([sys.executable, "-m", "pyggml", "info", "--rpc", srv.endpoint],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-m", "pyggml", "info", "--rpc", srv.endpoint], capture_output=True, text=True, timeout=60
+        )
         assert out.returncode == 0 and "rpc0" in out.stdout and srv.endpoint in out.stdout
-        out = subprocess.run([sys.executable, "-m", "pyggml", "check", "--rpc", srv.endpoint, "--backend", "rpc0",
-                              "--only", "conv_state/host_index/f32", "-q"], capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pyggml",
+                "check",
+                "--rpc",
+                srv.endpoint,
+                "--backend",
+                "rpc0",
+                "--only",
+                "conv_state/host_index/f32",
+                "-q",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         assert "pass: 4" in out.stdout
-    out = subprocess.run([sys.executable, "-m", "pyggml", "info", "--rpc", f"127.0.0.1:{rpc.free_port()}"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "pyggml", "info", "--rpc", f"127.0.0.1:{rpc.free_port()}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and "failed to connect" in out.stderr
 
 
 def test_rpc_server_refuses_bad_arguments():
-    out = subprocess.run([sys.executable, "-m", "pyggml", "rpc-server", "--port", "0"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "pyggml", "rpc-server", "--port", "0"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 2 and "--port" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "pyggml", "rpc-server", "--device", "nope"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "pyggml", "rpc-server", "--device", "nope"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 2 and "no device named" in out.stderr
 
 
 def test_binding_beyond_loopback_prints_the_warning():
     port = rpc.free_port()
-    p = subprocess.Popen([sys.executable, "-m", "pyggml", "rpc-server", "--host", "0.0.0.0", "--port", str(port)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pyggml", "rpc-server", "--host", "0.0.0.0", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(3)
     finally:
@@ -117,10 +150,12 @@ def test_binding_beyond_loopback_prints_the_warning():
 
 def _run_child(code: str, timeout: float = 120) -> str:
     """Run a fault scenario (after _PRELUDE) in a child process; it must exit 0 (no abort) and print OK."""
-    out = subprocess.run([sys.executable, "-c", _PRELUDE + textwrap.dedent(code)], capture_output=True, text=True,
-                         timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, "-c", _PRELUDE + textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout
+    )
     assert out.returncode == 0 and "OK" in out.stdout, (
-        f"the client exited with {out.returncode}\nstdout:\n{out.stdout[-3000:]}\nstderr:\n{out.stderr[-3000:]}")
+        f"the client exited with {out.returncode}\nstdout:\n{out.stdout[-3000:]}\nstderr:\n{out.stderr[-3000:]}"
+    )
     return out.stdout
 
 
@@ -351,14 +386,31 @@ def test_meta_over_rpc_raises_when_one_server_dies():
 def test_server_survives_malformed_messages():
     """The server fuzzer's CI run: malformed commands after a valid handshake, 0 server crashes."""
     from pyggml.testing.rpc_fuzz import run
+
     res = run(messages=60, seed=0)
     assert res["crashes"] == 0, res["reproducers"]
 
 
 def _tensor(buffer, data, ne, ttype=0, nb=(4, 64, 4096, 4096)):
     import struct
-    return struct.pack("<QIQ4I4II16iI10QQQQ64si", 1, ttype, buffer, *ne, *nb, 0, *([0] * 16), 0,
-                       *([0] * 10), 0, 0, data, b"t".ljust(64, b"\0"), 0)
+
+    return struct.pack(
+        "<QIQ4I4II16iI10QQQQ64si",
+        1,
+        ttype,
+        buffer,
+        *ne,
+        *nb,
+        0,
+        *([0] * 16),
+        0,
+        *([0] * 10),
+        0,
+        0,
+        data,
+        b"t".ljust(64, b"\0"),
+        0,
+    )
 
 
 @pytest.mark.parametrize("what", ["data_outside_buffer", "extents_overflow", "size_beyond_max"])
@@ -366,15 +418,21 @@ def test_server_refuses_what_used_to_kill_it(what):
     """Patch 0020: each of these ended ggml's RPC server (GGML_ASSERT, std::terminate)."""
     import socket
     import struct
+
     from pyggml.testing import rpc_fuzz as fz
+
     with rpc.Server(threads=1) as srv:
         with socket.create_connection((srv.host, srv.port), timeout=10) as s:
             assert fz.hello(s)
             buffer, base = fz._setup(s)
             if what == "data_outside_buffer":
-                msg = fz._request(fz.GET_TENSOR, _tensor(buffer, base + (1 << 20), (16, 1, 1, 1)) + struct.pack("<QQ", 0, 64))
+                msg = fz._request(
+                    fz.GET_TENSOR, _tensor(buffer, base + (1 << 20), (16, 1, 1, 1)) + struct.pack("<QQ", 0, 64)
+                )
             elif what == "extents_overflow":
-                msg = fz._request(fz.GET_TENSOR, _tensor(buffer, base, (65536, 65536, 3975007697, 0)) + struct.pack("<QQ", 0, 4))
+                msg = fz._request(
+                    fz.GET_TENSOR, _tensor(buffer, base, (65536, 65536, 3975007697, 0)) + struct.pack("<QQ", 0, 4)
+                )
             else:
                 msg = struct.pack("<BQ", fz.SET_TENSOR, (1 << 64) - 1) + bytes(16)
             s.sendall(msg)

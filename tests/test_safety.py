@@ -103,6 +103,7 @@ def test_guard_is_per_thread():
                 ok.append(i)
             except gg.OpError as e:
                 errors.append(str(e))
+
     threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
     for t in threads:
         t.start()
@@ -149,8 +150,12 @@ def test_zero_element_tensors_are_refused():
     with pytest.raises(ValueError, match="empty tensors"):
         ctx.tensor("f32", (0, 4), "a")
     a = ctx.tensor("f32", (3, 4), "a")
-    for make in (lambda: ctx.view_2d(a, 4, 0, 16, 0), lambda: ctx.view_1d(a, 0, 0),
-                 lambda: ctx.reshape_2d(a, 0, 12), lambda: ctx.cont_2d(a, 0, 4)):
+    for make in (
+        lambda: ctx.view_2d(a, 4, 0, 16, 0),
+        lambda: ctx.view_1d(a, 0, 0),
+        lambda: ctx.reshape_2d(a, 0, 12),
+        lambda: ctx.cont_2d(a, 0, 4),
+    ):
         with pytest.raises(ValueError, match="positive"):
             make()
 
@@ -303,6 +308,7 @@ def test_sizes_and_counts_out_of_range():
     with pytest.raises(ValueError, match="n_threads"):
         gg.Runner("cpu", n_threads=2**31)
     from pyggml.meta import Split
+
     with pytest.raises(ValueError, match="n_devices"):
         Split.even(0, 8, 2**40)  # built a list of 2**40 sizes
     with pytest.raises(ValueError, match="granularity"):
@@ -341,11 +347,18 @@ def test_writes_into_a_view_that_overlaps_itself():
         ctx.set_rows(aliased, ctx.tensor("f16", (5, 2, 7)), ctx.tensor("i64", (2,)))
 
 
-@pytest.mark.parametrize("call", [
-    lambda: gg.Runner(1), lambda: gg.Graph(gg.Context()).get_tensor(3), lambda: gg.Context().adopt(1),
-    lambda: gg.Context().tensor("f32", (2,)).set_name(1), lambda: gg.cpu_backend().unsupported(1),
-    lambda: gg.Scheduler([gg.cpu_backend()]).reserve(1), lambda: gg.device(None),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: gg.Runner(1),
+        lambda: gg.Graph(gg.Context()).get_tensor(3),
+        lambda: gg.Context().adopt(1),
+        lambda: gg.Context().tensor("f32", (2,)).set_name(1),
+        lambda: gg.cpu_backend().unsupported(1),
+        lambda: gg.Scheduler([gg.cpu_backend()]).reserve(1),
+        lambda: gg.device(None),
+    ],
+)
 def test_wrong_kinds_of_arguments_are_type_errors(call):
     with pytest.raises(TypeError):
         call()
@@ -367,8 +380,9 @@ def test_set_rows_of_f16_rows_plans_a_work_buffer_for_every_thread():
     assert plan.work_size >= last_thread_end
     # and the result is right with several threads
     vals = np.linspace(-1, 1, 128, dtype=np.float32).reshape(2, 64)
-    [y] = gg.Runner("cpu", n_threads=n_threads).run(graph, {dst: np.zeros((3, 64)), rows: vals,
-                                                            idx: np.array([2, 0])}, [out])
+    [y] = gg.Runner("cpu", n_threads=n_threads).run(
+        graph, {dst: np.zeros((3, 64)), rows: vals, idx: np.array([2, 0])}, [out]
+    )
     np.testing.assert_allclose(y[[2, 0]], vals, atol=0.1)
     np.testing.assert_array_equal(y[1], 0)
 
@@ -440,6 +454,7 @@ def test_a_gallocr_plans_memory_again_for_another_graph_of_the_same_size():
 def test_a_device_runner_computes_on_its_device():
     # ggml's scheduler ran a node fed only by inputs on the CPU: Runner("vulkan0") did not use Vulkan
     from pyggml.testing.check import available_backends
+
     devices = [b for b in available_backends() if b != "cpu"]
     if not devices:
         pytest.skip("no device besides the CPU")
@@ -458,6 +473,7 @@ def test_vulkan_refuses_misaligned_views_it_would_abort_on(op):
     # ggml-vulkan asserts (ending the process) when most ops read a view at an offset that is not a
     # multiple of the device's storage-buffer alignment; the preflight refuses it first
     from pyggml.testing.check import available_backends
+
     device = next((b for b in available_backends() if b.startswith("vulkan")), None)
     if device is None:
         pytest.skip("no Vulkan device")
@@ -465,8 +481,11 @@ def test_vulkan_refuses_misaligned_views_it_would_abort_on(op):
     a = ctx.tensor("f32", (64,), "a", input=True)
     b = ctx.tensor("f32", (4, 8), "b", input=True)
     v = ctx.view_2d(a, 8, 4, 32, 4)  # 4 bytes into a
-    out = {"mul_mat": lambda: ctx.mul_mat(v, b), "soft_max": lambda: ctx.soft_max(v),
-           "argsort": lambda: ctx.argsort(v)}[op]()
+    out = {
+        "mul_mat": lambda: ctx.mul_mat(v, b),
+        "soft_max": lambda: ctx.soft_max(v),
+        "argsort": lambda: ctx.argsort(v),
+    }[op]()
     graph = gg.Graph(ctx).build_forward_expand(out)
     backend = gg.backend(device)
     backend.alloc_tensors(ctx)
@@ -487,7 +506,7 @@ def test_vulkan_refuses_misaligned_views_it_would_abort_on(op):
 
 def test_index_values_of_ssm_scan_and_get_rows_back_are_checked_before_compute():
     ctx = gg.Context()
-    s = ctx.tensor("f32", (2, 2, 3, 4), "s", input=True)       # 2 state rows
+    s = ctx.tensor("f32", (2, 2, 3, 4), "s", input=True)  # 2 state rows
     x = ctx.tensor("f32", (1, 2, 2, 3), "x", input=True)
     dt = ctx.tensor("f32", (1, 2, 2), "dt", input=True)
     A = ctx.tensor("f32", (2, 1), "A", input=True)
@@ -513,7 +532,7 @@ def test_index_values_of_ssm_scan_and_get_rows_back_are_checked_before_compute()
 def test_expert_ids_are_checked_before_compute():
     # mul_mat_id wrote out of bounds (the CPU checks ids with assert() only); add_id aborted
     ctx = gg.Context()
-    experts = ctx.tensor("f32", (3, 4, 8), "experts", input=True)   # 3 matrices [8 -> 4]
+    experts = ctx.tensor("f32", (3, 4, 8), "experts", input=True)  # 3 matrices [8 -> 4]
     b = ctx.tensor("f32", (2, 1, 8), "b", input=True)
     ids = ctx.tensor("i32", (2, 1), "ids", input=True)
     out = ctx.mul_mat_id(experts, b, ids)
@@ -530,13 +549,21 @@ def test_expert_ids_are_checked_before_compute():
     out = ctx.add_id(a, rows, ids)
     graph = gg.Graph(ctx).build_forward_expand(out)
     with pytest.raises(gg.GraphError, match="add_id: index ids holds"):
-        gg.Runner("cpu").run(graph, {a: np.ones((2, 1, 8), np.float32), rows: np.ones((3, 8), np.float32),
-                                     ids: np.array([[0], [-1]], np.int32)}, [out])
+        gg.Runner("cpu").run(
+            graph,
+            {
+                a: np.ones((2, 1, 8), np.float32),
+                rows: np.ones((3, 8), np.float32),
+                ids: np.array([[0], [-1]], np.int32),
+            },
+            [out],
+        )
 
 
 def test_vulkan_mul_mat_id_with_a_half_b_is_unsupported_not_an_abort():
     # patch 0016: Vulkan said it supports it, then asserted in its matrix-vector path
     from pyggml.testing.check import available_backends
+
     device = next((b for b in available_backends() if b.startswith("vulkan")), None)
     if device is None:
         pytest.skip("no Vulkan device")
@@ -556,6 +583,7 @@ except gg.Unsupported as e:
 """
     import subprocess
     import sys
+
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, f"the process died: {res.stderr[-500:]}"
     assert res.stdout.startswith("unsupported"), res.stdout

@@ -36,8 +36,16 @@ def pyggml_without_patch(tmp_path_factory) -> Path:
     # one folder per interpreter: CMake keeps the Python it found in its cache, and a folder configured by
     # another Python version fails to configure ("Could NOT find Python (missing: Development.Module)")
     build = ROOT / "build" / f"without-0001-{sys.implementation.cache_tag}"
-    configure = [cmake, "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                 f"-DPYGGML_SKIP_PATCHES={PATCH}", f"-DPython_EXECUTABLE={sys.executable}"]
+    configure = [
+        cmake,
+        "-S",
+        str(ROOT),
+        "-B",
+        str(build),
+        "-DCMAKE_BUILD_TYPE=Release",
+        f"-DPYGGML_SKIP_PATCHES={PATCH}",
+        f"-DPython_EXECUTABLE={sys.executable}",
+    ]
     if shutil.which("ninja"):
         configure += ["-G", "Ninja"]
     for cmd in (configure, [cmake, "--build", str(build), "--target", "_pyggml_cffi", "--parallel"]):
@@ -59,7 +67,9 @@ def run_seed_graph(pythonpath: Path | None) -> subprocess.CompletedProcess:
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), *site.getsitepackages()])
         cmd.insert(1, "-S")
     # run outside the repository: `python -c` puts the working folder first on sys.path
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=pythonpath or tempfile.gettempdir())
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=env, timeout=300, cwd=pythonpath or tempfile.gettempdir()
+    )
 
 
 def test_the_seed_graph_needs_the_seed_patch(pyggml_without_patch):

@@ -34,6 +34,7 @@ def test_every_op_wrapper_is_a_method_of_context_through_the_registry():
 def test_the_name_lists_are_generated():
     """The families' __all__ and pyggml/ops/methods.py are what tools/gen_methods.py derives from the code."""
     import runpy
+
     gen_methods = runpy.run_path(str(ROOT / "tools" / "gen_methods.py"))
     stale = [str(p.relative_to(ROOT)) for p in gen_methods["stale"]()]
     assert not stale, f"{stale} differ from what they are generated from: run python tools/gen_methods.py"
@@ -56,11 +57,15 @@ def test_the_package_is_typed_and_its_c_layer_has_a_stub():
 def notebook_code(tmp: Path) -> list[Path]:
     """Each notebook's code cells as one module (IPython's % and ! lines left out)."""
     import nbformat
+
     out = []
     for path in sorted(EXAMPLES.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        cells = ["\n".join(line for line in c.source.splitlines() if not line.lstrip().startswith(("%", "!")))
-                 for c in nb.cells if c.cell_type == "code"]
+        cells = [
+            "\n".join(line for line in c.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+            for c in nb.cells
+            if c.cell_type == "code"
+        ]
         module = tmp / f"notebook_{path.stem}.py"
         module.write_text("\n\n".join(cells) + "\n")
         out.append(module)
@@ -71,13 +76,18 @@ def test_mypy_passes(tmp_path):
     pytest.importorskip("mypy")
     pytest.importorskip("nbformat")
     if not (ROOT / "pyggml" / "_pyggml_cffi.pyi").is_file():
-        pytest.fail("pyggml/_pyggml_cffi.pyi is missing: an editable install (pip install -e .) puts the "
-                    "generated stubs there")
+        pytest.fail(
+            "pyggml/_pyggml_cffi.pyi is missing: an editable install (pip install -e .) puts the generated stubs there"
+        )
     notebooks = notebook_code(tmp_path)
     env = dict(os.environ, MYPY_FORCE_COLOR="0")
-    proc = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"),
-                           "pyggml", "tests", *map(str, notebooks)],
-                          cwd=ROOT, capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"), "pyggml", "tests", *map(str, notebooks)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -89,6 +99,7 @@ def _public_functions():
     import pkgutil
 
     import pyggml
+
     names = ["pyggml"] + [m.name for m in pkgutil.walk_packages(pyggml.__path__, "pyggml.")]
     for name in names:
         module = importlib.import_module(name)
@@ -109,11 +120,17 @@ def _public_functions():
 def test_every_public_function_is_annotated():
     """Every parameter (ctx included) and every return of the public API has a type annotation."""
     import inspect
+
     missing = []
     for qual, fn in _public_functions():
         sig = inspect.signature(fn)
-        params = [p.name for p in sig.parameters.values()
-                  if p.name not in ("self", "cls") and p.annotation is inspect.Parameter.empty]
+        params = [
+            p.name
+            for p in sig.parameters.values()
+            if p.name not in ("self", "cls") and p.annotation is inspect.Parameter.empty
+        ]
         if params or sig.return_annotation is inspect.Signature.empty:
-            missing.append(f"{qual}({', '.join(params)})" + (" -> ?" if sig.return_annotation is inspect.Signature.empty else ""))
+            missing.append(
+                f"{qual}({', '.join(params)})" + (" -> ?" if sig.return_annotation is inspect.Signature.empty else "")
+            )
     assert not missing, f"{len(missing)} public functions lack annotations:\n" + "\n".join(missing)

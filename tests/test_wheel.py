@@ -27,8 +27,13 @@ SYSTEM_LIBRARIES = re.compile(r"(libc|libm|libdl|libpthread|librt|ld-linux[-\w]*
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     env = dict(os.environ, CMAKE_ARGS="-DGGML_VULKAN=OFF -DGGML_CUDA=OFF")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-w", str(out)],
-                          capture_output=True, text=True, env=env, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-w", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (built,) = out.glob("pyggml-*.whl")
     return built
@@ -39,11 +44,20 @@ def test_the_wheel_holds_a_module_that_needs_only_the_c_library(wheel, tmp_path)
         names = z.namelist()
         (module,) = [n for n in names if re.fullmatch(r"pyggml/_pyggml_cffi\..*\.so", n)]
         z.extract(module, tmp_path)
-    for needed in ("pyggml/py.typed", "pyggml/_pyggml_cffi.pyi", "pyggml/_enums.pyi", "pyggml/_build_info.json",
-                   "pyggml/include/ggml.h", "pyggml/include/gguf.h", "pyggml/ops/methods.py"):
+    for needed in (
+        "pyggml/py.typed",
+        "pyggml/_pyggml_cffi.pyi",
+        "pyggml/_enums.pyi",
+        "pyggml/_build_info.json",
+        "pyggml/include/ggml.h",
+        "pyggml/include/gguf.h",
+        "pyggml/ops/methods.py",
+    ):
         assert needed in names
     assert not any(n.startswith(("tests/", "build/")) for n in names)
-    dynamic = subprocess.run(["readelf", "-d", str(tmp_path / module)], capture_output=True, text=True, check=True).stdout
+    dynamic = subprocess.run(
+        ["readelf", "-d", str(tmp_path / module)], capture_output=True, text=True, check=True
+    ).stdout
     libraries = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
     assert libraries and all(SYSTEM_LIBRARIES.fullmatch(name) for name in libraries), libraries
 
@@ -52,23 +66,40 @@ def test_the_wheel_runs_the_cpu_suite_from_a_fresh_venv(wheel, tmp_path):
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)],
-                             capture_output=True, text=True, timeout=900)
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True, timeout=900
+    )
     assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     # only the venv on PATH: no compiler, no cmake; an empty home and build cache
-    env = {"PATH": str(env_dir / "bin"), "HOME": str(elsewhere), "PYGGML_CACHE_DIR": str(elsewhere / "cache"),
-           "LANG": "C.UTF-8"}
-    where = subprocess.run([str(python), "-c", "import pyggml, sys; print(pyggml.__file__); print(pyggml.build_info())"],
-                           cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        "PATH": str(env_dir / "bin"),
+        "HOME": str(elsewhere),
+        "PYGGML_CACHE_DIR": str(elsewhere / "cache"),
+        "LANG": "C.UTF-8",
+    }
+    where = subprocess.run(
+        [str(python), "-c", "import pyggml, sys; print(pyggml.__file__); print(pyggml.build_info())"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert where.returncode == 0, where.stderr
     assert where.stdout.startswith(str(env_dir))
-    check = subprocess.run([str(python), "-m", "pyggml", "check", "--backend", "cpu", "-q",
-                            "--json", str(elsewhere / "records.json")],
-                           cwd=elsewhere, env=env, capture_output=True, text=True, timeout=1200)
+    check = subprocess.run(
+        [str(python), "-m", "pyggml", "check", "--backend", "cpu", "-q", "--json", str(elsewhere / "records.json")],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
     import json
+
     records = json.loads((elsewhere / "records.json").read_text())
     statuses = {r["status"] for r in records}
     assert len(records) > 1500 and statuses <= {"pass", "unsupported"}, statuses

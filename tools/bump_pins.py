@@ -45,8 +45,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = ROOT / "pyproject.toml"
 
 # quick subset: the typing test, the build and binding tests, a sample of op cases on the CPU
-QUICK = ["tests/test_types.py", "tests/test_build.py", "tests/test_safety.py", "tests/test_gguf.py",
-         "tests/test_check.py", "tests/test_pytest_plugin.py"]
+QUICK = [
+    "tests/test_types.py",
+    "tests/test_build.py",
+    "tests/test_safety.py",
+    "tests/test_gguf.py",
+    "tests/test_check.py",
+    "tests/test_pytest_plugin.py",
+]
 
 _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*?)\s*$")
 
@@ -67,8 +73,7 @@ class Requirement:
         return re.sub(r"[-_.]+", "-", self.name).lower()
 
     def spec(self, op: str) -> str | None:
-        return next((s[len(op):].strip() for s in self.specs if s.startswith(op) and
-                     not s.startswith(op + "=")), None)
+        return next((s[len(op) :].strip() for s in self.specs if s.startswith(op) and not s.startswith(op + "=")), None)
 
     @property
     def exact(self) -> bool:
@@ -119,7 +124,7 @@ def merged(reqs: list[Requirement], mode: str) -> list[str]:
                 out.append(group[0].name)
                 continue
             low = max(lows, key=_version)
-            parts = (low.split(".") + ["0"])[:max(2, low.count(".") + 1)]
+            parts = (low.split(".") + ["0"])[: max(2, low.count(".") + 1)]
             out.append(f"{group[0].name}=={'.'.join(parts)}" + (".*" if low.count(".") < 2 else ""))
     return out
 
@@ -150,22 +155,39 @@ def check_python(python: str, reqs: list[Requirement], mode: str, full: bool) ->
             raise SystemExit(f"{python}: could not make a virtual environment")
         py = str(venv / "bin" / "python")
         wanted = merged(reqs, mode)
-        run([py, "-m", "pip", "install", "-q", "--upgrade", *[w for w in wanted if _key(w) == "pip"]], env=env,
-            check=True)
+        run(
+            [py, "-m", "pip", "install", "-q", "--upgrade", *[w for w in wanted if _key(w) == "pip"]],
+            env=env,
+            check=True,
+        )
         # everything in one resolution, so the versions fit each other; pyggml itself without its
         # dependencies (they are in the list), built with the build requirements installed here, in a
         # build folder of its own (not the checkout's build/, configured for another environment)
         if run([py, "-m", "pip", "install", "-q", *[w for w in wanted if _key(w) != "pip"]], env=env).returncode:
             print(f"{python}: the {mode} releases do not install together", flush=True)
             return False, {}
-        if run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                f"--config-settings=build-dir={tmp}/build", "-e", "."], cwd=ROOT, env=env).returncode:
+        if run(
+            [
+                py,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                f"--config-settings=build-dir={tmp}/build",
+                "-e",
+                ".",
+            ],
+            cwd=ROOT,
+            env=env,
+        ).returncode:
             print(f"{python}: pyggml did not build with the {mode} releases", flush=True)
             return False, {}
-        label = run([py, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True,
-                    check=True).stdout.strip()
-        listed = run([py, "-m", "pip", "list", "--format", "json"], env=env, capture_output=True, text=True,
-                     check=True)
+        label = run(
+            [py, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        listed = run([py, "-m", "pip", "list", "--format", "json"], env=env, capture_output=True, text=True, check=True)
         versions = {re.sub(r"[-_.]+", "-", p["name"]).lower(): p["version"] for p in json.loads(listed.stdout)}
         versions["python"] = label
         tests = [] if full else QUICK

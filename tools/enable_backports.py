@@ -47,8 +47,12 @@ def main() -> int:
     if stanza is None:
         print(f"enable_backports: no apt source for {name} found", file=sys.stderr)
         return 1
-    lines = [f"Types: {stanza.get('Types', 'deb')}", f"URIs: {stanza['URIs']}", f"Suites: {name}-backports",
-             f"Components: {stanza.get('Components', 'main')}"]
+    lines = [
+        f"Types: {stanza.get('Types', 'deb')}",
+        f"URIs: {stanza['URIs']}",
+        f"Suites: {name}-backports",
+        f"Components: {stanza.get('Components', 'main')}",
+    ]
     if "Signed-By" in stanza:
         lines.append(f"Signed-By: {stanza['Signed-By']}")
     TARGET.write_text("\n".join(lines) + "\n")

@@ -57,14 +57,26 @@ def pip_download(package: str, version: str, into: Path) -> Path:
     as wheels; --no-build-isolation keeps pip from installing a build environment just
     to read the sdist's metadata (scikit-build-core is already present: it builds us).
     """
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-build-isolation",
-           "--no-binary", package, f"{package}=={version}", "-d", str(into)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-binary",
+        package,
+        f"{package}=={version}",
+        "-d",
+        str(into),
+    ]
     print("pyggml: downloading", f"{package}=={version}", "(sdist, for its ggml)", flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     found = sorted(into.glob("*.tar.gz"))
     if proc.returncode != 0 or not found:
-        raise FetchError(f"pip could not download the {package}=={version} sdist:\n"
-                         f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        raise FetchError(
+            f"pip could not download the {package}=={version} sdist:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        )
     return found[0]
 
 
@@ -79,8 +91,9 @@ def cached_sdist(pin: dict) -> Path:
         got = pip_download(pin["package"], pin["version"], Path(tmp))
         digest = sha256_of(got)
         if digest != pin["sha256"]:
-            raise FetchError(f"{got.name}: sha256 {digest} does not match the pin {pin['sha256']} "
-                             f"in {PIN_FILE.relative_to(ROOT)}")
+            raise FetchError(
+                f"{got.name}: sha256 {digest} does not match the pin {pin['sha256']} in {PIN_FILE.relative_to(ROOT)}"
+            )
         os.replace(got, target)
     return target
 
@@ -91,7 +104,7 @@ def extract_ggml(sdist: Path, subdir: str, dest: Path) -> None:
         for m in tar.getmembers():
             parts = m.name.split("/", 1)
             if len(parts) == 2 and (parts[1] + "/").startswith(subdir.rstrip("/") + "/"):
-                members.append(m.replace(name=parts[1][len(subdir.rstrip("/")) + 1:]))
+                members.append(m.replace(name=parts[1][len(subdir.rstrip("/")) + 1 :]))
         if not members:
             raise FetchError(f"{sdist.name} has no folder {subdir}")
         for m in members:
@@ -108,8 +121,11 @@ def apply_patches(tree: Path, skip: frozenset[str]) -> None:
         base = ["patch", "-p1", "--batch", "--forward", "-d", str(tree), "-i", str(patch)]
         dry = subprocess.run(base + ["--dry-run"], capture_output=True, text=True)
         if dry.returncode != 0:
-            reverse = subprocess.run(["patch", "-p1", "--batch", "-R", "--dry-run", "-d", str(tree),
-                                      "-i", str(patch)], capture_output=True, text=True)
+            reverse = subprocess.run(
+                ["patch", "-p1", "--batch", "-R", "--dry-run", "-d", str(tree), "-i", str(patch)],
+                capture_output=True,
+                text=True,
+            )
             if reverse.returncode == 0:
                 print(f"pyggml: {patch.name} is already in this ggml source, skipped", flush=True)
                 continue
@@ -156,8 +172,11 @@ def prepare(dest: Path, skip: frozenset[str] = frozenset()) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", required=True, type=Path, help="folder to write the patched ggml tree to")
-    parser.add_argument("--skip", default="", help="patches to leave out, comma-separated file names "
-                        "(for tests that show what a patch fixes)")
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="patches to leave out, comma-separated file names (for tests that show what a patch fixes)",
+    )
     args = parser.parse_args()
     try:
         prepare(args.dest, frozenset(n for n in args.skip.split(",") if n))

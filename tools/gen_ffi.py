@@ -90,6 +90,7 @@ def guarded_functions(cdef: str, names: set[str]) -> tuple[str, str]:
     assert: pyggml_guard_error() tells); a void function's wrapper returns 1 on failure."""
     import cffi
     from cffi import model
+
     parser = cffi.FFI()
     parser.cdef(cdef)
     src, decls = [], []
@@ -103,18 +104,26 @@ def guarded_functions(cdef: str, names: set[str]) -> tuple[str, str]:
         call = f"{name}({', '.join(f'a{i}' for i in range(len(tp.args)))})"
         is_void = isinstance(tp.result, model.VoidType)
         result = "int" if is_void else tp.result.get_c_name()
-        proto = (tp.result.get_c_name(f" pyggml_guarded_{name}({params})") if not is_void
-                 else f"int pyggml_guarded_{name}({params})")
+        proto = (
+            tp.result.get_c_name(f" pyggml_guarded_{name}({params})")
+            if not is_void
+            else f"int pyggml_guarded_{name}({params})"
+        )
         failed = "1" if is_void else ("NULL" if isinstance(tp.result, model.PointerType) else "0")
-        body = (f"{call}; pyggml_guard_jmp = prev; return 0;" if is_void
-                else f"{result} r = {call}; pyggml_guard_jmp = prev; return r;")
+        body = (
+            f"{call}; pyggml_guard_jmp = prev; return 0;"
+            if is_void
+            else f"{result} r = {call}; pyggml_guard_jmp = prev; return r;"
+        )
         if not is_void and isinstance(tp.result, model.StructOrUnion):
             failed = f"({result}){{0}}"
-        src.append(f"static {proto} {{\n"
-                   f"    jmp_buf env; jmp_buf * prev = pyggml_guard_jmp;\n"
-                   f"    pyggml_guard_failed = 0; pyggml_guard_jmp = &env;\n"
-                   f"    if (setjmp(env)) {{ pyggml_guard_jmp = prev; return {failed}; }}\n"
-                   f"    {body}\n}}\n")
+        src.append(
+            f"static {proto} {{\n"
+            f"    jmp_buf env; jmp_buf * prev = pyggml_guard_jmp;\n"
+            f"    pyggml_guard_failed = 0; pyggml_guard_jmp = &env;\n"
+            f"    if (setjmp(env)) {{ pyggml_guard_jmp = prev; return {failed}; }}\n"
+            f"    {body}\n}}\n"
+        )
         decls.append(proto + ";")
     return "".join(src), "\n".join(decls) + "\n"
 
@@ -130,8 +139,19 @@ def preprocess(cc: str, include_dir: Path, headers: list[str], extra: list[str])
             (stubs / name).write_text("")
         umbrella = stubs / "pyggml_all.h"
         umbrella.write_text("".join(f'#include "{h}"\n' for h in headers))
-        flags = [cc, "-E", "-nostdinc", "-I", str(stubs), "-I", str(include_dir),
-                 "-D__attribute__(x)=", "-D__declspec(x)=", *extra, str(umbrella)]
+        flags = [
+            cc,
+            "-E",
+            "-nostdinc",
+            "-I",
+            str(stubs),
+            "-I",
+            str(include_dir),
+            "-D__attribute__(x)=",
+            "-D__declspec(x)=",
+            *extra,
+            str(umbrella),
+        ]
         code = subprocess.run(flags + ["-P"], check=True, capture_output=True, text=True).stdout
         macros = subprocess.run(flags + ["-dM"], check=True, capture_output=True, text=True).stdout
     return code, macros
@@ -180,10 +200,12 @@ def drop_declarations(code: str, names: list[str]) -> str:
 
 def declared_functions(cdef: str) -> list[str]:
     import cffi
+
     parser = cffi.FFI()
     parser.cdef(cdef)
-    return sorted(key.split(" ", 1)[1] for key, (tp, _) in parser._parser._declarations.items()
-                  if key.startswith("function "))
+    return sorted(
+        key.split(" ", 1)[1] for key, (tp, _) in parser._parser._declarations.items() if key.startswith("function ")
+    )
 
 
 def make_cdef(code: str, macros: str) -> str:
@@ -238,6 +260,7 @@ def param_names(cdef: str, name: str, count: int) -> list[str]:
 
 def python_type(tp) -> str:
     from cffi import model
+
     if isinstance(tp, model.VoidType):
         return "None"
     if isinstance(tp, model.EnumType):
@@ -253,6 +276,7 @@ def python_type(tp) -> str:
 
 def lib_stub(cdef: str) -> str:
     import cffi
+
     parser = cffi.FFI()
     parser.cdef(cdef)
     lines = [STUB_HEADER, "class _Lib:"]
@@ -263,8 +287,7 @@ def lib_stub(cdef: str) -> str:
         elif kind == "enum" or kind == "anonymous" and hasattr(tp, "enumerators"):
             lines += [f"    {e}: int" for e in tp.enumerators]
         elif kind in ("function", "extern_python"):
-            args = ", ".join(f"{n}: {python_type(t)}"
-                             for n, t in zip(param_names(cdef, name, len(tp.args)), tp.args))
+            args = ", ".join(f"{n}: {python_type(t)}" for n, t in zip(param_names(cdef, name, len(tp.args)), tp.args))
             args = args + ", /" if args else ""
             variadic = ", *args: Any" if tp.ellipsis else ""
             lines.append(f"    def {name}(self{', ' if args else ''}{args}{variadic}) -> {python_type(tp.result)}: ...")
@@ -273,24 +296,31 @@ def lib_stub(cdef: str) -> str:
 
 
 # ggml's enums as pyggml.types shows them (pyggml/_enums.py builds them at import)
-ENUMS = {"Type": ("ggml_type", "GGML_TYPE_"), "Op": ("ggml_op", "GGML_OP_"),
-         "UnaryOp": ("ggml_unary_op", "GGML_UNARY_OP_"), "Status": ("ggml_status", "GGML_STATUS_"),
-         "SortOrder": ("ggml_sort_order", "GGML_SORT_ORDER_"),
-         "DeviceType": ("ggml_backend_dev_type", "GGML_BACKEND_DEVICE_TYPE_")}
+ENUMS = {
+    "Type": ("ggml_type", "GGML_TYPE_"),
+    "Op": ("ggml_op", "GGML_OP_"),
+    "UnaryOp": ("ggml_unary_op", "GGML_UNARY_OP_"),
+    "Status": ("ggml_status", "GGML_STATUS_"),
+    "SortOrder": ("ggml_sort_order", "GGML_SORT_ORDER_"),
+    "DeviceType": ("ggml_backend_dev_type", "GGML_BACKEND_DEVICE_TYPE_"),
+}
 
 
 def enum_stub(cdef: str) -> str:
     import cffi
+
     parser = cffi.FFI()
     parser.cdef(cdef)
     decls = parser._parser._declarations
-    lines = ["# Generated by tools/gen_ffi.py from the headers this build compiled: do not edit.",
-             "import enum", ""]
+    lines = ["# Generated by tools/gen_ffi.py from the headers this build compiled: do not edit.", "import enum", ""]
     for py_name, (c_name, prefix) in ENUMS.items():
         tp = decls[f"enum {c_name}"][0]
         lines += ["", f"class {py_name}(enum.IntEnum):"]
-        lines += [f"    {e[len(prefix):]} = {v}" for e, v in zip(tp.enumerators, tp.enumvalues)
-                  if e.startswith(prefix) and not e.endswith("_COUNT")]
+        lines += [
+            f"    {e[len(prefix) :]} = {v}"
+            for e, v in zip(tp.enumerators, tp.enumvalues)
+            if e.startswith(prefix) and not e.endswith("_COUNT")
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -51,12 +51,23 @@ class RecurrentMemory:
     """The conv caches of every layer (and, with n_embd_s > 0, the recurrent-state caches
     `cache_ssm_l{il}` [n_embd_s, mem_size*K], same rows), allocated once in a buffer of `backend`."""
 
-    def __init__(self, backend: Backend, n_layer: int, d_conv: int, channels: int, mem_size: int,
-                 n_rs_seq: int, type: TypeLike = "f32", n_embd_s: int = 0) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        n_layer: int,
+        d_conv: int,
+        channels: int,
+        mem_size: int,
+        n_rs_seq: int,
+        type: TypeLike = "f32",
+        n_embd_s: int = 0,
+    ) -> None:
         if n_layer < 1 or d_conv < 2 or channels < 1 or mem_size < 1 or n_rs_seq < 0 or n_embd_s < 0:
-            raise ValueError("RecurrentMemory needs n_layer >= 1, d_conv >= 2, channels >= 1, "
-                             f"mem_size >= 1, n_rs_seq >= 0, n_embd_s >= 0 (got {n_layer}, {d_conv}, {channels}, "
-                             f"{mem_size}, {n_rs_seq}, {n_embd_s})")
+            raise ValueError(
+                "RecurrentMemory needs n_layer >= 1, d_conv >= 2, channels >= 1, "
+                f"mem_size >= 1, n_rs_seq >= 0, n_embd_s >= 0 (got {n_layer}, {d_conv}, {channels}, "
+                f"{mem_size}, {n_rs_seq}, {n_embd_s})"
+            )
         self.type = types.as_type(type)
         if self.type not in (Type.F32, Type.F16):
             raise TypeError(f"conv cache type must be F32 or F16, got {self.type.name}")
@@ -65,10 +76,18 @@ class RecurrentMemory:
         self.K = n_rs_seq + 1
         self.n_embd_r, self.n_embd_s = (d_conv - 1) * channels, n_embd_s
         self.ctx = Context(n_tensors=2 * n_layer + 1)
-        self.conv_states_all = [self.ctx.new_tensor_2d(self.type, self.n_embd_r, mem_size * self.K,
-                                                       name=f"cache_conv_l{il}") for il in range(n_layer)]
-        self.ssm_states_all = [self.ctx.new_tensor_2d(self.type, n_embd_s, mem_size * self.K, name=f"cache_ssm_l{il}")
-                               for il in range(n_layer)] if n_embd_s else []
+        self.conv_states_all = [
+            self.ctx.new_tensor_2d(self.type, self.n_embd_r, mem_size * self.K, name=f"cache_conv_l{il}")
+            for il in range(n_layer)
+        ]
+        self.ssm_states_all = (
+            [
+                self.ctx.new_tensor_2d(self.type, n_embd_s, mem_size * self.K, name=f"cache_ssm_l{il}")
+                for il in range(n_layer)
+            ]
+            if n_embd_s
+            else []
+        )
         self.buffer = backend.alloc_tensors(self.ctx)
         self.buffer.clear(0)
 
@@ -94,6 +113,7 @@ class Ubatch:
     [channels, n_seq_tokens, n_seqs]); s_copy[s] is the cache row sequence s's state is
     read from; the windows are written to cells kv_head .. kv_head+n_seqs-1.
     """
+
     qkv: list[np.ndarray]
     s_copy: list[int]
     kv_head: int
@@ -112,6 +132,7 @@ class Ubatch:
 @dataclass
 class GraphInputs:
     """llm_graph_input_rs: the per-ubatch inputs, and the slot index created by the first layer."""
+
     s_copy: Tensor
     s_slot_rev: Tensor | None = None
     device_slot_rev: Tensor | None = None  # device_index: argsort(arange), shared by the layers
@@ -122,8 +143,16 @@ def windows_written(n_seq_tokens: int, K: int) -> int:
     return min(n_seq_tokens + 1, K)
 
 
-def build_conv_state(ctx: Context, graph: Graph, inp: GraphInputs, mem: RecurrentMemory, qkv_mixed: Tensor,
-                     kv_head: int, il: int, strategy: str) -> Tensor:
+def build_conv_state(
+    ctx: Context,
+    graph: Graph,
+    inp: GraphInputs,
+    mem: RecurrentMemory,
+    qkv_mixed: Tensor,
+    kv_head: int,
+    il: int,
+    strategy: str,
+) -> Tensor:
     """What llm_build_delta_net_base::build_conv_state builds, for one layer."""
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -142,8 +171,16 @@ def build_conv_state(ctx: Context, graph: Graph, inp: GraphInputs, mem: Recurren
     return conv_input
 
 
-def build_conv_write(ctx: Context, graph: Graph, inp: GraphInputs, mem: RecurrentMemory, conv_input: Tensor,
-                     kv_head: int, il: int, strategy: str) -> None:
+def build_conv_write(
+    ctx: Context,
+    graph: Graph,
+    inp: GraphInputs,
+    mem: RecurrentMemory,
+    conv_input: Tensor,
+    kv_head: int,
+    il: int,
+    strategy: str,
+) -> None:
     """The rollback write alone: conv_input [d_conv-1+n, channels, n_seqs] -> layer il's cache."""
     conv_states_all = mem.conv_states_all[il]
     d, C, n_seqs = mem.d_conv, mem.channels, conv_input.ne[2]
@@ -153,10 +190,12 @@ def build_conv_write(ctx: Context, graph: Graph, inp: GraphInputs, mem: Recurren
     K = mem.K
 
     def window_copy(s_idx: int, s_slot: int):
-        last = ctx.view_3d(conv_input, d - 1, C, n_seqs, conv_input.nb[1], conv_input.nb[2],
-                           types.row_size(conv_input.type, s_idx))
-        update = ctx.view_2d(conv_states_all, row_count, n_seqs, conv_states_all.nb[1],
-                             (s_slot * mem.mem_size + kv_head) * row_size)
+        last = ctx.view_3d(
+            conv_input, d - 1, C, n_seqs, conv_input.nb[1], conv_input.nb[2], types.row_size(conv_input.type, s_idx)
+        )
+        update = ctx.view_2d(
+            conv_states_all, row_count, n_seqs, conv_states_all.nb[1], (s_slot * mem.mem_size + kv_head) * row_size
+        )
         graph.build_forward_expand(ctx.cpy(last, update))
 
     if mem.n_rs_seq == 0:
@@ -177,12 +216,24 @@ def build_conv_write(ctx: Context, graph: Graph, inp: GraphInputs, mem: Recurren
         # window w starts at column n-(Kw-1)+w (ascending time) and is rollback slot Kw-1-w;
         # the windows overlap: [d-1, Kw, C, n_seqs] with a one-element stride between windows
         es = conv_input.element_size
-        windows = ctx.view_nd(conv_input, [d - 1, Kw, C, n_seqs], [es, es, conv_input.nb[1], conv_input.nb[2]],
-                              types.row_size(conv_input.type, n - (Kw - 1)))
+        windows = ctx.view_nd(
+            conv_input,
+            [d - 1, Kw, C, n_seqs],
+            [es, es, conv_input.nb[1], conv_input.nb[2]],
+            types.row_size(conv_input.type, n - (Kw - 1)),
+        )
         # [d-1, slot, channel, seq] view of this ubatch's cells
-        slots = ctx.view_4d(conv_states_all, d - 1, K, C, n_seqs,
-                            mem.mem_size * row_size, types.row_size(conv_states_all.type, d - 1),
-                            conv_states_all.nb[1], kv_head * row_size)
+        slots = ctx.view_4d(
+            conv_states_all,
+            d - 1,
+            K,
+            C,
+            n_seqs,
+            mem.mem_size * row_size,
+            types.row_size(conv_states_all.type, d - 1),
+            conv_states_all.nb[1],
+            kv_head * row_size,
+        )
         graph.build_forward_expand(ctx.set_rows(slots, windows, index))
 
 
@@ -206,8 +257,11 @@ def split_policy(d_conv: int, n_devices: int) -> list[tuple[str, Callable[[Tenso
     """llama.cpp-like meta split of the seed's static tensors: the conv caches by channels
     (whole windows of d_conv-1 values) on axis 0, the qkv projections by output channel."""
     from pyggml.meta import Split
-    return [("cache_conv_l*", lambda t: Split.even(0, t.ne[0], n_devices, d_conv - 1)),
-            ("w_qkv-*", lambda t: Split.even(1, t.ne[1], n_devices))]
+
+    return [
+        ("cache_conv_l*", lambda t: Split.even(0, t.ne[0], n_devices, d_conv - 1)),
+        ("w_qkv-*", lambda t: Split.even(1, t.ne[1], n_devices)),
+    ]
 
 
 class ConvStateGraph:
@@ -216,16 +270,25 @@ class ConvStateGraph:
     qkv_mixed is an input per layer, or, with a QkvProjection, the projection of an input
     `x_mixed` (the values of the ubatch's qkv either way)."""
 
-    def __init__(self, mem: RecurrentMemory, n_seq_tokens: int, n_seqs: int, kv_head: int, strategy: str,
-                 projection: QkvProjection | None = None) -> None:
+    def __init__(
+        self,
+        mem: RecurrentMemory,
+        n_seq_tokens: int,
+        n_seqs: int,
+        kv_head: int,
+        strategy: str,
+        projection: QkvProjection | None = None,
+    ) -> None:
         self.key = (n_seq_tokens, n_seqs, kv_head)
         self.mem = mem
         self.ctx = Context(n_tensors=64 + mem.n_layer * (16 + 4 * mem.K))
         self.graph = Graph(self.ctx, size=max(256, mem.n_layer * (16 + 4 * mem.K)))
         self.inp = GraphInputs(self.ctx.new_tensor_1d(Type.I32, n_seqs, name="inp_s_copy").set_input())
         name = "x_mixed" if projection else "qkv_mixed"
-        self.qkv = [self.ctx.new_tensor_3d(Type.F32, mem.channels, n_seq_tokens, n_seqs, name=f"{name}-{il}")
-                    .set_input() for il in range(mem.n_layer)]
+        self.qkv = [
+            self.ctx.new_tensor_3d(Type.F32, mem.channels, n_seq_tokens, n_seqs, name=f"{name}-{il}").set_input()
+            for il in range(mem.n_layer)
+        ]
         self.conv_input: list[Tensor] = []
         for il in range(mem.n_layer):
             qkv_mixed = self.qkv[il]
@@ -243,14 +306,16 @@ class ConvStateGraph:
         s = self.inp.s_slot_rev
         if s is not None:
             if not s.is_host:
-                raise RuntimeError(f"{SLOT_INDEX_NAME} is not in host memory (buffer "
-                                   f"{s.buffer}); it must be filled on the host")
+                raise RuntimeError(
+                    f"{SLOT_INDEX_NAME} is not in host memory (buffer {s.buffer}); it must be filled on the host"
+                )
             s.set(np.arange(s.ne[0] - 1, -1, -1, dtype=np.int32))
 
 
 @dataclass
 class DeltaNetConv:
     """Runs ubatches through the conv-state graphs with llama.cpp's graph reuse."""
+
     mem: RecurrentMemory
     runner: Runner
     strategy: str = "host_index"

@@ -44,8 +44,8 @@ from pyggml import types
 from pyggml._args import integer
 from pyggml.backend import Backend
 from pyggml.context import Context
-from pyggml.models.conv_state import STRATEGIES, GraphInputs, RecurrentMemory, build_conv_state
 from pyggml.graph import Graph
+from pyggml.models.conv_state import STRATEGIES, GraphInputs, RecurrentMemory, build_conv_state
 from pyggml.runner import Runner
 from pyggml.tensor import Tensor
 from pyggml.types import Type, TypeLike
@@ -58,19 +58,26 @@ if TYPE_CHECKING:
 class DeltaNetConfig:
     n_embd: int = 32
     n_layer: int = 2
-    head_dim: int = 16     # S: key and value head size (Vulkan computes S in {16, 32, 64, 128})
+    head_dim: int = 16  # S: key and value head size (Vulkan computes S in {16, 32, 64, 128})
     n_k_heads: int = 2
-    n_v_heads: int = 2     # a multiple of n_k_heads
+    n_v_heads: int = 2  # a multiple of n_k_heads
     d_conv: int = 4
     eps: float = 1e-6
 
     def __post_init__(self):
-        for name, lo in (("n_embd", 1), ("n_layer", 1), ("head_dim", 1), ("n_k_heads", 1), ("n_v_heads", 1),
-                         ("d_conv", 2)):
+        for name, lo in (
+            ("n_embd", 1),
+            ("n_layer", 1),
+            ("head_dim", 1),
+            ("n_k_heads", 1),
+            ("n_v_heads", 1),
+            ("d_conv", 2),
+        ):
             integer(f"DeltaNetConfig: {name}", getattr(self, name), lo, 1 << 20)
         if self.n_v_heads % self.n_k_heads:
-            raise ValueError(f"DeltaNetConfig: n_v_heads ({self.n_v_heads}) must be a multiple of n_k_heads "
-                             f"({self.n_k_heads})")
+            raise ValueError(
+                f"DeltaNetConfig: n_v_heads ({self.n_v_heads}) must be a multiple of n_k_heads ({self.n_k_heads})"
+            )
         if not (isinstance(self.eps, float) and 0 < self.eps < 1):
             raise ValueError(f"DeltaNetConfig: eps must be a float in (0, 1), got {self.eps!r}")
 
@@ -107,9 +114,17 @@ class DeltaNetConfig:
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
         """Each layer's weights, NumPy shapes (ggml's ne reversed)."""
         E, C, V = self.n_embd, self.conv_channels, self.value_dim
-        return {"attn_norm": (E,), "attn_qkv": (C, E), "attn_gate": (V, E), "ssm_ba": (2 * self.n_v_heads, E),
-                "ssm_dt": (self.n_v_heads,), "ssm_a": (self.n_v_heads,), "ssm_conv1d": (C, self.d_conv),
-                "ssm_norm": (self.head_dim,), "ssm_out": (E, V)}
+        return {
+            "attn_norm": (E,),
+            "attn_qkv": (C, E),
+            "attn_gate": (V, E),
+            "ssm_ba": (2 * self.n_v_heads, E),
+            "ssm_dt": (self.n_v_heads,),
+            "ssm_a": (self.n_v_heads,),
+            "ssm_conv1d": (C, self.d_conv),
+            "ssm_norm": (self.head_dim,),
+            "ssm_out": (E, V),
+        }
 
 
 def weight_name(il: int, name: str) -> str:
@@ -163,22 +178,27 @@ def split_policy(config: DeltaNetConfig, n_devices: int) -> list[tuple[str, Call
     """Tensor parallelism for a meta device: key-head groups across devices (with their value heads),
     for the projections, the conv weights and cache, the recurrent-state cache; norms mirrored."""
     from pyggml.meta import Split
+
     if config.n_k_heads < n_devices:
-        raise ValueError(f"a split over {n_devices} devices needs at least one key head per device "
-                         f"(n_k_heads={config.n_k_heads})")
+        raise ValueError(
+            f"a split over {n_devices} devices needs at least one key head per device (n_k_heads={config.n_k_heads})"
+        )
     c, S, r, nk = config, config.head_dim, config.ratio, config.n_k_heads
 
     def even(axis, per_group):
         return lambda t: Split.even(axis, nk * per_group, n_devices, per_group)
-    return [("blk.*.attn_qkv", even(1, c.group)),
-            ("blk.*.ssm_conv1d", even(1, c.group)),
-            ("blk.*.attn_gate", even(1, r * S)),
-            ("blk.*.ssm_ba", even(1, 2 * r)),
-            ("blk.*.ssm_dt", even(0, r)),
-            ("blk.*.ssm_a", even(0, r)),
-            ("blk.*.ssm_out", even(0, r * S)),
-            ("cache_conv_l*", even(0, (c.d_conv - 1) * c.group)),
-            ("cache_ssm_l*", even(0, S * S * r))]
+
+    return [
+        ("blk.*.attn_qkv", even(1, c.group)),
+        ("blk.*.ssm_conv1d", even(1, c.group)),
+        ("blk.*.attn_gate", even(1, r * S)),
+        ("blk.*.ssm_ba", even(1, 2 * r)),
+        ("blk.*.ssm_dt", even(0, r)),
+        ("blk.*.ssm_a", even(0, r)),
+        ("blk.*.ssm_out", even(0, r * S)),
+        ("cache_conv_l*", even(0, (c.d_conv - 1) * c.group)),
+        ("cache_ssm_l*", even(0, S * S * r)),
+    ]
 
 
 def l2_norm(ctx: Context, x: Tensor, eps: float) -> Tensor:
@@ -187,17 +207,27 @@ def l2_norm(ctx: Context, x: Tensor, eps: float) -> Tensor:
     return ctx.scale(ctx.rms_norm(x, eps / n), 1.0 / float(np.sqrt(n)))
 
 
-def build_layer(ctx: Context, graph: Graph, inp: GraphInputs, mem: RecurrentMemory, w: dict[str, Tensor],
-                config: DeltaNetConfig, x: Tensor, kv_head: int, il: int, strategy: str) -> Tensor:
+def build_layer(
+    ctx: Context,
+    graph: Graph,
+    inp: GraphInputs,
+    mem: RecurrentMemory,
+    w: dict[str, Tensor],
+    config: DeltaNetConfig,
+    x: Tensor,
+    kv_head: int,
+    il: int,
+    strategy: str,
+) -> Tensor:
     """One gated delta-net layer with residual, x [n_embd, n_seq_tokens, n_seqs] -> the same shape; writes
     both caches' rollback slots of cells kv_head .. kv_head+n_seqs-1."""
     c = config
     S, nk, nv, r, G = c.head_dim, c.n_k_heads, c.n_v_heads, c.ratio, c.group
     nt, ns = x.ne[1], x.ne[2]
     h = ctx.mul(ctx.rms_norm(x, c.eps), w["attn_norm"])
-    qkv_mixed = ctx.mul_mat(w["attn_qkv"], h).set_name(f"qkv_mixed-{il}")       # [C, nt, ns]
+    qkv_mixed = ctx.mul_mat(w["attn_qkv"], h).set_name(f"qkv_mixed-{il}")  # [C, nt, ns]
     z = ctx.reshape_4d(ctx.mul_mat(w["attn_gate"], h), S, nv, nt, ns)
-    ba = ctx.reshape_4d(ctx.mul_mat(w["ssm_ba"], h), 2 * r, nk, nt, ns)            # [beta_g | alpha_g] per group
+    ba = ctx.reshape_4d(ctx.mul_mat(w["ssm_ba"], h), 2 * r, nk, nt, ns)  # [beta_g | alpha_g] per group
     fs = ba.element_size
     b = ctx.view_4d(ba, r, nk, nt, ns, ba.nb[1], ba.nb[2], ba.nb[3], 0)
     a = ctx.view_4d(ba, r, nk, nt, ns, ba.nb[1], ba.nb[2], ba.nb[3], r * fs)
@@ -211,11 +241,12 @@ def build_layer(ctx: Context, graph: Graph, inp: GraphInputs, mem: RecurrentMemo
     state = ctx.get_rows(ssm_states_all, inp.s_copy).set_name(f"state-{il}")
     state = ctx.reshape_4d(state, S, S, nv, ns)
 
-    conv = ctx.silu(ctx.ssm_conv(conv_input, w["ssm_conv1d"]))                     # [C, nt, ns]
+    conv = ctx.silu(ctx.ssm_conv(conv_input, w["ssm_conv1d"]))  # [C, nt, ns]
     cs = conv.element_size
 
     def heads(width, n, offset):
         return ctx.view_4d(conv, width, n, nt, ns, G * cs, conv.nb[1], conv.nb[2], offset * cs)
+
     q = l2_norm(ctx, heads(S, nk, 0), c.eps)
     k = l2_norm(ctx, heads(S, nk, S), c.eps)
     v = heads(r * S, nk, 2 * S)
@@ -226,6 +257,7 @@ def build_layer(ctx: Context, graph: Graph, inp: GraphInputs, mem: RecurrentMemo
             t = ctx.reshape_4d(t, S, 1, nk, nt * ns)
             t = ctx.repeat_4d(t, S, r, nk, nt * ns)
             return ctx.reshape_4d(t, S, nv, nt, ns)
+
         q, k = repeat_interleave(q), repeat_interleave(k)
 
     K = mem.K
@@ -248,8 +280,16 @@ def build_layer(ctx: Context, graph: Graph, inp: GraphInputs, mem: RecurrentMemo
 class DeltaNetGraph:
     """The graph of one ubatch shape (n_seq_tokens, n_seqs, kv_head): every layer, input x, output."""
 
-    def __init__(self, config: DeltaNetConfig, mem: RecurrentMemory, weights: DeltaNetWeights, n_seq_tokens: int,
-                 n_seqs: int, kv_head: int, strategy: str) -> None:
+    def __init__(
+        self,
+        config: DeltaNetConfig,
+        mem: RecurrentMemory,
+        weights: DeltaNetWeights,
+        n_seq_tokens: int,
+        n_seqs: int,
+        kv_head: int,
+        strategy: str,
+    ) -> None:
         self.key = (n_seq_tokens, n_seqs, kv_head)
         per_layer = 96 + 4 * mem.K
         self.ctx = Context(n_tensors=64 + config.n_layer * per_layer)
@@ -258,8 +298,9 @@ class DeltaNetGraph:
         self.x = self.ctx.new_tensor_3d(Type.F32, config.n_embd, n_seq_tokens, n_seqs, name="inp_x").set_input()
         cur = self.x
         for il in range(config.n_layer):
-            cur = build_layer(self.ctx, self.graph, self.inp, mem, weights.layers[il], config, cur, kv_head, il,
-                              strategy)
+            cur = build_layer(
+                self.ctx, self.graph, self.inp, mem, weights.layers[il], config, cur, kv_head, il, strategy
+            )
         self.out = cur.set_name("out").set_output()
         self.graph.build_forward_expand(self.out)
 
@@ -279,9 +320,17 @@ class DeltaNet:
     step(x, s_copy, kv_head): x NumPy (n_seqs, n_seq_tokens, n_embd); sequence s reads its states from
     row s_copy[s] of both caches (`row(cell, rollback)`) and writes them to cell kv_head+s."""
 
-    def __init__(self, runner: Runner, config: DeltaNetConfig, K: int = 1, mem_size: int = 4,
-                 cache_type: TypeLike = "f32", strategy: str = "host_index",
-                 weights: list[dict[str, np.ndarray]] | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        config: DeltaNetConfig,
+        K: int = 1,
+        mem_size: int = 4,
+        cache_type: TypeLike = "f32",
+        strategy: str = "host_index",
+        weights: list[dict[str, np.ndarray]] | None = None,
+        seed: int = 0,
+    ) -> None:
         if not isinstance(config, DeltaNetConfig):
             raise TypeError(f"DeltaNet: config must be a DeltaNetConfig, got {type(config).__name__}")
         K = integer("DeltaNet: K", K, 1, 64)
@@ -293,8 +342,16 @@ class DeltaNet:
             runner.set_policy(split_policy(config, runner.n_devices))
         self.weight_values = weights if weights is not None else random_weights(config, seed)
         self.weights = DeltaNetWeights(runner.backend, config, self.weight_values)
-        self.mem = RecurrentMemory(runner.backend, config.n_layer, config.d_conv, config.conv_channels, mem_size,
-                                   K - 1, cache_type, n_embd_s=config.n_embd_s)
+        self.mem = RecurrentMemory(
+            runner.backend,
+            config.n_layer,
+            config.d_conv,
+            config.conv_channels,
+            mem_size,
+            K - 1,
+            cache_type,
+            n_embd_s=config.n_embd_s,
+        )
         self.K = K
         self.valid = [1] * mem_size  # slots of each cell that hold a state in both caches (slot 0: zero at start)
         self.graph: DeltaNetGraph | None = None
@@ -310,9 +367,11 @@ class DeltaNet:
         cell = integer("DeltaNet.row: cell", cell, 0, self.mem_size - 1)
         rollback = integer("DeltaNet.row: rollback", rollback, 0, self.K - 1)
         if rollback >= self.valid[cell]:
-            raise ValueError(f"cell {cell} cannot roll back {rollback} token(s): the last ubatch there wrote "
-                             f"the states of its last {self.valid[cell]} token(s) (slots 0..{self.valid[cell] - 1} "
-                             f"of both caches, K={self.K})")
+            raise ValueError(
+                f"cell {cell} cannot roll back {rollback} token(s): the last ubatch there wrote "
+                f"the states of its last {self.valid[cell]} token(s) (slots 0..{self.valid[cell] - 1} "
+                f"of both caches, K={self.K})"
+            )
         return rollback * self.mem_size + cell
 
     def step(self, x: np.ndarray, s_copy: list[int], kv_head: int) -> np.ndarray:

@@ -39,8 +39,10 @@ from pyggml.ops.elementwise import (
 )
 
 # family name -> its module; every op wrapper lives in exactly one
-FAMILIES = {m.__name__.rsplit(".", 1)[1]: m for m in
-            (elementwise, reductions, matmul, attention, recurrent, convolution, movement, training)}
+FAMILIES = {
+    m.__name__.rsplit(".", 1)[1]: m
+    for m in (elementwise, reductions, matmul, attention, recurrent, convolution, movement, training)
+}
 
 # each family's wrappers (its __all__) as pyggml.ops.<name>
 from pyggml.ops.attention import *  # noqa: E402,F403

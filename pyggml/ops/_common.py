@@ -33,6 +33,7 @@ def _guarded(c_name: str):
 def _bad_arguments(op: str, exc: Exception, ctx, **args) -> Exception:
     """The slow path of a call cffi refused: say which argument was wrong."""
     from pyggml.context import Context
+
     if not isinstance(ctx, Context):
         return TypeError(f"{op}: ctx must be a Context, got {type(ctx).__name__}")
     for name, value in args.items():
@@ -100,6 +101,7 @@ def _fill(doc: str, width: int = 100) -> str:
     """A generated docstring's long lines wrapped for help(); a line "name: ..." continues indented."""
     import re
     import textwrap
+
     out = []
     for line in doc.splitlines():
         label = re.match(r"(\w+: |Precision: |Result: )", line)
@@ -131,6 +133,7 @@ def _make_unary(op: str, c_name: str | None = None, doc: str | None = None) -> U
         t = _new_tensor(Tensor)
         t.ptr, t.ctx = r, ctx
         return t
+
     call.__name__ = call.__qualname__ = op
     call.__doc__ = _fill(doc) if doc else f"ggml_{c_name or op}(ctx, a)"
     call.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
@@ -157,6 +160,7 @@ def _make_binary(op: str, arg_names: tuple[str, str] = ("a", "b"), doc: str | No
         t = _new_tensor(Tensor)
         t.ptr, t.ctx = r, ctx
         return t
+
     call.__name__ = call.__qualname__ = op
     call.__doc__ = _fill(doc) if doc else f"ggml_{op}(ctx, {n0}, {n1})"
     call.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
@@ -177,8 +181,10 @@ def _self_overlapping(p) -> bool:
 
 def _destination(op: str, t) -> None:
     if isinstance(t, Tensor) and t.ptr.view_src and _self_overlapping(t.ptr):
-        raise ValueError(f"{op}: the destination view overlaps itself (strides {tuple(t.ptr.nb)} for ne "
-                         f"{tuple(t.ptr.ne)}); what is written would depend on the order of the writes")
+        raise ValueError(
+            f"{op}: the destination view overlaps itself (strides {tuple(t.ptr.nb)} for ne "
+            f"{tuple(t.ptr.ne)}); what is written would depend on the order of the writes"
+        )
 
 
 _BLOCKED = frozenset(t for t, b in _BLOCK.items() if b > 1)
@@ -189,8 +195,10 @@ def _whole_blocks(op: str, t: Tensor) -> Tensor:
     and a kernel would read a block as if it were one element."""
     blck = _BLOCK[t.ptr.type]
     if blck > 1 and t.ptr.ne[0] % blck:
-        raise ValueError(f"{op}: the result's rows ({t.ptr.ne[0]} elements) must hold whole blocks of "
-                         f"{blck} ({types.Type(t.ptr.type).name}); a quantized tensor's rows cannot be permuted")
+        raise ValueError(
+            f"{op}: the result's rows ({t.ptr.ne[0]} elements) must hold whole blocks of "
+            f"{blck} ({types.Type(t.ptr.type).name}); a quantized tensor's rows cannot be permuted"
+        )
     return t
 
 

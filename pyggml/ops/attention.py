@@ -27,16 +27,20 @@ from pyggml.tensor import Tensor
 if TYPE_CHECKING:
     from pyggml.context import Context
 
-soft_max: UnaryWrapper = _make_unary("soft_max", doc="""ggml_soft_max: softmax over each row: np.exp(a - max) / sum, along ne0 (NumPy's last axis).
+soft_max: UnaryWrapper = _make_unary(
+    "soft_max",
+    doc="""ggml_soft_max: softmax over each row: np.exp(a - max) / sum, along ne0 (NumPy's last axis).
 
 a: any ne (NumPy shape reversed), F32, contiguous rows.
 Result: a's shape, F32.
-Precision: F32 exponentials with the row sum in double on the CPU (within NMSE 1e-7 of float64).""")
+Precision: F32 exponentials with the row sum in double on the CPU (within NMSE 1e-7 of float64).""",
+)
 _soft_max_ext = _guarded("soft_max_ext")
 
 
-def soft_max_ext(ctx: Context, a: Tensor, mask: Tensor | None = None, scale: float = 1.0,
-                 max_bias: float = 0.0) -> Tensor:
+def soft_max_ext(
+    ctx: Context, a: Tensor, mask: Tensor | None = None, scale: float = 1.0, max_bias: float = 0.0
+) -> Tensor:
     """ggml_soft_max_ext: softmax over each row (ne0, NumPy's last axis) of a*scale + slope*mask.
 
     a: ne [n_kv, n_rows, n_head, ne3] (NumPy shape reversed), F32, contiguous rows.
@@ -92,10 +96,21 @@ _rope_ext = _guarded("rope_ext")
 _ROPE_MODES = (lib.GGML_ROPE_TYPE_NORMAL, lib.GGML_ROPE_TYPE_NEOX)
 
 
-def rope_ext(ctx: Context, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int | None = None,
-             mode: int = 0, n_ctx_orig: int = 0,
-             freq_base: float = 10000.0, freq_scale: float = 1.0, ext_factor: float = 0.0,
-             attn_factor: float = 1.0, beta_fast: float = 32.0, beta_slow: float = 1.0) -> Tensor:
+def rope_ext(
+    ctx: Context,
+    a: Tensor,
+    pos: Tensor,
+    freq_factors: Tensor | None = None,
+    n_dims: int | None = None,
+    mode: int = 0,
+    n_ctx_orig: int = 0,
+    freq_base: float = 10000.0,
+    freq_scale: float = 1.0,
+    ext_factor: float = 0.0,
+    attn_factor: float = 1.0,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+) -> Tensor:
     """ggml_rope_ext: rotary position embedding (RoPE, with YaRN's context extension).
 
     Every row of a (one head of one token) has its first n_dims elements rotated in pairs: pair
@@ -131,13 +146,35 @@ def rope_ext(ctx: Context, a: Tensor, pos: Tensor, freq_factors: Tensor | None =
     if not (0 < n_dims and n_dims % 2 == 0):  # ggml asserts n_dims <= ne[0] only in the kernels
         raise ValueError(f"rope_ext: n_dims ({n_dims}) must be even and positive")
     try:
-        r = _rope_ext(ctx.ptr, a.ptr, pos.ptr, _NULL if freq_factors is None else freq_factors.ptr,
-                      n_dims, mode, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow)
+        r = _rope_ext(
+            ctx.ptr,
+            a.ptr,
+            pos.ptr,
+            _NULL if freq_factors is None else freq_factors.ptr,
+            n_dims,
+            mode,
+            n_ctx_orig,
+            freq_base,
+            freq_scale,
+            ext_factor,
+            attn_factor,
+            beta_fast,
+            beta_slow,
+        )
     except _ARG_ERRORS as e:
         # the scalars went to cffi unconverted (the hot path): name the one it refused
-        _check_scalars("rope_ext", floats=dict(freq_base=freq_base, freq_scale=freq_scale, ext_factor=ext_factor,
-                                               attn_factor=attn_factor, beta_fast=beta_fast, beta_slow=beta_slow),
-                       ints=dict(n_ctx_orig=n_ctx_orig))
+        _check_scalars(
+            "rope_ext",
+            floats=dict(
+                freq_base=freq_base,
+                freq_scale=freq_scale,
+                ext_factor=ext_factor,
+                attn_factor=attn_factor,
+                beta_fast=beta_fast,
+                beta_slow=beta_slow,
+            ),
+            ints=dict(n_ctx_orig=n_ctx_orig),
+        )
         extra = {} if freq_factors is None else {"freq_factors": freq_factors}
         raise _bad_arguments("rope_ext", e, ctx, a=a, pos=pos, **extra) from None
     if not r:
@@ -157,8 +194,9 @@ def _rope_mode(op: str, mode) -> int:
     """rope_ext's and rope_ext_back's mode: 0 (normal) or 2 (neox), an integer (not a bool)."""
     m = integer(f"{op}: mode", mode)
     if m not in _ROPE_MODES:
-        raise ValueError(f"{op}: mode must be 0 (normal) or 2 (neox), got {mode} "
-                         "(multi-section modes need ggml_rope_multi)")
+        raise ValueError(
+            f"{op}: mode must be 0 (normal) or 2 (neox), got {mode} (multi-section modes need ggml_rope_multi)"
+        )
     return m
 
 
@@ -179,10 +217,22 @@ _rope_multi = _guarded("rope_multi")
 _MROPE_MODES = (lib.GGML_ROPE_TYPE_MROPE, lib.GGML_ROPE_TYPE_VISION, lib.GGML_ROPE_TYPE_IMROPE)
 
 
-def rope_multi(ctx: Context, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int | None = None,
-               sections: Sequence[int] = (0, 0, 0, 0), mode: int = 8, n_ctx_orig: int = 0, freq_base: float = 10000.0,
-               freq_scale: float = 1.0, ext_factor: float = 0.0, attn_factor: float = 1.0,
-               beta_fast: float = 32.0, beta_slow: float = 1.0) -> Tensor:
+def rope_multi(
+    ctx: Context,
+    a: Tensor,
+    pos: Tensor,
+    freq_factors: Tensor | None = None,
+    n_dims: int | None = None,
+    sections: Sequence[int] = (0, 0, 0, 0),
+    mode: int = 8,
+    n_ctx_orig: int = 0,
+    freq_base: float = 10000.0,
+    freq_scale: float = 1.0,
+    ext_factor: float = 0.0,
+    attn_factor: float = 1.0,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+) -> Tensor:
     """ggml_rope_multi: RoPE with several position streams (Qwen2-VL's M-RoPE, its vision RoPE, interleaved
     M-RoPE): each rotated pair takes its position from one of 4 streams, chosen by section.
 
@@ -205,8 +255,9 @@ def rope_multi(ctx: Context, a: Tensor, pos: Tensor, freq_factors: Tensor | None
     (n_dims,) = _int_args(op, n_dims=n_dims)
     # other modes (plain or with extra bits) fall to the kernels' "rope type not supported" abort
     if mode not in _MROPE_MODES:
-        raise ValueError(f"{op}: mode must be 8 (MROPE), 24 (VISION) or 40 (IMROPE), got {mode} "
-                         "(the plain modes are rope_ext's)")
+        raise ValueError(
+            f"{op}: mode must be 8 (MROPE), 24 (VISION) or 40 (IMROPE), got {mode} (the plain modes are rope_ext's)"
+        )
     if not (0 < n_dims and n_dims % 2 == 0):
         raise ValueError(f"{op}: n_dims ({n_dims}) must be even and positive")
     try:
@@ -216,14 +267,30 @@ def rope_multi(ctx: Context, a: Tensor, pos: Tensor, freq_factors: Tensor | None
     # the kernels take each rotated pair's section modulo their sum: negative sections or a zero sum
     # divide by zero or index outside them
     if len(secs) != 4 or min(secs) < 0 or sum(secs[:3]) == 0:
-        raise ValueError(f"{op}: sections must be 4 non-negative integers, the first three not all 0, "
-                         f"got {sections!r}")
-    floats = [_scalar(op, n, v) for n, v in (("freq_base", freq_base), ("freq_scale", freq_scale),
-                                             ("ext_factor", ext_factor), ("attn_factor", attn_factor),
-                                             ("beta_fast", beta_fast), ("beta_slow", beta_slow))]
+        raise ValueError(f"{op}: sections must be 4 non-negative integers, the first three not all 0, got {sections!r}")
+    floats = [
+        _scalar(op, n, v)
+        for n, v in (
+            ("freq_base", freq_base),
+            ("freq_scale", freq_scale),
+            ("ext_factor", ext_factor),
+            ("attn_factor", attn_factor),
+            ("beta_fast", beta_fast),
+            ("beta_slow", beta_slow),
+        )
+    ]
     try:
-        r = _rope_multi(ctx.ptr, a.ptr, pos.ptr, _NULL if freq_factors is None else freq_factors.ptr,
-                        n_dims, ffi.new("int[4]", secs), mode, n_ctx_orig, *floats)
+        r = _rope_multi(
+            ctx.ptr,
+            a.ptr,
+            pos.ptr,
+            _NULL if freq_factors is None else freq_factors.ptr,
+            n_dims,
+            ffi.new("int[4]", secs),
+            mode,
+            n_ctx_orig,
+            *floats,
+        )
     except _ARG_ERRORS as e:
         extra = {} if freq_factors is None else {"freq_factors": freq_factors}
         raise _bad_arguments(op, e, ctx, a=a, pos=pos, **extra) from None
@@ -235,8 +302,16 @@ _flash_attn_ext = _guarded("flash_attn_ext")
 _PRECS = {int(getattr(lib, n)) for n in dir(lib) if n.startswith("GGML_PREC_")}
 
 
-def flash_attn_ext(ctx: Context, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale: float = 1.0,
-                   max_bias: float = 0.0, logit_softcap: float = 0.0) -> Tensor:
+def flash_attn_ext(
+    ctx: Context,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    scale: float = 1.0,
+    max_bias: float = 0.0,
+    logit_softcap: float = 0.0,
+) -> Tensor:
     """ggml_flash_attn_ext: attention in one op: softmax(scale * q.k + slope*mask) @ v per head
     (logit_softcap > 0: the scaled logits pass through softcap*tanh(x/softcap) first).
 
@@ -254,8 +329,11 @@ def flash_attn_ext(ctx: Context, q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     Quantized k: q is quantized to Q8_0 first, as in mul_mat (NMSE 5e-4).
     """
     op = "flash_attn_ext"
-    scale, max_bias, logit_softcap = (_finite(op, "scale", scale), _finite(op, "max_bias", max_bias),
-                                      _finite(op, "logit_softcap", logit_softcap))
+    scale, max_bias, logit_softcap = (
+        _finite(op, "scale", scale),
+        _finite(op, "max_bias", max_bias),
+        _finite(op, "logit_softcap", logit_softcap),
+    )
     if max_bias < 0:
         raise ValueError(f"{op}: max_bias must be >= 0, got {max_bias}")
     try:
@@ -273,8 +351,9 @@ def flash_attn_ext(ctx: Context, q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     # ggml.h's mask is [n_kv, n_batch >= n_q, ...]: a shorter one is read past its end, a wider one
     # is read with a row stride of n_kv by the Vulkan shaders (the CPU uses its own stride)
     if mask is not None and (pm.ne[0] != pk.ne[1] or pm.ne[1] < pq.ne[1]):
-        raise ValueError(f"{op}: the mask must be [n_kv = {pk.ne[1]}, >= n_q = {pq.ne[1]}, ...], "
-                         f"got [{pm.ne[0]}, {pm.ne[1]}, ...]")
+        raise ValueError(
+            f"{op}: the mask must be [n_kv = {pk.ne[1]}, >= n_q = {pq.ne[1]}, ...], got [{pm.ne[0]}, {pm.ne[1]}, ...]"
+        )
     r = _flash_attn_ext(cp, pq, pk, pv, pm, scale, max_bias, logit_softcap)
     return _result(ctx, r, op, q, k, v, *(() if mask is None else (mask,)))
 
@@ -353,8 +432,9 @@ def win_unpart(ctx: Context, a: Tensor, w0: int, h0: int, w: int) -> Tensor:
     if isinstance(a, Tensor):
         ne, need = a.ptr.ne, (-(-w0 // w)) * (-(-h0 // w))
         if ne[1] != w or ne[2] != w or ne[3] < need:
-            raise ValueError(f"{op}: a must hold {need} windows of {w} x {w} ([C, {w}, {w}, >= {need}]), "
-                             f"got ne {list(ne)}")
+            raise ValueError(
+                f"{op}: a must hold {need} windows of {w} x {w} ([C, {w}, {w}, >= {need}]), got ne {list(ne)}"
+            )
     try:
         r = _guarded(op)(ctx.ptr, a.ptr, w0, h0, w)
     except _ARG_ERRORS as e:
@@ -407,8 +487,9 @@ def lightning_indexer(ctx: Context, q: Tensor, k: Tensor, weights: Tensor, mask:
     return _result(ctx, r, "lightning_indexer", q, k, weights, mask)
 
 
-def dsv4_hc_comb(ctx: Context, mixes: Tensor, scale: Tensor, base: Tensor, eps: float = 1e-6,
-                 n_iter: int = 1) -> Tensor:
+def dsv4_hc_comb(
+    ctx: Context, mixes: Tensor, scale: Tensor, base: Tensor, eps: float = 1e-6, n_iter: int = 1
+) -> Tensor:
     """ggml_dsv4_hc_comb: DeepSeek-V4's hyper-connection combination matrices (hc = 4 streams):
     logits mixes[2hc + dst + hc*src, t] * scale[2] + base[...], softmax over dst, + eps, divided by
     (eps + their sum over src); then n_iter - 1 more rounds of column and row normalisation.
@@ -468,13 +549,28 @@ def dsv4_hc_post(ctx: Context, x: Tensor, residual: Tensor, post: Tensor, comb: 
     try:
         r = _guarded("dsv4_hc_post")(ctx.ptr, x.ptr, residual.ptr, post.ptr, _NULL if comb is None else comb.ptr)
     except _ARG_ERRORS as e:
-        raise _bad_arguments("dsv4_hc_post", e, ctx, x=x, residual=residual, post=post,
-                             **({} if comb is None else {"comb": comb})) from None
+        raise _bad_arguments(
+            "dsv4_hc_post", e, ctx, x=x, residual=residual, post=post, **({} if comb is None else {"comb": comb})
+        ) from None
     return _result(ctx, r, "dsv4_hc_post", x, residual, post, *(() if comb is None else (comb,)))
 
 
 __all__ = [  # generated by tools/gen_methods.py
-    "add_rel_pos", "diag_mask_inf", "dsv4_hc_comb", "dsv4_hc_post", "dsv4_hc_pre", "dsv4_hc_pre_gated",
-    "flash_attn_ext", "flash_attn_ext_add_sinks", "flash_attn_ext_set_prec", "get_rel_pos", "lightning_indexer",
-    "rope_ext", "rope_multi", "soft_max", "soft_max_ext", "win_part", "win_unpart",
+    "add_rel_pos",
+    "diag_mask_inf",
+    "dsv4_hc_comb",
+    "dsv4_hc_post",
+    "dsv4_hc_pre",
+    "dsv4_hc_pre_gated",
+    "flash_attn_ext",
+    "flash_attn_ext_add_sinks",
+    "flash_attn_ext_set_prec",
+    "get_rel_pos",
+    "lightning_indexer",
+    "rope_ext",
+    "rope_multi",
+    "soft_max",
+    "soft_max_ext",
+    "win_part",
+    "win_unpart",
 ]

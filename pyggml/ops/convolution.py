@@ -30,7 +30,7 @@ def _ints(op: str, lo: int, **values) -> list[int]:
 def _geometry(op: str, s, p, d) -> list[int]:
     """Strides, paddings, dilations. ggml divides by the stride when it sizes the result (a stride of 0
     kills the process with SIGFPE); its output-size formula is meant for paddings >= 0 and dilations >= 1."""
-    return (_ints(op, 1, **s) + _ints(op, 0, **p) + _ints(op, 1, **d))
+    return _ints(op, 1, **s) + _ints(op, 0, **p) + _ints(op, 1, **d)
 
 
 def _fits(op: str, a, b, s, p, d) -> None:
@@ -41,8 +41,10 @@ def _fits(op: str, a, b, s, p, d) -> None:
             k, n = a.ptr.ne[i], b.ptr.ne[i]
             span = n + 2 * p[i] - d[i] * (k - 1) - 1
             if (-(-span // s[i]) if span < 0 else span // s[i]) + 1 <= 0:  # ggml's C division rounds toward 0
-                raise ValueError(f"{op}: b too small compared to a: dim {i} has {n} elements (padding {p[i]} "
-                                 f"each side) for a kernel of {k} (dilation {d[i]})")
+                raise ValueError(
+                    f"{op}: b too small compared to a: dim {i} has {n} elements (padding {p[i]} "
+                    f"each side) for a kernel of {k} (dilation {d[i]})"
+                )
 
 
 def _call(op: str, c_name: str, ctx, tensors: dict, *args) -> Tensor:
@@ -54,8 +56,19 @@ def _call(op: str, c_name: str, ctx, tensors: dict, *args) -> Tensor:
 
 
 # --- im2col and the convolutions built on it ------------------------------------------------------------------
-def im2col(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int, is_2D: bool,
-           dst_type: TypeLike = types.Type.F32) -> Tensor:
+def im2col(
+    ctx: Context,
+    a: Tensor,
+    b: Tensor,
+    s0: int,
+    s1: int,
+    p0: int,
+    p1: int,
+    d0: int,
+    d1: int,
+    is_2D: bool,
+    dst_type: TypeLike = types.Type.F32,
+) -> Tensor:
     """ggml_im2col: the patches of b a convolution with kernel a reads, one column per output position
     (convolution = im2col + mul_mat).
 
@@ -83,8 +96,22 @@ def im2col(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: in
     return _call("im2col", "im2col", ctx, dict(a=a, b=b), *g, is_2D, t)
 
 
-def im2col_3d(ctx: Context, a: Tensor, b: Tensor, IC: int, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int,
-              d0: int, d1: int, d2: int, dst_type: TypeLike = types.Type.F32) -> Tensor:
+def im2col_3d(
+    ctx: Context,
+    a: Tensor,
+    b: Tensor,
+    IC: int,
+    s0: int,
+    s1: int,
+    s2: int,
+    p0: int,
+    p1: int,
+    p2: int,
+    d0: int,
+    d1: int,
+    d2: int,
+    dst_type: TypeLike = types.Type.F32,
+) -> Tensor:
     """ggml_im2col_3d: the 3-D patches of b a conv_3d with kernel a reads.
 
     a: the kernel, [KW, KH, KD, IC*OC] (ggml ne order); only its shape is read.
@@ -112,8 +139,21 @@ def _channels(op: str, a, b, IC: int) -> None:
             raise ValueError(f"{op}: {name}'s ne[3] ({t.ptr.ne[3]}) must be a multiple of IC ({IC})")
 
 
-def conv_3d(ctx: Context, a: Tensor, b: Tensor, IC: int, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int,
-            d0: int, d1: int, d2: int) -> Tensor:
+def conv_3d(
+    ctx: Context,
+    a: Tensor,
+    b: Tensor,
+    IC: int,
+    s0: int,
+    s1: int,
+    s2: int,
+    p0: int,
+    p1: int,
+    p2: int,
+    d0: int,
+    d1: int,
+    d2: int,
+) -> Tensor:
     """ggml_conv_3d: 3-D convolution (cross-correlation, as PyTorch's conv3d), by im2col_3d + mul_mat.
 
     a: the kernel, [KW, KH, KD, IC*OC] (ggml ne order; NumPy (OC*IC, KD, KH, KW)), F32 or F16.
@@ -128,8 +168,23 @@ def conv_3d(ctx: Context, a: Tensor, b: Tensor, IC: int, s0: int, s1: int, s2: i
     return _call("conv_3d", "conv_3d", ctx, dict(a=a, b=b), ic, *g)
 
 
-def conv_3d_direct(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int,
-                   d0: int, d1: int, d2: int, c: int, n: int, oc: int) -> Tensor:
+def conv_3d_direct(
+    ctx: Context,
+    a: Tensor,
+    b: Tensor,
+    s0: int,
+    s1: int,
+    s2: int,
+    p0: int,
+    p1: int,
+    p2: int,
+    d0: int,
+    d1: int,
+    d2: int,
+    c: int,
+    n: int,
+    oc: int,
+) -> Tensor:
     """ggml_conv_3d_direct: 3-D convolution by ggml's direct CONV_3D kernel (no im2col buffer).
 
     a: the kernel, [KW, KH, KD, c*oc] (ggml ne order). b: the data, [W, H, D, c*n].
@@ -155,10 +210,13 @@ def conv_1d(ctx: Context, a: Tensor, b: Tensor, s0: int, p0: int, d0: int) -> Te
     # ggml_conv_1d's last reshape reads the product [OW*N, OC] as [OW, OC, N]: for N > 1 batches and
     # channels come out interleaved, on every backend (docs/findings.md)
     if isinstance(b, Tensor) and b.ptr.ne[2] * b.ptr.ne[3] > 1:
-        raise ValueError(f"conv_1d: b must hold one sequence (ne[2] == ne[3] == 1), got ne={b.ne}: ggml's conv_1d "
-                         "mixes the batches of more")
-    return _call("conv_1d", "conv_1d", ctx, dict(a=a, b=b),
-                 *_geometry("conv_1d", dict(s0=s0), dict(p0=p0), dict(d0=d0)))
+        raise ValueError(
+            f"conv_1d: b must hold one sequence (ne[2] == ne[3] == 1), got ne={b.ne}: ggml's conv_1d "
+            "mixes the batches of more"
+        )
+    return _call(
+        "conv_1d", "conv_1d", ctx, dict(a=a, b=b), *_geometry("conv_1d", dict(s0=s0), dict(p0=p0), dict(d0=d0))
+    )
 
 
 def conv_1d_dw(ctx: Context, a: Tensor, b: Tensor, s0: int, p0: int, d0: int) -> Tensor:
@@ -168,8 +226,9 @@ def conv_1d_dw(ctx: Context, a: Tensor, b: Tensor, s0: int, p0: int, d0: int) ->
     s0: stride, >= 1. p0: zero padding on each side, >= 0. d0: dilation, >= 1.
     Result: [OW, C, N]. Precision: as mul_mat (an F16 kernel rounds b to F16).
     """
-    return _call("conv_1d_dw", "conv_1d_dw", ctx, dict(a=a, b=b),
-                 *_geometry("conv_1d_dw", dict(s0=s0), dict(p0=p0), dict(d0=d0)))
+    return _call(
+        "conv_1d_dw", "conv_1d_dw", ctx, dict(a=a, b=b), *_geometry("conv_1d_dw", dict(s0=s0), dict(p0=p0), dict(d0=d0))
+    )
 
 
 def conv_2d(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int) -> Tensor:
@@ -181,8 +240,13 @@ def conv_2d(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: i
     Result: F32 [OW, OH, OC, N] (NumPy (N, OC, OH, OW)).
     Precision: as mul_mat; an F16 kernel makes F16 patches (b rounded to F16, bound NMSE 1e-5).
     """
-    return _call("conv_2d", "conv_2d", ctx, dict(a=a, b=b),
-                 *_geometry("conv_2d", dict(s0=s0, s1=s1), dict(p0=p0, p1=p1), dict(d0=d0, d1=d1)))
+    return _call(
+        "conv_2d",
+        "conv_2d",
+        ctx,
+        dict(a=a, b=b),
+        *_geometry("conv_2d", dict(s0=s0, s1=s1), dict(p0=p0, p1=p1), dict(d0=d0, d1=d1)),
+    )
 
 
 def conv_2d_dw(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int) -> Tensor:
@@ -192,8 +256,13 @@ def conv_2d_dw(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1
     s0, s1: strides, >= 1. p0, p1: zero padding on each side, >= 0. d0, d1: dilations, >= 1.
     Result: [OW, OH, C, N]. Precision: as mul_mat (an F16 kernel rounds b to F16).
     """
-    return _call("conv_2d_dw", "conv_2d_dw", ctx, dict(a=a, b=b),
-                 *_geometry("conv_2d_dw", dict(s0=s0, s1=s1), dict(p0=p0, p1=p1), dict(d0=d0, d1=d1)))
+    return _call(
+        "conv_2d_dw",
+        "conv_2d_dw",
+        ctx,
+        dict(a=a, b=b),
+        *_geometry("conv_2d_dw", dict(s0=s0, s1=s1), dict(p0=p0, p1=p1), dict(d0=d0, d1=d1)),
+    )
 
 
 def conv_2d_direct(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int) -> Tensor:
@@ -208,8 +277,9 @@ def conv_2d_direct(ctx: Context, a: Tensor, b: Tensor, s0: int, s1: int, p0: int
     return _call("conv_2d_direct", "conv_2d_direct", ctx, dict(a=a, b=b), *g)
 
 
-def conv_2d_dw_direct(ctx: Context, a: Tensor, b: Tensor, stride0: int, stride1: int, pad0: int, pad1: int,
-                      dilation0: int, dilation1: int) -> Tensor:
+def conv_2d_dw_direct(
+    ctx: Context, a: Tensor, b: Tensor, stride0: int, stride1: int, pad0: int, pad1: int, dilation0: int, dilation1: int
+) -> Tensor:
     """ggml_conv_2d_dw_direct: depthwise 2-D convolution by ggml's direct CONV_2D_DW kernel.
 
     a: the kernels, [KW, KH, 1, C] (ggml ne order). b: the data, [W, H, C, N].
@@ -217,8 +287,12 @@ def conv_2d_dw_direct(ctx: Context, a: Tensor, b: Tensor, stride0: int, stride1:
     dilation0, dilation1: dilations, >= 1.
     Result: [OW, OH, C, N]. Precision: F32 accumulation.
     """
-    g = _geometry("conv_2d_dw_direct", dict(stride0=stride0, stride1=stride1), dict(pad0=pad0, pad1=pad1),
-                  dict(dilation0=dilation0, dilation1=dilation1))
+    g = _geometry(
+        "conv_2d_dw_direct",
+        dict(stride0=stride0, stride1=stride1),
+        dict(pad0=pad0, pad1=pad1),
+        dict(dilation0=dilation0, dilation1=dilation1),
+    )
     _fits("conv_2d_dw_direct", a, b, g[0:2], g[2:4], g[4:6])
     return _call("conv_2d_dw_direct", "conv_2d_dw_direct", ctx, dict(a=a, b=b), *g)
 
@@ -232,8 +306,13 @@ def conv_transpose_1d(ctx: Context, a: Tensor, b: Tensor, s0: int, p0: int = 0, 
     s0: stride, >= 1. p0, d0: ggml takes only p0 = 0 and d0 = 1.
     Result: F32 [(W-1)*s0 + K, OC]. Precision: F32 accumulation (an F16 kernel rounds b to F16).
     """
-    return _call("conv_transpose_1d", "conv_transpose_1d", ctx, dict(a=a, b=b),
-                 *_geometry("conv_transpose_1d", dict(s0=s0), dict(p0=p0), dict(d0=d0)))
+    return _call(
+        "conv_transpose_1d",
+        "conv_transpose_1d",
+        ctx,
+        dict(a=a, b=b),
+        *_geometry("conv_transpose_1d", dict(s0=s0), dict(p0=p0), dict(d0=d0)),
+    )
 
 
 def conv_transpose_2d_p0(ctx: Context, a: Tensor, b: Tensor, stride: int) -> Tensor:
@@ -244,8 +323,13 @@ def conv_transpose_2d_p0(ctx: Context, a: Tensor, b: Tensor, stride: int) -> Ten
     Result: F32 [(W-1)*stride + KW, (H-1)*stride + KH, OC, N]. Precision: F32 accumulation (an F16
     kernel rounds b to F16).
     """
-    return _call("conv_transpose_2d_p0", "conv_transpose_2d_p0", ctx, dict(a=a, b=b),
-                 *_ints("conv_transpose_2d_p0", 1, stride=stride))
+    return _call(
+        "conv_transpose_2d_p0",
+        "conv_transpose_2d_p0",
+        ctx,
+        dict(a=a, b=b),
+        *_ints("conv_transpose_2d_p0", 1, stride=stride),
+    )
 
 
 def col2im_1d(ctx: Context, a: Tensor, s0: int, oc: int, p0: int) -> Tensor:
@@ -341,8 +425,14 @@ def upscale_ext(ctx: Context, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int,
     """
     ne = _shape_arg("upscale_ext", (ne0, ne1, ne2, ne3))
     (m,) = _ints("upscale_ext", 0, mode=mode)
-    return _call("upscale_ext", "upscale_ext", ctx, dict(a=a), *_ints("upscale_ext", 1, ne0=ne[0], ne1=ne[1], ne2=ne[2],
-                                                                       ne3=ne[3]), m)
+    return _call(
+        "upscale_ext",
+        "upscale_ext",
+        ctx,
+        dict(a=a),
+        *_ints("upscale_ext", 1, ne0=ne[0], ne1=ne[1], ne2=ne[2], ne3=ne[3]),
+        m,
+    )
 
 
 def interpolate(ctx: Context, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int, mode: int = 0) -> Tensor:
@@ -363,7 +453,23 @@ def interpolate(ctx: Context, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int,
 
 
 __all__ = [  # generated by tools/gen_methods.py
-    "col2im_1d", "conv_1d", "conv_1d_dw", "conv_2d", "conv_2d_direct", "conv_2d_dw", "conv_2d_dw_direct", "conv_3d",
-    "conv_3d_direct", "conv_transpose_1d", "conv_transpose_2d_p0", "im2col", "im2col_3d", "interpolate",
-    "pad_reflect_1d", "pool_1d", "pool_2d", "upscale", "upscale_ext",
+    "col2im_1d",
+    "conv_1d",
+    "conv_1d_dw",
+    "conv_2d",
+    "conv_2d_direct",
+    "conv_2d_dw",
+    "conv_2d_dw_direct",
+    "conv_3d",
+    "conv_3d_direct",
+    "conv_transpose_1d",
+    "conv_transpose_2d_p0",
+    "im2col",
+    "im2col_3d",
+    "interpolate",
+    "pad_reflect_1d",
+    "pool_1d",
+    "pool_2d",
+    "upscale",
+    "upscale_ext",
 ]

@@ -30,8 +30,10 @@ if TYPE_CHECKING:
 
 # --- element-wise ------------------------------------------------------------------------------------
 # Shapes below are ggml's ne, innermost first (`t.ne`); NumPy's `t.shape` is the reverse.
-_F16_NOTE = ("F16/BF16 a: computed in F32 and rounded to a's type once (F16 keeps 11 significant bits, "
-             "BF16 8; the suite's bounds: NMSE 1e-5 and 1e-4).")
+_F16_NOTE = (
+    "F16/BF16 a: computed in F32 and rounded to a's type once (F16 keeps 11 significant bits, "
+    "BF16 8; the suite's bounds: NMSE 1e-5 and 1e-4)."
+)
 _BINARY_DOC = """ggml_{op}: a {sym} b, element-wise, b repeated (tiled) over a.
 
 a: any ne [ne0, ne1, ne2, ne3], F32, F16 or BF16, contiguous rows.
@@ -44,16 +46,44 @@ sub: BinaryWrapper = _make_binary("sub", doc=_BINARY_DOC.format(op="sub", sym="-
 mul: BinaryWrapper = _make_binary("mul", doc=_BINARY_DOC.format(op="mul", sym="*", f16=_F16_NOTE))
 div: BinaryWrapper = _make_binary("div", doc=_BINARY_DOC.format(op="div", sym="/", f16=_F16_NOTE))
 
-UNARY_OPS = ("abs", "sgn", "neg", "step", "tanh", "elu", "relu", "sigmoid", "gelu", "gelu_quick", "gelu_erf",
-             "silu", "hardswish", "hardsigmoid", "exp", "softplus", "floor", "ceil", "round", "trunc",
-             "sqr", "sqrt", "log", "sin", "cos")
-_GELU_TABLE = ("CPU: an F32 a with |a| < 10 is rounded to F16 and looked up in a table of F16 results "
-               "(ggml-cpu's GGML_GELU_FP16), so the result has F16's 11 significant bits (relative errors of order "
-               "1e-3, more where gelu(a) is near 0; the suite's bound NMSE 1e-5); an F16 a is looked up directly. Other "
-               "backends compute in F32.")
+UNARY_OPS = (
+    "abs",
+    "sgn",
+    "neg",
+    "step",
+    "tanh",
+    "elu",
+    "relu",
+    "sigmoid",
+    "gelu",
+    "gelu_quick",
+    "gelu_erf",
+    "silu",
+    "hardswish",
+    "hardsigmoid",
+    "exp",
+    "softplus",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "sqr",
+    "sqrt",
+    "log",
+    "sin",
+    "cos",
+)
+_GELU_TABLE = (
+    "CPU: an F32 a with |a| < 10 is rounded to F16 and looked up in a table of F16 results "
+    "(ggml-cpu's GGML_GELU_FP16), so the result has F16's 11 significant bits (relative errors of order "
+    "1e-3, more where gelu(a) is near 0; the suite's bound NMSE 1e-5); an F16 a is looked up directly. Other "
+    "backends compute in F32."
+)
 _UNARY_EXACT = "F32 as NumPy's float32 (exact). " + _F16_NOTE
-_UNARY_LIBM = ("F32: the backend's single-precision math library (a few ulps from NumPy's float32, within "
-               "the suite's F32 bound NMSE 1e-7). " + _F16_NOTE)
+_UNARY_LIBM = (
+    "F32: the backend's single-precision math library (a few ulps from NumPy's float32, within "
+    "the suite's F32 bound NMSE 1e-7). " + _F16_NOTE
+)
 # op -> (what it computes in NumPy terms, precision)
 _UNARY_DOCS = {
     "abs": ("np.abs(a)", _UNARY_EXACT),
@@ -67,34 +97,46 @@ _UNARY_DOCS = {
     "gelu": ("GELU, tanh approximation: 0.5*a*(1 + tanh(sqrt(2/pi)*(a + 0.044715*a**3)))", _GELU_TABLE),
     "gelu_quick": ("a * sigmoid(1.702*a)", _GELU_TABLE),
     "gelu_erf": ("exact GELU: 0.5*a*(1 + erf(a/sqrt(2)))", _UNARY_LIBM + " (No lookup table, unlike gelu.)"),
-    "silu": ("a * sigmoid(a) (SiLU, swish)", "F32: the CPU's vectorized exp (within the suite's F32 bound "
-             "NMSE 1e-7). " + _F16_NOTE),
+    "silu": (
+        "a * sigmoid(a) (SiLU, swish)",
+        "F32: the CPU's vectorized exp (within the suite's F32 bound NMSE 1e-7). " + _F16_NOTE,
+    ),
     "hardswish": ("a * np.clip((a + 3)/6, 0, 1)", _UNARY_EXACT),
     "hardsigmoid": ("np.clip((a + 3)/6, 0, 1)", _UNARY_EXACT),
     "exp": ("np.exp(a)", _UNARY_LIBM),
-    "softplus": ("np.log1p(np.exp(a)), and a itself where a > 20", _UNARY_LIBM + " Computed as log(1 + exp(a)): "
-                 "for a below about -17 the result underflows to 0 where NumPy's log1p does not."),
+    "softplus": (
+        "np.log1p(np.exp(a)), and a itself where a > 20",
+        _UNARY_LIBM + " Computed as log(1 + exp(a)): "
+        "for a below about -17 the result underflows to 0 where NumPy's log1p does not.",
+    ),
     "floor": ("np.floor(a)", _UNARY_EXACT),
     "ceil": ("np.ceil(a)", _UNARY_EXACT),
-    "round": ("C's roundf: halves away from zero (np.round rounds halves to even: 2.5 -> 3 here, 2 in NumPy)",
-              _UNARY_EXACT),
+    "round": (
+        "C's roundf: halves away from zero (np.round rounds halves to even: 2.5 -> 3 here, 2 in NumPy)",
+        _UNARY_EXACT,
+    ),
     "trunc": ("np.trunc(a)", _UNARY_EXACT),
     "sqr": ("a * a", _UNARY_EXACT),
     "sqrt": ("np.sqrt(a) (NaN for a < 0)", _UNARY_EXACT),
     "log": ("np.log(a) (NaN for a < 0, -inf at 0)", _UNARY_LIBM),
     "sin": ("np.sin(a)", _UNARY_LIBM),
     "cos": ("np.cos(a)", _UNARY_LIBM),
-    "expm1": ("np.expm1(a)", "the CPU computes exp(a) - 1 in F32, so for |a| << 1 the error is about 1e-7 "
-              "absolute, not relative as NumPy's expm1. " + _F16_NOTE),
+    "expm1": (
+        "np.expm1(a)",
+        "the CPU computes exp(a) - 1 in F32, so for |a| << 1 the error is about 1e-7 "
+        "absolute, not relative as NumPy's expm1. " + _F16_NOTE,
+    ),
 }
 
 
 def _unary_doc(op: str) -> str:
     what, precision = _UNARY_DOCS[op]
-    return (f"ggml_{op}: {what}, element-wise.\n\n"
-            "a: any ne (NumPy shape reversed), F32, F16 or BF16, contiguous rows.\n"
-            "Result: a's shape and type.\n"
-            f"Precision: {precision}")
+    return (
+        f"ggml_{op}: {what}, element-wise.\n\n"
+        "a: any ne (NumPy shape reversed), F32, F16 or BF16, contiguous rows.\n"
+        "Result: a's shape and type.\n"
+        f"Precision: {precision}"
+    )
 
 
 abs: UnaryWrapper = _make_unary("abs", doc=_unary_doc("abs"))
@@ -201,8 +243,9 @@ def arange(ctx: Context, start: float, stop: float, step: float = 1.0) -> Tensor
 expm1: UnaryWrapper = _make_unary("expm1", doc=_unary_doc("expm1"))
 
 
-def xielu(ctx: Context, a: Tensor, alpha_n: float = 0.8, alpha_p: float = 0.8, beta: float = 0.5,
-          eps: float = -1e-6) -> Tensor:
+def xielu(
+    ctx: Context, a: Tensor, alpha_n: float = 0.8, alpha_p: float = 0.8, beta: float = 0.5, eps: float = -1e-6
+) -> Tensor:
     """ggml_xielu: the xIELU activation, element-wise, as ggml computes it.
 
     With an = beta + softplus(alpha_n) and ap = softplus(alpha_p) (ggml stores those, not the raw
@@ -212,7 +255,9 @@ def xielu(ctx: Context, a: Tensor, alpha_n: float = 0.8, alpha_p: float = 0.8, b
     alpha_n, alpha_p, beta, eps: finite numbers (defaults: llama.cpp's Apertus values).
     Result: a's shape and type. Precision: F32 math library; F16 a rounded once.
     """
-    vals = [_scalar("xielu", n, v) for n, v in (("alpha_n", alpha_n), ("alpha_p", alpha_p), ("beta", beta), ("eps", eps))]
+    vals = [
+        _scalar("xielu", n, v) for n, v in (("alpha_n", alpha_n), ("alpha_p", alpha_p), ("beta", beta), ("eps", eps))
+    ]
     if not all(map(math.isfinite, vals)):  # ggml stores softplus(alpha): a NaN/Inf poisons every element
         raise ValueError(f"xielu: alpha_n, alpha_p, beta and eps must be finite, got {vals}")
     try:
@@ -243,19 +288,26 @@ def _glu_doc(op: str) -> str:
     family = op.removesuffix("_swapped").removesuffix("_split")
     act, precision = _GLU_ACTS[family]
     if op.endswith("_split"):
-        what = (f"ggml_{op}: act(a) * b, element-wise, act(x) = {act}: the {family} gated linear unit with its "
-                "input and gate in two tensors.\n\n"
-                "a: the activation's input, any ne, F32, F16 or BF16, contiguous rows.\n"
-                "b: the gate, a's shape and type.\n"
-                "Result: a's shape and type.")
+        what = (
+            f"ggml_{op}: act(a) * b, element-wise, act(x) = {act}: the {family} gated linear unit with its "
+            "input and gate in two tensors.\n\n"
+            "a: the activation's input, any ne, F32, F16 or BF16, contiguous rows.\n"
+            "b: the gate, a's shape and type.\n"
+            "Result: a's shape and type."
+        )
     else:
-        halves = ("x the second half of each row of a, g the first" if op.endswith("_swapped")
-                  else "x the first half of each row of a, g the second")
-        what = (f"ggml_{op}: act(x) * g, act(x) = {act}: the {family} gated linear unit, {halves}.\n\n"
-                "a: ne [2n, ne1, ne2, ne3] (NumPy shape reversed: the halves split its last axis), F32, F16 or "
-                "BF16, "
-                "contiguous rows of even length.\n"
-                "Result: ne [n, ne1, ne2, ne3], a's type.")
+        halves = (
+            "x the second half of each row of a, g the first"
+            if op.endswith("_swapped")
+            else "x the first half of each row of a, g the second"
+        )
+        what = (
+            f"ggml_{op}: act(x) * g, act(x) = {act}: the {family} gated linear unit, {halves}.\n\n"
+            "a: ne [2n, ne1, ne2, ne3] (NumPy shape reversed: the halves split its last axis), F32, F16 or "
+            "BF16, "
+            "contiguous rows of even length.\n"
+            "Result: ne [n, ne1, ne2, ne3], a's type."
+        )
     return f"{what}\nPrecision: {precision}"
 
 
@@ -269,6 +321,7 @@ def _make_glu(op: str) -> UnaryWrapper:
         except _ARG_ERRORS as e:
             raise _bad_arguments(op, e, ctx, a=a) from None
         return _result(ctx, r, op, a)
+
     call.__name__ = call.__qualname__ = op
     call.__doc__ = _fill(_glu_doc(op))
     return call
@@ -283,13 +336,15 @@ def _make_glu_split(op: str) -> BinaryWrapper:
         except _ARG_ERRORS as e:
             raise _bad_arguments(op, e, ctx, a=a, b=b) from None
         return _result(ctx, r, op, a, b)
+
     call.__name__ = call.__qualname__ = op
     call.__doc__ = _fill(_glu_doc(op))
     return call
 
 
-GLU_OPS = tuple(f"{g}{v}" for g in ("reglu", "geglu", "swiglu", "geglu_erf", "geglu_quick")
-                for v in ("", "_swapped", "_split"))
+GLU_OPS = tuple(
+    f"{g}{v}" for g in ("reglu", "geglu", "swiglu", "geglu_erf", "geglu_quick") for v in ("", "_swapped", "_split")
+)
 reglu: UnaryWrapper = _make_glu("reglu")
 reglu_swapped: UnaryWrapper = _make_glu("reglu_swapped")
 reglu_split: BinaryWrapper = _make_glu_split("reglu_split")
@@ -436,11 +491,11 @@ TRI_TYPES = {"upper_diag": 0, "upper": 1, "lower_diag": 2, "lower": 3}
 def tri(ctx: Context, a: Tensor, type: int | str = 0) -> Tensor:
     """ggml_tri: every matrix of a with the elements outside one triangle set to 0 (np.triu / np.tril).
 
-    a: ne [n, n, ne2, ne3] (each matrix's row r is ne1 index r, column i is ne0 index i), F32,
-   contiguous.
-    type: which part is kept: 0 or 'upper_diag' (i >= r, np.triu(a)), 1 'upper' (i > r, np.triu(a, 1)),
-          2 'lower_diag' (i <= r, np.tril(a)), 3 'lower' (i < r, np.tril(a, -1)).
-    Result: a's shape and type. Exact.
+     a: ne [n, n, ne2, ne3] (each matrix's row r is ne1 index r, column i is ne0 index i), F32,
+    contiguous.
+     type: which part is kept: 0 or 'upper_diag' (i >= r, np.triu(a)), 1 'upper' (i > r, np.triu(a, 1)),
+           2 'lower_diag' (i <= r, np.tril(a)), 3 'lower' (i < r, np.tril(a, -1)).
+     Result: a's shape and type. Exact.
     """
     t = TRI_TYPES.get(type.lower(), -1) if isinstance(type, str) else _scalar("tri", "type", type, int)
     if t not in TRI_TYPES.values():  # the CPU kernel aborts on any other value
@@ -480,7 +535,7 @@ def roll(ctx: Context, a: Tensor, shift0: int = 0, shift1: int = 0, shift2: int 
     Result: a's shape and type. Exact.
     """
     shifts = [_scalar("roll", f"shift{i}", v, int) for i, v in enumerate((shift0, shift1, shift2, shift3))]
-    if not all(-2**31 < v < 2**31 for v in shifts):
+    if not all(-(2**31) < v < 2**31 for v in shifts):
         raise ValueError(f"roll: shifts {shifts} do not fit a C int")
     return _call("roll", ctx, {"a": a}, *shifts)
 
@@ -528,8 +583,10 @@ def _view_of_b(op: str, a, b, nb1, nb2, nb3, offset) -> list[int]:
         reach += nb * (n - 1)
     end = vals[3] + es + sum((n - 1) * nb for nb, n in zip([es] + vals[:3], ne))
     if end > lib.ggml_nbytes(a.ptr):
-        raise ValueError(f"{op}: the view (offset {vals[3]}, strides {vals[:3]}, b's ne {ne}) ends at byte {end}, "
-                         f"past a's {lib.ggml_nbytes(a.ptr)} bytes")
+        raise ValueError(
+            f"{op}: the view (offset {vals[3]}, strides {vals[:3]}, b's ne {ne}) ends at byte {end}, "
+            f"past a's {lib.ggml_nbytes(a.ptr)} bytes"
+        )
     return vals
 
 
@@ -581,7 +638,9 @@ def set_2d(ctx: Context, a: Tensor, b: Tensor, nb1: int, offset: int) -> Tensor:
     """
     if isinstance(a, Tensor):
         _view_of_b("set_2d", a, b, nb1, a.ptr.nb[2], a.ptr.nb[3], offset)
-    return _call("set_2d", ctx, {"a": a, "b": b}, _scalar("set_2d", "nb1", nb1, int), _scalar("set_2d", "offset", offset, int))
+    return _call(
+        "set_2d", ctx, {"a": a, "b": b}, _scalar("set_2d", "nb1", nb1, int), _scalar("set_2d", "offset", offset, int)
+    )
 
 
 # --- padding, embeddings ----------------------------------------------------------------------------------
@@ -592,12 +651,24 @@ def _pads(op: str, a, pads, circular: bool) -> list[int]:
         raise ValueError(f"{op}: paddings must be >= 0, got {vals}")
     # the circular kernel wraps i - lp with (i - lp + ne) % ne: a left pad over ne reads before a
     if circular and isinstance(a, Tensor) and any(vals[2 * d] > a.ptr.ne[d] for d in range(4)):
-        raise ValueError(f"{op}: a circular left padding must not exceed the dim (ne {list(a.ptr.ne)}), got {vals[0::2]}")
+        raise ValueError(
+            f"{op}: a circular left padding must not exceed the dim (ne {list(a.ptr.ne)}), got {vals[0::2]}"
+        )
     return vals
 
 
-def pad_ext(ctx: Context, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int = 0, lp2: int = 0, rp2: int = 0,
-            lp3: int = 0, rp3: int = 0) -> Tensor:
+def pad_ext(
+    ctx: Context,
+    a: Tensor,
+    lp0: int = 0,
+    rp0: int = 0,
+    lp1: int = 0,
+    rp1: int = 0,
+    lp2: int = 0,
+    rp2: int = 0,
+    lp3: int = 0,
+    rp3: int = 0,
+) -> Tensor:
     """ggml_pad_ext: zero padding before and after each dim (np.pad with zeros, in ggml's dim order).
 
     a: any ne, F32.
@@ -608,8 +679,18 @@ def pad_ext(ctx: Context, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, r
     return _call("pad_ext", ctx, {"a": a}, *_pads("pad_ext", a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), False))
 
 
-def pad_ext_circular(ctx: Context, a: Tensor, lp0: int = 0, rp0: int = 0, lp1: int = 0, rp1: int = 0, lp2: int = 0,
-                     rp2: int = 0, lp3: int = 0, rp3: int = 0) -> Tensor:
+def pad_ext_circular(
+    ctx: Context,
+    a: Tensor,
+    lp0: int = 0,
+    rp0: int = 0,
+    lp1: int = 0,
+    rp1: int = 0,
+    lp2: int = 0,
+    rp2: int = 0,
+    lp3: int = 0,
+    rp3: int = 0,
+) -> Tensor:
     """ggml_pad_ext_circular: circular padding before and after each dim (np.pad(mode="wrap")).
 
     a: any ne, F32.
@@ -642,7 +723,10 @@ def timestep_embedding(ctx: Context, timesteps: Tensor, dim: int, max_period: in
     dim: the embedding size, > 0. max_period: the longest period, > 0.
     Result: F32 ne [dim, n] (NumPy shape (n, dim)). Precision: F32 math library.
     """
-    dim, max_period = _scalar("timestep_embedding", "dim", dim, int), _scalar("timestep_embedding", "max_period", max_period, int)
+    dim, max_period = (
+        _scalar("timestep_embedding", "dim", dim, int),
+        _scalar("timestep_embedding", "max_period", max_period, int),
+    )
     if not 0 < dim < 2**31 or not 0 < max_period < 2**31:  # log(max_period) and a [dim, n] result
         raise ValueError(f"timestep_embedding: dim and max_period must be positive, got {dim}, {max_period}")
     # the kernel reads timesteps->ne[0] values: the rest of a 2-D or higher tensor would be ignored
@@ -652,12 +736,76 @@ def timestep_embedding(ctx: Context, timesteps: Tensor, dim: int, max_period: in
 
 
 __all__ = [  # generated by tools/gen_methods.py
-    "abs", "acc", "add", "add1", "add_cast", "arange", "cast", "ceil", "clamp", "cos", "count_equal", "cumsum",
-    "diag", "diag_mask_zero", "div", "elu", "exp", "expm1", "fill", "floor", "geglu", "geglu_erf",
-    "geglu_erf_split", "geglu_erf_swapped", "geglu_quick", "geglu_quick_split", "geglu_quick_swapped",
-    "geglu_split", "geglu_swapped", "gelu", "gelu_erf", "gelu_quick", "hardsigmoid", "hardswish", "leaky_relu",
-    "log", "mul", "neg", "pad_circular", "pad_ext", "pad_ext_circular", "reglu", "reglu_split", "reglu_swapped",
-    "relu", "repeat_4d", "roll", "round", "scale", "scale_bias", "set", "set_1d", "set_2d", "sgn", "sigmoid",
-    "silu", "sin", "softplus", "sqr", "sqrt", "step", "sub", "swiglu", "swiglu_clamp", "swiglu_oai", "swiglu_split",
-    "swiglu_swapped", "tanh", "timestep_embedding", "tri", "trunc", "xielu",
+    "abs",
+    "acc",
+    "add",
+    "add1",
+    "add_cast",
+    "arange",
+    "cast",
+    "ceil",
+    "clamp",
+    "cos",
+    "count_equal",
+    "cumsum",
+    "diag",
+    "diag_mask_zero",
+    "div",
+    "elu",
+    "exp",
+    "expm1",
+    "fill",
+    "floor",
+    "geglu",
+    "geglu_erf",
+    "geglu_erf_split",
+    "geglu_erf_swapped",
+    "geglu_quick",
+    "geglu_quick_split",
+    "geglu_quick_swapped",
+    "geglu_split",
+    "geglu_swapped",
+    "gelu",
+    "gelu_erf",
+    "gelu_quick",
+    "hardsigmoid",
+    "hardswish",
+    "leaky_relu",
+    "log",
+    "mul",
+    "neg",
+    "pad_circular",
+    "pad_ext",
+    "pad_ext_circular",
+    "reglu",
+    "reglu_split",
+    "reglu_swapped",
+    "relu",
+    "repeat_4d",
+    "roll",
+    "round",
+    "scale",
+    "scale_bias",
+    "set",
+    "set_1d",
+    "set_2d",
+    "sgn",
+    "sigmoid",
+    "silu",
+    "sin",
+    "softplus",
+    "sqr",
+    "sqrt",
+    "step",
+    "sub",
+    "swiglu",
+    "swiglu_clamp",
+    "swiglu_oai",
+    "swiglu_split",
+    "swiglu_swapped",
+    "tanh",
+    "timestep_embedding",
+    "tri",
+    "trunc",
+    "xielu",
 ]

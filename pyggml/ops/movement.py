@@ -36,15 +36,19 @@ if TYPE_CHECKING:
 _RANK_2 = RANK_BYTE[2]
 
 # --- index ops --------------------------------------------------------------------------------------------
-get_rows: BinaryWrapper = _make_binary("get_rows", doc="""ggml_get_rows: the rows of a that b lists (an embedding lookup): a[..., b[i], :] in NumPy terms.
+get_rows: BinaryWrapper = _make_binary(
+    "get_rows",
+    doc="""ggml_get_rows: the rows of a that b lists (an embedding lookup): a[..., b[i], :] in NumPy terms.
 
 a: ne [ne0, rows, ne2, ne3] (ggml order; NumPy shape (ne3, ne2, rows, ne0)), any type with a row
    reader (F32, F16, BF16, quantized: dequantized on the way; I32).
 b: I32 ne [n, ne2, ne3] (NumPy shape (ne3, ne2, n)): row indices, each in 0..rows-1 (checked
    before compute); b's dims 1 and 2 pick a's dims 2 and 3.
 Result: F32 ne [ne0, n, ne2, ne3] (I32 for an I32 a). Exact (a quantized row is dequantized as
-types.decode does).""")
+types.decode does).""",
+)
 _set_rows = _guarded("set_rows")
+
 
 def set_rows(ctx: Context, a: Tensor, b: Tensor, c: Tensor) -> Tensor:
     """ggml_set_rows: rows of b written into rows c of a (a scatter): a[..., c[i], :] = b[..., i, :] in
@@ -91,14 +95,22 @@ def cpy(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
     """
     _destination("cpy", b)
     return _cpy(ctx, a, b)
-dup: UnaryWrapper = _make_unary("dup", doc="""ggml_dup: a copy of a (same ne and type, contiguous): np.array(a, copy=True).
+
+
+dup: UnaryWrapper = _make_unary(
+    "dup",
+    doc="""ggml_dup: a copy of a (same ne and type, contiguous): np.array(a, copy=True).
 
 a: any ne and strides.
-Result: a new tensor of a's shape and type. Exact.""")
-cont: UnaryWrapper = _make_unary("cont", doc="""ggml_cont: a copied into contiguous memory, same ne and type (np.ascontiguousarray).
+Result: a new tensor of a's shape and type. Exact.""",
+)
+cont: UnaryWrapper = _make_unary(
+    "cont",
+    doc="""ggml_cont: a copied into contiguous memory, same ne and type (np.ascontiguousarray).
 
 a: any ne and strides (a transposed or permuted view, typically).
-Result: a contiguous tensor of a's shape and type. Exact.""")
+Result: a contiguous tensor of a's shape and type. Exact.""",
+)
 _transpose: UnaryWrapper = _make_unary("transpose")
 
 
@@ -111,6 +123,8 @@ def transpose(ctx: Context, a: Tensor) -> Tensor:
     """
     t = _transpose(ctx, a)
     return _whole_blocks("transpose", t) if t.ptr.type in _BLOCKED else t
+
+
 def reshape(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
     """ggml_reshape: a's elements with b's shape (like np.reshape; a view, no copy).
 
@@ -120,11 +134,16 @@ def reshape(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
     if not isinstance(b, Tensor):
         raise TypeError(f"reshape: b must be a Tensor, got {type(b).__name__}")
     return _reshape_nd("reshape", ctx, a, *cast("tuple[int, int, int, int]", b.ne), RANK_BYTE[rank(b.ptr)])
-repeat: BinaryWrapper = _make_binary("repeat", doc="""ggml_repeat: a tiled to b's shape (np.tile in ggml's dim order).
+
+
+repeat: BinaryWrapper = _make_binary(
+    "repeat",
+    doc="""ggml_repeat: a tiled to b's shape (np.tile in ggml's dim order).
 
 a: any ne, each a.ne[i] dividing b.ne[i]; F32, F16, BF16, I16 or I32.
 b: any tensor of the target shape: only its ne is read.
-Result: b's ne, a's type. Exact.""")
+Result: b's ne, a's type. Exact.""",
+)
 
 
 def _cont_nd(op: str, ctx, a, ne, n_dims: int) -> Tensor:
@@ -206,8 +225,9 @@ def _reshape_error(op: str, exc, ctx, a, ne) -> Exception:
     except (TypeError, ValueError) as e:
         return e
     if isinstance(a, Tensor) and ne[0] % _BLOCK[a.ptr.type]:
-        return ValueError(f"{op}: ne[0] ({ne[0]}) must be a multiple of {a.type.name}'s block size "
-                          f"{_BLOCK[a.ptr.type]}")
+        return ValueError(
+            f"{op}: ne[0] ({ne[0]}) must be a multiple of {a.type.name}'s block size {_BLOCK[a.ptr.type]}"
+        )
     return _failed(op) if exc is None else _bad_arguments(op, exc, ctx, a=a)
 
 
@@ -327,8 +347,10 @@ def _view(op: str, ctx, a, ne: tuple, nb: tuple, offset) -> Tensor:
     if bool in {type(v) for v in (*ne, *nb, offset)}:  # True is no extent, stride or offset
         _shape_arg(op, ne), [integer(f"{op}: nb", n) for n in nb], integer(f"{op}: offset", offset)
     if negative or not all(ne):
-        raise ValueError(f"{op}: ne must be positive and strides and offset non-negative (ggml does not handle "
-                         f"empty tensors), got ne={list(ne)}, nb={list(nb)}, offset={offset}")
+        raise ValueError(
+            f"{op}: ne must be positive and strides and offset non-negative (ggml does not handle "
+            f"empty tensors), got ne={list(ne)}, nb={list(nb)}, offset={offset}"
+        )
     t = p.type
     blck = _BLOCK[t]
     if ne[0] % blck:
@@ -339,8 +361,10 @@ def _view(op: str, ctx, a, ne: tuple, nb: tuple, offset) -> Tensor:
         for n, s in zip(ne[1:], nb):
             span += (n - 1) * s
         if span > nbytes:
-            raise ValueError(f"{op}: the view ({list(ne)} with strides {list(nb)} at offset {offset}) reaches byte "
-                             f"{span}, past the end of a ({nbytes} bytes)")
+            raise ValueError(
+                f"{op}: the view ({list(ne)} with strides {list(nb)} at offset {offset}) reaches byte "
+                f"{span}, past the end of a ({nbytes} bytes)"
+            )
     elif offset > nbytes:
         raise ValueError(f"{op}: offset {offset} must lie inside a ({nbytes} bytes)")
     try:
@@ -425,8 +449,9 @@ def view_3d(ctx: Context, a: Tensor, ne0: int, ne1: int, ne2: int, nb1: int, nb2
     return _view("view_3d", ctx, a, (ne0, ne1, ne2), (nb1, nb2), offset)
 
 
-def view_4d(ctx: Context, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int, nb1: int, nb2: int, nb3: int,
-            offset: int = 0) -> Tensor:
+def view_4d(
+    ctx: Context, a: Tensor, ne0: int, ne1: int, ne2: int, ne3: int, nb1: int, nb2: int, nb3: int, offset: int = 0
+) -> Tensor:
     """ggml_view_4d: a 4-D view of a with byte strides; no copy.
 
     a: any tensor.
@@ -483,14 +508,40 @@ def set_name(ctx: Context, a: Tensor, name: str) -> Tensor:
     return a.set_name(name)
 
 
-view_tensor: UnaryWrapper = _make_unary("view_tensor", doc="""ggml_view_tensor: a view of all of a: the same ne, byte strides and type, no copy.
+view_tensor: UnaryWrapper = _make_unary(
+    "view_tensor",
+    doc="""ggml_view_tensor: a view of all of a: the same ne, byte strides and type, no copy.
 
 a: any tensor.
-Result: a view of a (writes through it change a).""")
+Result: a view of a (writes through it change a).""",
+)
 
 
 __all__ = [  # generated by tools/gen_methods.py
-    "concat", "cont", "cont_1d", "cont_2d", "cont_3d", "cont_4d", "cpy", "dup", "get_rows", "pad", "permute",
-    "repeat", "reshape", "reshape_1d", "reshape_2d", "reshape_3d", "reshape_4d", "set_name", "set_rows",
-    "transpose", "view_1d", "view_2d", "view_3d", "view_4d", "view_nd", "view_tensor",
+    "concat",
+    "cont",
+    "cont_1d",
+    "cont_2d",
+    "cont_3d",
+    "cont_4d",
+    "cpy",
+    "dup",
+    "get_rows",
+    "pad",
+    "permute",
+    "repeat",
+    "reshape",
+    "reshape_1d",
+    "reshape_2d",
+    "reshape_3d",
+    "reshape_4d",
+    "set_name",
+    "set_rows",
+    "transpose",
+    "view_1d",
+    "view_2d",
+    "view_3d",
+    "view_4d",
+    "view_nd",
+    "view_tensor",
 ]

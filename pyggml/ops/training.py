@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 def _tensors(op: str, ctx, **tensors) -> None:
     """TypeError naming the first argument that is not a Tensor (or a ctx that is not a Context)."""
     from pyggml.context import Context
+
     if not isinstance(ctx, Context) or not all(isinstance(t, Tensor) for t in tensors.values()):
         raise _bad_arguments(op, TypeError("bad argument"), ctx, **tensors)
 
@@ -99,10 +100,21 @@ def soft_max_ext_back(ctx: Context, a: Tensor, b: Tensor, scale: float = 1.0, ma
     return _call("soft_max_ext_back", ctx, {"a": a, "b": b}, scale, max_bias)
 
 
-def rope_ext_back(ctx: Context, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, n_dims: int | None = None,
-                  mode: int = 0, n_ctx_orig: int = 0, freq_base: float = 10000.0, freq_scale: float = 1.0,
-                  ext_factor: float = 0.0, attn_factor: float = 1.0, beta_fast: float = 32.0,
-                  beta_slow: float = 1.0) -> Tensor:
+def rope_ext_back(
+    ctx: Context,
+    a: Tensor,
+    pos: Tensor,
+    freq_factors: Tensor | None = None,
+    n_dims: int | None = None,
+    mode: int = 0,
+    n_ctx_orig: int = 0,
+    freq_base: float = 10000.0,
+    freq_scale: float = 1.0,
+    ext_factor: float = 0.0,
+    attn_factor: float = 1.0,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+) -> Tensor:
     """ggml_rope_ext_back: the gradient of rope_ext with the same arguments: the inverse rotation (by
     -theta) of a, the gradient of rope_ext's output, scaled by attn_factor.
 
@@ -121,19 +133,39 @@ def rope_ext_back(ctx: Context, a: Tensor, pos: Tensor, freq_factors: Tensor | N
     if not (0 < n_dims and n_dims % 2 == 0):
         raise ValueError(f"rope_ext_back: n_dims ({n_dims}) must be even and positive")
     n_ctx_orig = integer("rope_ext_back: n_ctx_orig", n_ctx_orig)
-    floats = [_scalar("rope_ext_back", n, v) for n, v in (
-        ("freq_base", freq_base), ("freq_scale", freq_scale), ("ext_factor", ext_factor),
-        ("attn_factor", attn_factor), ("beta_fast", beta_fast), ("beta_slow", beta_slow))]
-    return _call("rope_ext_back", ctx, {"a": a, "pos": pos, "freq_factors": freq_factors},
-                 n_dims, mode, n_ctx_orig, *floats)
+    floats = [
+        _scalar("rope_ext_back", n, v)
+        for n, v in (
+            ("freq_base", freq_base),
+            ("freq_scale", freq_scale),
+            ("ext_factor", ext_factor),
+            ("attn_factor", attn_factor),
+            ("beta_fast", beta_fast),
+            ("beta_slow", beta_slow),
+        )
+    ]
+    return _call(
+        "rope_ext_back", ctx, {"a": a, "pos": pos, "freq_factors": freq_factors}, n_dims, mode, n_ctx_orig, *floats
+    )
 
 
 def _conv_out(n: int, k: int, s: int, p: int, d: int) -> int:
     return (n + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def im2col_back(ctx: Context, a: Tensor, b: Tensor, ne: list[int] | tuple[int, ...], s0: int, s1: int, p0: int,
-                p1: int, d0: int, d1: int, is_2D: bool = True) -> Tensor:
+def im2col_back(
+    ctx: Context,
+    a: Tensor,
+    b: Tensor,
+    ne: list[int] | tuple[int, ...],
+    s0: int,
+    s1: int,
+    p0: int,
+    p1: int,
+    d0: int,
+    d1: int,
+    is_2D: bool = True,
+) -> Tensor:
     """Gradient of im2col(b, x, s0, s1, p0, p1, d0, d1, is_2D) with respect to x (of shape `ne`).
 
     a = gradient of im2col's output: [IC*KH*KW, OW, OH, N] (2D) or [IC*KW, OW, N] (1D); b = the
@@ -147,12 +179,16 @@ def im2col_back(ctx: Context, a: Tensor, b: Tensor, ne: list[int] | tuple[int, .
     shape = [integer("im2col_back: ne", n) for n in ne] + [1] * (4 - len(ne))
     if min(shape) <= 0:
         raise ValueError(f"im2col_back: ne must be positive, got {shape}")
-    s0, s1, p0, p1, d0, d1 = (integer(f"im2col_back: {n}", v, -2**31, 2**31 - 1) for n, v in
-                              (("s0", s0), ("s1", s1), ("p0", p0), ("p1", p1), ("d0", d0), ("d1", d1)))
+    s0, s1, p0, p1, d0, d1 = (
+        integer(f"im2col_back: {n}", v, -(2**31), 2**31 - 1)
+        for n, v in (("s0", s0), ("s1", s1), ("p0", p0), ("p1", p1), ("d0", d0), ("d1", d1))
+    )
     # ggml.c checks none of this; the kernel divides by the strides and reads a by the sizes below
     if min(s0, d0) <= 0 or p0 < 0 or (is_2D and (min(s1, d1) <= 0 or p1 < 0)):
-        raise ValueError(f"im2col_back: strides and dilations must be positive and paddings >= 0, got "
-                         f"s=({s0}, {s1}) p=({p0}, {p1}) d=({d0}, {d1})")
+        raise ValueError(
+            f"im2col_back: strides and dilations must be positive and paddings >= 0, got "
+            f"s=({s0}, {s1}) p=({p0}, {p1}) d=({d0}, {d1})"
+        )
     iw, ih, ic, n = shape if is_2D else (shape[0], 1, shape[1], shape[2])
     if not is_2D and shape[3] != 1:
         raise ValueError(f"im2col_back: a 1D input has 3 dims [IW, IC, N], got ne {shape}")
@@ -161,32 +197,39 @@ def im2col_back(ctx: Context, a: Tensor, b: Tensor, ne: list[int] | tuple[int, .
     oh = _conv_out(ih, kh, s1, p1, d1) if is_2D else 1
     want = [ic * kh * kw, ow, oh, n] if is_2D else [ic * kw, ow, n, 1]
     if min(ow, oh) <= 0 or list(a.ne) != want:
-        raise ValueError(f"im2col_back: a must be the gradient of im2col's output for input {shape} and kernel "
-                         f"{list(b.ne)}: shape {want}, got {list(a.ne)}")
+        raise ValueError(
+            f"im2col_back: a must be the gradient of im2col's output for input {shape} and kernel "
+            f"{list(b.ne)}: shape {want}, got {list(a.ne)}"
+        )
     return _call("im2col_back", ctx, {"a": a, "b": b}, ffi.new("int64_t[4]", shape), s0, s1, p0, p1, d0, d1, is_2D)
 
 
 _POOL_OPS = (lib.GGML_OP_POOL_MAX, lib.GGML_OP_POOL_AVG)
 
 
-def pool_2d_back(ctx: Context, a: Tensor, af: Tensor, op: int, k0: int, k1: int, s0: int, s1: int,
-                 p0: float = 0.0, p1: float = 0.0) -> Tensor:
+def pool_2d_back(
+    ctx: Context, a: Tensor, af: Tensor, op: int, k0: int, k1: int, s0: int, s1: int, p0: float = 0.0, p1: float = 0.0
+) -> Tensor:
     """Gradient of pool_2d(af, op, k0, k1, s0, s1, p0, p1) with respect to af: a = gradient of its output.
     op: GGML_OP_POOL_MAX (0) or GGML_OP_POOL_AVG (1). F32 result of af's shape."""
     _tensors("pool_2d_back", ctx, a=a, af=af)
     op = integer("pool_2d_back: op", op)
     if op not in _POOL_OPS:  # the kernel computes MAX or AVG only (and aborts on COUNT)
-        raise ValueError(f"pool_2d_back: op must be {lib.GGML_OP_POOL_MAX} (max) or {lib.GGML_OP_POOL_AVG} (avg), got {op}")
-    k0, k1, s0, s1 = (integer(f"pool_2d_back: {n}", v, 1, 2**31 - 1) for n, v in
-                      (("k0", k0), ("k1", k1), ("s0", s0), ("s1", s1)))
+        raise ValueError(
+            f"pool_2d_back: op must be {lib.GGML_OP_POOL_MAX} (max) or {lib.GGML_OP_POOL_AVG} (avg), got {op}"
+        )
+    k0, k1, s0, s1 = (
+        integer(f"pool_2d_back: {n}", v, 1, 2**31 - 1) for n, v in (("k0", k0), ("k1", k1), ("s0", s0), ("s1", s1))
+    )
     p = [_finite("pool_2d_back", n, v, 0.0) for n, v in (("p0", p0), ("p1", p1))]
     if any(x != int(x) or x >= 2**31 for x in p):  # ggml stores the paddings as int32
         raise ValueError(f"pool_2d_back: p0 and p1 must be whole numbers (ggml stores them as integers), got {p}")
     # ggml.c does not relate a to af; the kernel reads a as one plane of pool_2d's output per plane of af
     want = [int((af.ne[0] + 2 * p[0] - k0) / s0) + 1, int((af.ne[1] + 2 * p[1] - k1) / s1) + 1, af.ne[2], af.ne[3]]
     if min(want) <= 0 or list(a.ne) != want:
-        raise ValueError(f"pool_2d_back: a must have the shape of pool_2d's output for af {list(af.ne)}: "
-                         f"{want}, got {list(a.ne)}")
+        raise ValueError(
+            f"pool_2d_back: a must have the shape of pool_2d's output for af {list(af.ne)}: {want}, got {list(a.ne)}"
+        )
     return _call("pool_2d_back", ctx, {"a": a, "af": af}, op, k0, k1, s0, s1, p[0], p[1])
 
 
@@ -228,7 +271,16 @@ def opt_step_sgd(ctx: Context, a: Tensor, grad: Tensor, sgd_params: Tensor) -> T
 
 
 __all__ = [  # generated by tools/gen_methods.py
-    "cross_entropy_loss", "cross_entropy_loss_back", "get_rows_back", "im2col_back", "opt_step_adamw",
-    "opt_step_sgd", "pool_2d_back", "repeat_back", "rms_norm_back", "rope_ext_back", "silu_back",
+    "cross_entropy_loss",
+    "cross_entropy_loss_back",
+    "get_rows_back",
+    "im2col_back",
+    "opt_step_adamw",
+    "opt_step_sgd",
+    "pool_2d_back",
+    "repeat_back",
+    "rms_norm_back",
+    "rope_ext_back",
+    "silu_back",
     "soft_max_ext_back",
 ]

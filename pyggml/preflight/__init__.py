@@ -28,14 +28,41 @@ from typing import Any
 
 from pyggml.errors import GraphError
 from pyggml.preflight import core, cpu, meta, rpc, vulkan
-from pyggml.preflight.core import (Rule, RuleTable, check_device_supports, check_placeable, check_size,
-                                   check_view_leaves, index_inputs, leaf_count, once)
+from pyggml.preflight.core import (
+    Rule,
+    RuleTable,
+    check_device_supports,
+    check_placeable,
+    check_size,
+    check_view_leaves,
+    index_inputs,
+    leaf_count,
+    once,
+)
 from pyggml.preflight.cpu import CPU_RULES
 from pyggml.preflight.vulkan import VULKAN_RULES
 
-__all__ = ["Rule", "RuleTable", "CPU_RULES", "VULKAN_RULES", "GRAPH_RULES", "check", "check_allocatable",
-           "check_device_supports", "check_placeable", "check_size", "check_view_leaves", "index_inputs",
-           "leaf_count", "once", "core", "cpu", "meta", "rpc", "vulkan"]
+__all__ = [
+    "Rule",
+    "RuleTable",
+    "CPU_RULES",
+    "VULKAN_RULES",
+    "GRAPH_RULES",
+    "check",
+    "check_allocatable",
+    "check_device_supports",
+    "check_placeable",
+    "check_size",
+    "check_view_leaves",
+    "index_inputs",
+    "leaf_count",
+    "once",
+    "core",
+    "cpu",
+    "meta",
+    "rpc",
+    "vulkan",
+]
 
 # every graph rule, as data (the node rules are in the tables CPU_RULES and VULKAN_RULES)
 GRAPH_RULES: list[Rule] = [*core.GRAPH_RULES, *vulkan.GRAPH_RULES, *meta.GRAPH_RULES, *rpc.GRAPH_RULES]
@@ -67,8 +94,15 @@ def check_allocatable(graph: Any) -> None:
     once(graph, "allocatable", lambda: core.check_empty(core.nodes(graph)))
 
 
-def check(graph: Any, *, on_cpu: bool | Callable[[Any], bool], path: object, version: Any = None,
-          backend: Any = None, on_vulkan: bool | Callable[[Any], bool] = False) -> None:
+def check(
+    graph: Any,
+    *,
+    on_cpu: bool | Callable[[Any], bool],
+    path: object,
+    version: Any = None,
+    backend: Any = None,
+    on_vulkan: bool | Callable[[Any], bool] = False,
+) -> None:
     """Raise GraphError unless `graph` can be computed now. on_cpu(node): a CPU device computes
     that node (True/False for all). `path`: the object that computes (a Backend, a Scheduler): the
     structural check is kept per path (held weakly), `version` and node count. `backend`: the one

@@ -47,8 +47,9 @@ class RuleTable:
         self.rules: list[Rule] = []
         self._by_op: dict[int, list[Rule]] = {}
 
-    def register(self, ops: Op | tuple[Op, ...], check: Callable[[Any], str | None], *, finding: str,
-                 test: str) -> Rule:
+    def register(
+        self, ops: Op | tuple[Op, ...], check: Callable[[Any], str | None], *, finding: str, test: str
+    ) -> Rule:
         """Add a rule for these ops (one Op or several); ValueError for a check already there for one of them."""
         ops_t = tuple(int(o) for o in (ops if isinstance(ops, tuple) else (ops,)))
         for op in ops_t:
@@ -146,19 +147,29 @@ def _placeable(ns: list) -> None:
     viewed = {int(ffi.cast("uintptr_t", p.view_src)) for p in ns if p.view_src != _NULL}
     for p in ns:
         for s in p.src:
-            if s != _NULL and s.op == lib.GGML_OP_NONE and s.data == _NULL and s.view_src == _NULL \
-                    and not s.flags & lib.GGML_TENSOR_FLAG_INPUT and int(ffi.cast("uintptr_t", s)) not in viewed:
+            if (
+                s != _NULL
+                and s.op == lib.GGML_OP_NONE
+                and s.data == _NULL
+                and s.view_src == _NULL
+                and not s.flags & lib.GGML_TENSOR_FLAG_INPUT
+                and int(ffi.cast("uintptr_t", s)) not in viewed
+            ):
                 n = ffi.string(s.name).decode("utf-8", "replace") or "(unnamed)"
-                raise GraphError(f"leaf {n} has no memory and is not an input: mark it with set_input() "
-                                 "(or input=True), or allocate it on a backend first")
+                raise GraphError(
+                    f"leaf {n} has no memory and is not an input: mark it with set_input() "
+                    "(or input=True), or allocate it on a backend first"
+                )
 
 
 def check_size(graph: Any, graph_size: int, what: str) -> None:
     """ggml's scheduler asserts its hash set (graph_size entries) holds every node and leaf."""
     n = graph.n_nodes + leaf_count(graph)
     if n > graph_size:
-        raise GraphError(f"{what}: the graph has {n} nodes and leafs, more than the scheduler's graph_size "
-                         f"{graph_size} (create it with a larger graph_size)")
+        raise GraphError(
+            f"{what}: the graph has {n} nodes and leafs, more than the scheduler's graph_size "
+            f"{graph_size} (create it with a larger graph_size)"
+        )
 
 
 def check_view_leaves(graph: Any) -> None:
@@ -171,9 +182,11 @@ def check_view_leaves(graph: Any) -> None:
                 continue
             if leaf.op == lib.GGML_OP_NONE and leaf.view_src.flags & lib.GGML_TENSOR_FLAG_INPUT:
                 n = cstr(leaf.view_src.name) or "(unnamed)"
-                raise Unsupported(f"the graph reads a view of input {n} but not {n} itself: ggml's scheduler "
-                                  "cannot place it (build the graph from the input, e.g. "
-                                  "cont(transpose(x)) rather than cont(view_tensor(transpose(x))))")
+                raise Unsupported(
+                    f"the graph reads a view of input {n} but not {n} itself: ggml's scheduler "
+                    "cannot place it (build the graph from the input, e.g. "
+                    "cont(transpose(x)) rather than cont(view_tensor(transpose(x))))"
+                )
 
 
 def check_device_supports(graph: Any, backend: Any) -> None:
@@ -187,8 +200,9 @@ def check_empty(ns: list) -> None:
     """ggml's kernels do not handle empty (zero-element) tensors."""
     for p in ns:
         if _nelements(p) == 0:
-            raise GraphError(f"compute: {name(p)} has no elements (ne={tuple(p.ne)}); "
-                             "ggml's kernels do not handle empty tensors")
+            raise GraphError(
+                f"compute: {name(p)} has no elements (ne={tuple(p.ne)}); ggml's kernels do not handle empty tensors"
+            )
         for s in p.src:
             if s != _NULL and _nelements(s) == 0:
                 raise GraphError(f"compute: {name(p)} reads an empty tensor (ne={tuple(s.ne)})")
@@ -206,8 +220,10 @@ def check_current(graph: Any) -> None:
     """The allocator that gave the graph its memory has not since given it to another graph."""
     alloc = graph.state.allocation
     if alloc is not None and alloc[0].generation != alloc[1]:
-        raise GraphError("compute: the graph's memory was since given to another graph by the same allocator; "
-                         "allocate this graph again")
+        raise GraphError(
+            "compute: the graph's memory was since given to another graph by the same allocator; "
+            "allocate this graph again"
+        )
 
 
 def check_memory(ns: list) -> None:
@@ -226,11 +242,13 @@ def check_written(graph: Any) -> None:
     missing = lifetime.unwritten(alloc[0].leaves)
     if missing:
         names = ", ".join(cstr(p.name) or "(unnamed)" for p in missing)
-        raise GraphError(f"compute: input(s) {names} were given no value since the graph was allocated: "
-                         "their memory holds whatever an earlier graph left there. Give every input in "
-                         "Runner.run's inputs (each run allocates anew), or write it with Tensor.set before "
-                         "computing; tensors that must keep their values between runs (weights) belong in a "
-                         "buffer of their own (Backend.alloc_tensors)")
+        raise GraphError(
+            f"compute: input(s) {names} were given no value since the graph was allocated: "
+            "their memory holds whatever an earlier graph left there. Give every input in "
+            "Runner.run's inputs (each run allocates anew), or write it with Tensor.set before "
+            "computing; tensors that must keep their values between runs (weights) belong in a "
+            "buffer of their own (Backend.alloc_tensors)"
+        )
 
 
 def index_inputs(graph: Any) -> list:
@@ -283,28 +301,76 @@ def check_index_values(index_inputs: list) -> None:
 _ABORTS = "ggml asserts (the process ends)"
 # the graph rules, as data (the order they run in is check()'s, in pyggml/preflight/__init__.py)
 GRAPH_RULES: list[Rule] = [
-    Rule((), check_broken, "a half-expanded graph holds part of what was asked for: wrong results",
-         "tests/test_safety.py::test_graph_too_small_is_refused_and_never_computed"),
-    Rule((), check_has_nodes, f"{_ABORTS}: ggml's allocator on a graph of leafs only",
-         "tests/test_preflight_rules.py::test_a_graph_of_leafs_only_is_refused"),
-    Rule((), check_placeable, f"{_ABORTS}: a leaf without memory that is not an input has no backend",
-         "tests/test_preflight_rules.py::test_a_leaf_without_memory_that_is_not_an_input_is_refused"),
-    Rule((), check_size, f"{_ABORTS}: the scheduler's hash set holds graph_size tensors",
-         "tests/test_safety.py::test_scheduler_graph_size_too_small"),
-    Rule((), check_view_leaves, f"{_ABORTS}: a view of an input not in the graph gets no backend",
-         "tests/test_meta.py::test_a_view_of_a_view_of_an_input_does_not_abort_the_scheduler"),
-    Rule((), check_device_supports, "a node the device does not support would run elsewhere or abort",
-         "tests/test_preflight_rules.py::test_a_runner_names_the_ops_its_device_does_not_support"),
-    Rule((), check_empty, f"{_ABORTS}: ggml's kernels divide by empty extents",
-         "tests/test_preflight_rules.py::test_an_empty_node_is_refused"),
-    Rule((), check_supported, "Backend.compute of a node its backend does not support aborts",
-         "tests/test_preflight_rules.py::test_backend_compute_refuses_nodes_its_backend_does_not_support"),
-    Rule((), check_current, "memory given to another graph holds that graph's values: wrong results",
-         "tests/test_safety.py::test_compute_of_a_graph_that_is_not_the_one_allocated"),
-    Rule((), check_memory, "a tensor without memory is read at address 0: the process ends",
-         "tests/test_preflight_rules.py::test_an_unallocated_graph_is_refused"),
-    Rule((), check_written, "an input not written since allocation holds an earlier graph's values",
-         "tests/test_correct_or_raise.py::test_an_input_left_out_of_a_later_run_raises_naming_it"),
-    Rule((), check_index_values, f"{_ABORTS}, or reads outside the tensor: an index outside its rows",
-         "tests/test_bad_input.py::test_out_of_range_row_indices_are_rejected_before_ggml"),
+    Rule(
+        (),
+        check_broken,
+        "a half-expanded graph holds part of what was asked for: wrong results",
+        "tests/test_safety.py::test_graph_too_small_is_refused_and_never_computed",
+    ),
+    Rule(
+        (),
+        check_has_nodes,
+        f"{_ABORTS}: ggml's allocator on a graph of leafs only",
+        "tests/test_preflight_rules.py::test_a_graph_of_leafs_only_is_refused",
+    ),
+    Rule(
+        (),
+        check_placeable,
+        f"{_ABORTS}: a leaf without memory that is not an input has no backend",
+        "tests/test_preflight_rules.py::test_a_leaf_without_memory_that_is_not_an_input_is_refused",
+    ),
+    Rule(
+        (),
+        check_size,
+        f"{_ABORTS}: the scheduler's hash set holds graph_size tensors",
+        "tests/test_safety.py::test_scheduler_graph_size_too_small",
+    ),
+    Rule(
+        (),
+        check_view_leaves,
+        f"{_ABORTS}: a view of an input not in the graph gets no backend",
+        "tests/test_meta.py::test_a_view_of_a_view_of_an_input_does_not_abort_the_scheduler",
+    ),
+    Rule(
+        (),
+        check_device_supports,
+        "a node the device does not support would run elsewhere or abort",
+        "tests/test_preflight_rules.py::test_a_runner_names_the_ops_its_device_does_not_support",
+    ),
+    Rule(
+        (),
+        check_empty,
+        f"{_ABORTS}: ggml's kernels divide by empty extents",
+        "tests/test_preflight_rules.py::test_an_empty_node_is_refused",
+    ),
+    Rule(
+        (),
+        check_supported,
+        "Backend.compute of a node its backend does not support aborts",
+        "tests/test_preflight_rules.py::test_backend_compute_refuses_nodes_its_backend_does_not_support",
+    ),
+    Rule(
+        (),
+        check_current,
+        "memory given to another graph holds that graph's values: wrong results",
+        "tests/test_safety.py::test_compute_of_a_graph_that_is_not_the_one_allocated",
+    ),
+    Rule(
+        (),
+        check_memory,
+        "a tensor without memory is read at address 0: the process ends",
+        "tests/test_preflight_rules.py::test_an_unallocated_graph_is_refused",
+    ),
+    Rule(
+        (),
+        check_written,
+        "an input not written since allocation holds an earlier graph's values",
+        "tests/test_correct_or_raise.py::test_an_input_left_out_of_a_later_run_raises_naming_it",
+    ),
+    Rule(
+        (),
+        check_index_values,
+        f"{_ABORTS}, or reads outside the tensor: an index outside its rows",
+        "tests/test_bad_input.py::test_out_of_range_row_indices_are_rejected_before_ggml",
+    ),
 ]

@@ -52,7 +52,6 @@ def _quantized(t: int) -> bool:
     return bool(lib.ggml_is_quantized(t))
 
 
-
 # --- the checks, by op family ---------------------------------------------------------------------
 def _float_src0(p: Any, allowed: set[int] = _FLOAT, rows: Callable[[Any], bool] = _packed_rows) -> str | None:
     a = p.src[0]
@@ -108,8 +107,10 @@ def _copy(p: Any) -> str | None:
             if not (_packed_rows(a) and _contiguous(dst)):
                 return "quantizing copies need a source with contiguous rows and a contiguous destination"
             if a.ne[0] % lib.ggml_blck_size(dst.type):
-                return (f"the source rows ({a.ne[0]}) must be a multiple of {_tname(dst.type)}'s block size "
-                        f"{lib.ggml_blck_size(dst.type)}")
+                return (
+                    f"the source rows ({a.ne[0]}) must be a multiple of {_tname(dst.type)}'s block size "
+                    f"{lib.ggml_blck_size(dst.type)}"
+                )
         elif dst.type not in _CONVERSIONS.get(a.type, ()):
             return f"the CPU has no conversion from {_tname(a.type)} to {_tname(dst.type)}"
     if _quantized(dst.type) and not (_packed_rows(dst) and dst.ne[0] % lib.ggml_blck_size(dst.type) == 0):
@@ -117,8 +118,12 @@ def _copy(p: Any) -> str | None:
     return None
 
 
-_CONVERSIONS = {_F32: (_F32, _F16, _BF16, _I32), _F16: (_F32, _F16, _BF16), _BF16: (_F32, _F16, _BF16),
-                _I32: (_F32, _I32)}
+_CONVERSIONS = {
+    _F32: (_F32, _F16, _BF16, _I32),
+    _F16: (_F32, _F16, _BF16),
+    _BF16: (_F32, _F16, _BF16),
+    _I32: (_F32, _I32),
+}
 
 
 def _soft_max(p: Any) -> str | None:
@@ -148,8 +153,10 @@ def _rope(p: Any) -> str | None:
 
 def _get_rows(p: Any) -> str | None:
     a = p.src[0]
-    if not (a.type in (_F32, _F16, _BF16, _I32) or (_quantized(a.type) and lib.ggml_get_type_traits(a.type).to_float
-                                                        != _NULL and a.type != int(Type.Q8_K))):
+    if not (
+        a.type in (_F32, _F16, _BF16, _I32)
+        or (_quantized(a.type) and lib.ggml_get_type_traits(a.type).to_float != _NULL and a.type != int(Type.Q8_K))
+    ):
         return f"the CPU kernel reads rows of F32/F16/BF16/I32 or quantized types, not {_tname(a.type)}"
     if not _packed_rows(a):
         return "the CPU kernel needs a with contiguous rows"
@@ -189,13 +196,14 @@ def _argmax(p: Any) -> str | None:
     return None
 
 
-
 def _xielu(p: Any) -> str | None:
     """XIELU's kernel (apply_unary_op_functor) asserts ggml_is_contiguous_1 of its input: rows packed and
     dims 2 and 3 packed after dim 1 (a permuted input with ne0 in place is not enough, as it is for the
     other unary kernels)."""
     if lib.ggml_get_unary_op(p) == lib.GGML_UNARY_OP_XIELU and not lib.ggml_is_contiguous_1(p.src[0]):
-        return "the CPU's xielu kernel needs an input contiguous above its rows (ggml_is_contiguous_1; use cont() first)"
+        return (
+            "the CPU's xielu kernel needs an input contiguous above its rows (ggml_is_contiguous_1; use cont() first)"
+        )
     return None
 
 
@@ -211,8 +219,10 @@ def _add_result_type(p: Any) -> str | None:
     Runs after _binary, which checks the inputs."""
     a, dst = p.src[0], p
     if dst.type != a.type and not (a.type in (_F16, _BF16) and p.src[1].type == _F32 and dst.type == _F32):
-        return (f"the CPU kernel makes a {_tname(a.type)} result from {_tname(a.type)} + {_tname(p.src[1].type)}"
-                f"{' (or F32 when b is F32)' if a.type != _F32 else ''}, not {_tname(dst.type)}")
+        return (
+            f"the CPU kernel makes a {_tname(a.type)} result from {_tname(a.type)} + {_tname(p.src[1].type)}"
+            f"{' (or F32 when b is F32)' if a.type != _F32 else ''}, not {_tname(dst.type)}"
+        )
     return None
 
 
@@ -242,8 +252,6 @@ def _acc_set(p: Any) -> str | None:
     return None
 
 
-
-
 def _vec_dot_type(t: int) -> int:
     return lib.ggml_get_type_traits_cpu(t).vec_dot_type
 
@@ -264,10 +272,37 @@ def _mul_mat_id(p: Any) -> str | None:
 
 
 # out_prod's kernel switch: F32, F16 and the quantized types it dequantizes (not Q8_1 / Q8_K)
-_OUT_PROD_QUANT = {int(getattr(Type, n)) for n in ("Q1_0", "Q2_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "MXFP4",
-                                                   "NVFP4", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "TQ1_0", "TQ2_0",
-                                                   "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ1_M", "IQ4_NL",
-                                                   "IQ4_XS", "IQ3_S", "IQ2_S") if hasattr(Type, n)}
+_OUT_PROD_QUANT = {
+    int(getattr(Type, n))
+    for n in (
+        "Q1_0",
+        "Q2_0",
+        "Q4_0",
+        "Q4_1",
+        "Q5_0",
+        "Q5_1",
+        "Q8_0",
+        "MXFP4",
+        "NVFP4",
+        "Q2_K",
+        "Q3_K",
+        "Q4_K",
+        "Q5_K",
+        "Q6_K",
+        "TQ1_0",
+        "TQ2_0",
+        "IQ2_XXS",
+        "IQ2_XS",
+        "IQ3_XXS",
+        "IQ1_S",
+        "IQ1_M",
+        "IQ4_NL",
+        "IQ4_XS",
+        "IQ3_S",
+        "IQ2_S",
+    )
+    if hasattr(Type, n)
+}
 
 
 def _out_prod(p: Any) -> str | None:
@@ -341,20 +376,20 @@ def _lightning_indexer(p: Any) -> str | None:
     return None
 
 
-
-
-def _f32_rows(*srcs: int, rows: Callable[[Any], bool] = _packed_rows,
-              types: tuple[int, ...] = (_F32,)) -> Callable[[Any], str | None]:
+def _f32_rows(
+    *srcs: int, rows: Callable[[Any], bool] = _packed_rows, types: tuple[int, ...] = (_F32,)
+) -> Callable[[Any], str | None]:
     """A rule: the sources at these indices have one of `types` and rows as `rows` wants."""
+
     def rule(p: Any) -> str | None:
         for i in srcs:
             s = p.src[i]
             if s.type not in types:
-                return (f"the CPU kernel takes {'/'.join(_tname(t) for t in types)} src{i}, "
-                        f"got {_tname(s.type)}")
+                return f"the CPU kernel takes {'/'.join(_tname(t) for t in types)} src{i}, got {_tname(s.type)}"
             if not rows(s):
                 return f"the CPU kernel needs src{i} {'contiguous' if rows is _contiguous else 'with contiguous rows'}"
         return None
+
     return rule
 
 
@@ -384,6 +419,7 @@ def _soft_max_back(p: Any) -> str | None:
 
 def _opt_step(*others: int) -> Callable[[Any], str | None]:
     """opt_step_*: the kernel reads every tensor at the parameter's byte offsets."""
+
     def rule(p: Any) -> str | None:
         a = p.src[0]
         why = _f32_rows(0, *others)(p)
@@ -391,11 +427,14 @@ def _opt_step(*others: int) -> Callable[[Any], str | None]:
             return why
         for i in others:
             if tuple(p.src[i].nb) != tuple(a.nb):
-                return f"the CPU kernel reads src{i} with the parameter's strides {tuple(a.nb)}, got {tuple(p.src[i].nb)}"
+                return (
+                    f"the CPU kernel reads src{i} with the parameter's strides {tuple(a.nb)}, got {tuple(p.src[i].nb)}"
+                )
         params = p.src[1 + len(others)]
         if not _contiguous(params):
             return "the CPU kernel reads the optimizer parameters as a contiguous F32 vector"
         return None
+
     return rule
 
 
@@ -405,12 +444,15 @@ _ABORTS = "ggml-cpu asserts inside the kernel, on a worker thread (the process e
 _BAD = "tests/test_bad_input.py::test_bad_call"
 # ggml.c refuses these at build; a node changed through the raw layer would still reach the kernel
 _BUILT_RAW = f"{_ABORTS}; ggml.c asserts it at build, not for a node changed through the raw layer"
-_RAW = "tests/test_preflight_rules.py::test_rules_ggml_also_asserts_at_build_hold_for_graphs_changed_through_the_raw_layer"
+_RAW = (
+    "tests/test_preflight_rules.py::test_rules_ggml_also_asserts_at_build_hold_for_graphs_changed_through_the_raw_layer"
+)
 _CONV_T = "tests/test_preflight_rules.py::test_transposed_convolutions_take_f32_or_f16_kernels_and_f32_data"
 
 
-def _cpu(ops: Op | tuple[Op, ...], check: Callable[[Any], str | None], finding: str = _ABORTS,
-         test: str = _BAD) -> None:
+def _cpu(
+    ops: Op | tuple[Op, ...], check: Callable[[Any], str | None], finding: str = _ABORTS, test: str = _BAD
+) -> None:
     CPU_RULES.register(ops, check, finding=finding, test=test)
 
 
@@ -421,8 +463,12 @@ _cpu(Op.SCALE, lambda p: _float_src0(p, {_F32, _BF16}, _contiguous))
 _cpu(Op.CLAMP, lambda p: _float_src0(p, {_F32, _F16}, _padded_1d))
 _cpu(Op.LEAKY_RELU, lambda p: _float_src0(p, {_F32, _F16}, _padded_1d))
 _cpu((Op.UNARY, Op.SQR, Op.SQRT, Op.LOG, Op.SIN, Op.COS, Op.SUM), _float_src0)
-_cpu(Op.UNARY, _xielu, "found by the fuzzer: unary-ops.cpp:194 GGML_ASSERT(ggml_is_contiguous_1(src0) ...)",
-     "tests/test_preflight_rules.py::test_xielu_of_a_permuted_input_is_refused_before_the_cpu_aborts")
+_cpu(
+    Op.UNARY,
+    _xielu,
+    "found by the fuzzer: unary-ops.cpp:194 GGML_ASSERT(ggml_is_contiguous_1(src0) ...)",
+    "tests/test_preflight_rules.py::test_xielu_of_a_permuted_input_is_refused_before_the_cpu_aborts",
+)
 _cpu(Op.SUM_ROWS, lambda p: _float_src0(p, {_F32}))
 _cpu(Op.MEAN, lambda p: _float_src0(p, {_F32}))
 _cpu(Op.ARGMAX, _argmax)
@@ -460,8 +506,12 @@ _cpu(Op.OUT_PROD, _out_prod)
 _cpu(Op.ADD_ID, _add_id)
 _cpu(Op.FLASH_ATTN_EXT, _flash_attn)
 _cpu((Op.ROPE, Op.ROPE_BACK), _rope)
-_cpu(Op.ROPE, _rope_rows, "ggml-cpu writes past an odd row, or asserts in the kernel",
-     "tests/test_preflight_rules.py::test_rope_checks_its_types_and_its_rows")
+_cpu(
+    Op.ROPE,
+    _rope_rows,
+    "ggml-cpu writes past an odd row, or asserts in the kernel",
+    "tests/test_preflight_rules.py::test_rope_checks_its_types_and_its_rows",
+)
 _cpu(Op.GET_REL_POS, _get_rel_pos, "a BF16 input's bits are copied into the F16 result: wrong values")
 _cpu(Op.ADD_REL_POS, lambda p: _float_src0(p, {_F32}, _contiguous))
 _cpu(Op.WIN_PART, lambda p: _float_src0(p, {_F32}, _contiguous))
@@ -469,54 +519,124 @@ _cpu(Op.WIN_UNPART, lambda p: _float_src0(p, {_F32}, _contiguous), _BUILT_RAW, _
 _cpu(Op.LIGHTNING_INDEXER, _lightning_indexer)
 # convolution: im2col's kernels switch on dst's type (F32: F32 data; F16: F16/F32 data) and read each
 # channel's plane as packed rows (row y at y * ne[0] elements)
-_cpu(Op.IM2COL, lambda p: (
-    f"the CPU kernel makes F32 or F16 columns, not {_tname(p.type)}" if p.type not in (_F32, _F16)
-    else _f32_rows(1, rows=lambda s: _packed_rows(s) and (p.op_params[6] != 1 or s.nb[1] == s.nb[0] * s.ne[0]),
-                   types=(_F32,) if p.type == _F32 else (_F32, _F16))(p)))
-_cpu(Op.CONV_TRANSPOSE_1D, lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p)
-     or _f32_rows(1, rows=_contiguous)(p), test=_CONV_T)
-_cpu(Op.CONV_TRANSPOSE_2D, lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p)
-     or _f32_rows(1, rows=_contiguous)(p), test=_CONV_T)
+_cpu(
+    Op.IM2COL,
+    lambda p: (
+        f"the CPU kernel makes F32 or F16 columns, not {_tname(p.type)}"
+        if p.type not in (_F32, _F16)
+        else _f32_rows(
+            1,
+            rows=lambda s: _packed_rows(s) and (p.op_params[6] != 1 or s.nb[1] == s.nb[0] * s.ne[0]),
+            types=(_F32,) if p.type == _F32 else (_F32, _F16),
+        )(p)
+    ),
+)
+_cpu(
+    Op.CONV_TRANSPOSE_1D,
+    lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p) or _f32_rows(1, rows=_contiguous)(p),
+    test=_CONV_T,
+)
+_cpu(
+    Op.CONV_TRANSPOSE_2D,
+    lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p) or _f32_rows(1, rows=_contiguous)(p),
+    test=_CONV_T,
+)
 _cpu(Op.CONV_2D, lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p) or _f32_rows(1)(p))
-_cpu(Op.CONV_3D, lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p)
-     or _f32_rows(1, rows=lambda s: True)(p))
-_cpu(Op.IM2COL_3D, lambda p: (f"the CPU kernel makes F32 or F16 columns, not {_tname(p.type)}"
-                              if p.type not in (_F32, _F16) else _f32_rows(1)(p)))
+_cpu(
+    Op.CONV_3D, lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p) or _f32_rows(1, rows=lambda s: True)(p)
+)
+_cpu(
+    Op.IM2COL_3D,
+    lambda p: (
+        f"the CPU kernel makes F32 or F16 columns, not {_tname(p.type)}"
+        if p.type not in (_F32, _F16)
+        else _f32_rows(1)(p)
+    ),
+)
 # whole contiguous tensors (WHCN) or channels innermost (CWHN, with the kernel laid out the same way)
-_cpu(Op.CONV_2D_DW, lambda p: _f32_rows(0, rows=lambda s: True, types=(_F32, _F16))(p)
-     or _f32_rows(1, rows=lambda s: True)(p)
-     or (None if _contiguous(p.src[1]) else
-         None if lib.ggml_is_contiguous_channels(p.src[1]) and p.src[0].nb[0] >= p.src[0].nb[2]
-         and p.src[0].nb[1] >= p.src[0].nb[0]
-         else "the CPU kernel takes contiguous data, or channels innermost (CWHN) with a kernel laid out alike"))
+_cpu(
+    Op.CONV_2D_DW,
+    lambda p: _f32_rows(0, rows=lambda s: True, types=(_F32, _F16))(p)
+    or _f32_rows(1, rows=lambda s: True)(p)
+    or (
+        None
+        if _contiguous(p.src[1])
+        else None
+        if lib.ggml_is_contiguous_channels(p.src[1])
+        and p.src[0].nb[0] >= p.src[0].nb[2]
+        and p.src[0].nb[1] >= p.src[0].nb[0]
+        else "the CPU kernel takes contiguous data, or channels innermost (CWHN) with a kernel laid out alike"
+    ),
+)
 # the pooling kernels walk the data as one packed block of rows
 _cpu(Op.POOL_1D, lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p))
 _cpu(Op.POOL_2D, lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p))
 # recurrent: the kernels switch on the first source's type only and read every other source as F32
-_cpu(Op.SSM_SCAN, lambda p: next((f"the CPU kernel takes F32 s, x, dt, A, B and C, got {_tname(p.src[i].type)}"
-                                  for i in range(6) if p.src[i].type != _F32), None)
-     or (p.src[6].nb[0] != 4 and "the CPU kernel needs packed ids (nb[0] == 4)") or None)
-_cpu(Op.RWKV_WKV6, lambda p: next((f"the CPU kernel takes F32 inputs, got {_tname(p.src[i].type)}"
-                                   for i in range(6) if p.src[i].type != _F32), None))
-_cpu(Op.GATED_LINEAR_ATTN, lambda p: next((f"the CPU kernel takes F32 inputs, got {_tname(p.src[i].type)}"
-                                           for i in range(5) if p.src[i].type != _F32), None))
+_cpu(
+    Op.SSM_SCAN,
+    lambda p: next(
+        (
+            f"the CPU kernel takes F32 s, x, dt, A, B and C, got {_tname(p.src[i].type)}"
+            for i in range(6)
+            if p.src[i].type != _F32
+        ),
+        None,
+    )
+    or (p.src[6].nb[0] != 4 and "the CPU kernel needs packed ids (nb[0] == 4)")
+    or None,
+)
+_cpu(
+    Op.RWKV_WKV6,
+    lambda p: next(
+        (f"the CPU kernel takes F32 inputs, got {_tname(p.src[i].type)}" for i in range(6) if p.src[i].type != _F32),
+        None,
+    ),
+)
+_cpu(
+    Op.GATED_LINEAR_ATTN,
+    lambda p: next(
+        (f"the CPU kernel takes F32 inputs, got {_tname(p.src[i].type)}" for i in range(5) if p.src[i].type != _F32),
+        None,
+    ),
+)
 # the SIMD kernel steps over each head's rows GGML_F32_STEP floats at a time with no tail loop:
 # another head size reads and writes past the rows (and past the result)
-_cpu(Op.RWKV_WKV7, lambda p: next((f"the CPU kernel takes F32 inputs, got {_tname(p.src[i].type)}"
-                                   for i in range(7) if p.src[i].type != _F32), None) or next(
-    (f"the CPU kernel needs a head size (S = {p.src[2].ne[0]}) that is a multiple of {step} (its SIMD step)"
-     for step in [1 if lib.ggml_cpu_has_sve() or lib.ggml_cpu_has_riscv_v() else 64 if lib.ggml_cpu_has_avx512()
-                  else 32 if lib.ggml_cpu_has_avx() or lib.ggml_cpu_has_sse3() or lib.ggml_cpu_has_vsx()
-                  else 16 if lib.ggml_cpu_has_neon() or lib.ggml_cpu_has_wasm_simd() else 64]
-     if p.src[2].ne[0] % step), None), "docs/findings.md 12-18")
+_cpu(
+    Op.RWKV_WKV7,
+    lambda p: next(
+        (f"the CPU kernel takes F32 inputs, got {_tname(p.src[i].type)}" for i in range(7) if p.src[i].type != _F32),
+        None,
+    )
+    or next(
+        (
+            f"the CPU kernel needs a head size (S = {p.src[2].ne[0]}) that is a multiple of {step} (its SIMD step)"
+            for step in [
+                1
+                if lib.ggml_cpu_has_sve() or lib.ggml_cpu_has_riscv_v()
+                else 64
+                if lib.ggml_cpu_has_avx512()
+                else 32
+                if lib.ggml_cpu_has_avx() or lib.ggml_cpu_has_sse3() or lib.ggml_cpu_has_vsx()
+                else 16
+                if lib.ggml_cpu_has_neon() or lib.ggml_cpu_has_wasm_simd()
+                else 64
+            ]
+            if p.src[2].ne[0] % step
+        ),
+        None,
+    ),
+    "docs/findings.md 12-18",
+)
 # backward ops, training
 _cpu(Op.SILU_BACK, _silu_back)
 _cpu(Op.RMS_NORM_BACK, _f32_rows(0, 1))
 _cpu(Op.REPEAT_BACK, _f32_rows(0))
 _cpu(Op.GET_ROWS_BACK, _get_rows_back)
 _cpu(Op.SOFT_MAX_BACK, _soft_max_back, "docs/findings.md 12-18")
-_cpu(Op.IM2COL_BACK, lambda p: _f32_rows(0, rows=_contiguous)(p)
-     or _f32_rows(1, rows=lambda s: True, types=(_F32, _F16))(p))
+_cpu(
+    Op.IM2COL_BACK,
+    lambda p: _f32_rows(0, rows=_contiguous)(p) or _f32_rows(1, rows=lambda s: True, types=(_F32, _F16))(p),
+)
 _cpu(Op.POOL_2D_BACK, _f32_rows(0, 1, rows=_contiguous))
 _cpu(Op.CROSS_ENTROPY_LOSS, _f32_rows(0, 1, rows=_padded_1d))
 _cpu(Op.CROSS_ENTROPY_LOSS_BACK, _f32_rows(0, 1, 2, rows=_contiguous))

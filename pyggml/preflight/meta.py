@@ -45,12 +45,16 @@ def _root_state(meta: Any, root: Any, states: Any, index: dict[int, int]) -> "_S
     if i is not None:
         return _State.of(states[i], meta.n_devices)
     buf = root.buffer
-    if (buf != ffi.NULL and lib.ggml_backend_buffer_get_usage(buf) != lib.GGML_BACKEND_BUFFER_USAGE_COMPUTE
-            and lib.ggml_backend_buft_get_device(lib.ggml_backend_buffer_get_type(buf)) == meta.device.ptr):
+    if (
+        buf != ffi.NULL
+        and lib.ggml_backend_buffer_get_usage(buf) != lib.GGML_BACKEND_BUFFER_USAGE_COMPUTE
+        and lib.ggml_backend_buft_get_device(lib.ggml_backend_buffer_get_type(buf)) == meta.device.ptr
+    ):
         out = ffi.new("struct ggml_backend_meta_split_state *")
         meta.split_of(Tensor(root, None)).to_c(out)
         return _State.of(out[0], meta.n_devices)
     return None
+
 
 def check_views(meta: Any, graph: Any, states: Any) -> None:
     """Refuse a view that ggml's meta code would map onto the devices' shares wrongly.
@@ -91,7 +95,8 @@ def check_views(meta: Any, graph: Any, states: Any) -> None:
             f"keep the split axis whole in every view (lay fused rows out in groups, [q k v] of one group "
             f"together and whole groups on each device, and take each part with a view strided across the "
             f"groups, as pyggml.models.delta_net does), split separate tensors instead of one fused one, or mirror "
-            f"{root}")
+            f"{root}"
+        )
 
 
 _VIEW_OPS = (lib.GGML_OP_VIEW, lib.GGML_OP_RESHAPE, lib.GGML_OP_PERMUTE, lib.GGML_OP_TRANSPOSE)
@@ -117,6 +122,7 @@ _SAMPLE = 64  # a view dim up to this long is mapped whole; a longer one at its 
 @dataclass(frozen=True)
 class _State:
     """A split along axis 0..3: ne[s][j] for segment s and device j, nr[s] repeats of segment s."""
+
     axis: int
     ne: tuple
     nr: tuple
@@ -153,8 +159,9 @@ def _sample(ne: int, edges: Any = ()) -> np.ndarray:
     return np.array(sorted(picks), dtype=np.int64)
 
 
-def _addresses(ne: Any, nb: Any, offs: int, edges_dim: int | None = None,
-               edges: Any = ()) -> tuple[list[np.ndarray], np.ndarray]:
+def _addresses(
+    ne: Any, nb: Any, offs: int, edges_dim: int | None = None, edges: Any = ()
+) -> tuple[list[np.ndarray], np.ndarray]:
     """The (sampled) index of every element along each dim, and the byte address of each element."""
     idx = [_sample(int(ne[k]), edges if k == edges_dim else ()) for k in range(MAX_DIMS)]
     grid = np.meshgrid(*idx, indexing="ij")
@@ -234,17 +241,29 @@ def _what(v: Any, root: Any, rs: _State, j: int, how: str) -> str:
     offs = np.array([int(v.view_offs) % row if row else int(v.view_offs)], dtype=np.int64)
     for k in range(MAX_DIMS):
         if v.ne[k] > 1 and (row is None or v.nb[k] < row):
-            offs = np.unique(np.add.outer(offs, np.arange(min(int(v.ne[k]), 1 << 12), dtype=np.int64) * int(v.nb[k])).ravel())
+            offs = np.unique(
+                np.add.outer(offs, np.arange(min(int(v.ne[k]), 1 << 12), dtype=np.int64) * int(v.nb[k])).ravel()
+            )
     coords = np.unique((offs % row if row else offs) // int(root.nb[a]))
     if coords.size != int(root.ne[a]) or coords[0] != 0:
-        return (f"takes part of its split axis {a} (indices {coords[0]}..{coords[-1]} of {int(root.ne[a])}): "
-                f"device {j} {how}")
-    return (f"keeps the split axis {a} whole, but ggml maps its offset {int(v.view_offs)} (a part above and one "
-            f"below the split axis) wrongly: device {j} {how}")
+        return (
+            f"takes part of its split axis {a} (indices {coords[0]}..{coords[-1]} of {int(root.ne[a])}): "
+            f"device {j} {how}"
+        )
+    return (
+        f"keeps the split axis {a} whole, but ggml maps its offset {int(v.view_offs)} (a part above and one "
+        f"below the split axis) wrongly: device {j} {how}"
+    )
 
 
 GRAPH_RULES = [
-    Rule((), check_graph, "ggml's meta backend asserts on a node it cannot split (the process ends)",
-         "tests/test_meta.py::test_an_unsplittable_graph_is_refused_in_process_with_ggml_reason"),
-    Rule((), check_views, "docs/findings.md 28", "tests/test_meta.py::test_a_view_of_part_of_the_split_axis_is_refused"),
+    Rule(
+        (),
+        check_graph,
+        "ggml's meta backend asserts on a node it cannot split (the process ends)",
+        "tests/test_meta.py::test_an_unsplittable_graph_is_refused_in_process_with_ggml_reason",
+    ),
+    Rule(
+        (), check_views, "docs/findings.md 28", "tests/test_meta.py::test_a_view_of_part_of_the_split_axis_is_refused"
+    ),
 ]

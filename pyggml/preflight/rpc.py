@@ -19,6 +19,10 @@ def check_devices(devices: Iterable[Any]) -> None:
 
 
 GRAPH_RULES = [
-    Rule((), check_devices, "a failed RPC connection computes nothing and says SUCCESS",
-         "tests/test_rpc.py::test_a_device_whose_server_failed_is_refused_before_compute"),
+    Rule(
+        (),
+        check_devices,
+        "a failed RPC connection computes nothing and says SUCCESS",
+        "tests/test_rpc.py::test_a_device_whose_server_failed_is_refused_before_compute",
+    ),
 ]

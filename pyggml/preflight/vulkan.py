@@ -18,11 +18,50 @@ _NULL = ffi.NULL
 # the shaders of these ops take the rest as a push constant (ggml-vulkan: init_pushconst_tensor_offsets
 # specializations, allow_misalign). Any other op on a misaligned view asserts in ggml_vk_tensor_subbuffer
 # or init_pushconst_tensor_offsets, which ends the process.
-_VK_MISALIGN_OK = {int(o) for o in (
-    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.ADD1, Op.GET_ROWS, Op.GET_ROWS_BACK, Op.SET_ROWS, Op.RMS_NORM,
-    Op.UNARY, Op.GLU, Op.SCALE, Op.SQR, Op.SQRT, Op.SIN, Op.COS, Op.LOG, Op.TRI, Op.DIAG, Op.CLAMP, Op.PAD,
-    Op.PAD_REFLECT_1D, Op.ROLL, Op.REPEAT, Op.REPEAT_BACK, Op.CPY, Op.DUP, Op.CONT, Op.NORM, Op.L2_NORM,
-    Op.LEAKY_RELU, Op.SUM, Op.SUM_ROWS, Op.MEAN, Op.CUMSUM, Op.CONCAT, Op.UPSCALE, Op.ROPE, Op.IM2COL_3D)}
+_VK_MISALIGN_OK = {
+    int(o)
+    for o in (
+        Op.ADD,
+        Op.SUB,
+        Op.MUL,
+        Op.DIV,
+        Op.ADD1,
+        Op.GET_ROWS,
+        Op.GET_ROWS_BACK,
+        Op.SET_ROWS,
+        Op.RMS_NORM,
+        Op.UNARY,
+        Op.GLU,
+        Op.SCALE,
+        Op.SQR,
+        Op.SQRT,
+        Op.SIN,
+        Op.COS,
+        Op.LOG,
+        Op.TRI,
+        Op.DIAG,
+        Op.CLAMP,
+        Op.PAD,
+        Op.PAD_REFLECT_1D,
+        Op.ROLL,
+        Op.REPEAT,
+        Op.REPEAT_BACK,
+        Op.CPY,
+        Op.DUP,
+        Op.CONT,
+        Op.NORM,
+        Op.L2_NORM,
+        Op.LEAKY_RELU,
+        Op.SUM,
+        Op.SUM_ROWS,
+        Op.MEAN,
+        Op.CUMSUM,
+        Op.CONCAT,
+        Op.UPSCALE,
+        Op.ROPE,
+        Op.IM2COL_3D,
+    )
+}
 
 
 def _vk_nested_view(p: Any) -> str | None:
@@ -55,11 +94,15 @@ def _vk_mul_mat(p: Any) -> str | None:
 
 # what Vulkan computes wrongly or crashes on though supports_op says yes: refused as unsupported
 VULKAN_RULES = RuleTable("Vulkan")
-VULKAN_RULES.register((Op.ACC, Op.SET), _vk_nested_view, finding="docs/findings.md 4, 9, 10",
-                      test="tests/test_op_cases.py::test_op_case")
-VULKAN_RULES.register(Op.GROUP_NORM, _vk_group_norm, finding="docs/findings.md 4, 9, 10",
-                      test="tests/test_op_cases.py::test_op_case")
-VULKAN_RULES.register(Op.MUL_MAT, _vk_mul_mat, finding="docs/findings.md 23", test="tests/test_op_cases.py::test_op_case")
+VULKAN_RULES.register(
+    (Op.ACC, Op.SET), _vk_nested_view, finding="docs/findings.md 4, 9, 10", test="tests/test_op_cases.py::test_op_case"
+)
+VULKAN_RULES.register(
+    Op.GROUP_NORM, _vk_group_norm, finding="docs/findings.md 4, 9, 10", test="tests/test_op_cases.py::test_op_case"
+)
+VULKAN_RULES.register(
+    Op.MUL_MAT, _vk_mul_mat, finding="docs/findings.md 23", test="tests/test_op_cases.py::test_op_case"
+)
 
 
 def check_aligned(ns: list, on_vulkan: Callable[[Any], bool]) -> None:
@@ -76,13 +119,23 @@ def check_aligned(ns: list, on_vulkan: Callable[[Any], bool]) -> None:
             if t == _NULL or t.buffer == _NULL or t.data == _NULL:
                 continue
             align = lib.ggml_backend_buffer_get_alignment(t.buffer)
-            offset = int(ffi.cast("uintptr_t", t.data)) - int(ffi.cast("uintptr_t", lib.ggml_backend_buffer_get_base(t.buffer)))
+            offset = int(ffi.cast("uintptr_t", t.data)) - int(
+                ffi.cast("uintptr_t", lib.ggml_backend_buffer_get_base(t.buffer))
+            )
             if align > 1 and offset % align:
                 tname = ffi.string(t.name).decode("utf-8", "replace") or "(unnamed)"
-                raise Unsupported(f"compute: {name(p)}: Vulkan computes {Op(p.op).name} only from tensors at offsets "
-                                 f"aligned to {align} bytes, and {tname} is {offset % align} bytes past one "
-                                 "(a view: make it contiguous with cont first)")
+                raise Unsupported(
+                    f"compute: {name(p)}: Vulkan computes {Op(p.op).name} only from tensors at offsets "
+                    f"aligned to {align} bytes, and {tname} is {offset % align} bytes past one "
+                    "(a view: make it contiguous with cont first)"
+                )
 
 
-GRAPH_RULES = [Rule((), check_aligned, "docs/findings.md 4, 9, 10",
-                    "tests/test_safety.py::test_vulkan_refuses_misaligned_views_it_would_abort_on")]
+GRAPH_RULES = [
+    Rule(
+        (),
+        check_aligned,
+        "docs/findings.md 4, 9, 10",
+        "tests/test_safety.py::test_vulkan_refuses_misaligned_views_it_would_abort_on",
+    )
+]

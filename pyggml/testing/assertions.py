@@ -14,8 +14,10 @@ def assert_close(actual: Any, expected: Any, nmse: float = NMSE_F32, max_error: 
     """`check`'s verdict on one output, as an assertion: NaN/Inf positions equal, NMSE <= nmse (default:
     check's F32 bound, 1e-7) and every element within max_error of the output's scale (default: 30
     root-mean-square errors of nmse, as check). nmse=0 and max_error=0: bit-exact."""
-    bound = max_error if max_error is not None else 30 * nmse ** 0.5
+    bound = max_error if max_error is not None else 30 * nmse**0.5
     verdict = compare(np.asarray(actual), np.asarray(expected), nmse, bound)
     if not verdict.ok:
-        raise AssertionError(f"{verdict.message} (NMSE {verdict.nmse:.3g}, largest error {verdict.max_error:.3g} "
-                             f"of the output's scale; bounds {nmse:g} and {bound:g})")
+        raise AssertionError(
+            f"{verdict.message} (NMSE {verdict.nmse:.3g}, largest error {verdict.max_error:.3g} "
+            f"of the output's scale; bounds {nmse:g} and {bound:g})"
+        )

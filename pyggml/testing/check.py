@@ -83,8 +83,10 @@ class Progress:
         if self.tty:
             width = 30
             filled = width * self.done // max(self.total, 1)
-            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}"
-                              f"  {self.bad} failing  {label[:50]:<50}")
+            self.stream.write(
+                f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}"
+                f"  {self.bad} failing  {label[:50]:<50}"
+            )
             self.stream.flush()
         elif self.done % self.every == 0 or self.done == self.total:
             self.stream.write(f"[{self.done}/{self.total}] {self.bad} failing\n")
@@ -95,8 +97,14 @@ class Progress:
             self.stream.write("\n")
 
 
-def run_check(backends: list[str], pattern: str | None = None, progress: TextIO | None = sys.stderr, ops: list[str] | None = None,
-              type_names: list[str] | None = None, slow: bool = False) -> list[Record]:
+def run_check(
+    backends: list[str],
+    pattern: str | None = None,
+    progress: TextIO | None = sys.stderr,
+    ops: list[str] | None = None,
+    type_names: list[str] | None = None,
+    slow: bool = False,
+) -> list[Record]:
     selected = case_registry.select(pattern, ops, type_names)
     runners = {}
     records: list[Record] = []
@@ -177,25 +185,45 @@ def table(records: list[Record], quiet: bool = False) -> str:
     lines.append("  ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ("" if quiet else f"   ({legend})"))
     for r in records:
         if r.status in ("fail", "error"):
-            lines.append(f"{r.status.upper()}: {r.case} on {r.backend}: {r.message or fmt_err(r.error)}"
-                         + (f" > bound {fmt_err(r.bound)}" if r.status == "fail" and r.bound is not None else ""))
+            lines.append(
+                f"{r.status.upper()}: {r.case} on {r.backend}: {r.message or fmt_err(r.error)}"
+                + (f" > bound {fmt_err(r.bound)}" if r.status == "fail" and r.bound is not None else "")
+            )
     return "\n".join(lines)
 
 
 def list_cases(cases: Sequence[Case]) -> str:
-    lines = [f"{c.name:<60} {c.op:<20} {','.join(sorted(c.types))}"
-             for c in cases]
+    lines = [f"{c.name:<60} {c.op:<20} {','.join(sorted(c.types))}" for c in cases]
     lines.append(f"{len(cases)} cases")
     return "\n".join(lines)
 
 
 # --- what a user may name, and what to say when a name is not one -------------------------------------------------
 # names other libraries give ggml's ops
-OP_ALIASES = {"matmul": "mul_mat", "mm": "mul_mat", "bmm": "mul_mat", "gemm": "mul_mat", "linear": "mul_mat",
-              "dot": "mul_mat", "moe": "mul_mat_id", "layernorm": "norm", "layer_norm": "norm", "softmax": "soft_max",
-              "attention": "flash_attn_ext", "sdpa": "flash_attn_ext", "rope": "rope_ext", "embedding": "get_rows",
-              "gather": "get_rows", "scatter": "set_rows", "copy": "cpy", "minus": "sub", "multiply": "mul",
-              "divide": "div", "contiguous": "cont", "swish": "silu"}
+OP_ALIASES = {
+    "matmul": "mul_mat",
+    "mm": "mul_mat",
+    "bmm": "mul_mat",
+    "gemm": "mul_mat",
+    "linear": "mul_mat",
+    "dot": "mul_mat",
+    "moe": "mul_mat_id",
+    "layernorm": "norm",
+    "layer_norm": "norm",
+    "softmax": "soft_max",
+    "attention": "flash_attn_ext",
+    "sdpa": "flash_attn_ext",
+    "rope": "rope_ext",
+    "embedding": "get_rows",
+    "gather": "get_rows",
+    "scatter": "set_rows",
+    "copy": "cpy",
+    "minus": "sub",
+    "multiply": "mul",
+    "divide": "div",
+    "contiguous": "cont",
+    "swish": "silu",
+}
 
 
 def closest(word: str, choices: Iterable[str], aliases: dict[str, str] | None = None, n: int = 5) -> list[str]:
@@ -218,6 +246,7 @@ def type_label(name: str) -> str:
     """ggml's own spelling of a type (q4_K), from its lower-case name."""
     from pyggml._native import ffi, lib
     from pyggml.types import Type
+
     try:
         return ffi.string(lib.ggml_type_name(int(Type[name.upper()]))).decode()
     except KeyError:
@@ -239,6 +268,7 @@ def selection_error(pattern: str | None, ops: list[str] | None, type_names: list
     """Why `--only`/`--op`/`--type` select no case, saying which names are valid and the closest ones to
     a typo; None when the filters select cases."""
     from pyggml.types import Type
+
     every = case_registry.select()
     valid_ops = sorted({c.op for c in every})
     ggml_types = {t.name.lower() for t in Type}
@@ -247,45 +277,80 @@ def selection_error(pattern: str | None, ops: list[str] | None, type_names: list
     for op in ops or []:
         if op.lower() not in valid_ops:
             near = closest(op, valid_ops, OP_ALIASES)
-            return (f"no op {op!r} among the cases" + (f"; did you mean {', '.join(near)}?" if near else ".") +
-                    f"\nops with cases ({len(valid_ops)}; `check --list` shows each case's op):\n{_wrap(valid_ops)}")
+            return (
+                f"no op {op!r} among the cases"
+                + (f"; did you mean {', '.join(near)}?" if near else ".")
+                + f"\nops with cases ({len(valid_ops)}; `check --list` shows each case's op):\n{_wrap(valid_ops)}"
+            )
     for t in type_names or []:
         if t.lower() not in any_type:
             near = [] if t.lower() in ggml_types else [type_label(n) for n in closest(t, valid_types)]
             what = "no case involves type" if t.lower() in ggml_types else "no ggml type"
-            return (f"{what} {t!r}" + (f"; did you mean {', '.join(near)}?" if near else "") +
-                    f"\ntypes with cases:\n{_wrap(type_label(n) for n in valid_types)}")
+            return (
+                f"{what} {t!r}"
+                + (f"; did you mean {', '.join(near)}?" if near else "")
+                + f"\ntypes with cases:\n{_wrap(type_label(n) for n in valid_types)}"
+            )
     if case_registry.select(pattern, ops, type_names):
         return None
-    given = " ".join(f"{flag} {v}" for flag, vs in (("--only", [pattern] if pattern else []), ("--op", ops or []),
-                                                     ("--type", type_names or [])) for v in vs)
+    given = " ".join(
+        f"{flag} {v}"
+        for flag, vs in (("--only", [pattern] if pattern else []), ("--op", ops or []), ("--type", type_names or []))
+        for v in vs
+    )
     msg = f"no case matches {pattern!r}" if pattern and not ops and not type_names else f"no case matches {given}"
     if pattern and not case_registry.select(pattern):
         near = difflib.get_close_matches(pattern, [c.name for c in every], 3, 0.6)
         if near:
             msg += f"; did you mean {', '.join(near)}?"
         return msg + "\n(--only takes part of a case name or a regular expression; `check --list` lists the names)"
-    return msg + "\n(each filter matches cases, not all of them together: `check --list` with fewer filters shows " \
-                 "what each selects)"
+    return (
+        msg + "\n(each filter matches cases, not all of them together: `check --list` with fewer filters shows "
+        "what each selects)"
+    )
 
 
 # CMake option that builds each ggml backend (README, Building)
-CMAKE_OPTION = {"vulkan": "GGML_VULKAN", "cuda": "GGML_CUDA", "rpc": "GGML_RPC", "metal": "GGML_METAL",
-                "sycl": "GGML_SYCL", "hip": "GGML_HIP", "rocm": "GGML_HIP", "opencl": "GGML_OPENCL",
-                "cann": "GGML_CANN", "musa": "GGML_MUSA", "webgpu": "GGML_WEBGPU", "blas": "GGML_BLAS"}
+CMAKE_OPTION = {
+    "vulkan": "GGML_VULKAN",
+    "cuda": "GGML_CUDA",
+    "rpc": "GGML_RPC",
+    "metal": "GGML_METAL",
+    "sycl": "GGML_SYCL",
+    "hip": "GGML_HIP",
+    "rocm": "GGML_HIP",
+    "opencl": "GGML_OPENCL",
+    "cann": "GGML_CANN",
+    "musa": "GGML_MUSA",
+    "webgpu": "GGML_WEBGPU",
+    "blas": "GGML_BLAS",
+}
 
 
-LABEL = {"vulkan": "Vulkan", "cuda": "CUDA", "rpc": "RPC", "metal": "Metal", "sycl": "SYCL", "hip": "HIP",
-         "rocm": "HIP", "opencl": "OpenCL", "cann": "CANN", "musa": "MUSA", "webgpu": "WebGPU", "blas": "BLAS"}
+LABEL = {
+    "vulkan": "Vulkan",
+    "cuda": "CUDA",
+    "rpc": "RPC",
+    "metal": "Metal",
+    "sycl": "SYCL",
+    "hip": "HIP",
+    "rocm": "HIP",
+    "opencl": "OpenCL",
+    "cann": "CANN",
+    "musa": "MUSA",
+    "webgpu": "WebGPU",
+    "blas": "BLAS",
+}
 
 
 def backend_error(name: str) -> str | None:
     """Why this build cannot run on backend `name` (cpu, vulkan0, meta:cpu,cpu, ...), with what to do;
     None when it can. Found before any case runs."""
     from pyggml import build_info
+
     name = name.lower()
     if name.startswith("meta:"):
-        parts = [d for d in name[len("meta:"):].split(",") if d]
+        parts = [d for d in name[len("meta:") :].split(",") if d]
         if not parts:
             return f"backend {name!r}: a meta backend names its devices, e.g. meta:cpu,cpu or meta:vulkan0,vulkan1"
         for part in parts:
@@ -300,21 +365,30 @@ def backend_error(name: str) -> str | None:
     have = f"this build's backends: {', '.join(built)}; its devices: {', '.join(names)}"
     family = re.sub(r"\d+$", "", name)
     if family in CMAKE_OPTION and family not in built:
-        return (f"no device {name!r}: this build of pyggml has no {LABEL.get(family, family)} backend ({have}).\n"
-                f"Build it in: CMAKE_ARGS=\"-D{CMAKE_OPTION[family]}=ON\" pip install -e .   (README, Building)")
+        return (
+            f"no device {name!r}: this build of pyggml has no {LABEL.get(family, family)} backend ({have}).\n"
+            f'Build it in: CMAKE_ARGS="-D{CMAKE_OPTION[family]}=ON" pip install -e .   (README, Building)'
+        )
     if family == "vulkan":
         visible = os.environ.get("GGML_VK_VISIBLE_DEVICES")
-        return (f"no device {name!r} ({have}).\nggml lists CPU-type Vulkan devices (Mesa's lavapipe) only when "
-                f"GGML_VK_VISIBLE_DEVICES names them (now {visible!r}): --vk-devices 0 for vulkan0, --vk-devices 0,0 "
-                "for vulkan0 and vulkan1 (the same device twice)")
+        return (
+            f"no device {name!r} ({have}).\nggml lists CPU-type Vulkan devices (Mesa's lavapipe) only when "
+            f"GGML_VK_VISIBLE_DEVICES names them (now {visible!r}): --vk-devices 0 for vulkan0, --vk-devices 0,0 "
+            "for vulkan0 and vulkan1 (the same device twice)"
+        )
     if family == "rpc":
-        return (f"no device {name!r} ({have}).\nRPC devices come from servers: start one with "
-                "`python -m pyggml rpc-server` and add it with --rpc HOST:PORT (rpc0, rpc1, ... in that order)")
+        return (
+            f"no device {name!r} ({have}).\nRPC devices come from servers: start one with "
+            "`python -m pyggml rpc-server` and add it with --rpc HOST:PORT (rpc0, rpc1, ... in that order)"
+        )
     near = closest(name, names + ["meta:cpu,cpu"])
     if family in built or family in CMAKE_OPTION:
         return f"no device {name!r}" + (f"; did you mean {', '.join(near)}?" if near else "") + f" ({have})"
-    return (f"no backend {name!r}" + (f"; did you mean {', '.join(near)}?" if near else "") +
-            f"\n{have}; a meta backend over several devices: meta:DEV,DEV (e.g. meta:cpu,cpu)")
+    return (
+        f"no backend {name!r}"
+        + (f"; did you mean {', '.join(near)}?" if near else "")
+        + f"\n{have}; a meta backend over several devices: meta:DEV,DEV (e.g. meta:cpu,cpu)"
+    )
 
 
 def _fail(msg: str) -> int:
@@ -325,8 +399,10 @@ def _fail(msg: str) -> int:
 def main(args: argparse.Namespace) -> int:
     grad = args.mode == "grad"
     if grad and (args.op or args.type):
-        return _fail("--mode grad selects cases by name only: use --only PATTERN (`check --mode grad --list` "
-                     "is not available; the grad cases are in pyggml/testing/grad.py)")
+        return _fail(
+            "--mode grad selects cases by name only: use --only PATTERN (`check --mode grad --list` "
+            "is not available; the grad cases are in pyggml/testing/grad.py)"
+        )
     if not grad:
         why = selection_error(args.only, args.op, args.type)
         if why:
@@ -358,6 +434,7 @@ def main(args: argparse.Namespace) -> int:
     started = datetime.now()  # the JUnit report's timestamp
     if grad:
         from pyggml.testing.grad import run_grad
+
         records = run_grad(backends, args.only)
     else:
         records = run_check(backends, args.only, progress, args.op, args.type, args.slow)
@@ -374,10 +451,13 @@ def main(args: argparse.Namespace) -> int:
                     with open(path, "w") as f:
                         json.dump([asdict(r) for r in records], f, indent=1)
             else:
-                write_junit(records, sys.stdout.buffer if path == "-" else path,
-                            "pyggml.check.grad" if grad else "pyggml.check",
-                            "relative gradient error against finite differences" if grad
-                            else "NMSE against the oracle", started)
+                write_junit(
+                    records,
+                    sys.stdout.buffer if path == "-" else path,
+                    "pyggml.check.grad" if grad else "pyggml.check",
+                    "relative gradient error against finite differences" if grad else "NMSE against the oracle",
+                    started,
+                )
         except OSError as e:
             if isinstance(e, BrokenPipeError):
                 raise

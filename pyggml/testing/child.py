@@ -55,11 +55,13 @@ Status = Literal["returned", "raised", "died", "timeout"]
 
 # what the child runs first: the parent's sys.path before anything imports pyggml, so that the
 # request (which may name pyggml's functions) unpickles against the same files as the parent's
-_BOOT = ("import pickle, sys\n"
-         "request = open(sys.argv[1], 'rb')\n"
-         "sys.path[:] = pickle.load(request)\n"
-         "from pyggml.testing.child import _serve\n"
-         "_serve(request, sys.argv[2])\n")
+_BOOT = (
+    "import pickle, sys\n"
+    "request = open(sys.argv[1], 'rb')\n"
+    "sys.path[:] = pickle.load(request)\n"
+    "from pyggml.testing.child import _serve\n"
+    "_serve(request, sys.argv[2])\n"
+)
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,14 @@ class Outcome:
 class Child:
     """A call running in a child process (made by `start`)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], folder: tempfile.TemporaryDirectory[str], stdout: IO[bytes],
-                 stderr: IO[bytes], stderr_tail: int) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        folder: tempfile.TemporaryDirectory[str],
+        stdout: IO[bytes],
+        stderr: IO[bytes],
+        stderr_tail: int,
+    ) -> None:
         self.proc = proc
         self._folder = folder
         self._stdout = stdout
@@ -145,7 +153,7 @@ class Child:
         stdout = self._stdout.read().decode(errors="replace")
         size = self._stderr.seek(0, os.SEEK_END)
         self._stderr.seek(max(0, size - 4 * self._stderr_tail))  # UTF-8: at most 4 bytes a character
-        stderr = self._stderr.read().decode(errors="replace")[-self._stderr_tail:]
+        stderr = self._stderr.read().decode(errors="replace")[-self._stderr_tail :]
         common: dict[str, Any] = {"exit_code": rc, "stdout": stdout, "stderr": stderr, "seconds": seconds}
         if timed_out:
             return Outcome("timeout", **common)
@@ -159,8 +167,14 @@ class Child:
         return Outcome("raised", error_type=result[1], message=result[2], traceback=result[3], **common)
 
 
-def start(target: Callable[..., Any] | str, args: tuple[Any, ...] = (), kwargs: Mapping[str, Any] | None = None, *,
-          env: Mapping[str, str] | None = None, stderr_tail: int = 20_000) -> Child:
+def start(
+    target: Callable[..., Any] | str,
+    args: tuple[Any, ...] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    stderr_tail: int = 20_000,
+) -> Child:
     """Start `target(*args, **kwargs)` in a child process; `Child.wait` gives its Outcome."""
     folder = tempfile.TemporaryDirectory(prefix="pyggml-child-")
     request_path = os.path.join(folder.name, "request")
@@ -169,14 +183,26 @@ def start(target: Callable[..., Any] | str, args: tuple[Any, ...] = (), kwargs: 
         pickle.dump((target, tuple(args), dict(kwargs or {})), f)
     stdout = open(os.path.join(folder.name, "stdout"), "w+b")
     stderr = open(os.path.join(folder.name, "stderr"), "w+b")
-    proc = subprocess.Popen([sys.executable, "-c", _BOOT, request_path, os.path.join(folder.name, "result")],
-                            stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                            env={**os.environ, **(env or {})}, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _BOOT, request_path, os.path.join(folder.name, "result")],
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
     return Child(proc, folder, stdout, stderr, stderr_tail)
 
 
-def run(target: Callable[..., Any] | str, args: tuple[Any, ...] = (), kwargs: Mapping[str, Any] | None = None, *,
-        timeout: float | None = None, env: Mapping[str, str] | None = None, stderr_tail: int = 20_000) -> Outcome:
+def run(
+    target: Callable[..., Any] | str,
+    args: tuple[Any, ...] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    stderr_tail: int = 20_000,
+) -> Outcome:
     """Run `target(*args, **kwargs)` in a child process and say how it ended (see the module's docstring)."""
     return start(target, args, kwargs, env=env, stderr_tail=stderr_tail).wait(timeout)
 

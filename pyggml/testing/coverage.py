@@ -62,8 +62,9 @@ def coverage(backends: list[str], progress: TextIO | None = sys.stderr, records:
     wrappers = wrappers_of(kinds)
     if records is None:
         records = run_check(backends, progress=progress)
-    by_kind: dict[str, dict[str, Any]] = {k: {"wrappers": wrappers[k], "cases": set(), "backends": {b: {} for b in backends}}
-                                          for k in kinds}
+    by_kind: dict[str, dict[str, Any]] = {
+        k: {"wrappers": wrappers[k], "cases": set(), "backends": {b: {} for b in backends}} for k in kinds
+    }
     for r in records:
         for k in r.ops:
             if k in by_kind:
@@ -76,12 +77,18 @@ def coverage(backends: list[str], progress: TextIO | None = sys.stderr, records:
         e = by_kind[k]
         rows.append({"kind": k, "wrappers": e["wrappers"], "cases": len(e["cases"]), "backends": e["backends"]})
     covered = [r for r in rows if r["wrappers"] and r["cases"]]
-    totals = {"kinds": len(rows), "covered": len(covered), "percent": round(100 * len(covered) / len(rows), 1),
-              "cases": len({r.case for r in records if r.case != "*"}),
-              "missing": [r["kind"] for r in rows if not (r["wrappers"] and r["cases"])]}
+    totals = {
+        "kinds": len(rows),
+        "covered": len(covered),
+        "percent": round(100 * len(covered) / len(rows), 1),
+        "cases": len({r.case for r in records if r.case != "*"}),
+        "missing": [r["kind"] for r in rows if not (r["wrappers"] and r["cases"])],
+    }
     for b in backends:
-        totals[b] = {s: sum(1 for r in records if r.backend == b and r.status == s)
-                     for s in ("pass", "known", "unsupported", "skipped", "fail", "error")}
+        totals[b] = {
+            s: sum(1 for r in records if r.backend == b and r.status == s)
+            for s in ("pass", "known", "unsupported", "skipped", "fail", "error")
+        }
     return {"rows": rows, "totals": totals}
 
 
@@ -98,14 +105,17 @@ def table(report: dict, backends: list[str]) -> str:
         lines.append(f"{r['kind']:<24} {wrappers:<28} {r['cases']:>5}  " + "  ".join(cells))
     t = report["totals"]
     lines.append("")
-    lines.append(f"op kinds: {t['kinds']}, with a wrapper and cases: {t['covered']} ({t['percent']} %); "
-                 f"cases: {t['cases']}")
+    lines.append(
+        f"op kinds: {t['kinds']}, with a wrapper and cases: {t['covered']} ({t['percent']} %); cases: {t['cases']}"
+    )
     for b in backends:
         lines.append(f"{b}: " + ", ".join(f"{s} {n}" for s, n in t[b].items()))
     if t["missing"]:
         lines.append("not covered: " + ", ".join(t["missing"]))
-    lines.append("(per backend: p pass, k known disagreement, u unsupported, s skipped (slow on lavapipe), f fail, "
-                 "e error; counts of cases)")
+    lines.append(
+        "(per backend: p pass, k known disagreement, u unsupported, s skipped (slow on lavapipe), f fail, "
+        "e error; counts of cases)"
+    )
     return "\n".join(lines)
 
 
@@ -122,13 +132,16 @@ def read_report(path: str) -> list[Record]:
     except json.JSONDecodeError as e:
         raise ValueError(f"{path!r} is not JSON ({e}); write a report with `check --json FILE`") from None
     fields = set(Record.__dataclass_fields__)
-    if not isinstance(data, list) or not all(isinstance(r, dict) and {"case", "backend", "status"} <= set(r)
-                                             for r in data):
+    if not isinstance(data, list) or not all(
+        isinstance(r, dict) and {"case", "backend", "status"} <= set(r) for r in data
+    ):
         raise ValueError(f"{path!r} is not a `check --json` report (a list of records with case, backend, status)")
     records = [Record(**{k: v for k, v in r.items() if k in fields}) for r in data]
     if records and not any(r.ops for r in records):
-        raise ValueError(f"{path!r} names no op kinds (a `check --mode grad` report?); write one with "
-                         "`check --json FILE` (test mode)")
+        raise ValueError(
+            f"{path!r} names no op kinds (a `check --mode grad` report?); write one with "
+            "`check --json FILE` (test mode)"
+        )
     return records
 
 
@@ -145,14 +158,20 @@ def main(args: argparse.Namespace) -> int:
         backends = [b.lower() for b in (args.backend or in_report)]
         missing = [b for b in backends if b not in in_report]
         if missing:
-            print(f"coverage: the report {from_file!r} has no results on {', '.join(missing)}; it has: "
-                  f"{', '.join(in_report) or 'none'}", file=sys.stderr)
+            print(
+                f"coverage: the report {from_file!r} has no results on {', '.join(missing)}; it has: "
+                f"{', '.join(in_report) or 'none'}",
+                file=sys.stderr,
+            )
             return 2
         records = [r for r in records if r.backend in backends]
         n_report = len({r.case for r in records if r.case != "*"})
         n_all = len(case_registry.select())
-        note = "" if n_report >= n_all else (f"; it holds {n_report} of the {n_all} cases (a filtered run?): "
-                                             "the counts cover those only")
+        note = (
+            ""
+            if n_report >= n_all
+            else (f"; it holds {n_report} of the {n_all} cases (a filtered run?): the counts cover those only")
+        )
         print(f"coverage: results of {from_file!r} on {', '.join(backends)}{note}", file=sys.stderr)
     else:
         backends = [b.lower() for b in (args.backend or available_backends())]
@@ -162,9 +181,13 @@ def main(args: argparse.Namespace) -> int:
                 print(f"coverage: --backend {b}: {why}", file=sys.stderr)
                 return 2
         n = len(case_registry.select())
-        print(f"coverage: running the whole suite to see which op kinds each case computes: {n} cases on "
-              f"{', '.join(backends)} ({n * len(backends)} runs; minutes). `check --json FILE` then "
-              "`coverage --from FILE` reuses a run.", file=sys.stderr, flush=True)
+        print(
+            f"coverage: running the whole suite to see which op kinds each case computes: {n} cases on "
+            f"{', '.join(backends)} ({n * len(backends)} runs; minutes). `check --json FILE` then "
+            "`coverage --from FILE` reuses a run.",
+            file=sys.stderr,
+            flush=True,
+        )
     report = coverage(backends, progress=None if getattr(args, "quiet", False) else sys.stderr, records=records)
     if args.json:
         print(json.dumps(report, indent=1))

@@ -46,14 +46,42 @@ from pyggml.testing.opdb.hints import SMALL
 if TYPE_CHECKING:
     from pyggml.tensor import Tensor
 
-PRELUDE = ["import numpy as np", "import pyggml as gg", "from pyggml import ops", "from pyggml.models import conv_state", "from pyggml.testing import oracles",
-           "from pyggml.meta import MetaDevice, Split", "from pyggml.testing.nodes import NodeChecker", "from pyggml.testing.fuzz import tolerance"]
+PRELUDE = [
+    "import numpy as np",
+    "import pyggml as gg",
+    "from pyggml import ops",
+    "from pyggml.models import conv_state",
+    "from pyggml.testing import oracles",
+    "from pyggml.meta import MetaDevice, Split",
+    "from pyggml.testing.nodes import NodeChecker",
+    "from pyggml.testing.fuzz import tolerance",
+]
 ONLY_OPS: list[str] = []  # --ops: fuzz only these op wrappers
 MAX_BYTES = 1 << 24  # a graph touching more than this is built but never computed (huge sizes stay symbolic)
 TENSOR_PARAMS = {"a", "b", "c", "mask", "pos", "freq_factors", "sx"}
 COMMON_TYPES = ["F32"] * 10 + ["F16"] * 3 + ["BF16", "I32", "I32"]
-RARE_TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K", "Q8_K", "Q8_1", "IQ2_XXS", "IQ2_XS",
-              "IQ1_S", "IQ4_NL", "IQ4_XS", "TQ1_0", "MXFP4", "I8", "I16", "I64", "F64"]
+RARE_TYPES = [
+    "Q8_0",
+    "Q4_0",
+    "Q4_1",
+    "Q5_0",
+    "Q5_1",
+    "Q4_K",
+    "Q6_K",
+    "Q8_K",
+    "Q8_1",
+    "IQ2_XXS",
+    "IQ2_XS",
+    "IQ1_S",
+    "IQ4_NL",
+    "IQ4_XS",
+    "TQ1_0",
+    "MXFP4",
+    "I8",
+    "I16",
+    "I64",
+    "F64",
+]
 WEIRD_INTS = [0, -1, -7, 2**31, 2**40, 2**63, -(2**63), 2**64]
 WEIRD_FLOATS = ["float('nan')", "float('inf')", "float('-inf')", "-1.0", "0.0", "1e38", "1e-45"]
 WEIRD_VALUES = ["None", "'x'", "1.5", "[1, 2]", "True", "object()", "np.float32(2)", "{}", "(3,)"]
@@ -62,6 +90,7 @@ WEIRD_VALUES = ["None", "'x'", "1.5", "[1, 2]", "True", "object()", "np.float32(
 # --- documented exceptions -------------------------------------------------------------------
 def documented() -> tuple[type, ...]:
     from pyggml.errors import GGMLError
+
     # IndexError: what sequence-style indexing raises (Graph.node out of range)
     return (TypeError, ValueError, MemoryError, IndexError, GGMLError)
 
@@ -115,13 +144,13 @@ class Gen:
         self.rng = rng
         self.s = script
         self.n = 0
-        self.tensors: list[str] = []      # base tensors (graph inputs)
-        self.vars: list[str] = []            # every tensor var: base tensors and those derived from them
-        self.limit: dict[str, int] = {}      # index tensors: values drawn below this
-        self.distinct: set[str] = set()      # index tensors whose values must not repeat (set_rows)
-        self.chosen: dict[str, str] = {}     # parameter name -> tensor var, for this call
-        self.n_seqs = 1                      # the recurrent ops' sequences, for this call
-        self.scan: dict[str, int] = {}       # ssm_scan's sizes, for this call
+        self.tensors: list[str] = []  # base tensors (graph inputs)
+        self.vars: list[str] = []  # every tensor var: base tensors and those derived from them
+        self.limit: dict[str, int] = {}  # index tensors: values drawn below this
+        self.distinct: set[str] = set()  # index tensors whose values must not repeat (set_rows)
+        self.chosen: dict[str, str] = {}  # parameter name -> tensor var, for this call
+        self.n_seqs = 1  # the recurrent ops' sequences, for this call
+        self.scan: dict[str, int] = {}  # ssm_scan's sizes, for this call
 
     def chance(self, p: float) -> bool:
         return self.rng.random() < p
@@ -132,6 +161,7 @@ class Gen:
 
     def rand_ne(self, type_name: str) -> list[int]:
         from pyggml import types
+
         ndim = self.rng.choice([1, 2, 2, 3, 3, 4])
         ne = [self.rng.choice(SMALL) for _ in range(ndim)]
         if self.chance(0.03):
@@ -177,8 +207,10 @@ class Gen:
         if kind == "view":
             dims = self.rng.randint(1, 4)
             name = f"view_{dims}d"
-            args = [self.int_arg(name, p, var) for p in (["ne0", "ne1", "ne2", "ne3"][:dims]
-                                                       + ["nb1", "nb2", "nb3"][:dims - 1] + ["offset"])]
+            args = [
+                self.int_arg(name, p, var)
+                for p in (["ne0", "ne1", "ne2", "ne3"][:dims] + ["nb1", "nb2", "nb3"][: dims - 1] + ["offset"])
+            ]
             self.s.run(f"{out} = ctx.{name}({var}, {', '.join(args)})")
         elif kind in ("permute", "transpose"):
             axes = [0, 1, 2, 3]
@@ -201,7 +233,6 @@ class Gen:
             if classify(e.exc) != "raised":
                 raise
             return var  # the derived tensor was refused (documented): keep the base one
-
 
     # --- arguments by parameter name --------------------------------------------------------
     def weird(self) -> str:
@@ -312,18 +343,21 @@ class Gen:
 def hints() -> dict[tuple[str, str], Callable[[Gen], str]]:
     """(op, param) -> the spec's hint for that argument."""
     from pyggml.testing import opdb
+
     return {(op, p): h for op, s in opdb.load().items() for p, h in s.hints.items()}
 
 
 # --- one op call ----------------------------------------------------------------------------------
 def public_ops() -> list[str]:
     from pyggml import ops
+
     return sorted(n for n in ops.__all__ if callable(getattr(ops, n)) and not isinstance(getattr(ops, n), type))
 
 
 def op_call(g: Gen, name: str) -> dict:
     """Build `out = ops.<name>(ctx, ...)`; returns what compute and check need to know."""
     from pyggml import ops
+
     params = list(inspect.signature(getattr(ops, name)).parameters.values())[1:]
     if g.chance(0.03):
         ctx = g.rng.choice(["None", "gg.Context()", "ctx2"])
@@ -340,6 +374,7 @@ def op_call(g: Gen, name: str) -> dict:
 def reachable(out: Tensor) -> set[int]:
     """Addresses of every tensor out depends on (sources and view sources)."""
     from pyggml._native import ffi
+
     seen, stack = set(), [out.ptr]
     while stack:
         p = stack.pop()
@@ -370,6 +405,7 @@ def input_code(g: Gen, var: str) -> str:
 def py_nbytes(t: Tensor) -> int:
     """A tensor's size by its shape, in Python ints (ggml_nbytes wraps around for huge shapes)."""
     from pyggml import types
+
     n = types.type_size(t.type) * (t.ne[0] // max(1, types.block_size(t.type)) + 1)
     for d in t.ne[1:]:
         n *= d
@@ -379,6 +415,7 @@ def py_nbytes(t: Tensor) -> int:
 def computable(g: Gen, out: object) -> bool:
     """Compute what builds, zero-element tensors included, but never allocate huge ones."""
     from pyggml.tensor import Tensor
+
     if not isinstance(out, Tensor) or not out.ctx.no_alloc:
         return False
     vars_ = [v for v in g.vars if v in g.s.ns]
@@ -388,6 +425,7 @@ def computable(g: Gen, out: object) -> bool:
 def compute_lines(g: Gen, runner: str, seed: int) -> list[str]:
     used = reachable(g.s["out"])
     from pyggml._native import ffi
+
     inputs = [v for v in g.tensors if int(ffi.cast("uintptr_t", g.s[v].ptr)) in used]
     lines = ["graph = gg.Graph(out.ctx).build_forward_expand(out)", f"rng = np.random.default_rng({seed})"]
     lines += [f"X_{v} = {input_code(g, v)}" for v in inputs]
@@ -395,13 +433,19 @@ def compute_lines(g: Gen, runner: str, seed: int) -> list[str]:
     if runner != "cpu":
         return lines + [f"[y] = gg.Runner({runner!r}).run(graph, inputs, [out])"]
     # on the CPU every node is checked as it is computed (check)
-    return lines + ["runner = gg.Runner('cpu')", "nodes = NodeChecker(tolerance, flush=True)", "runner.sched.observe(nodes)",
-                    "[y] = runner.run(graph, inputs, [out])", "runner.sched.observe(None)"]
+    return lines + [
+        "runner = gg.Runner('cpu')",
+        "nodes = NodeChecker(tolerance, flush=True)",
+        "runner.sched.observe(nodes)",
+        "[y] = runner.run(graph, inputs, [out])",
+        "runner.sched.observe(None)",
+    ]
 
 
 def mismatch(actual: Any, expected: Any, bound: float) -> str | None:
     """None when the meta result matches the CPU's within NMSE `bound` (check's comparison), else why."""
     from pyggml.testing.verdict import compare, default_max_error
+
     v = compare(actual, expected, bound, default_max_error(bound))
     return None if v.ok else v.message
 
@@ -451,8 +495,18 @@ def setup_objects(g: Gen, kind: str) -> str:
     raise ValueError(kind)
 
 
-METHOD_KINDS = ["Context", "Tensor", "Graph", "Backend", "Buffer", "Gallocr", "Scheduler", "Runner",
-                "MetaDevice", "Split"]
+METHOD_KINDS = [
+    "Context",
+    "Tensor",
+    "Graph",
+    "Backend",
+    "Buffer",
+    "Gallocr",
+    "Scheduler",
+    "Runner",
+    "MetaDevice",
+    "Split",
+]
 
 
 def method_arg(g: Gen, name: str) -> str:
@@ -462,21 +516,38 @@ def method_arg(g: Gen, name: str) -> str:
     tensor_like = next((v for v in reversed(g.tensors)), None)
     table = {
         "graph": lambda: "graph" if "graph" in g.s.ns else "None",
-        "t": lambda: tensor_like or "None", "tensor": lambda: tensor_like or "None",
+        "t": lambda: tensor_like or "None",
+        "tensor": lambda: tensor_like or "None",
         "ctx": lambda: "ctx",
-        "values": lambda: g.rng.choice([
-            f"np.ones({tuple(reversed(g.s[tensor_like].ne))})" if tensor_like else "np.ones(3)",
-            "np.full(6, np.nan)", "np.arange(6) * 2**40", "[1, 2, 3]", "np.zeros((0,))", "'abc'",
-            f"np.linspace(-1, 1, {g.s[tensor_like].nelements if tensor_like else 4})"]),
+        "values": lambda: g.rng.choice(
+            [
+                f"np.ones({tuple(reversed(g.s[tensor_like].ne))})" if tensor_like else "np.ones(3)",
+                "np.full(6, np.nan)",
+                "np.arange(6) * 2**40",
+                "[1, 2, 3]",
+                "np.zeros((0,))",
+                "'abc'",
+                f"np.linspace(-1, 1, {g.s[tensor_like].nelements if tensor_like else 4})",
+            ]
+        ),
         "value": lambda: g.rng.choice(["0", "255", "-1", "256", "'x'"]),
         "name": lambda: g.rng.choice(["'w'", "'q' * 100", "'é'", "''", "'cpu'", "'meta:cpu'", "'vulkan9'"]),
         "type": lambda: g.rng.choice(["'f32'", "'q8_0'", "'nope'", "gg.Type.F16", "99", "np.float32", "np.int8"]),
         "ne": lambda: g.rng.choice(["[3, 2]", "[0]", "[2**40, 2**40]", "[-1, 2]", "[1, 1, 1, 1, 1]", "[]", "[32]"]),
         "shape": lambda: g.rng.choice(["(2, 3)", "()", "(0, 4)", "(2**40,)", "(-3,)", "(1, 1, 1, 1, 2)"]),
-        "inputs": lambda: f"{{{tensor_like}: np.ones({tuple(reversed(g.s[tensor_like].ne))})}}" if tensor_like else "{}",
+        "inputs": lambda: f"{{{tensor_like}: np.ones({tuple(reversed(g.s[tensor_like].ne))})}}"
+        if tensor_like
+        else "{}",
         "outputs": lambda: "[out]" if "out" in g.s.ns else "[]",
-        "policy": lambda: g.rng.choice(["None", "[('t*', Split(0, (1, 1)))]", "lambda t: Split(7)", "lambda t: 1 / 0",
-                                        "[('*', lambda t: Split.even(0, t.ne[0], 2))]"]),
+        "policy": lambda: g.rng.choice(
+            [
+                "None",
+                "[('t*', Split(0, (1, 1)))]",
+                "lambda t: Split(7)",
+                "lambda t: 1 / 0",
+                "[('*', lambda t: Split.even(0, t.ne[0], 2))]",
+            ]
+        ),
         "backends": lambda: g.rng.choice(["[be]", "[]", "[be, be]", "[gg.cpu_backend()]"]) if "be" in g.s.ns else "[]",
         "b": lambda: "be" if "be" in g.s.ns else "None",
         "buffer_type": lambda: "be.buffer_type" if "be" in g.s.ns else "None",
@@ -497,6 +568,7 @@ def method_call(g: Gen, kind: str) -> dict:
     names = sorted(n for n in dir(type(o)) if not n.startswith("_"))
     if kind == "Context":  # the op methods are fuzzed as ops
         from pyggml import ops
+
         names = [n for n in names if n not in ops.__all__]
     name = g.rng.choice(names)
     attr = inspect.getattr_static(type(o), name)
@@ -511,7 +583,11 @@ def method_call(g: Gen, kind: str) -> dict:
         g.s.run(f"r = {obj}.{name}")
         return {"op": f"{kind}.{name}"}
     try:
-        params = [p for p in inspect.signature(fn).parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY)]
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY)
+        ]
     except (TypeError, ValueError):
         params = []
     args = [method_arg(g, p.name) for p in params if p.default is inspect.Parameter.empty or g.chance(0.5)]
@@ -522,35 +598,61 @@ def method_call(g: Gen, kind: str) -> dict:
 def constructor_call(g: Gen) -> dict:
     """A class or a conv_state entry point called with random arguments."""
     s = g.s
-    kind = g.rng.choice(["Context", "Graph", "Runner", "Scheduler", "MetaDevice", "Split.even", "RecurrentMemory",
-                         "DeltaNetConv", "windows_written", "split_policy", "tensor"])
+    kind = g.rng.choice(
+        [
+            "Context",
+            "Graph",
+            "Runner",
+            "Scheduler",
+            "MetaDevice",
+            "Split.even",
+            "RecurrentMemory",
+            "DeltaNetConv",
+            "windows_written",
+            "split_policy",
+            "tensor",
+        ]
+    )
     r = g.rng
     if kind == "Context":
-        s.run(f"r = gg.Context({r.choice(['None', '0', '-5', '2**62', '2**20', '100'])}, "
-              f"n_tensors={r.choice(['1', '0', '-1', '4096', '2**40'])}, no_alloc={r.choice(['True', 'False'])})")
+        s.run(
+            f"r = gg.Context({r.choice(['None', '0', '-5', '2**62', '2**20', '100'])}, "
+            f"n_tensors={r.choice(['1', '0', '-1', '4096', '2**40'])}, no_alloc={r.choice(['True', 'False'])})"
+        )
     elif kind == "tensor":
         s.run(f"r = ctx.tensor({method_arg(g, 'type')}, {method_arg(g, 'shape')})")
     elif kind == "Graph":
         s.run(f"r = gg.Graph(ctx, {r.choice(['1', '0', '-1', '2**31', '2**40', '8'])})")
     elif kind == "Runner":
-        s.run(f"r = gg.Runner({method_arg(g, 'name')}, n_threads={r.choice(['None', '0', '-1', '1', '2**31'])}, "
-              f"graph_size={r.choice(['1', '0', '-1', '64', '2**40'])})")
+        s.run(
+            f"r = gg.Runner({method_arg(g, 'name')}, n_threads={r.choice(['None', '0', '-1', '1', '2**31'])}, "
+            f"graph_size={r.choice(['1', '0', '-1', '64', '2**40'])})"
+        )
     elif kind == "Scheduler":
         s.run("be = gg.cpu_backend()")
         s.run(f"r = gg.Scheduler({method_arg(g, 'backends')}, {r.choice(['1', '0', '-1', '64', '2**40'])})")
     elif kind == "MetaDevice":
         s.run(f"r = MetaDevice({method_arg(g, 'devices')}, {method_arg(g, 'policy')})")
     elif kind == "Split.even":
-        s.run(f"r = Split.even({r.choice(['0', '1', '5', '-1'])}, {r.choice(['8', '7', '0', '-4'])}, "
-              f"{r.choice(['2', '0', '-1', '3'])}, {r.choice(['1', '2', '0', '-1'])})")
+        s.run(
+            f"r = Split.even({r.choice(['0', '1', '5', '-1'])}, {r.choice(['8', '7', '0', '-4'])}, "
+            f"{r.choice(['2', '0', '-1', '3'])}, {r.choice(['1', '2', '0', '-1'])})"
+        )
     elif kind == "windows_written":
-        s.run(f"r = conv_state.windows_written({r.choice(['0', '3', '-1', '2**63'])}, {r.choice(['1', '4', '0', '-2'])})")
+        s.run(
+            f"r = conv_state.windows_written({r.choice(['0', '3', '-1', '2**63'])}, {r.choice(['1', '4', '0', '-2'])})"
+        )
     elif kind == "split_policy":
         s.run(f"r = conv_state.split_policy({r.choice(['4', '1', '0', '-1'])}, {r.choice(['2', '0', '1'])})")
     elif kind in ("RecurrentMemory", "DeltaNetConv"):
         s.run("be = gg.cpu_backend()")
-        dims = [r.choice(["1", "2", "0", "-1"]), r.choice(["4", "2", "1", "0"]), r.choice(["8", "3", "0", "2**40"]),
-                r.choice(["2", "1", "0"]), r.choice(["1", "0", "3", "-1"])]
+        dims = [
+            r.choice(["1", "2", "0", "-1"]),
+            r.choice(["4", "2", "1", "0"]),
+            r.choice(["8", "3", "0", "2**40"]),
+            r.choice(["2", "1", "0"]),
+            r.choice(["1", "0", "3", "-1"]),
+        ]
         cache_type = r.choice(["'f32'", "'f16'", "'q8_0'"])
         s.run(f"mem = conv_state.RecurrentMemory(be, {', '.join(dims)}, type={cache_type})")
         if kind == "DeltaNetConv":
@@ -559,8 +661,10 @@ def constructor_call(g: Gen) -> dict:
             s.run(f"dn = conv_state.DeltaNetConv(mem, gg.Runner({runner!r}), {strategy})")
             n_tok, n_seq = r.choice([1, 2, 3, 0]), r.choice([1, 2, 3])
             layers = r.choice(["mem.n_layer", "mem.n_layer + 1"])
-            s.run(f"ub = conv_state.Ubatch([np.ones(({n_seq}, {n_tok}, mem.channels), np.float32)] * {layers}, "
-                  f"{[r.choice([0, 1, 5, -1]) for _ in range(n_seq)]}, {r.choice([0, 1, -1, 7])})")
+            s.run(
+                f"ub = conv_state.Ubatch([np.ones(({n_seq}, {n_tok}, mem.channels), np.float32)] * {layers}, "
+                f"{[r.choice([0, 1, 5, -1]) for _ in range(n_seq)]}, {r.choice([0, 1, -1, 7])})"
+            )
             s.run("r = dn.step(ub)")
     return {"op": kind}
 
@@ -592,12 +696,22 @@ def pass_header(echo: Callable[[str], None] | None, which: str) -> None:
         echo(f"@pass {which}")
 
 
-def run_call(seed: int, k: int, meta: bool = True, echo: Callable[[str], None] | None = None,
-             selftest_death: int | None = None) -> dict:
+def run_call(
+    seed: int, k: int, meta: bool = True, echo: Callable[[str], None] | None = None, selftest_death: int | None = None
+) -> dict:
     """Make and run call k of this seed; returns its record (outcome, phase, target, message, code)."""
     rng = random.Random(f"pyggml.fuzz:{seed}:{k}")
-    rec = {"call": k, "outcome": "raised", "phase": "build", "target": "", "message": "", "code": [],
-           "built": False, "computed": False, "checked": False}
+    rec = {
+        "call": k,
+        "outcome": "raised",
+        "phase": "build",
+        "target": "",
+        "message": "",
+        "code": [],
+        "built": False,
+        "computed": False,
+        "checked": False,
+    }
     script = Script(echo)
     pass_header(echo, "build")
     g = Gen(rng, script)
@@ -606,7 +720,9 @@ def run_call(seed: int, k: int, meta: bool = True, echo: Callable[[str], None] |
         script.run("import os")
         script.run("os.abort()")
     try:
-        script.run(f"ctx = {rng.choice(['gg.Context()'] * 18 + ['gg.Context(no_alloc=False, mem_size=1 << 16)', 'gg.Context(n_tensors=3)'])}")
+        script.run(
+            f"ctx = {rng.choice(['gg.Context()'] * 18 + ['gg.Context(no_alloc=False, mem_size=1 << 16)', 'gg.Context(n_tensors=3)'])}"
+        )
         roll = rng.random()
         if ONLY_OPS:  # --ops: every call is one of these ops
             info = op_call(g, rng.choice(ONLY_OPS))
@@ -619,8 +735,12 @@ def run_call(seed: int, k: int, meta: bool = True, echo: Callable[[str], None] |
     except Raised as e:
         return failed(rec, "build", e, script)
     except Exception as e:  # noqa: BLE001 - a bug of the fuzzer itself, not of pyggml
-        rec.update(outcome="internal", message=describe_exc(e), code=list(script.lines),
-                   traceback=traceback.format_exc(limit=-4))
+        rec.update(
+            outcome="internal",
+            message=describe_exc(e),
+            code=list(script.lines),
+            traceback=traceback.format_exc(limit=-4),
+        )
         return rec
     rec.update(target=info["op"], built=True, outcome="built", code=list(script.lines))
     if "args" not in info or not computable(g, script["out"]):
@@ -637,7 +757,9 @@ def run_call(seed: int, k: int, meta: bool = True, echo: Callable[[str], None] |
                     script.run(line)
             except Raised as e:
                 rec = failed(rec, f"rebuild {runner}", e, script)
-                rec.update(outcome="off-contract", message=f"the same program failed on its second run: {rec['message']}")
+                rec.update(
+                    outcome="off-contract", message=f"the same program failed on its second run: {rec['message']}"
+                )
                 return rec
         if echo:
             echo(f"@phase compute {runner}")
@@ -660,8 +782,6 @@ def failed(rec: dict, phase: str, e: Raised, script: Script) -> dict:
     if rec["outcome"] == "off-contract":
         rec["traceback"] = "".join(traceback.format_exception(e.exc, limit=-4))
     return rec
-
-
 
 
 # ops whose result may end in memory the op leaves unwritten: state snapshot slots past n_tokens
@@ -691,6 +811,7 @@ def tolerance(node: Any, bound: float) -> float:
     """The fuzzer's NMSE bound for a node: at least what its types allow random shapes and values (sums over
     rows of any length, arguments at the ends of their ranges), never tighter than the spec's."""
     from pyggml import types
+
     names = {node.type.name} | {s.type.name for s in node.src}
     if any(types.is_quantized(n) for n in names):
         floor = 1e-2
@@ -708,6 +829,7 @@ def element_aligned(graph: Any) -> bool:
     F32 data reads the halves of two floats: garbage as large as 1e38, which overflows F32 sums)."""
     from pyggml._native import ffi
     from pyggml.tensor import Tensor
+
     for t in [*graph.nodes, *graph.leafs()]:
         if t.ptr.view_src == ffi.NULL:
             continue
@@ -750,15 +872,18 @@ def run_calls(seed: int, start: int, stop: int, meta: bool, selftest_death: int 
     to stdout before it runs, so that the parent knows which call, and which line, killed the child."""
     import faulthandler
     import logging
+
     faulthandler.enable()  # a segfault prints the Python stack to stderr
     logging.disable(logging.CRITICAL)  # ggml's log of refused calls is noise here
     import warnings
+
     warnings.simplefilter("ignore")
     ONLY_OPS[:] = ops  # the parent's --ops: a fresh interpreter starts without them
 
     def echo(line: str) -> None:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+
     for k in range(start, stop):
         echo(f"@call {k}")
         rec = run_call(seed, k, meta, echo, selftest_death)
@@ -815,12 +940,30 @@ def run_batch(seed: int, start: int, stop: int, meta: bool, timeout: float, self
             break
         stderr = (outcome.stderr + outcome.traceback)[-2000:]  # faulthandler's stack: where it died
         if running is None:  # died between calls: nothing to blame, stop this batch
-            records.append({"call": done[-1]["call"] + 1 if done else start, "outcome": "death", "phase": "harness",
-                            "target": "", "message": death_reason(outcome), "code": [], "stderr": stderr})
+            records.append(
+                {
+                    "call": done[-1]["call"] + 1 if done else start,
+                    "outcome": "death",
+                    "phase": "harness",
+                    "target": "",
+                    "message": death_reason(outcome),
+                    "code": [],
+                    "stderr": stderr,
+                }
+            )
             break
         reason = "hang (timeout)" if outcome.status == "timeout" else death_reason(outcome)
-        records.append({"call": running, "outcome": "death", "phase": which or "build", "target": _target_of_lines(code),
-                        "message": reason, "code": code, "stderr": stderr})
+        records.append(
+            {
+                "call": running,
+                "outcome": "death",
+                "phase": which or "build",
+                "target": _target_of_lines(code),
+                "message": reason,
+                "code": code,
+                "stderr": stderr,
+            }
+        )
         start = running + 1
     return records
 
@@ -846,11 +989,18 @@ def cause_key(rec: dict) -> tuple:
 
 def summarize(records: list[dict], calls: int, seconds: float) -> dict:
     c = Counter(r["outcome"] for r in records)
-    return {"calls": calls, "built": sum(bool(r.get("built")) for r in records),
-            "computed": sum(bool(r.get("computed")) for r in records),
-            "checked": sum(bool(r.get("checked")) for r in records),
-            "raised": c["raised"], "off-contract": c["off-contract"], "wrong": c["wrong"], "deaths": c["death"],
-            "internal": c["internal"], "seconds": round(seconds, 1)}
+    return {
+        "calls": calls,
+        "built": sum(bool(r.get("built")) for r in records),
+        "computed": sum(bool(r.get("computed")) for r in records),
+        "checked": sum(bool(r.get("checked")) for r in records),
+        "raised": c["raised"],
+        "off-contract": c["off-contract"],
+        "wrong": c["wrong"],
+        "deaths": c["death"],
+        "internal": c["internal"],
+        "seconds": round(seconds, 1),
+    }
 
 
 def report(records: list[dict], summary: dict, out: TextIO = sys.stdout, max_causes: int = 40) -> None:
@@ -863,8 +1013,9 @@ def report(records: list[dict], summary: dict, out: TextIO = sys.stdout, max_cau
             out.write(f"... {len(groups) - max_causes} more distinct causes (see --json)\n")
             break
         first = min(recs, key=lambda r: len(r.get("code", [])))
-        where = ", ".join(f"{t} x{n}" for t, n in Counter(f"{r.get('phase', '')}: {r.get('target', '')}"
-                                                           for r in recs).most_common(6))
+        where = ", ".join(
+            f"{t} x{n}" for t, n in Counter(f"{r.get('phase', '')}: {r.get('target', '')}" for r in recs).most_common(6)
+        )
         out.write(f"\n=== {key[0].upper()} x{len(recs)}: {first.get('message', '')}\n# where: {where}\n")
         out.write(f"# calls: {', '.join(str(r['call']) for r in recs[:10])}{' ...' if len(recs) > 10 else ''}\n")
         out.write(reproducer(first) + "\n")
@@ -876,11 +1027,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calls", type=at_least(1), default=1000)
     parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--batch", type=at_least(1), default=200, help="calls per child process (default 200)")
-    parser.add_argument("--meta", action=argparse.BooleanOptionalAction, default=True,
-                        help="also compute on a two-CPU meta device and compare (default on)")
+    parser.add_argument(
+        "--meta",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also compute on a two-CPU meta device and compare (default on)",
+    )
     parser.add_argument("--json", metavar="FILE", help="write the summary and every finding here")
     parser.add_argument("--timeout", type=float, default=300, help="seconds a batch may run before it counts as a hang")
-    parser.add_argument("--ops", metavar="LIST", help="only these op wrappers, comma-separated (default: every call kind)")
+    parser.add_argument(
+        "--ops", metavar="LIST", help="only these op wrappers, comma-separated (default: every call kind)"
+    )
     parser.add_argument("--selftest-death", type=int, default=None, help=argparse.SUPPRESS)
 
 

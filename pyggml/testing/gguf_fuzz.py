@@ -53,15 +53,39 @@ def base_files(folder: str) -> list[bytes]:
     q4k = ctx.tensor("q4_k", (1, 256), "q4k")
     q4k.set(rng.standard_normal((1, 256)))
     V = gguf.Value
-    meta = {"general.architecture": "llama", "general.name": "fuzz", "u8": V("u8", 7), "i8": V("i8", -3),
-            "u16": V("u16", 600), "i16": V("i16", -600), "u32": V("u32", 70000), "i32": -5, "f32": 0.5,
-            "u64": V("u64", 2**40), "i64": -(2**40), "f64": V("f64", 0.25), "b": True,
-            "tokens": ["<s>", "</s>", "hello", "wörld"], "scores": [0.0, -1.5, 2.0], "ids": [1, 2, 3],
-            "flags": [True, False], "empty": V("i32", [])}
-    tensors: dict[str, Any] = {"w": rng.standard_normal((3, 5)).astype(np.float32), "h": np.arange(8, dtype=np.float16),
-               "q8": q8, "q4k": q4k, "i": np.arange(4, dtype=np.int32)}
-    specs = [(meta, tensors), ({**meta, "general.alignment": 64}, tensors), (meta, {}),
-             ({}, {"w": tensors["w"], "q8": q8})]
+    meta = {
+        "general.architecture": "llama",
+        "general.name": "fuzz",
+        "u8": V("u8", 7),
+        "i8": V("i8", -3),
+        "u16": V("u16", 600),
+        "i16": V("i16", -600),
+        "u32": V("u32", 70000),
+        "i32": -5,
+        "f32": 0.5,
+        "u64": V("u64", 2**40),
+        "i64": -(2**40),
+        "f64": V("f64", 0.25),
+        "b": True,
+        "tokens": ["<s>", "</s>", "hello", "wörld"],
+        "scores": [0.0, -1.5, 2.0],
+        "ids": [1, 2, 3],
+        "flags": [True, False],
+        "empty": V("i32", []),
+    }
+    tensors: dict[str, Any] = {
+        "w": rng.standard_normal((3, 5)).astype(np.float32),
+        "h": np.arange(8, dtype=np.float16),
+        "q8": q8,
+        "q4k": q4k,
+        "i": np.arange(4, dtype=np.int32),
+    }
+    specs = [
+        (meta, tensors),
+        ({**meta, "general.alignment": 64}, tensors),
+        (meta, {}),
+        ({}, {"w": tensors["w"], "q8": q8}),
+    ]
     out = []
     for k, (m, t) in enumerate(specs):
         path = os.path.join(folder, f"base{k}.gguf")
@@ -161,8 +185,22 @@ def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         elif what == "n_dims":
             new = rng.choice([0, 1, 2, 3, 4, 5, 64, top])
         else:
-            new = rng.choice([0, 1, old - 1, old + 1, old * 2, old + 4096, top, top >> 1, (top >> 1) + 1, 1 << 30,
-                              1 << 32, rng.getrandbits(8 * size)])
+            new = rng.choice(
+                [
+                    0,
+                    1,
+                    old - 1,
+                    old + 1,
+                    old * 2,
+                    old + 4096,
+                    top,
+                    top >> 1,
+                    (top >> 1) + 1,
+                    1 << 30,
+                    1 << 32,
+                    rng.getrandbits(8 * size),
+                ]
+            )
         struct.pack_into(fmt, b, off, new % (top + 1))
         return bytes(b), f"{what} at {off}: {old} -> {new % (top + 1)}"
     if kind < 0.65:  # flip bits, mostly in the header
@@ -178,13 +216,13 @@ def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     if kind < 0.88:  # random bytes
         p = rng.randrange(len(b))
         n = rng.choice([1, 4, 8, 32])
-        b[p:p + n] = bytes(rng.getrandbits(8) for _ in range(n))
+        b[p : p + n] = bytes(rng.getrandbits(8) for _ in range(n))
         return bytes(b), f"{n} random bytes at {p}"
     if kind < 0.96:  # insert or delete bytes inside the header
         p = rng.randrange(header_end)
         n = rng.choice([1, 3, 8])
         if rng.random() < 0.5:
-            del b[p:p + n]
+            del b[p : p + n]
             return bytes(b), f"deleted {n} bytes at {p}"
         b[p:p] = bytes(rng.getrandbits(8) for _ in range(n))
         return bytes(b), f"inserted {n} bytes at {p}"
@@ -223,11 +261,15 @@ def check_one(path: str, out_path: str, backend: str | None) -> tuple[str, str]:
     except Exception as e:  # noqa: BLE001 - a file that loaded must save and load again
         return "off-contract", f"round trip: {type(e).__name__}: {e}"
     if list(f.fields) != list(g.fields) or any(
-            f.fields[k].type != g.fields[k].type or not _same(f.fields[k].value, g.fields[k].value) for k in f.fields):
+        f.fields[k].type != g.fields[k].type or not _same(f.fields[k].value, g.fields[k].value) for k in f.fields
+    ):
         return "wrong", "metadata differs after save and load"
     if list(f.tensors) != list(g.tensors) or any(
-            f.tensors[k].type != g.tensors[k].type or f.tensors[k].ne != g.tensors[k].ne
-            or f.tensors[k].raw_bytes().tobytes() != g.tensors[k].raw_bytes().tobytes() for k in f.tensors):
+        f.tensors[k].type != g.tensors[k].type
+        or f.tensors[k].ne != g.tensors[k].ne
+        or f.tensors[k].raw_bytes().tobytes() != g.tensors[k].raw_bytes().tobytes()
+        for k in f.tensors
+    ):
         return "wrong", "tensors differ after save and load"
     return "loaded", ""
 
@@ -236,6 +278,7 @@ def check_batch(seed: int, start: int, count: int, backend: str | None) -> None:
     """Mutations start..start+count, in a child process (run): each announced on stdout before it loads
     and its outcome after, so that the parent knows which file killed the child."""
     import logging
+
     logging.getLogger("pyggml.ggml").setLevel(logging.CRITICAL)  # ggml says why each file is bad
     with tempfile.TemporaryDirectory() as folder:
         bases = base_files(folder)
@@ -250,8 +293,14 @@ def check_batch(seed: int, start: int, count: int, backend: str | None) -> None:
 
 
 # --- the driver -----------------------------------------------------------------------------------
-def run(files: int, seed: int, batch: int = 250, backend: str | None = None, keep: str | None = None,
-        out: TextIO = sys.stdout) -> dict:
+def run(
+    files: int,
+    seed: int,
+    batch: int = 250,
+    backend: str | None = None,
+    keep: str | None = None,
+    out: TextIO = sys.stdout,
+) -> dict:
     """Run `files` mutations; returns the counts and the deaths/wrong/off-contract cases."""
     counts: Counter = Counter()
     raised: Counter = Counter()
@@ -319,9 +368,11 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     res = run(args.files, args.seed, args.batch, args.backend, args.keep)
     c = res["counts"]
     raised = ", ".join(f"{k} {v}" for k, v in sorted(res["raised"].items()))
-    print(f"{args.files} mutated files (seed {args.seed}): {c.get('loaded', 0)} loaded, {c.get('raised', 0)} raised "
-          f"({raised}), {c.get('off-contract', 0)} off-contract, {c.get('wrong', 0)} wrong, {c.get('death', 0)} deaths; "
-          f"{time.monotonic() - t:.0f} s")
+    print(
+        f"{args.files} mutated files (seed {args.seed}): {c.get('loaded', 0)} loaded, {c.get('raised', 0)} raised "
+        f"({raised}), {c.get('off-contract', 0)} off-contract, {c.get('wrong', 0)} wrong, {c.get('death', 0)} deaths; "
+        f"{time.monotonic() - t:.0f} s"
+    )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(res, fh, indent=1)

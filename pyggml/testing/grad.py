@@ -38,8 +38,7 @@ from pyggml.graph import Graph
 from pyggml.runner import Runner, Unsupported
 from pyggml.testing import opdb
 from pyggml.testing import oracles as O
-from pyggml.testing.opdb import uniform
-from pyggml.testing.opdb import Known
+from pyggml.testing.opdb import Known, uniform
 from pyggml.testing.verdict import Record, Status, known
 
 GRAD_BOUND = 1e-3
@@ -52,8 +51,16 @@ class GradCase:
     """inputs: name -> (type, NumPy shape[, generator]); params: the inputs that get gradients;
     build(ctx, x) -> the output tensor (checked ops); oracle(x) -> the output from NumPy arrays."""
 
-    def __init__(self, name: str, inputs: dict, params: tuple[str, ...], build: Callable, oracle: Callable,
-                 bound: float = GRAD_BOUND, known: Sequence[Known] = ()) -> None:
+    def __init__(
+        self,
+        name: str,
+        inputs: dict,
+        params: tuple[str, ...],
+        build: Callable,
+        oracle: Callable,
+        bound: float = GRAD_BOUND,
+        known: Sequence[Known] = (),
+    ) -> None:
         self.name, self.params = name, tuple(params)
         self.inputs = {k: opdb.as_input(v) for k, v in inputs.items()}
         self.build_fn, self.oracle_fn, self.bound, self.known = build, oracle, bound, list(known)
@@ -80,8 +87,9 @@ class GradCase:
         return self._values
 
     def loss(self, vals: dict) -> float:
-        out = np.asarray(self.oracle_fn(SimpleNamespace(**{k: v for k, v in vals.items() if k is not None})),
-                         dtype=np.float64)
+        out = np.asarray(
+            self.oracle_fn(SimpleNamespace(**{k: v for k, v in vals.items() if k is not None})), dtype=np.float64
+        )
         return float(np.sum(out * vals[None].reshape(out.shape)))
 
     def expected(self) -> dict[str, np.ndarray]:
@@ -149,8 +157,9 @@ def grad_error(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -
     return float(worst)
 
 
-def grad_case(name: str, inputs: dict, params: tuple[str, ...], build: Callable, oracle: Callable,
-              **kw: Any) -> GradCase:
+def grad_case(
+    name: str, inputs: dict, params: tuple[str, ...], build: Callable, oracle: Callable, **kw: Any
+) -> GradCase:
     if name in GRAD_REGISTRY:
         raise ValueError(f"duplicate grad case {name}")
     GRAD_REGISTRY[name] = GradCase(name, inputs, params, build, oracle, **kw)
@@ -163,8 +172,15 @@ def _load_specs() -> None:
         for g in s.grad:
             name = g.name or f"{s.op}/{g.variant}"
             if name not in GRAD_REGISTRY:
-                grad_case(name, dict(g.inputs), g.params, opdb.ggml_side(s, g), opdb.oracle_side(s, g),
-                          bound=g.bound if g.bound is not None else GRAD_BOUND, known=g.known)
+                grad_case(
+                    name,
+                    dict(g.inputs),
+                    g.params,
+                    opdb.ggml_side(s, g),
+                    opdb.oracle_side(s, g),
+                    bound=g.bound if g.bound is not None else GRAD_BOUND,
+                    known=g.known,
+                )
 
 
 def select(pattern: str | None = None) -> list[GradCase]:
@@ -186,15 +202,23 @@ def run_grad_case(case: GradCase, runner: Runner, backend: str) -> Record:
     except Unsupported as e:
         return Record(case.name, backend, Status.UNSUPPORTED, message=f"not supported: {e}")
     except Exception as e:  # noqa: BLE001 - a failing case must not stop the run
-        return Record(case.name, backend, Status.ERROR, message=f"{type(e).__name__}: {e}",
-                      seconds=time.perf_counter() - start)
+        return Record(
+            case.name, backend, Status.ERROR, message=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - start
+        )
     err = grad_error(actual, case.expected())
     status = Status.PASS if err <= case.bound else Status.FAIL
     why = known(case, backend)
     if status == Status.FAIL and why:
         status = Status.KNOWN
-    return Record(case.name, backend, status, err, case.bound, message=f"known: {why}" if status == "known" else "",
-                  seconds=time.perf_counter() - start)
+    return Record(
+        case.name,
+        backend,
+        status,
+        err,
+        case.bound,
+        message=f"known: {why}" if status == "known" else "",
+        seconds=time.perf_counter() - start,
+    )
 
 
 def run_grad(backends: list[str], pattern: str | None = None, progress: TextIO | None = None) -> list[Record]:
@@ -230,10 +254,13 @@ def _softmax_rows(rng, shape):
 
 
 # a small network: every op's backward in one graph, gradients of weights and input together
-grad_case("mlp/silu_rms_norm_softmax_ce",
-          {"w": (F32, (6, 5)), "x": (F32, (3, 5)), "b": (F32, (6,)), "y": (F32, (3, 6), _softmax_rows)}, ("w", "x", "b"),
-          lambda c, x: c.cross_entropy_loss(c.rms_norm(c.silu(c.add(c.mul_mat(x.w, x.x), x.b)), 1e-5), x.y),
-          lambda x: O.cross_entropy_loss(O.rms_norm(O.silu(O.add(O.mul_mat(x.w, x.x), x.b)), 1e-5), x.y))
+grad_case(
+    "mlp/silu_rms_norm_softmax_ce",
+    {"w": (F32, (6, 5)), "x": (F32, (3, 5)), "b": (F32, (6,)), "y": (F32, (3, 6), _softmax_rows)},
+    ("w", "x", "b"),
+    lambda c, x: c.cross_entropy_loss(c.rms_norm(c.silu(c.add(c.mul_mat(x.w, x.x), x.b)), 1e-5), x.y),
+    lambda x: O.cross_entropy_loss(O.rms_norm(O.silu(O.add(O.mul_mat(x.w, x.x), x.b)), 1e-5), x.y),
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -241,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
     from pyggml.testing.check import table
+
     ap = argparse.ArgumentParser(prog="python -m pyggml.testing.grad")
     ap.add_argument("--backend", action="append")
     ap.add_argument("--only")

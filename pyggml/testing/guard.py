@@ -32,8 +32,14 @@ def _align(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
 
-def run_guarded(backend: Backend, ctx: Context, graph: Graph, inputs: dict[Tensor, np.ndarray],
-                outputs: list[Tensor], raw: bool = False) -> list[np.ndarray]:
+def run_guarded(
+    backend: Backend,
+    ctx: Context,
+    graph: Graph,
+    inputs: dict[Tensor, np.ndarray],
+    outputs: list[Tensor],
+    raw: bool = False,
+) -> list[np.ndarray]:
     """Allocate every tensor of ctx (a no_alloc context) between guards on `backend`, set the inputs
     (values, or with `raw` the tensors' bytes), compute, check the guards, read the outputs."""
     buft = lib.ggml_backend_get_default_buffer_type(backend.ptr)
@@ -59,8 +65,9 @@ def run_guarded(backend: Backend, ctx: Context, graph: Graph, inputs: dict[Tenso
     # the guards: [guard][t0][guard][t1][guard]...; each readable through an I8 tensor placed on it
     gctx = Context(n_tensors=len(owners) + 1)
     ctx.keep_alive(gctx)
-    spans = [(0, None)] + [(_align(off + lib.ggml_backend_buft_get_alloc_size(buft, t.ptr), align), t)
-                           for t, off in zip(owners, offsets)]
+    spans = [(0, None)] + [
+        (_align(off + lib.ggml_backend_buft_get_alloc_size(buft, t.ptr), align), t) for t, off in zip(owners, offsets)
+    ]
     guards = []
     for start, before in spans:
         g = gctx.tensor("i8", (guard,))
@@ -76,8 +83,9 @@ def run_guarded(backend: Backend, ctx: Context, graph: Graph, inputs: dict[Tenso
         bad = np.flatnonzero(got != PATTERN)
         if bad.size:
             where = f"after {_describe(before)}" if before is not None else "before the first tensor"
-            raise OutOfBounds(f"{backend.name}: {bad.size} guard byte(s) {where} were overwritten "
-                              f"(first at +{bad[0]} bytes)")
+            raise OutOfBounds(
+                f"{backend.name}: {bad.size} guard byte(s) {where} were overwritten (first at +{bad[0]} bytes)"
+            )
     return [t.numpy() for t in outputs]
 
 

@@ -36,15 +36,21 @@ def _figures(r: Record, measure: str) -> str:
 
 
 def _counts(records: Sequence[Record]) -> dict[str, str]:
-    return {"tests": str(len(records)),
-            "failures": str(sum(r.status == "fail" for r in records)),
-            "errors": str(sum(r.status == "error" for r in records)),
-            "skipped": str(sum(r.status in SKIPPED for r in records)),
-            "time": f"{sum(r.seconds for r in records):.3f}"}
+    return {
+        "tests": str(len(records)),
+        "failures": str(sum(r.status == "fail" for r in records)),
+        "errors": str(sum(r.status == "error" for r in records)),
+        "skipped": str(sum(r.status in SKIPPED for r in records)),
+        "time": f"{sum(r.seconds for r in records):.3f}",
+    }
 
 
-def junit_tree(records: Sequence[Record], name: str = "pyggml.check", measure: str = "NMSE against the oracle",
-               timestamp: datetime | None = None) -> ET.ElementTree:
+def junit_tree(
+    records: Sequence[Record],
+    name: str = "pyggml.check",
+    measure: str = "NMSE against the oracle",
+    timestamp: datetime | None = None,
+) -> ET.ElementTree:
     """`measure` names what Record.error is (grad mode: the relative gradient error)."""
     # timestamp and hostname: Ant's JUnit schema requires them on a testsuite, and CI shows them
     stamp = (timestamp or datetime.now()).strftime("%Y-%m-%dT%H:%M:%S")
@@ -54,12 +60,18 @@ def junit_tree(records: Sequence[Record], name: str = "pyggml.check", measure: s
     for r in records:
         backends.setdefault(r.backend, []).append(r)
     for backend, recs in backends.items():
-        suite = ET.SubElement(suites, "testsuite", {"name": f"{name}.{backend}", **_counts(recs),
-                                                     "timestamp": stamp, "hostname": host})
+        suite = ET.SubElement(
+            suites, "testsuite", {"name": f"{name}.{backend}", **_counts(recs), "timestamp": stamp, "hostname": host}
+        )
         for r in recs:
             family = r.case.split("/", 1)[0]
-            case = ET.SubElement(suite, "testcase", classname=_text(f"pyggml.{family}.{backend}"), name=_text(r.case),
-                                 time=f"{r.seconds:.6f}")
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=_text(f"pyggml.{family}.{backend}"),
+                name=_text(r.case),
+                time=f"{r.seconds:.6f}",
+            )
             figures = _figures(r, measure)
             # grad mode's failures carry no message: their figures say it
             first_line = _text((r.message or figures or r.status).splitlines()[0])[:500]
@@ -75,8 +87,13 @@ def junit_tree(records: Sequence[Record], name: str = "pyggml.check", measure: s
     return ET.ElementTree(suites)
 
 
-def write_junit(records: Sequence[Record], path: str | IO[bytes], name: str = "pyggml.check",
-                measure: str = "NMSE against the oracle", timestamp: datetime | None = None) -> None:
+def write_junit(
+    records: Sequence[Record],
+    path: str | IO[bytes],
+    name: str = "pyggml.check",
+    measure: str = "NMSE against the oracle",
+    timestamp: datetime | None = None,
+) -> None:
     """To a file named `path`, or to a binary stream (check --junit -: stdout)."""
     tree = junit_tree(records, name, measure, timestamp)
     ET.indent(tree)

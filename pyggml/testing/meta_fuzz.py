@@ -65,8 +65,13 @@ def make_trial(seed: int, views: bool = False) -> dict:
 
 def _views_step(rng) -> dict:
     """1-3 views of the result: fractions, resolved against its shape when the graph is built."""
-    return {"op": "views", "views": [{"kind": VIEWS[rng.integers(len(VIEWS))], "u": [round(float(f), 4) for f in rng.random(6)]}
-                                     for _ in range(int(rng.integers(1, 4)))]}
+    return {
+        "op": "views",
+        "views": [
+            {"kind": VIEWS[rng.integers(len(VIEWS))], "u": [round(float(f), 4) for f in rng.random(6)]}
+            for _ in range(int(rng.integers(1, 4)))
+        ],
+    }
 
 
 VIEWS = ("1d", "2d", "2d", "strided", "3d")
@@ -158,6 +163,7 @@ def run_trial(trial: dict, runner_name: str) -> np.ndarray:
         def policy(t):
             axis = splits.get(t.name, "mirrored")
             return Split(axis) if axis == "mirrored" else Split.even(axis, t.ne[axis], n)
+
         runner.set_policy(policy)
     wctx = gg.Context()
     tensors = {name: wctx.tensor("f32", w.shape, name) for name, w in weights.items()}
@@ -251,6 +257,7 @@ def trial_result(trial: dict, devices: str) -> dict:
     {"status": "unsplittable", "message": ggml's reason}. ValueError for a trial that is not one."""
     from pyggml.errors import Unsplittable
     from pyggml.testing.verdict import nmse
+
     check_trial(trial)
     single = run_trial(trial, "cpu")
     try:
@@ -276,10 +283,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--trials", type=at_least(0), default=20)
     parser.add_argument("--devices", default="cpu,cpu", help="the meta device's devices (default cpu,cpu)")
-    parser.add_argument("--views", action="store_true",
-                        help="every trial ends in views (1d/2d/3d, strided, straddling the shares) of a split result")
-    parser.add_argument("--in-process", action="store_true",
-                        help="run the trials in this process (faster; an abort of ggml ends the run)")
+    parser.add_argument(
+        "--views",
+        action="store_true",
+        help="every trial ends in views (1d/2d/3d, strided, straddling the shares) of a split result",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the trials in this process (faster; an abort of ggml ends the run)",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a single trial (its JSON), in this process
 
 

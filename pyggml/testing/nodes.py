@@ -86,17 +86,18 @@ def values(t: Tensor) -> np.ndarray:
     if block > 1 and nb[0] != lib.ggml_type_size(t.ptr.type):
         raise ValueError(f"{t.type.name} view whose blocks are not packed along ne0: no row to decode")
     row = lib.ggml_row_size(t.ptr.type, ne[0])
-    out = np.empty((ne[3], ne[2], ne[1], ne[0]), dtype=np.float32 if not types.has_raw_dtype(t.type)
-                   else types.host_dtype(t.type))
+    out = np.empty(
+        (ne[3], ne[2], ne[1], ne[0]), dtype=np.float32 if not types.has_raw_dtype(t.type) else types.host_dtype(t.type)
+    )
     for i3 in range(ne[3]):
         for i2 in range(ne[2]):
             for i1 in range(ne[1]):
                 at = i1 * nb[1] + i2 * nb[2] + i3 * nb[3]
                 if block > 1 or nb[0] == lib.ggml_type_size(t.ptr.type):
-                    raw = span[at:at + row]
+                    raw = span[at : at + row]
                 else:  # elements apart from each other (a transposed view): gather them first
                     size = lib.ggml_type_size(t.ptr.type)
-                    raw = np.concatenate([span[at + i0 * nb[0]:at + i0 * nb[0] + size] for i0 in range(ne[0])])
+                    raw = np.concatenate([span[at + i0 * nb[0] : at + i0 * nb[0] + size] for i0 in range(ne[0])])
                 out[i3, i2, i1] = types.decode(t.type, raw, (ne[0],))
     return out.reshape(t.shape)
 

@@ -40,9 +40,11 @@ from nbclient import NotebookClient
 RTOL, ATOL = 1e-6, 1e-9
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?\b(?:nan|inf)\b")
 # known-variable tokens, replaced alike in both texts before they are compared
-VARIABLE = [(re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
-            (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}:\d+\b"), "host:port"),
-            (re.compile(r"[ \t]+"), " ")]
+VARIABLE = [
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}:\d+\b"), "host:port"),
+    (re.compile(r"[ \t]+"), " "),
+]
 RULE_KEYS = {"outputs", "rtol", "atol", "backends", "why"}
 TEXT_TYPES = ("text/plain",)
 
@@ -50,9 +52,14 @@ TEXT_TYPES = ("text/plain",)
 def execute(path: Path, timeout: int = 600) -> Any:
     """The notebook at `path`, executed top to bottom in its own folder (a fresh kernel)."""
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    nb.metadata.get("language_info", {}).pop("version", None)   # this machine's Python, a diff per refresh
+    NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
+    nb.metadata.get("language_info", {}).pop("version", None)  # this machine's Python, a diff per refresh
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         if cell.cell_type == "code":
@@ -102,8 +109,10 @@ def compare_text(old: str, new: str, rtol: float = RTOL, atol: float = ATOL) -> 
     for i, (a, b) in enumerate(zip(old_numbers, new_numbers)):
         same = (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= atol + rtol * abs(a)
         if not same:
-            return (f"number {i} changed: {a!r} committed, {b!r} fresh (rtol {rtol}, atol {atol})\n"
-                    f"--- committed\n{old}\n--- fresh\n{new}")
+            return (
+                f"number {i} changed: {a!r} committed, {b!r} fresh (rtol {rtol}, atol {atol})\n"
+                f"--- committed\n{old}\n--- fresh\n{new}"
+            )
     return None
 
 
@@ -151,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     # the environment of the tests (tests/conftest.py): lavapipe listed twice
     os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0,0")
     from pyggml.testing.check import available_backends
+
     backends = available_backends()
     status = 0
     for path in args.notebooks:

@@ -37,8 +37,13 @@ from pyggml.testing.assertions import assert_close  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--ggml-backend", action="append", default=None, metavar="NAME",
-                     help="pyggml: run ggml_backend / ggml_meta_backend tests on this backend only (repeatable)")
+    parser.addoption(
+        "--ggml-backend",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="pyggml: run ggml_backend / ggml_meta_backend tests on this backend only (repeatable)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -66,13 +71,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not {"ggml_backend", "ggml_meta_backend"} & set(metafunc.fixturenames):
         return
     from pyggml.testing.check import available_backends
+
     backends = available_backends()
     for fixture, names in (("ggml_backend", backends), ("ggml_meta_backend", available_meta_backends(backends))):
         if fixture in metafunc.fixturenames:
             chosen = _chosen(metafunc, names)
             # an empty choice still makes one (skipped) test, so a filter that matches nothing is visible
-            metafunc.parametrize(fixture, chosen or [pytest.param(None, marks=pytest.mark.skip(
-                reason=f"no {fixture} among {names} is selected"))], ids=lambda n: str(n))
+            metafunc.parametrize(
+                fixture,
+                chosen
+                or [pytest.param(None, marks=pytest.mark.skip(reason=f"no {fixture} among {names} is selected"))],
+                ids=lambda n: str(n),
+            )
 
 
 @pytest.fixture

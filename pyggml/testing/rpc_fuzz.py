@@ -74,7 +74,9 @@ class Fuzzer:
         r = self.rng
         choice = r.random()
         if near is not None and choice < 0.5:
-            return max(0, near + r.choice([0, 0, 1, -1, 8, 4096, -4096, 1 << 20, r.randrange(-1 << 16, 1 << 16)])) % (1 << 64)
+            return max(0, near + r.choice([0, 0, 1, -1, 8, 4096, -4096, 1 << 20, r.randrange(-1 << 16, 1 << 16)])) % (
+                1 << 64
+            )
         if choice < 0.7:
             return r.choice([0, 1, 8, 4096, (1 << 32) - 1, (1 << 63), (1 << 64) - 1])
         return r.getrandbits(64)
@@ -88,14 +90,31 @@ class Fuzzer:
         op = r.choice([0, 1, 2, 6, 26, 29, 30, 33, 35, 40, r.randrange(0, 128)])
         params = [r.choice([0, 1, -1, 2, 1 << 30, r.getrandbits(31)]) for _ in range(N_OP_PARAMS)]
         flags = r.choice([0, 1, 2, 4, 8, r.getrandbits(31)])
-        srcs = [r.choice(ids) if ids and r.random() < 0.3 else (0 if r.random() < 0.6 else r.getrandbits(64))
-                for _ in range(MAX_SRC)]
+        srcs = [
+            r.choice(ids) if ids and r.random() < 0.3 else (0 if r.random() < 0.6 else r.getrandbits(64))
+            for _ in range(MAX_SRC)
+        ]
         view_src = r.choice(ids) if ids and r.random() < 0.2 else 0
         data = self.u64(near=base)
         buf = buffer if r.random() < 0.8 else self.u64()
         name = bytes(r.getrandbits(8) for _ in range(64)) if r.random() < 0.2 else b"t".ljust(64, b"\0")
-        return struct.pack("<QIQ4I4II16iI10QQQQ64si", tid, ttype, buf, *ne, *nb, op, *params, flags & 0x7fffffff,
-                           *srcs, view_src, self.u64(), data, name, r.getrandbits(31))
+        return struct.pack(
+            "<QIQ4I4II16iI10QQQQ64si",
+            tid,
+            ttype,
+            buf,
+            *ne,
+            *nb,
+            op,
+            *params,
+            flags & 0x7FFFFFFF,
+            *srcs,
+            view_src,
+            self.u64(),
+            data,
+            name,
+            r.getrandbits(31),
+        )
 
     def message(self, buffer: int, base: int) -> bytes:
         """One malformed request (after the handshake)."""
@@ -107,8 +126,25 @@ class Fuzzer:
             payload = bytes(r.getrandbits(8) for _ in range(r.choice([0, 1, 7, 12, 64, TENSOR_SIZE, 700])))
             declared = r.choice([None, None, 0, len(payload) + 1, 1 << 40, (1 << 64) - 1])
             return _request(r.randrange(0, 256) if r.random() < 0.2 else r.randrange(0, N_CMDS), payload, declared)
-        cmd = r.choice([SET_TENSOR, GET_TENSOR, COPY_TENSOR, GRAPH_COMPUTE, INIT_TENSOR, GET_ALLOC_SIZE,
-                        MEMSET_TENSOR, SET_TENSOR_HASH, ALLOC_BUFFER, BUFFER_GET_BASE, 4, 5, 1, 2, 11])
+        cmd = r.choice(
+            [
+                SET_TENSOR,
+                GET_TENSOR,
+                COPY_TENSOR,
+                GRAPH_COMPUTE,
+                INIT_TENSOR,
+                GET_ALLOC_SIZE,
+                MEMSET_TENSOR,
+                SET_TENSOR_HASH,
+                ALLOC_BUFFER,
+                BUFFER_GET_BASE,
+                4,
+                5,
+                1,
+                2,
+                11,
+            ]
+        )
         if cmd == SET_TENSOR:
             data = bytes(r.getrandbits(8) for _ in range(r.choice([0, 1, 16, 300])))
             payload = t() + struct.pack("<BQ", r.choice([0, 0, 1, 2]), self.u64()) + data
@@ -127,8 +163,12 @@ class Fuzzer:
             tensors = [t() for _ in range(n_tensors)]
             n_nodes = r.choice([0, 1, 2, n_tensors, 1 << 20])
             node_ids = [r.choice(ids + [0, r.getrandbits(64)]) for _ in range(min(n_nodes, 8))]
-            payload = (struct.pack("<II", r.choice([0, 0, 1, 7]), n_nodes) + b"".join(struct.pack("<Q", i) for i in node_ids)
-                       + struct.pack("<I", r.choice([n_tensors, n_tensors + 1, 1 << 30])) + b"".join(tensors))
+            payload = (
+                struct.pack("<II", r.choice([0, 0, 1, 7]), n_nodes)
+                + b"".join(struct.pack("<Q", i) for i in node_ids)
+                + struct.pack("<I", r.choice([n_tensors, n_tensors + 1, 1 << 30]))
+                + b"".join(tensors)
+            )
         elif cmd == ALLOC_BUFFER:
             payload = struct.pack("<IQ", r.choice([0, 1, (1 << 32) - 1]), r.choice([0, 1, 1 << 40, (1 << 64) - 1]))
         elif cmd in (BUFFER_GET_BASE, 4):
@@ -231,10 +271,15 @@ def run(messages: int, seed: int, out: TextIO = sys.stdout) -> dict:
             if not alive(srv.host, srv.port, srv.running):
                 code = srv.child.poll()  # None: running but not answering
                 ended = srv.stop()
-                why = [line for line in (ended.stdout + ended.stderr).splitlines()
-                       if "aborted" in line or "error" in line.lower()]
-                out.write(f"CRASH at message {i} (seed {seed}): server exit {code}: "
-                          f"{why[-1] if why else '(no message)'}\n  request: {msg.hex()}\n")
+                why = [
+                    line
+                    for line in (ended.stdout + ended.stderr).splitlines()
+                    if "aborted" in line or "error" in line.lower()
+                ]
+                out.write(
+                    f"CRASH at message {i} (seed {seed}): server exit {code}: "
+                    f"{why[-1] if why else '(no message)'}\n  request: {msg.hex()}\n"
+                )
                 crashes.append((i, msg.hex()))
                 srv = Server()
     finally:
@@ -255,6 +300,8 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 2
     t = time.monotonic()
     res = run(args.messages, args.seed)
-    print(f"{res['messages']} messages ({res['sent']} sent whole), {res['crashes']} server crashes, "
-          f"{time.monotonic() - t:.0f} s")
+    print(
+        f"{res['messages']} messages ({res['sent']} sent whole), {res['crashes']} server crashes, "
+        f"{time.monotonic() - t:.0f} s"
+    )
     return 1 if res["crashes"] else 0

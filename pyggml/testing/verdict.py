@@ -93,27 +93,40 @@ def compare(actual: np.ndarray, expected: np.ndarray, nmse_bound: float, max_err
     a = a.reshape(e.shape)
     if nmse_bound == 0 and max_error_bound == 0:
         same = np.array_equal(a, e, equal_nan=a.dtype.kind == "f")
-        return Comparison(same, 0.0 if same else float("inf"), 0.0 if same else float("inf"),
-                          "" if same else f"{int((a != e).sum())} element(s) differ (bit-exact case)")
+        return Comparison(
+            same,
+            0.0 if same else float("inf"),
+            0.0 if same else float("inf"),
+            "" if same else f"{int((a != e).sum())} element(s) differ (bit-exact case)",
+        )
     a64, e64 = a.astype(np.float64), e.astype(np.float64)
     for what, fn in (("NaN", np.isnan), ("+Inf", np.isposinf), ("-Inf", np.isneginf)):
         if (fn(a64) != fn(e64)).any():
-            return Comparison(False, float("inf"), float("inf"),
-                              f"{what} at {int((fn(a64) != fn(e64)).sum())} position(s) the oracle does not have")
+            return Comparison(
+                False,
+                float("inf"),
+                float("inf"),
+                f"{what} at {int((fn(a64) != fn(e64)).sum())} position(s) the oracle does not have",
+            )
     err, worst = nmse(a64, e64), max_error(a64, e64)
     if err > nmse_bound:
         return Comparison(False, err, worst, f"NMSE {err:.2e} > {nmse_bound:.0e}")
     if worst > max_error_bound:
         at = np.unravel_index(np.argmax(np.abs(a64 - e64) * np.isfinite(e64)), e64.shape)
-        return Comparison(False, err, worst, f"largest error {worst:.2e} of the output's scale > {max_error_bound:.1e} "
-                                             f"(at {tuple(int(i) for i in at)}: {a64[at]!r} vs {e64[at]!r})")
+        return Comparison(
+            False,
+            err,
+            worst,
+            f"largest error {worst:.2e} of the output's scale > {max_error_bound:.1e} "
+            f"(at {tuple(int(i) for i in at)}: {a64[at]!r} vs {e64[at]!r})",
+        )
     return Comparison(True, err, worst)
 
 
 # --- resolving a case's policy on a backend -----------------------------------------------------------------
 def default_max_error(nmse_bound: float) -> float:
     """30 root-mean-square errors of the NMSE bound: the largest error one element may have."""
-    return 30 * nmse_bound ** 0.5
+    return 30 * nmse_bound**0.5
 
 
 def _matches(backend: str, types: frozenset[str], rule_backend: str, rule_types: Sequence[str]) -> bool:
@@ -137,6 +150,7 @@ def bounds(case: Case, backend: str) -> tuple[float, float]:
 
 class HasRules(Protocol):
     """What known() reads of a case (an op case, a scenario case or a grad case)."""
+
     @property
     def known(self) -> Sequence[Known]: ...
     @property
@@ -152,8 +166,14 @@ def known(case: HasRules, backend: str) -> str | None:
 # Mesa's lavapipe (llvmpipe) compiles the Vulkan shaders of these types' products for 30-90 s each, and
 # NVFP4's does not finish in 15 minutes (docs/findings.md): on it they are skipped unless asked for
 SLOW_ON_LAVAPIPE = ("q1_0", "q2_0", "tq1_0", "tq2_0", "nvfp4")
-SKIPS: list[Skip] = [Skip("vulkan", "lavapipe compiles this type's shaders for minutes (--slow runs it)",
-                          SLOW_ON_LAVAPIPE, device="llvmpipe")]
+SKIPS: list[Skip] = [
+    Skip(
+        "vulkan",
+        "lavapipe compiles this type's shaders for minutes (--slow runs it)",
+        SLOW_ON_LAVAPIPE,
+        device="llvmpipe",
+    )
+]
 
 
 def skipped(case: Case, backend: str, slow: bool = False) -> str | None:
@@ -170,16 +190,23 @@ def _device_is(backend: str, words: str) -> bool:
     if not words:
         return True
     from pyggml.backend import device
+
     return words in device(backend).description.lower()
 
 
 # --- judging one run ----------------------------------------------------------------------------------------
-def judge(case: Case, backend: str, actual: Sequence[np.ndarray], expected: Sequence[np.ndarray],
-          seconds: float = 0.0) -> Record:
+def judge(
+    case: Case, backend: str, actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], seconds: float = 0.0
+) -> Record:
     """The record of one case's outputs against its oracle's on `backend`."""
     if len(actual) != len(expected):
-        return Record(case.name, backend, Status.FAIL, message=f"{len(actual)} outputs, the oracle has {len(expected)}",
-                      seconds=seconds)
+        return Record(
+            case.name,
+            backend,
+            Status.FAIL,
+            message=f"{len(actual)} outputs, the oracle has {len(expected)}",
+            seconds=seconds,
+        )
     nmse_bound, max_error_bound = bounds(case, backend)
     verdicts = [compare(a, e, nmse_bound, max_error_bound) for a, e in zip(actual, expected)]
     worst = max(verdicts, key=lambda v: (not v.ok, v.nmse))
@@ -188,7 +215,9 @@ def judge(case: Case, backend: str, actual: Sequence[np.ndarray], expected: Sequ
         return Record(case.name, backend, Status.PASS, err, nmse_bound, seconds=seconds)
     why = known(case, backend)
     if why:
-        return Record(case.name, backend, Status.KNOWN, err, nmse_bound, f"known: {why} ({worst.message})", seconds=seconds)
+        return Record(
+            case.name, backend, Status.KNOWN, err, nmse_bound, f"known: {why} ({worst.message})", seconds=seconds
+        )
     return Record(case.name, backend, Status.FAIL, err, nmse_bound, worst.message, seconds=seconds)
 
 
@@ -196,6 +225,7 @@ def attempt(case_name: str, backend: str, fn: Callable[[], Any]) -> tuple[Any, R
     """Run `fn` (a case's execution); an exception becomes the case's record: unsupported, fail (a
     property the case checks on the backend did not hold) or error. The run goes on either way."""
     from pyggml.testing.cases import Mismatch
+
     start = time.perf_counter()
     try:
         return fn(), None
@@ -204,8 +234,9 @@ def attempt(case_name: str, backend: str, fn: Callable[[], Any]) -> tuple[Any, R
     except Mismatch as e:
         return None, Record(case_name, backend, Status.FAIL, message=str(e), seconds=time.perf_counter() - start)
     except Exception as e:  # noqa: BLE001 - a failing case must not stop the run (a guard overwritten included)
-        return None, Record(case_name, backend, Status.ERROR, message=f"{type(e).__name__}: {e}",
-                            seconds=time.perf_counter() - start)
+        return None, Record(
+            case_name, backend, Status.ERROR, message=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - start
+        )
 
 
 def run_case(case: Case, runner: Any, backend: str, slow: bool = False) -> tuple[Record, list[np.ndarray] | None]:

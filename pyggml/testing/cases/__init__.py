@@ -45,6 +45,7 @@ from pyggml.testing.verdict import default_max_error
 
 REGISTRY: dict[str, "Case"] = {}
 
+
 class Mismatch(Exception):
     """A property a case checks on the backend itself did not hold (e.g. rollback == rerun): a failure."""
 
@@ -186,8 +187,9 @@ class OpCase(Case):
         runner.allocate(graph, [out])
         missing = [k for k, t in x.items() if t.ptr.data == ffi.NULL]
         if missing:  # the graph reads only a view of them: the scheduler allocates graph tensors only
-            raise Unsupported(f"the graph holds only views of input(s) {', '.join(missing)}, which a meta "
-                              "runner does not allocate")
+            raise Unsupported(
+                f"the graph holds only views of input(s) {', '.join(missing)}, which a meta runner does not allocate"
+            )
         raw = self.raw_values()
         for k, t in x.items():
             t.set_raw(raw[k])

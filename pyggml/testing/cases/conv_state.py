@@ -50,8 +50,9 @@ class ConvStateCase(Case):
         shapes = [(1, 3, 2), (3, 3, 2), (3, 3, 2), (self.K + 2, 2, 4), (max(self.K - 2, 1), 4, 0), (1, 3, 2)]
         ubatches = []
         for n, n_seqs, kv_head in shapes:
-            qkv = [rng.standard_normal((n_seqs, n, CHANNELS)).astype(np.float16).astype(np.float32)
-                   for _ in range(N_LAYER)]
+            qkv = [
+                rng.standard_normal((n_seqs, n, CHANNELS)).astype(np.float16).astype(np.float32) for _ in range(N_LAYER)
+            ]
             s_copy = [int(c) for c in rng.integers(0, rows, n_seqs)]
             ubatches.append((qkv, s_copy, kv_head))
         return initial, ubatches

@@ -39,8 +39,10 @@ ROLLBACK_BOUND_OTHER = (1e-5, 1e-2)
 
 
 def rollback_bound(backend: str) -> tuple[float, float]:
-    return next((b for prefix, b in ROLLBACK_BOUNDS.items() if backend == prefix or backend.startswith(prefix + ",")),
-                ROLLBACK_BOUND_OTHER)
+    return next(
+        (b for prefix, b in ROLLBACK_BOUNDS.items() if backend == prefix or backend.startswith(prefix + ",")),
+        ROLLBACK_BOUND_OTHER,
+    )
 
 
 @dataclass
@@ -49,9 +51,9 @@ class Scenario:
     K: int
     cache_type: str
     n_draft: int
-    rollback: list[int]        # tokens dropped per sequence (< min(n_draft, K))
+    rollback: list[int]  # tokens dropped per sequence (< min(n_draft, K))
     kv_head: int = 1
-    continue_at: int = 1       # the continuation's cells (states read from the draft's cells)
+    continue_at: int = 1  # the continuation's cells (states read from the draft's cells)
     seed: int = 0
     mem_size: int = field(init=False)
 
@@ -69,10 +71,12 @@ class Scenario:
     def inputs(self) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(self.seed)
         E, ns = self.config.n_embd, self.n_seqs
-        return {"prompt": rng.standard_normal((ns, PROMPT, E)).astype(np.float32),
-                "draft": rng.standard_normal((ns, self.n_draft, E)).astype(np.float32),
-                "cont": rng.standard_normal((ns, CONTINUATION, E)).astype(np.float32),
-                "decode": rng.standard_normal((ns, 1, E)).astype(np.float32)}
+        return {
+            "prompt": rng.standard_normal((ns, PROMPT, E)).astype(np.float32),
+            "draft": rng.standard_normal((ns, self.n_draft, E)).astype(np.float32),
+            "cont": rng.standard_normal((ns, CONTINUATION, E)).astype(np.float32),
+            "decode": rng.standard_normal((ns, 1, E)).astype(np.float32),
+        }
 
     def cells(self, head: int) -> list[int]:
         return [head + s for s in range(self.n_seqs)]
@@ -110,7 +114,7 @@ class Scenario:
     def accepted_mask(self) -> np.ndarray:
         m = np.zeros((self.n_seqs, self.n_draft, 1), bool)
         for s, j in enumerate(self.rollback):
-            m[s, :self.n_draft - j] = True
+            m[s, : self.n_draft - j] = True
         return m
 
     def final_states(self, model: DeltaNet | DeltaNetReference) -> list[np.ndarray]:
@@ -148,8 +152,11 @@ def check_rollback(scenario: Scenario, runner: Runner, backend: str) -> list[np.
     rolled_cmp = list(rolled)
     rolled_cmp[1] = np.where(scenario.accepted_mask(), rolled[1], np.nan)
     names = ["prompt", "accepted draft", "continuation", "decode"] + [
-        f"layer {il} cell {cell} {which} state" for il in range(scenario.config.n_layer)
-        for cell in scenario.cells(scenario.continue_at) for which in ("conv", "recurrent")]
+        f"layer {il} cell {cell} {which} state"
+        for il in range(scenario.config.n_layer)
+        for cell in scenario.cells(scenario.continue_at)
+        for which in ("conv", "recurrent")
+    ]
     for name, a, b in zip(names, rolled_cmp, rerun):
         v = compare(a, b, *bound)
         if not v.ok:
@@ -158,8 +165,14 @@ def check_rollback(scenario: Scenario, runner: Runner, backend: str) -> list[np.
 
 
 def _model(scenario: Scenario, runner: Runner) -> DeltaNet:
-    return DeltaNet(runner, scenario.config, K=scenario.K, mem_size=scenario.mem_size,
-                    cache_type=scenario.cache_type, seed=scenario.seed)
+    return DeltaNet(
+        runner,
+        scenario.config,
+        K=scenario.K,
+        mem_size=scenario.mem_size,
+        cache_type=scenario.cache_type,
+        seed=scenario.seed,
+    )
 
 
 class DeltaNetCase(Case):
@@ -168,7 +181,7 @@ class DeltaNetCase(Case):
         self.op, self.types, self.variant = "delta_net", frozenset({scenario.cache_type}), name.split("/", 2)[-1]
         self.params = {"op": "delta_net", "type": scenario.cache_type, "K": scenario.K}
         self.nmse_bound = nmse
-        self.max_error = 30 * nmse ** 0.5
+        self.max_error = 30 * nmse**0.5
         self.bounds = [Bound(VULKAN_NMSE, backend=b, why=VULKAN_WHY) for b in ("vulkan", "meta:vulkan")]
 
     def execute(self, runner: Runner) -> list[np.ndarray]:
@@ -192,8 +205,10 @@ NMSE_BY_CACHE = {"f32": 1e-9, "f16": 1e-5}
 VULKAN_NMSE = 1e-5
 VULKAN_WHY = "ggml-vulkan's matrix shader rounds F32 operands to F16 (docs/findings.md)"
 
-_CONFIGS = {"kv2": DeltaNetConfig(n_embd=32, n_layer=2, head_dim=16, n_k_heads=2, n_v_heads=2),
-            "kv2x2": DeltaNetConfig(n_embd=24, n_layer=2, head_dim=16, n_k_heads=2, n_v_heads=4)}
+_CONFIGS = {
+    "kv2": DeltaNetConfig(n_embd=32, n_layer=2, head_dim=16, n_k_heads=2, n_v_heads=2),
+    "kv2x2": DeltaNetConfig(n_embd=24, n_layer=2, head_dim=16, n_k_heads=2, n_v_heads=4),
+}
 
 for _K in range(1, 9):
     for _dtype in ("f32", "f16"):
@@ -204,6 +219,10 @@ for _K in range(1, 9):
             _rollback = [limit - 1, (limit - 1) // 2]
             for _cfg_name, _cfg in _CONFIGS.items():
                 _at = 0 if (_K + _n) % 2 else 1
-                register(DeltaNetCase(f"delta_net/{_dtype}/K{_K}/n{_n}/{_cfg_name}",
-                                      Scenario(_cfg, _K, _dtype, _n, _rollback, kv_head=1, continue_at=_at),
-                                      NMSE_BY_CACHE[_dtype]))
+                register(
+                    DeltaNetCase(
+                        f"delta_net/{_dtype}/K{_K}/n{_n}/{_cfg_name}",
+                        Scenario(_cfg, _K, _dtype, _n, _rollback, kv_head=1, continue_at=_at),
+                        NMSE_BY_CACHE[_dtype],
+                    )
+                )

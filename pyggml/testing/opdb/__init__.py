@@ -59,16 +59,21 @@ def signed_away_from_zero(lo: float = 0.5, hi: float = 2.0) -> Gen:
 
 def distinct(lo: float = -1.0, hi: float = 1.0) -> Gen:
     """Values with no ties in any row (argsort / argmax are ambiguous on ties)."""
+
     def gen(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         vals = np.linspace(lo, hi, int(np.prod(shape)), dtype=np.float32)
         return rng.permutation(vals).reshape(shape)
+
     return gen
 
 
 def permutation_rows(n: int) -> Gen:
     """Distinct row indices (set_rows with repeated rows is order-dependent)."""
-    return lambda rng, shape: np.stack([rng.permutation(n)[:shape[-1]] for _ in range(int(np.prod(shape[:-1])))]
-                                       ).reshape(shape).astype(np.int64)
+    return (
+        lambda rng, shape: np.stack([rng.permutation(n)[: shape[-1]] for _ in range(int(np.prod(shape[:-1])))])
+        .reshape(shape)
+        .astype(np.int64)
+    )
 
 
 # --- layouts: how an input reaches the op ----------------------------------------------------------
@@ -86,6 +91,7 @@ class Layout:
 @dataclass(frozen=True)
 class Permuted(Layout):
     """ggml_permute(t, *axes) (ggml's dims); rows stay contiguous when axes[0] == 0."""
+
     axes: tuple[int, int, int, int] = (0, 2, 1, 3)
 
     def ggml(self, ctx: Context, t: Tensor) -> Tensor:
@@ -93,6 +99,7 @@ class Permuted(Layout):
 
     def numpy(self, a: np.ndarray) -> np.ndarray:
         from pyggml.testing import oracles
+
         return oracles.permute(a, *self.axes)
 
 
@@ -110,21 +117,24 @@ class Transposed(Layout):
 @dataclass(frozen=True)
 class Columns(Layout):
     """Columns start..stop of every row (a view with the source's row strides)."""
+
     start: int
     stop: int
 
     def ggml(self, ctx: Context, t: Tensor) -> Tensor:
         ne = t.ne
-        return ctx.view_4d(t, self.stop - self.start, ne[1], ne[2], ne[3], t.nb[1], t.nb[2], t.nb[3],
-                           self.start * t.nb[0])
+        return ctx.view_4d(
+            t, self.stop - self.start, ne[1], ne[2], ne[3], t.nb[1], t.nb[2], t.nb[3], self.start * t.nb[0]
+        )
 
     def numpy(self, a: np.ndarray) -> np.ndarray:
-        return a[..., self.start:self.stop]
+        return a[..., self.start : self.stop]
 
 
 @dataclass(frozen=True)
 class In:
     """One input: its ggml type, its NumPy-order shape, how its values are drawn, and its layout."""
+
     type: str
     shape: tuple[int, ...]
     gen: Gen | None = None
@@ -145,9 +155,9 @@ NMSE_F16 = 1e-5
 NMSE_BF16 = 1e-4
 NMSE_QUANT = 1e-6  # oracle sees the dequantized inputs, so only accumulation order differs
 # NMSE bounds that depend on more than the input types (see each use)
-NMSE_FP16_TABLE = 1e-5   # gelu / gelu_quick on CPU look F32 inputs up in an fp16 table
-NMSE_Q8_DOT = 5e-4       # mul_mat with a quantized a: the CPU quantizes b to Q8_0 first
-NMSE_Q8_STORE = 1e-4     # values written into a Q8_0 tensor (quantized on the way)
+NMSE_FP16_TABLE = 1e-5  # gelu / gelu_quick on CPU look F32 inputs up in an fp16 table
+NMSE_Q8_DOT = 5e-4  # mul_mat with a quantized a: the CPU quantizes b to Q8_0 first
+NMSE_Q8_STORE = 1e-4  # values written into a Q8_0 tensor (quantized on the way)
 
 
 def default_nmse(type_names: set[str]) -> float:
@@ -162,6 +172,7 @@ class Bound:
     """The error a backend may show: NMSE (and largest single error, relative to the output's scale;
     None: 30 root-mean-square errors of the NMSE). `backend` is a name prefix ("vulkan", "meta:vulkan";
     "" for all), `types` the case types it applies to (empty for all)."""
+
     nmse: float
     max_error: float | None = None
     backend: str = ""
@@ -176,6 +187,7 @@ class Bound:
 @dataclass(frozen=True)
 class Known:
     """A backend known to disagree with the oracle (reported as `known`, not `fail`): why it does."""
+
     backend: str
     why: str
     types: tuple[str, ...] = ()
@@ -184,6 +196,7 @@ class Known:
 @dataclass(frozen=True)
 class Skip:
     """Cases not run on a backend (by name prefix, and `device` in its description) unless asked for."""
+
     backend: str
     why: str
     types: tuple[str, ...] = ()
@@ -199,6 +212,7 @@ class Sample:
     """One generated case: inputs (name -> In or (type, shape[, gen])), the op's other arguments,
     the variant (the name's last part), the type tag (the name's middle; default: the inputs' types)
     and overrides of the spec's call, oracle and bounds for this sample only."""
+
     inputs: Mapping[str, InputSpec]
     args: tuple = ()
     variant: str = ""
@@ -215,6 +229,7 @@ class Sample:
 class Grad:
     """A grad-mode sample: `params` are the inputs that get gradients. Its case is named
     <op>/<variant>, or `name` where the grad case has a name of its own."""
+
     inputs: Mapping[str, InputSpec]
     params: tuple[str, ...]
     args: tuple = ()
@@ -229,6 +244,7 @@ class Grad:
 @dataclass
 class Bad:
     """A call that must raise `raises` with `words` in its message: fn(ctx, make_tensor)."""
+
     fn: Callable[..., Any]
     raises: type[Exception]
     words: str
@@ -238,12 +254,21 @@ class Bad:
 class Node:
     """A computed node as `from_node` sees it: its tensor (op_params, ne, type) and its sources'
     values as NumPy arrays (None for an absent source), read from memory after compute."""
+
     tensor: Tensor
     src: list[np.ndarray | None]
+
+    def arg(self, i: int) -> np.ndarray:
+        """Source i's values; ValueError when the node has no source in that slot."""
+        a = self.src[i] if i < len(self.src) else None
+        if a is None:
+            raise ValueError(f"{self.tensor.op.name} node: no source in slot {i}")
+        return a
 
     def params(self, n: int, dtype: Any = np.int32) -> np.ndarray:
         """The first n op_params read as `dtype` (ggml keeps them as 64 bytes of int32 slots)."""
         from pyggml._native import ffi
+
         return np.frombuffer(bytes(ffi.buffer(self.tensor.ptr.op_params)), dtype)[:n].copy()
 
     def i32(self, i: int) -> int:
@@ -266,6 +291,7 @@ class Node:
 class OpSpec:
     """Everything about one op (module docstring). `op` is the wrapper's name in pyggml.ops and the
     first part of every generated case's name."""
+
     op: str
     call: Callable[..., Any] | None = None
     samples: Sequence[Sample] = ()
@@ -304,6 +330,7 @@ def spec(op: str, call: Callable[..., Any] | None = None, samples: Iterable[Samp
 
 def _calling_family() -> str:
     import sys
+
     mod = sys._getframe(2).f_globals.get("__name__", "")
     return mod.rsplit(".", 1)[-1]
 
@@ -326,12 +353,14 @@ def ggml_side(s: OpSpec, sample: Sample | Grad) -> Callable[[Context, SimpleName
     def build(ctx: Context, x: SimpleNamespace) -> Tensor:
         xs = {k: (lay.ggml(ctx, t) if (lay := layouts[k]) else t) for k, t in vars(x).items()}
         return call(ctx, SimpleNamespace(**xs), *sample.args)
+
     return build
 
 
 def oracle_side(s: OpSpec, sample: Sample | Grad) -> Callable[[SimpleNamespace], np.ndarray]:
     """oracle(x): the inputs through their layouts, then the oracle override or the call with xp = oracles."""
     from pyggml.testing import oracles
+
     override = sample.oracle or (s.oracle if sample.call is None else None)
     call = sample.call or s.call
     layouts = {k: as_input(v).layout for k, v in sample.inputs.items()}
@@ -342,6 +371,7 @@ def oracle_side(s: OpSpec, sample: Sample | Grad) -> Callable[[SimpleNamespace],
             return override(xs, *sample.args)
         assert call is not None
         return call(oracles, xs, *sample.args)
+
     return oracle
 
 

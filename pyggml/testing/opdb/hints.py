@@ -72,7 +72,9 @@ def set_rows_a(g: Gen) -> str:
 
 def set_rows_b(g: Gen) -> str:
     a = chosen(g, "a")
-    return g.new_tensor(g.rng.choice(["F32", "F32", "F16"]), [a.ne[0], g.rng.randint(1, max(1, a.ne[1])), a.ne[2], a.ne[3]])
+    return g.new_tensor(
+        g.rng.choice(["F32", "F32", "F16"]), [a.ne[0], g.rng.randint(1, max(1, a.ne[1])), a.ne[2], a.ne[3]]
+    )
 
 
 def set_rows_c(g: Gen) -> str:
@@ -81,8 +83,9 @@ def set_rows_c(g: Gen) -> str:
 
 
 def rope_a(g: Gen) -> str:
-    return g.new_tensor(g.rng.choice(["F32", "F32", "F16"]), [g.rng.choice([2, 4, 8]), g.rng.choice(SMALL),
-                                                              g.rng.choice(SMALL), 1])
+    return g.new_tensor(
+        g.rng.choice(["F32", "F32", "F16"]), [g.rng.choice([2, 4, 8]), g.rng.choice(SMALL), g.rng.choice(SMALL), 1]
+    )
 
 
 def rope_pos(g: Gen) -> str:
@@ -124,8 +127,9 @@ def reshape_b(g: Gen) -> str:
 # --- recurrent ops: tokens [S, H, n_tokens, 1], states sized to match -------------------------------
 def first_token(g: Gen) -> str:
     g.n_seqs = g.rng.choice([1, 2, 3])
-    return g.new_tensor("F32", [g.rng.choice([1, 3, 4, 5, 8, 64]), g.rng.choice([1, 2, 3]),
-                                g.n_seqs * g.rng.choice([1, 2, 4]), 1])
+    return g.new_tensor(
+        "F32", [g.rng.choice([1, 3, 4, 5, 8, 64]), g.rng.choice([1, 2, 3]), g.n_seqs * g.rng.choice([1, 2, 4]), 1]
+    )
 
 
 def like_token(g: Gen, first: str) -> str:
@@ -155,20 +159,30 @@ SOLVE_TRI: dict[str, Hint] = {
     "b": lambda g: g.new_tensor("F32", [g.rng.choice([1, 2, 5])] + list(chosen(g, "a").ne[1:])),
 }
 GATED_DELTA_NET: dict[str, Hint] = {
-    "q": lambda g: g.new_tensor("F32", [g.rng.choice([1, 2, 4, 5, 16]), g.rng.choice([1, 2]), g.rng.choice([1, 2, 3, 5]), 1]),
+    "q": lambda g: g.new_tensor(
+        "F32", [g.rng.choice([1, 2, 4, 5, 16]), g.rng.choice([1, 2]), g.rng.choice([1, 2, 3, 5]), 1]
+    ),
     "k": lambda g: g.new_tensor("F32", list(chosen(g, "q").ne)),
-    "v": lambda g: g.new_tensor("F32", [chosen(g, "q").ne[0], chosen(g, "q").ne[1] * g.rng.choice([1, 2]),
-                                        chosen(g, "q").ne[2], g.rng.choice([1, 2])]),
+    "v": lambda g: g.new_tensor(
+        "F32",
+        [chosen(g, "q").ne[0], chosen(g, "q").ne[1] * g.rng.choice([1, 2]), chosen(g, "q").ne[2], g.rng.choice([1, 2])],
+    ),
     "g": lambda g: g.new_tensor("F32", [g.rng.choice([1, chosen(g, "v").ne[0]])] + list(chosen(g, "v").ne[1:])),
     "beta": lambda g: g.new_tensor("F32", [1] + list(chosen(g, "v").ne[1:])),
-    "state": lambda g: g.new_tensor("F32", [chosen(g, "v").ne[0], chosen(g, "v").ne[0], chosen(g, "v").ne[1],
-                                            chosen(g, "v").ne[3]]),
+    "state": lambda g: g.new_tensor(
+        "F32", [chosen(g, "v").ne[0], chosen(g, "v").ne[0], chosen(g, "v").ne[1], chosen(g, "v").ne[3]]
+    ),
 }
 
 
 def _scan_state(g: Gen) -> str:
-    g.scan = dict(ds=g.rng.choice([1, 4, 5, 16]), hd=g.rng.choice([1, 2, 3]), nh=g.rng.choice([1, 2, 4]),
-                  nt=g.rng.choice([1, 2, 3, 5]), ns=g.rng.choice([1, 2]))
+    g.scan = dict(
+        ds=g.rng.choice([1, 4, 5, 16]),
+        hd=g.rng.choice([1, 2, 3]),
+        nh=g.rng.choice([1, 2, 4]),
+        nt=g.rng.choice([1, 2, 3, 5]),
+        ns=g.rng.choice([1, 2]),
+    )
     d = g.scan
     return g.new_tensor("F32", [d["ds"], d["hd"], d["nh"], d["ns"] + g.rng.choice([0, 1])])
 
@@ -184,7 +198,9 @@ SSM_SCAN: dict[str, Hint] = {
     "x": lambda g: g.new_tensor("F32", [_scan(g)["hd"], _scan(g)["nh"], _scan(g)["nt"], _scan(g)["ns"]]),
     "dt": lambda g: g.new_tensor("F32", [_scan(g)["nh"], _scan(g)["nt"], _scan(g)["ns"], 1]),
     "A": lambda g: g.new_tensor("F32", [g.rng.choice([1, _scan(g)["ds"]]), _scan(g)["nh"], 1, 1]),
-    "B": lambda g: g.new_tensor("F32", [_scan(g)["ds"], g.rng.choice([1, _scan(g)["nh"]]), _scan(g)["nt"], _scan(g)["ns"]]),
+    "B": lambda g: g.new_tensor(
+        "F32", [_scan(g)["ds"], g.rng.choice([1, _scan(g)["nh"]]), _scan(g)["nt"], _scan(g)["ns"]]
+    ),
     "C": lambda g: g.new_tensor("F32", list(chosen(g, "B").ne)),
     "ids": lambda g: index(g, [_scan(g)["ns"], 1, 1, 1], chosen(g, "s").ne[3], distinct=True),
 }

@@ -90,8 +90,12 @@ def _quantizable_dot_types(leave_out: frozenset[str] | set[str] = frozenset()) -
     `leave_out` (not probed: probing IQ2_S runs ggml_quantize_init, about 2 s at import)."""
     out = []
     for t in types.Type:
-        if (types.is_quantized(t) and t.name.lower() not in leave_out and types.can_quantize(t) is None
-                and lib.ggml_get_type_traits_cpu(int(t)).vec_dot != ffi.NULL):
+        if (
+            types.is_quantized(t)
+            and t.name.lower() not in leave_out
+            and types.can_quantize(t) is None
+            and lib.ggml_get_type_traits_cpu(int(t)).vec_dot != ffi.NULL
+        ):
             out.append(t.name.lower())
     return sorted(out)
 
@@ -100,6 +104,7 @@ def _requantized(t: str) -> Gen:
     """Values that quantizing again leaves as they are: the case harness hands the oracle the round-tripped
     values and then sets the tensor from them, which quantizes them a second time; for some types (the
     K-quants now and then) that moves them, and the oracle would see other weights than the tensor holds."""
+
     def gen(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         x = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
         for _ in range(10):
@@ -108,6 +113,7 @@ def _requantized(t: str) -> Gen:
                 return v
             x = v
         raise ValueError(f"{t}: no values that survive quantization found")
+
     return gen
 
 
@@ -123,15 +129,40 @@ def _qk(q: str) -> int:
 
 
 # weights ggml can write from floats, in ggml's type names (lower case)
-WEIGHT_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
-                "iq4_nl", "iq4_xs", "mxfp4", "nvfp4", "tq1_0", "tq2_0", "q1_0", "q2_0",
-                "iq2_s", "iq3_s", "iq3_xxs", "f16", "bf16")
+WEIGHT_TYPES = (
+    "q4_0",
+    "q4_1",
+    "q5_0",
+    "q5_1",
+    "q8_0",
+    "q2_k",
+    "q3_k",
+    "q4_k",
+    "q5_k",
+    "q6_k",
+    "iq4_nl",
+    "iq4_xs",
+    "mxfp4",
+    "nvfp4",
+    "tq1_0",
+    "tq2_0",
+    "q1_0",
+    "q2_0",
+    "iq2_s",
+    "iq3_s",
+    "iq3_xxs",
+    "f16",
+    "bf16",
+)
 # the CPU cannot write these (no from_float): no cpy / set_rows into them
 _NO_CPU_STORE = {"iq2_s", "iq3_s", "iq3_xxs"}
 
 # b quantized to Q8_0 / Q8_1 / Q8_K first: NMSE ~ 1.6e-5 expected, bounds in the module doc
 _VEC_DOT_Q8 = (3e-4, 0.05)
-_VEC_DOT: dict[str, tuple[float, float | None]] = {"f16": (NMSE_F16, None), "bf16": (1e-4, None)}  # b rounded to a's type
+_VEC_DOT: dict[str, tuple[float, float | None]] = {
+    "f16": (NMSE_F16, None),
+    "bf16": (1e-4, None),
+}  # b rounded to a's type
 
 
 def _ks(t: str) -> tuple[int, int, int]:
@@ -150,8 +181,14 @@ def _ks(t: str) -> tuple[int, int, int]:
 def _mul_mat_samples() -> list[Sample]:
     out = []
 
-    def add(inputs: dict[str, InputSpec], variant: str = "", tag: str | None = None, nmse: float | None = None,
-            max_error: float | None = None, bounds: Sequence[Bound] = ()) -> None:
+    def add(
+        inputs: dict[str, InputSpec],
+        variant: str = "",
+        tag: str | None = None,
+        nmse: float | None = None,
+        max_error: float | None = None,
+        bounds: Sequence[Bound] = (),
+    ) -> None:
         out.append(Sample(inputs, variant=variant, tag=tag, bounds=[*_bounded(inputs, nmse, max_error), *bounds]))
 
     add({"a": ("f32", (5, 16)), "b": ("f32", (3, 16))})
@@ -174,8 +211,11 @@ def _mul_mat_samples() -> list[Sample]:
         add({"a": (ta, (7, 13)), "b": In(tb, (5, 16), layout=Columns(0, 13))}, "b_row_gap", tag)
     # a itself a permuted view (rows packed, matrices strided)
     # Vulkan copies a non-contiguous a to F16 before the product (ggml_vk_mul_mat_q_f16): F16 inputs' bound
-    add({"a": In("f32", (7, 2, 13), layout=Permuted()), "b": ("f32", (2, 5, 13))}, "a_permuted",
-        bounds=[Bound(NMSE_F16, backend="vulkan", why="a non-contiguous F32 a is rounded to F16 (docs/findings.md)")])
+    add(
+        {"a": In("f32", (7, 2, 13), layout=Permuted()), "b": ("f32", (2, 5, 13))},
+        "a_permuted",
+        bounds=[Bound(NMSE_F16, backend="vulkan", why="a non-contiguous F32 a is rounded to F16 (docs/findings.md)")],
+    )
     # quantized a: the oracle sees the dequantized weights; the CPU quantizes b to the type's vec_dot type
     # (Q8_0 / Q8_1 / Q8_K) first, whose rounding is what NMSE_Q8_DOT bounds
     for q in _QDOT:
@@ -191,27 +231,45 @@ def _mul_mat_samples() -> list[Sample]:
         # a broadcast over dims 2 and 3 of b
         add({"a": (t, (1, 2, 5, k3)), "b": ("f32", (3, 2, 3, k3))}, "weights_batched", t, nmse, max_error)
         # b a permuted view (rows contiguous, dims 1 and 2 swapped), a broadcast over dim 2
-        add({"a": (t, (5, k3)), "b": In("f32", (3, 4, k3), layout=Permuted())}, "weights_b_permuted", t, nmse,
-            max_error)
+        add(
+            {"a": (t, (5, k3)), "b": In("f32", (3, 4, k3), layout=Permuted())}, "weights_b_permuted", t, nmse, max_error
+        )
     return out
 
 
-spec("mul_mat", lambda xp, x: xp.mul_mat(x.a, x.b), _mul_mat_samples(), hints={"a": hints.mul_mat_a, "b": hints.mul_mat_b},
-     # a node of any types: the quantized ones carry b's Q8 rounding (module doc); the samples state their own
-     bounds=[Bound(NMSE_Q8_DOT)],
-     reads=("MUL_MAT",), from_node=lambda n: oracles.mul_mat(n.src[0], n.src[1]),
-     grad=[Grad({"a": ("f32", (5, 7)), "b": ("f32", (3, 7))}, ("a", "b")),
-           Grad({"a": ("f32", (2, 3, 5)), "b": ("f32", (2, 4, 5))}, ("a", "b"), variant="batched")],
-     errors=[
-         Bad(lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), t("f32", (3, 16))), ValueError, "ggml_can_mul_mat(a, b)"),
-         Bad(lambda c, t: ops.mul_mat(c, t("f32", (3, 4, 32)), t("f32", (2, 3, 32))), ValueError,
-             "ggml_can_mul_mat(a, b)"),
-         Bad(lambda c, t: ops.mul_mat(c, t("i32", (4, 32)), t("f32", (3, 32))), ValueError, "no dot product"),
-         Bad(lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), ops.transpose(c, t("f32", (32, 3)))), ValueError,
-             "a and b with contiguous rows"),
-         Bad(lambda c, t: ops.mul_mat(c, ops.transpose(c, t("f32", (32, 4))), t("f32", (3, 32))), ValueError,
-             "!ggml_is_transposed(a)"),
-     ])
+spec(
+    "mul_mat",
+    lambda xp, x: xp.mul_mat(x.a, x.b),
+    _mul_mat_samples(),
+    hints={"a": hints.mul_mat_a, "b": hints.mul_mat_b},
+    # a node of any types: the quantized ones carry b's Q8 rounding (module doc); the samples state their own
+    bounds=[Bound(NMSE_Q8_DOT)],
+    reads=("MUL_MAT",),
+    from_node=lambda n: oracles.mul_mat(n.arg(0), n.arg(1)),
+    grad=[
+        Grad({"a": ("f32", (5, 7)), "b": ("f32", (3, 7))}, ("a", "b")),
+        Grad({"a": ("f32", (2, 3, 5)), "b": ("f32", (2, 4, 5))}, ("a", "b"), variant="batched"),
+    ],
+    errors=[
+        Bad(lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), t("f32", (3, 16))), ValueError, "ggml_can_mul_mat(a, b)"),
+        Bad(
+            lambda c, t: ops.mul_mat(c, t("f32", (3, 4, 32)), t("f32", (2, 3, 32))),
+            ValueError,
+            "ggml_can_mul_mat(a, b)",
+        ),
+        Bad(lambda c, t: ops.mul_mat(c, t("i32", (4, 32)), t("f32", (3, 32))), ValueError, "no dot product"),
+        Bad(
+            lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), ops.transpose(c, t("f32", (32, 3)))),
+            ValueError,
+            "a and b with contiguous rows",
+        ),
+        Bad(
+            lambda c, t: ops.mul_mat(c, ops.transpose(c, t("f32", (32, 4))), t("f32", (3, 32))),
+            ValueError,
+            "!ggml_is_transposed(a)",
+        ),
+    ],
+)
 
 
 # --- mul_mat_id ---------------------------------------------------------------------------------------------------------
@@ -220,8 +278,11 @@ def _mul_mat_id_samples() -> list[Sample]:
     for q in _QDOT:
         # mixture of experts: 3 experts of [5, K], 4 tokens each using 2 of them, b one row per token (broadcast)
         k = _qk(q)
-        x: dict[str, InputSpec] = {"a": (q, (3, 5, k), _requantized(q)), "b": ("f32", (4, 1, k)),
-                                   "ids": ("i32", (4, 2), integers(0, 3))}
+        x: dict[str, InputSpec] = {
+            "a": (q, (3, 5, k), _requantized(q)),
+            "b": ("f32", (4, 1, k)),
+            "ids": ("i32", (4, 2), integers(0, 3)),
+        }
         out.append(Sample(x, tag=q, bounds=_bounded(x, NMSE_Q8_DOT)))
     for ta, tb in (("f32", "f32"), ("f16", "f32"), ("f16", "f16"), ("bf16", "f32"), ("bf16", "bf16")):
         tag = ta if tb == "f32" else f"{ta}_{tb}"
@@ -233,74 +294,148 @@ def _mul_mat_id_samples() -> list[Sample]:
 
     def every_expert(rng: np.random.Generator, s: tuple[int, ...]) -> np.ndarray:
         return np.stack([rng.permutation(3) for _ in range(s[0])])
+
     # every token through every expert once (ids a permutation per token)
     x = {"a": ("f32", (3, 5, 16)), "b": ("f32", (7, 3, 16)), "ids": ("i32", (7, 3), every_expert)}
     out.append(Sample(x, variant="all_experts", tag="f32", bounds=_bounded(x)))
     # b's tokens strided (a permuted view with packed rows)
-    x = {"a": ("f32", (4, 5, 13)), "b": In("f32", (2, 3, 13), layout=Permuted()), "ids": ("i32", (3, 2), integers(0, 4))}
+    x = {
+        "a": ("f32", (4, 5, 13)),
+        "b": In("f32", (2, 3, 13), layout=Permuted()),
+        "ids": ("i32", (3, 2), integers(0, 4)),
+    }
     out.append(Sample(x, variant="b_permuted", tag="f32", bounds=_bounded(x)))
     return out
 
 
-spec("mul_mat_id", lambda xp, x: xp.mul_mat_id(x.a, x.b, x.ids), _mul_mat_id_samples(),
-     bounds=[Bound(NMSE_Q8_DOT)],  # nodes: as mul_mat's (quantized experts); the samples state their own
-     reads=("MUL_MAT_ID",), from_node=lambda n: oracles.mul_mat_id(n.src[0], n.src[1], n.src[2]),
-     errors=[
-         Bad(lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), t("f32", (4, 1, 16)), t("f32", (4, 2))),
-             ValueError, "ids->type == GGML_TYPE_I32"),
-         Bad(lambda c, t: ops.mul_mat_id(c, t("f32", (2, 3, 5, 16)), t("f32", (4, 1, 16)), t("i32", (4, 2))),
-             ValueError, "as->ne[3] == 1"),
-         Bad(lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), t("f32", (4, 1, 8)), t("i32", (4, 2))),
-             ValueError, "as->ne[0] == b->ne[0]"),
-         Bad(lambda c, t: ops.mul_mat_id(c, "as", t("f32", (4, 1, 16)), t("i32", (4, 2))), TypeError,
-             "as_ must be a Tensor"),
-         Bad(lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), t("f16", (4, 1, 16)), t("i32", (4, 2))),
-             GraphError, "takes b as F32"),
-         Bad(lambda c, t: ops.mul_mat_id(c, t("q8_0", (3, 5, 32)), t("f16", (4, 1, 32)), t("i32", (4, 2))),
-             GraphError, "takes b as F32 (or Q8_0)"),
-         Bad(lambda c, t: ops.mul_mat_id(c, t("i32", (3, 5, 16)), t("f32", (4, 1, 16)), t("i32", (4, 2))),
-             GraphError, "no dot product"),
-         Bad(lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), ops.permute(c, t("f32", (16, 1, 4)), 2, 1, 0, 3),
-                                         t("i32", (4, 2))), GraphError, "contiguous rows"),
-     ])
+spec(
+    "mul_mat_id",
+    lambda xp, x: xp.mul_mat_id(x.a, x.b, x.ids),
+    _mul_mat_id_samples(),
+    bounds=[Bound(NMSE_Q8_DOT)],  # nodes: as mul_mat's (quantized experts); the samples state their own
+    reads=("MUL_MAT_ID",),
+    from_node=lambda n: oracles.mul_mat_id(n.arg(0), n.arg(1), n.arg(2)),
+    errors=[
+        Bad(
+            lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), t("f32", (4, 1, 16)), t("f32", (4, 2))),
+            ValueError,
+            "ids->type == GGML_TYPE_I32",
+        ),
+        Bad(
+            lambda c, t: ops.mul_mat_id(c, t("f32", (2, 3, 5, 16)), t("f32", (4, 1, 16)), t("i32", (4, 2))),
+            ValueError,
+            "as->ne[3] == 1",
+        ),
+        Bad(
+            lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), t("f32", (4, 1, 8)), t("i32", (4, 2))),
+            ValueError,
+            "as->ne[0] == b->ne[0]",
+        ),
+        Bad(
+            lambda c, t: ops.mul_mat_id(c, "as", t("f32", (4, 1, 16)), t("i32", (4, 2))),
+            TypeError,
+            "as_ must be a Tensor",
+        ),
+        Bad(
+            lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), t("f16", (4, 1, 16)), t("i32", (4, 2))),
+            GraphError,
+            "takes b as F32",
+        ),
+        Bad(
+            lambda c, t: ops.mul_mat_id(c, t("q8_0", (3, 5, 32)), t("f16", (4, 1, 32)), t("i32", (4, 2))),
+            GraphError,
+            "takes b as F32 (or Q8_0)",
+        ),
+        Bad(
+            lambda c, t: ops.mul_mat_id(c, t("i32", (3, 5, 16)), t("f32", (4, 1, 16)), t("i32", (4, 2))),
+            GraphError,
+            "no dot product",
+        ),
+        Bad(
+            lambda c, t: ops.mul_mat_id(
+                c, t("f32", (3, 5, 16)), ops.permute(c, t("f32", (16, 1, 4)), 2, 1, 0, 3), t("i32", (4, 2))
+            ),
+            GraphError,
+            "contiguous rows",
+        ),
+    ],
+)
 
 # --- out_prod -----------------------------------------------------------------------------------------------------------
-spec("out_prod", lambda xp, x: xp.out_prod(x.a, x.b), reads=("OUT_PROD",),
-     from_node=lambda n: oracles.out_prod(n.src[0], n.src[1]), samples=[
-    *(Sample({"a": (q, (7, types.block_size(q)), _requantized(q)), "b": ("f32", (7, 3))}, tag=q, bounds=[Bound(1e-6)])
-      for q in _QDOT),
-    Sample({"a": ("f32", (13, 7)), "b": ("f32", (13, 5))}, variant="odd"),
-    Sample({"a": ("f32", (1, 2, 13, 7)), "b": ("f32", (2, 4, 13, 5))}, variant="broadcast"),
-    Sample({"a": ("f16", (2, 13, 7)), "b": ("f32", (2, 13, 5))}, tag="f16"),
-    # b transposed (the backward pass's usual argument): the kernel reads b with any strides
-    Sample({"a": ("f32", (13, 7)), "b": In("f32", (5, 13), layout=Transposed())}, variant="b_transposed"),
-    Sample({"a": In("f32", (13, 2, 7), layout=Permuted()), "b": ("f32", (2, 13, 5))}, variant="a_permuted"),
-    Sample({"a": ("f32", (1, 11)), "b": ("f32", (1, 9))}, variant="vector"),
-], errors=[
-    Bad(lambda c, t: ops.out_prod(c, t("f32", (13, 7)), t("f32", (12, 5))), ValueError, "ggml_can_out_prod(a, b)"),
-    Bad(lambda c, t: ops.out_prod(c, ops.transpose(c, t("f32", (7, 13))), t("f32", (13, 5))), ValueError,
-        "!ggml_is_transposed(a)"),
-    Bad(lambda c, t: ops.out_prod(c, t("q8_1", (3, 32)), t("f32", (3, 5))), GraphError, "dequantizable type"),
-    Bad(lambda c, t: ops.out_prod(c, t("f32", (3, 32)), 1.5), TypeError, "b must be a Tensor"),
-])
+spec(
+    "out_prod",
+    lambda xp, x: xp.out_prod(x.a, x.b),
+    reads=("OUT_PROD",),
+    from_node=lambda n: oracles.out_prod(n.arg(0), n.arg(1)),
+    samples=[
+        *(
+            Sample(
+                {"a": (q, (7, types.block_size(q)), _requantized(q)), "b": ("f32", (7, 3))}, tag=q, bounds=[Bound(1e-6)]
+            )
+            for q in _QDOT
+        ),
+        Sample({"a": ("f32", (13, 7)), "b": ("f32", (13, 5))}, variant="odd"),
+        Sample({"a": ("f32", (1, 2, 13, 7)), "b": ("f32", (2, 4, 13, 5))}, variant="broadcast"),
+        Sample({"a": ("f16", (2, 13, 7)), "b": ("f32", (2, 13, 5))}, tag="f16"),
+        # b transposed (the backward pass's usual argument): the kernel reads b with any strides
+        Sample({"a": ("f32", (13, 7)), "b": In("f32", (5, 13), layout=Transposed())}, variant="b_transposed"),
+        Sample({"a": In("f32", (13, 2, 7), layout=Permuted()), "b": ("f32", (2, 13, 5))}, variant="a_permuted"),
+        Sample({"a": ("f32", (1, 11)), "b": ("f32", (1, 9))}, variant="vector"),
+    ],
+    errors=[
+        Bad(lambda c, t: ops.out_prod(c, t("f32", (13, 7)), t("f32", (12, 5))), ValueError, "ggml_can_out_prod(a, b)"),
+        Bad(
+            lambda c, t: ops.out_prod(c, ops.transpose(c, t("f32", (7, 13))), t("f32", (13, 5))),
+            ValueError,
+            "!ggml_is_transposed(a)",
+        ),
+        Bad(lambda c, t: ops.out_prod(c, t("q8_1", (3, 32)), t("f32", (3, 5))), GraphError, "dequantizable type"),
+        Bad(lambda c, t: ops.out_prod(c, t("f32", (3, 32)), 1.5), TypeError, "b must be a Tensor"),
+    ],
+)
 
 # --- add_id -------------------------------------------------------------------------------------------------------------
-spec("add_id", lambda xp, x: xp.add_id(x.a, x.b, x.ids), reads=("ADD_ID",),
-     from_node=lambda n: oracles.add_id(n.src[0], n.src[1], n.src[2]), samples=[
-    Sample({"a": ("f32", (3, 4, 13)), "b": ("f32", (5, 13)), "ids": ("i32", (3, 4), integers(0, 5))}, tag="f32"),
-    Sample({"a": ("f32", (2, 3, 2, 7)), "b": ("f32", (3, 7)), "ids": ("i32", (3, 2), integers(0, 3))}, variant="4d",
-           tag="f32"),
-    Sample({"a": In("f32", (4, 3, 13), layout=Permuted()), "b": ("f32", (5, 13)), "ids": ("i32", (3, 4), integers(0, 5))},
-           variant="a_permuted", tag="f32"),
-], errors=[
-    Bad(lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), t("f32", (5, 13)), t("i32", (3, 5))), ValueError,
-        "a->ne[1] == ids->ne[0]"),
-    Bad(lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), t("f32", (5, 12)), t("i32", (3, 4))), ValueError,
-        "a->ne[0] == b->ne[0]"),
-    Bad(lambda c, t: ops.add_id(c, t("f16", (3, 4, 13)), t("f32", (5, 13)), t("i32", (3, 4))), GraphError,
-        "F32 a and b"),
-    Bad(lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), None, t("i32", (3, 4))), TypeError, "b must be a Tensor"),
-])
+spec(
+    "add_id",
+    lambda xp, x: xp.add_id(x.a, x.b, x.ids),
+    reads=("ADD_ID",),
+    from_node=lambda n: oracles.add_id(n.arg(0), n.arg(1), n.arg(2)),
+    samples=[
+        Sample({"a": ("f32", (3, 4, 13)), "b": ("f32", (5, 13)), "ids": ("i32", (3, 4), integers(0, 5))}, tag="f32"),
+        Sample(
+            {"a": ("f32", (2, 3, 2, 7)), "b": ("f32", (3, 7)), "ids": ("i32", (3, 2), integers(0, 3))},
+            variant="4d",
+            tag="f32",
+        ),
+        Sample(
+            {
+                "a": In("f32", (4, 3, 13), layout=Permuted()),
+                "b": ("f32", (5, 13)),
+                "ids": ("i32", (3, 4), integers(0, 5)),
+            },
+            variant="a_permuted",
+            tag="f32",
+        ),
+    ],
+    errors=[
+        Bad(
+            lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), t("f32", (5, 13)), t("i32", (3, 5))),
+            ValueError,
+            "a->ne[1] == ids->ne[0]",
+        ),
+        Bad(
+            lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), t("f32", (5, 12)), t("i32", (3, 4))),
+            ValueError,
+            "a->ne[0] == b->ne[0]",
+        ),
+        Bad(
+            lambda c, t: ops.add_id(c, t("f16", (3, 4, 13)), t("f32", (5, 13)), t("i32", (3, 4))),
+            GraphError,
+            "F32 a and b",
+        ),
+        Bad(lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), None, t("i32", (3, 4))), TypeError, "b must be a Tensor"),
+    ],
+)
 
 
 # --- the weight types' get_rows, cpy and set_rows cases -----------------------------------------------------------------
@@ -361,18 +496,40 @@ def _weight_samples() -> dict[str, list[Sample]]:
         k1, k2, k3 = _ks(t)
         # get_rows: the rows as the tensor holds them
         out["get_rows"] += [
-            Sample({"a": (t, (11, k1)), "b": ("i32", (5,), integers(0, 11))}, variant="weights_rows11", tag=t,
-                   call=get_rows, exact=True),
-            Sample({"a": (t, (2, 3, 7, k3)), "b": ("i32", (2, 3, 4), integers(0, 7))}, variant="weights_batched", tag=t,
-                   call=get_rows, exact=True),
+            Sample(
+                {"a": (t, (11, k1)), "b": ("i32", (5,), integers(0, 11))},
+                variant="weights_rows11",
+                tag=t,
+                call=get_rows,
+                exact=True,
+            ),
+            Sample(
+                {"a": (t, (2, 3, 7, k3)), "b": ("i32", (2, 3, 4), integers(0, 7))},
+                variant="weights_batched",
+                tag=t,
+                call=get_rows,
+                exact=True,
+            ),
             # a permuted (dims 1 and 2 swapped: rows stay whole) and a transposed (strided) index
-            Sample({"a": In(t, (7, 3, k3), layout=Permuted()), "b": In("i32", (5, 3), integers(0, 7), Transposed())},
-                   variant="weights_strided", tag=t, call=get_rows, exact=True),
+            Sample(
+                {"a": In(t, (7, 3, k3), layout=Permuted()), "b": In("i32", (5, 3), integers(0, 7), Transposed())},
+                variant="weights_strided",
+                tag=t,
+                call=get_rows,
+                exact=True,
+            ),
         ]
         # dequantizing copy (F16/BF16 -> F32 copies are movement cases)
         if t not in ("f16", "bf16"):
-            out["cpy"].append(Sample({"a": (t, (5, k1)), "b": ("f32", (5, k1))}, variant="weights", call=cpy,
-                                     oracle=lambda x: x.a, exact=True))
+            out["cpy"].append(
+                Sample(
+                    {"a": (t, (5, k1)), "b": ("f32", (5, k1))},
+                    variant="weights",
+                    call=cpy,
+                    oracle=lambda x: x.a,
+                    exact=True,
+                )
+            )
         if t in _NO_CPU_STORE:
             continue
         # cpy F32/F16 -> the type: quantized on the way, by the row quantizer (_written), not oracles.cpy's cast
@@ -380,22 +537,57 @@ def _weight_samples() -> dict[str, list[Sample]]:
         written = lambda x, t=t: _written(t, x.a)  # noqa: E731
         out["cpy"] += [
             Sample({"a": ("f32", (5, k1)), "b": (t, (5, k1))}, variant="weights", call=cpy, oracle=written, exact=True),
-            Sample({"a": ("f32", (2, 3, k3)), "b": (t, (3, 2 * k3))}, variant="weights_reshaped", call=cpy,
-                   oracle=lambda x, t=t: _written(t, x.a).reshape(x.b.shape), exact=True),
-            Sample({"a": ("f16", (3, k2)), "b": (t, (3, k2))}, variant="weights", tag=f"f16_{t}", call=cpy, oracle=written, exact=True),
+            Sample(
+                {"a": ("f32", (2, 3, k3)), "b": (t, (3, 2 * k3))},
+                variant="weights_reshaped",
+                call=cpy,
+                oracle=lambda x, t=t: _written(t, x.a).reshape(x.b.shape),
+                exact=True,
+            ),
+            Sample(
+                {"a": ("f16", (3, k2)), "b": (t, (3, k2))},
+                variant="weights",
+                tag=f"f16_{t}",
+                call=cpy,
+                oracle=written,
+                exact=True,
+            ),
             # a permuted source: rows contiguous, dims 1 and 2 swapped
-            Sample({"a": In("f32", (3, 5, k3), layout=Permuted()), "b": (t, (5, 3, k3))}, variant="weights_permuted",
-                   call=cpy, oracle=written, exact=True),
+            Sample(
+                {"a": In("f32", (3, 5, k3), layout=Permuted()), "b": (t, (5, 3, k3))},
+                variant="weights_permuted",
+                call=cpy,
+                oracle=written,
+                exact=True,
+            ),
         ]
         # set_rows into the type: the rows written are quantized on the way (_written)
         rows_written = lambda x, t=t: oracles.set_rows(x.a, _written(t, x.b), x.c)  # noqa: E731
         out["set_rows"] += [
-            Sample({"a": (t, (9, k1)), "b": ("f32", (4, k1)), "c": ("i64", (4,), permutation_rows(9))},
-                   variant="weights_i64", tag=t, call=set_rows, oracle=rows_written, exact=True),
-            Sample({"a": (t, (2, 3, 6, k3)), "b": ("f32", (2, 3, 2, k3)), "c": ("i32", (1, 3, 2), permutation_rows(6))},
-                   variant="weights_broadcast_i32", tag=t, call=set_rows, oracle=rows_written, exact=True),
-            Sample({"a": (t, (7, k2)), "b": ("f16", (3, k2)), "c": ("i32", (3,), permutation_rows(7))},
-                   variant="weights_f16_src", tag=t, call=set_rows, oracle=rows_written, exact=True),
+            Sample(
+                {"a": (t, (9, k1)), "b": ("f32", (4, k1)), "c": ("i64", (4,), permutation_rows(9))},
+                variant="weights_i64",
+                tag=t,
+                call=set_rows,
+                oracle=rows_written,
+                exact=True,
+            ),
+            Sample(
+                {"a": (t, (2, 3, 6, k3)), "b": ("f32", (2, 3, 2, k3)), "c": ("i32", (1, 3, 2), permutation_rows(6))},
+                variant="weights_broadcast_i32",
+                tag=t,
+                call=set_rows,
+                oracle=rows_written,
+                exact=True,
+            ),
+            Sample(
+                {"a": (t, (7, k2)), "b": ("f16", (3, k2)), "c": ("i32", (3,), permutation_rows(7))},
+                variant="weights_f16_src",
+                tag=t,
+                call=set_rows,
+                oracle=rows_written,
+                exact=True,
+            ),
         ]
     return out
 

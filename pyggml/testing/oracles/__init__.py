@@ -5,7 +5,6 @@ takes and returns plain arrays; arguments that mirror a C function keep the C me
 (ggml dims, ggml-order shapes `ne`, byte strides `nb`, byte offsets).
 """
 
-
 from pyggml.testing.oracles import (
     attention,
     convolution,
@@ -18,8 +17,10 @@ from pyggml.testing.oracles import (
 )
 from pyggml.testing.oracles._common import broadcast_to  # noqa: F401
 
-FAMILIES = {m.__name__.rsplit(".", 1)[1]: m for m in
-            (elementwise, reductions, matmul, attention, recurrent, convolution, movement, training)}
+FAMILIES = {
+    m.__name__.rsplit(".", 1)[1]: m
+    for m in (elementwise, reductions, matmul, attention, recurrent, convolution, movement, training)
+}
 
 # every oracle by its op's name (each family's __all__): oracles.add, oracles.mul_mat, ...
 from pyggml.testing.oracles.attention import *  # noqa: E402,F403

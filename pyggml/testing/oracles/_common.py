@@ -1,6 +1,5 @@
 """What the oracles share: ggml's dim order in NumPy terms, and ggml's broadcasting rule."""
 
-
 from collections.abc import Sequence
 
 import numpy as np
@@ -41,5 +40,8 @@ def broadcast_to(b: np.ndarray, shape: Sequence[int]) -> np.ndarray:
 def defined_here(namespace: dict[str, object]) -> list[str]:
     """An oracle family's `__all__`, derived: every public callable the module itself defines."""
     module = namespace["__name__"]
-    return sorted(n for n, v in namespace.items() if not n.startswith("_") and callable(v)
-                  and getattr(v, "__module__", None) == module)
+    return sorted(
+        n
+        for n, v in namespace.items()
+        if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == module
+    )

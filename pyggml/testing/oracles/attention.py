@@ -19,15 +19,14 @@ def soft_max_ext(a: ArrayLike, mask: ArrayLike | None = None, scale: float = 1.0
     its dims 2 and 3 broadcast (repeat) over a's. ALiBi slopes per head (a's dim 2) when max_bias > 0."""
     x4 = _as4(np.asarray(a, dtype=np.float64)) * scale
     if mask is not None:
-        m4 = _as4(np.asarray(mask, dtype=np.float64))[:, :, :x4.shape[2], :]
+        m4 = _as4(np.asarray(mask, dtype=np.float64))[:, :, : x4.shape[2], :]
         m4 = np.tile(m4, (x4.shape[0] // m4.shape[0], x4.shape[1] // m4.shape[1], 1, 1))
         if max_bias > 0:
             n_head = x4.shape[1]
             n_log2 = 1 << int(math.floor(math.log2(n_head)))
             m0 = 2.0 ** (-max_bias / n_log2)
             m1 = 2.0 ** (-(max_bias / 2.0) / n_log2)
-            slopes = np.array([m0 ** (h + 1) if h < n_log2 else m1 ** (2 * (h - n_log2) + 1)
-                               for h in range(n_head)])
+            slopes = np.array([m0 ** (h + 1) if h < n_log2 else m1 ** (2 * (h - n_log2) + 1) for h in range(n_head)])
             m4 = m4 * slopes[None, :, None, None]
         x4 = x4 + m4
     with np.errstate(invalid="ignore"):
@@ -52,17 +51,40 @@ def diag_mask_inf(a: ArrayLike, n_past: int) -> np.ndarray:
     return x4.reshape(x.shape)
 
 
-def rope_ext(a: np.ndarray, pos: np.ndarray, n_dims: int, mode: int = 0, freq_base: float = 10000.0,
-             freq_scale: float = 1.0, attn_factor: float = 1.0, freq_factors: np.ndarray | None = None,
-             ext_factor: float = 0.0, n_ctx_orig: int = 0, beta_fast: float = 32.0,
-             beta_slow: float = 1.0) -> np.ndarray:
+def rope_ext(
+    a: np.ndarray,
+    pos: np.ndarray,
+    n_dims: int,
+    mode: int = 0,
+    freq_base: float = 10000.0,
+    freq_scale: float = 1.0,
+    attn_factor: float = 1.0,
+    freq_factors: np.ndarray | None = None,
+    ext_factor: float = 0.0,
+    n_ctx_orig: int = 0,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+) -> np.ndarray:
     """RoPE of a NumPy [ne3, ne2 (tokens), ne1 (heads), ne0], pos[ne2]. Pair k (k < n_dims/2) rotates by
     pos * freq_scale * base^(-2k/n_dims) / freq_factors[k] (YaRN-corrected when ext_factor != 0); mode 0
     (normal) pairs elements (2k, 2k+1), mode 2 (neox) pairs (k, k + n_dims/2). Elements past n_dims pass."""
     if mode not in (0, 2):
         raise ValueError(f"rope_ext oracle: mode {mode} not modelled")
-    return _rope(a, pos, freq_factors, n_dims, (0, 0, 0, 0), mode, n_ctx_orig, freq_base, freq_scale,
-                 ext_factor, attn_factor, beta_fast, beta_slow)
+    return _rope(
+        a,
+        pos,
+        freq_factors,
+        n_dims,
+        (0, 0, 0, 0),
+        mode,
+        n_ctx_orig,
+        freq_base,
+        freq_scale,
+        ext_factor,
+        attn_factor,
+        beta_fast,
+        beta_slow,
+    )
 
 
 def _alibi_slopes(n_head, max_bias):
@@ -75,8 +97,16 @@ def _alibi_slopes(n_head, max_bias):
     return np.array([m0 ** (h + 1) if h < n_log2 else m1 ** (2 * (h - n_log2) + 1) for h in range(n_head)])
 
 
-def flash_attn_ext(q: ArrayLike, k: ArrayLike, v: ArrayLike, mask: ArrayLike | None = None, scale: float = 1.0,
-                   max_bias: float = 0.0, logit_softcap: float = 0.0, sinks: ArrayLike | None = None) -> np.ndarray:
+def flash_attn_ext(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    mask: ArrayLike | None = None,
+    scale: float = 1.0,
+    max_bias: float = 0.0,
+    logit_softcap: float = 0.0,
+    sinks: ArrayLike | None = None,
+) -> np.ndarray:
     """softmax_kv(scale*q.k [softcap*tanh(./softcap)] + slope_h*mask) @ v per head. NumPy order: q [ne3, H, n_q, D],
     k [ne3, Hk, n_kv, D], v [ne3, Hv, n_kv, Dv] (head h reads k's head h // (H/Hk), v's h // (H/Hv)),
     mask [m3, m2, >= n_q, >= n_kv] repeated over heads and ne3. sinks [H]: one extra logit per head in the
@@ -114,6 +144,7 @@ def _yarn_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow):
     def dim(n_rot):
         with np.errstate(divide="ignore"):
             return n_dims * np.log(np.float64(n_ctx_orig) / (n_rot * 2 * math.pi)) / (2 * math.log(freq_base))
+
     start, end = float(np.floor(dim(beta_fast))), float(np.ceil(dim(beta_slow)))
     return max(start, 0), min(end, n_dims - 1)
 
@@ -130,8 +161,21 @@ def _rope_angles(theta_extrap, i, freq_scale, ext_factor, corr, attn_factor):
     return np.cos(theta) * mscale, np.sin(theta) * mscale
 
 
-def _rope(a, pos, freq_factors, n_dims, sections, mode, n_ctx_orig, freq_base, freq_scale, ext_factor,
-          attn_factor, beta_fast, beta_slow):
+def _rope(
+    a,
+    pos,
+    freq_factors,
+    n_dims,
+    sections,
+    mode,
+    n_ctx_orig,
+    freq_base,
+    freq_scale,
+    ext_factor,
+    attn_factor,
+    beta_fast,
+    beta_slow,
+):
     """ggml's rope, every mode: per token, the angle of pair i (0 <= i < ne0/2) is its position stream's
     p * base^(-2i/n_dims) / freq_factors[i] (YaRN-corrected); NORMAL rotates (2i, 2i+1), NEOX / MROPE /
     IMROPE (i, i + n_dims/2) for i < n_dims/2, VISION (i, i + n_dims) for i < ne0/2. MROPE picks pair i's
@@ -160,8 +204,15 @@ def _rope(a, pos, freq_factors, n_dims, sections, mode, n_ctx_orig, freq_base, f
                             theta[j] = p[j]
                             break
                 if imrope:
-                    j = (1 if sector % 3 == 1 and sector < 3 * s1 else 2 if sector % 3 == 2 and sector < 3 * s2
-                         else 0 if sector % 3 == 0 and sector < 3 * s0 else 3)
+                    j = (
+                        1
+                        if sector % 3 == 1 and sector < 3 * s1
+                        else 2
+                        if sector % 3 == 2 and sector < 3 * s2
+                        else 0
+                        if sector % 3 == 0 and sector < 3 * s0
+                        else 3
+                    )
                 else:
                     j = 0 if sector < s0 else 1 if sector < sec_w else 2 if sector < sec_w + s2 else 3
                 th = theta[j]
@@ -182,13 +233,37 @@ def _rope(a, pos, freq_factors, n_dims, sections, mode, n_ctx_orig, freq_base, f
     return out.reshape(np.shape(a)).astype(np.float32)
 
 
-def rope_multi(a: np.ndarray, pos: np.ndarray, freq_factors: np.ndarray | None = None, n_dims: int = 0,
-               sections: Sequence[int] = (0, 0, 0, 0), mode: int = 8, n_ctx_orig: int = 0,
-               freq_base: float = 10000.0, freq_scale: float = 1.0, ext_factor: float = 0.0, attn_factor: float = 1.0,
-               beta_fast: float = 32.0, beta_slow: float = 1.0) -> np.ndarray:
+def rope_multi(
+    a: np.ndarray,
+    pos: np.ndarray,
+    freq_factors: np.ndarray | None = None,
+    n_dims: int = 0,
+    sections: Sequence[int] = (0, 0, 0, 0),
+    mode: int = 8,
+    n_ctx_orig: int = 0,
+    freq_base: float = 10000.0,
+    freq_scale: float = 1.0,
+    ext_factor: float = 0.0,
+    attn_factor: float = 1.0,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+) -> np.ndarray:
     """RoPE with position streams by section (see _rope); pos holds 4 streams of a.ne2 positions."""
-    return _rope(a, pos, freq_factors, n_dims, tuple(sections), mode, n_ctx_orig, freq_base, freq_scale,
-                 ext_factor, attn_factor, beta_fast, beta_slow)
+    return _rope(
+        a,
+        pos,
+        freq_factors,
+        n_dims,
+        tuple(sections),
+        mode,
+        n_ctx_orig,
+        freq_base,
+        freq_scale,
+        ext_factor,
+        attn_factor,
+        beta_fast,
+        beta_slow,
+    )
 
 
 # --- SAM -------------------------------------------------------------------------------------------------------
@@ -246,7 +321,7 @@ def dsv4_hc_comb(mixes: ArrayLike, scale: ArrayLike, base: ArrayLike, eps: float
     m = _as4(np.asarray(mixes, dtype=np.float64))[0, 0]
     sc = float(np.asarray(scale, dtype=np.float64).reshape(-1)[2])
     b = np.asarray(base, dtype=np.float64).reshape(-1)
-    x = (m[:, 2 * hc:] * sc + b[2 * hc:]).reshape(-1, hc, hc)  # [t, src, dst]
+    x = (m[:, 2 * hc :] * sc + b[2 * hc :]).reshape(-1, hc, hc)  # [t, src, dst]
     x = np.exp(x - x.max(axis=-1, keepdims=True))
     x = x / x.sum(axis=-1, keepdims=True) + eps
     x = x / (eps + x.sum(axis=-2, keepdims=True))
@@ -285,7 +360,19 @@ def dsv4_hc_post(x: ArrayLike, residual: ArrayLike, post: ArrayLike, comb: Array
 
 
 __all__ = [  # generated by tools/gen_methods.py
-    "add_rel_pos", "diag_mask_inf", "dsv4_hc_comb", "dsv4_hc_post", "dsv4_hc_pre", "dsv4_hc_pre_gated",
-    "flash_attn_ext", "get_rel_pos", "lightning_indexer", "rope_ext", "rope_multi", "soft_max", "soft_max_ext",
-    "win_part", "win_unpart",
+    "add_rel_pos",
+    "diag_mask_inf",
+    "dsv4_hc_comb",
+    "dsv4_hc_post",
+    "dsv4_hc_pre",
+    "dsv4_hc_pre_gated",
+    "flash_attn_ext",
+    "get_rel_pos",
+    "lightning_indexer",
+    "rope_ext",
+    "rope_multi",
+    "soft_max",
+    "soft_max_ext",
+    "win_part",
+    "win_unpart",
 ]

@@ -19,15 +19,25 @@ from numpy.typing import DTypeLike
 
 
 class ConvStateOracle:
-    def __init__(self, n_layer: int, d_conv: int, channels: int, mem_size: int, n_rs_seq: int,
-                 dtype: DTypeLike = np.float32, strategy: str = "host_index",
-                 initial: list[np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        n_layer: int,
+        d_conv: int,
+        channels: int,
+        mem_size: int,
+        n_rs_seq: int,
+        dtype: DTypeLike = np.float32,
+        strategy: str = "host_index",
+        initial: list[np.ndarray] | None = None,
+    ) -> None:
         self.d_conv, self.channels, self.mem_size = d_conv, channels, mem_size
         self.n_rs_seq, self.K, self.strategy = n_rs_seq, n_rs_seq + 1, strategy
         self.dtype = np.dtype(dtype)
         shape = (mem_size * self.K, (d_conv - 1) * channels)
-        self.caches = [np.array(initial[il], dtype=self.dtype) if initial is not None else np.zeros(shape, self.dtype)
-                       for il in range(n_layer)]
+        self.caches = [
+            np.array(initial[il], dtype=self.dtype) if initial is not None else np.zeros(shape, self.dtype)
+            for il in range(n_layer)
+        ]
 
     def slots_written(self, n: int) -> list[tuple[int, int]]:
         """(window start column, slot) pairs a ubatch of n tokens writes."""
@@ -42,12 +52,12 @@ class ConvStateOracle:
         d1 = self.d_conv - 1
         outputs = []
         for il, cache in enumerate(self.caches):
-            x = np.asarray(qkv[il], dtype=np.float32)          # (n_seqs, n, channels)
+            x = np.asarray(qkv[il], dtype=np.float32)  # (n_seqs, n, channels)
             n_seqs, n, _ = x.shape
             states = cache[np.asarray(s_copy)].astype(np.float32).reshape(n_seqs, self.channels, d1)
             conv_input = np.concatenate([states, x.transpose(0, 2, 1)], axis=2)
             for start, slot in self.slots_written(n):
-                window = conv_input[:, :, start:start + d1].reshape(n_seqs, -1)
+                window = conv_input[:, :, start : start + d1].reshape(n_seqs, -1)
                 rows = slot * self.mem_size + kv_head + np.arange(n_seqs)
                 cache[rows] = window.astype(self.dtype)
             outputs.append(conv_input)

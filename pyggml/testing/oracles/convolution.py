@@ -40,15 +40,26 @@ def _windows_2d(b, KH, KW, s, p, d):
     d0, d1 = d
     H, W = b.shape[-2:]
     OH, OW = _out(H, KH, s1, p1, d1), _out(W, KW, s0, p0, d0)
-    x = np.pad(np.asarray(b, np.float64), [(0, 0)] * (b.ndim - 2) + [_pad_for(H, KH, s1, p1, d1),
-                                                                     _pad_for(W, KW, s0, p0, d0)])
+    x = np.pad(
+        np.asarray(b, np.float64), [(0, 0)] * (b.ndim - 2) + [_pad_for(H, KH, s1, p1, d1), _pad_for(W, KW, s0, p0, d0)]
+    )
     iy = (np.arange(OH) * s1)[:, None, None, None] + (np.arange(KH) * d1)[None, None, :, None]
     ix = (np.arange(OW) * s0)[None, :, None, None] + (np.arange(KW) * d0)[None, None, None, :]
     return x[..., iy, ix]
 
 
-def im2col(a: np.ndarray, b: np.ndarray, s0: int, s1: int, p0: int, p1: int, d0: int, d1: int, is_2D: bool,
-           dst_type: TypeLike | None = None) -> np.ndarray:
+def im2col(
+    a: np.ndarray,
+    b: np.ndarray,
+    s0: int,
+    s1: int,
+    p0: int,
+    p1: int,
+    d0: int,
+    d1: int,
+    is_2D: bool,
+    dst_type: TypeLike | None = None,
+) -> np.ndarray:
     """2-D: a [OC, IC, KH, KW], b [N, IC, H, W] -> [N, OH, OW, IC*KH*KW]; 1-D: a [OC, IC, K], b [N, IC, W]
     -> [N, OW, IC*K]."""
     if not is_2D:
@@ -82,8 +93,9 @@ def conv_2d_dw(a: np.ndarray, b: np.ndarray, s0: int, s1: int, p0: int, p1: int,
     return np.einsum("nchwyx,cyx->nchw", w, np.asarray(a, np.float64)[:, 0])
 
 
-def conv_2d_dw_direct(a: np.ndarray, b: np.ndarray, stride0: int, stride1: int, pad0: int, pad1: int, dilation0: int,
-                      dilation1: int) -> np.ndarray:
+def conv_2d_dw_direct(
+    a: np.ndarray, b: np.ndarray, stride0: int, stride1: int, pad0: int, pad1: int, dilation0: int, dilation1: int
+) -> np.ndarray:
     return conv_2d_dw(a, b, stride0, stride1, pad0, pad1, dilation0, dilation1)
 
 
@@ -106,7 +118,7 @@ def conv_transpose_1d(a: np.ndarray, b: np.ndarray, s0: int, p0: int = 0, d0: in
     W = b.shape[-1]
     out = np.zeros((OC, (W - 1) * s0 + K))
     for x in range(W):
-        out[:, x * s0:x * s0 + K] += np.einsum("iok,i->ok", a, b[:, x])
+        out[:, x * s0 : x * s0 + K] += np.einsum("iok,i->ok", a, b[:, x])
     return out
 
 
@@ -118,7 +130,9 @@ def conv_transpose_2d_p0(a: np.ndarray, b: np.ndarray, stride: int) -> np.ndarra
     out = np.zeros((N, OC, (H - 1) * stride + KH, (W - 1) * stride + KW))
     for y in range(H):
         for x in range(W):
-            out[:, :, y * stride:y * stride + KH, x * stride:x * stride + KW] += np.einsum("ioyx,ni->noyx", a, b[:, :, y, x])
+            out[:, :, y * stride : y * stride + KH, x * stride : x * stride + KW] += np.einsum(
+                "ioyx,ni->noyx", a, b[:, :, y, x]
+            )
     return out
 
 
@@ -161,8 +175,8 @@ def col2im_1d(a: np.ndarray, s0: int, oc: int, p0: int) -> np.ndarray:
     K = KOC // oc
     full = np.zeros((oc, (T_in - 1) * s0 + K))
     for t in range(T_in):
-        full[:, t * s0:t * s0 + K] += a[t].reshape(oc, K)
-    return full[:, p0:full.shape[1] - p0]
+        full[:, t * s0 : t * s0 + K] += a[t].reshape(oc, K)
+    return full[:, p0 : full.shape[1] - p0]
 
 
 _ALIGN_CORNERS = 1 << 8
@@ -218,19 +232,50 @@ def upscale(a: np.ndarray, scale_factor: int, mode: int = 0) -> np.ndarray:
 def _slices_3d(b, KD, KH, KW, s, p, d):
     """(kd, kh, kw, view of padded b [N, C, OD, OH, OW] that kernel tap reads); s, p, d in (w, h, d) order."""
     D, H, W = np.shape(b)[-3:]
-    x = np.pad(np.asarray(b, np.float64), [(0, 0), (0, 0), _pad_for(D, KD, s[2], p[2], d[2]),
-                                           _pad_for(H, KH, s[1], p[1], d[1]), _pad_for(W, KW, s[0], p[0], d[0])])
+    x = np.pad(
+        np.asarray(b, np.float64),
+        [
+            (0, 0),
+            (0, 0),
+            _pad_for(D, KD, s[2], p[2], d[2]),
+            _pad_for(H, KH, s[1], p[1], d[1]),
+            _pad_for(W, KW, s[0], p[0], d[0]),
+        ],
+    )
     OD, OH, OW = _out(D, KD, s[2], p[2], d[2]), _out(H, KH, s[1], p[1], d[1]), _out(W, KW, s[0], p[0], d[0])
     for kd in range(KD):
         for kh in range(KH):
             for kw in range(KW):
                 z, y, w = kd * d[2], kh * d[1], kw * d[0]
-                yield kd, kh, kw, x[:, :, z:z + s[2] * (OD - 1) + 1:s[2], y:y + s[1] * (OH - 1) + 1:s[1],
-                                    w:w + s[0] * (OW - 1) + 1:s[0]]
+                yield (
+                    kd,
+                    kh,
+                    kw,
+                    x[
+                        :,
+                        :,
+                        z : z + s[2] * (OD - 1) + 1 : s[2],
+                        y : y + s[1] * (OH - 1) + 1 : s[1],
+                        w : w + s[0] * (OW - 1) + 1 : s[0],
+                    ],
+                )
 
 
-def im2col_3d(a: np.ndarray, b: np.ndarray, IC: int, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int, d0: int,
-              d1: int, d2: int, dst_type: TypeLike | None = None) -> np.ndarray:
+def im2col_3d(
+    a: np.ndarray,
+    b: np.ndarray,
+    IC: int,
+    s0: int,
+    s1: int,
+    s2: int,
+    p0: int,
+    p1: int,
+    p2: int,
+    d0: int,
+    d1: int,
+    d2: int,
+    dst_type: TypeLike | None = None,
+) -> np.ndarray:
     """a [IC*OC, KD, KH, KW] (its shape only), b [N*IC, D, H, W] -> [N*OD, OH, OW, IC*KD*KH*KW]."""
     a, b = _dims(a, 4), _dims(b, 4)
     KD, KH, KW = np.shape(a)[-3:]
@@ -245,8 +290,20 @@ def im2col_3d(a: np.ndarray, b: np.ndarray, IC: int, s0: int, s1: int, s2: int, 
     return cols.transpose(0, 5, 6, 7, 1, 2, 3, 4).reshape(N * OD, OH, OW, -1)
 
 
-def conv_3d(a: np.ndarray, b: np.ndarray, IC: int, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int, d0: int,
-            d1: int, d2: int) -> np.ndarray:
+def conv_3d(
+    a: np.ndarray,
+    b: np.ndarray,
+    IC: int,
+    s0: int,
+    s1: int,
+    s2: int,
+    p0: int,
+    p1: int,
+    p2: int,
+    d0: int,
+    d1: int,
+    d2: int,
+) -> np.ndarray:
     """a [OC*IC, KD, KH, KW], b [N*IC, D, H, W] -> [N*OC, OD, OH, OW]."""
     a, b = _dims(np.asarray(a, np.float64), 4), _dims(b, 4)
     KD, KH, KW = a.shape[-3:]
@@ -259,13 +316,43 @@ def conv_3d(a: np.ndarray, b: np.ndarray, IC: int, s0: int, s1: int, s2: int, p0
     return out.reshape((-1,) + out.shape[2:])
 
 
-def conv_3d_direct(a: np.ndarray, b: np.ndarray, s0: int, s1: int, s2: int, p0: int, p1: int, p2: int, d0: int,
-                   d1: int, d2: int, c: int, n: int, oc: int) -> np.ndarray:
+def conv_3d_direct(
+    a: np.ndarray,
+    b: np.ndarray,
+    s0: int,
+    s1: int,
+    s2: int,
+    p0: int,
+    p1: int,
+    p2: int,
+    d0: int,
+    d1: int,
+    d2: int,
+    c: int,
+    n: int,
+    oc: int,
+) -> np.ndarray:
     return conv_3d(a, b, c, s0, s1, s2, p0, p1, p2, d0, d1, d2)
 
 
 __all__ = [  # generated by tools/gen_methods.py
-    "col2im_1d", "conv_1d", "conv_1d_dw", "conv_2d", "conv_2d_direct", "conv_2d_dw", "conv_2d_dw_direct", "conv_3d",
-    "conv_3d_direct", "conv_transpose_1d", "conv_transpose_2d_p0", "im2col", "im2col_3d", "interpolate",
-    "pad_reflect_1d", "pool_1d", "pool_2d", "upscale", "upscale_ext",
+    "col2im_1d",
+    "conv_1d",
+    "conv_1d_dw",
+    "conv_2d",
+    "conv_2d_direct",
+    "conv_2d_dw",
+    "conv_2d_dw_direct",
+    "conv_3d",
+    "conv_3d_direct",
+    "conv_transpose_1d",
+    "conv_transpose_2d_p0",
+    "im2col",
+    "im2col_3d",
+    "interpolate",
+    "pad_reflect_1d",
+    "pool_1d",
+    "pool_2d",
+    "upscale",
+    "upscale_ext",
 ]

@@ -44,8 +44,14 @@ def _l2(x, eps):
 
 
 class DeltaNetReference:
-    def __init__(self, config: DeltaNetConfig, weights: list[dict[str, np.ndarray]], K: int, mem_size: int,
-                 cache_dtype: DTypeLike = np.float32) -> None:
+    def __init__(
+        self,
+        config: DeltaNetConfig,
+        weights: list[dict[str, np.ndarray]],
+        K: int,
+        mem_size: int,
+        cache_dtype: DTypeLike = np.float32,
+    ) -> None:
         self.c, self.K, self.mem_size = config, K, mem_size
         self.w = [{k: np.asarray(v, dtype=np.float64) for k, v in layer.items()} for layer in weights]
         self.dtype = np.dtype(cache_dtype)
@@ -62,8 +68,10 @@ class DeltaNetReference:
 
     def states(self, il: int, row: int) -> tuple[np.ndarray, np.ndarray]:
         c = self.c
-        return (self.conv[il][row].astype(np.float32).reshape(c.conv_channels, c.d_conv - 1),
-                self.ssm[il][row].astype(np.float32).reshape(c.n_v_heads, c.head_dim, c.head_dim))
+        return (
+            self.conv[il][row].astype(np.float32).reshape(c.conv_channels, c.d_conv - 1),
+            self.ssm[il][row].astype(np.float32).reshape(c.n_v_heads, c.head_dim, c.head_dim),
+        )
 
     def _layer(self, il, x, s_copy, kv_head):
         c, w = self.c, self.w[il]
@@ -81,9 +89,9 @@ class DeltaNetReference:
                 window = np.concatenate([conv_state, qkv[:, None]], axis=1)
                 conv = _silu(np.sum(window * w["ssm_conv1d"], axis=1)).reshape(nk, G)
                 conv_state = window[:, 1:]
-                q = np.repeat(_l2(conv[:, :S], c.eps), r, axis=0)           # [nv, S]
-                k = np.repeat(_l2(conv[:, S:2 * S], c.eps), r, axis=0)
-                v = conv[:, 2 * S:].reshape(nv, S)
+                q = np.repeat(_l2(conv[:, :S], c.eps), r, axis=0)  # [nv, S]
+                k = np.repeat(_l2(conv[:, S : 2 * S], c.eps), r, axis=0)
+                v = conv[:, 2 * S :].reshape(nv, S)
                 ba = ba.reshape(nk, 2 * r)
                 beta = 1 / (1 + np.exp(-ba[:, :r].ravel()))
                 gate = np.logaddexp(0, ba[:, r:].ravel() + w["ssm_dt"]) * w["ssm_a"]
@@ -99,5 +107,7 @@ class DeltaNetReference:
             for j in range(min(nt + 1, self.K)):
                 self.conv[il][j * self.mem_size + cell] = windows[nt - j].ravel().astype(self.dtype)
             for j in range(min(nt, self.K)):
-                self.ssm[il][j * self.mem_size + cell] = np.swapaxes(memories[nt - 1 - j], 1, 2).ravel().astype(self.dtype)
+                self.ssm[il][j * self.mem_size + cell] = (
+                    np.swapaxes(memories[nt - 1 - j], 1, 2).ravel().astype(self.dtype)
+                )
         return out

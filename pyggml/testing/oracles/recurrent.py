@@ -19,7 +19,7 @@ def ssm_conv(sx: np.ndarray, c: np.ndarray) -> np.ndarray:
     sx, c = sx4[0], c4[0, 0]
     d_conv = c.shape[-1]
     n_t = sx.shape[-1] - d_conv + 1
-    win = np.stack([sx[:, :, t:t + d_conv] for t in range(n_t)], axis=1)  # [n_s, n_t, d_inner, d_conv]
+    win = np.stack([sx[:, :, t : t + d_conv] for t in range(n_t)], axis=1)  # [n_s, n_t, d_inner, d_conv]
     return _lead(np.einsum("stik,ik->sti", win, c).astype(np.float32))
 
 
@@ -31,8 +31,10 @@ def _written(op: str, n_tokens: int, K: int, written_only: bool) -> int:
     """The snapshot slots the op writes: min(n_tokens, K). The others hold whatever the memory held,
     which no oracle can predict: ask for the written prefix explicitly."""
     if K > n_tokens and not written_only:
-        raise ValueError(f"{op} oracle: slots {n_tokens}..{K - 1} of K={K} are not written for {n_tokens} "
-                         "token(s); pass written_only=True for the written prefix")
+        raise ValueError(
+            f"{op} oracle: slots {n_tokens}..{K - 1} of K={K} are not written for {n_tokens} "
+            "token(s); pass written_only=True for the written prefix"
+        )
     return min(n_tokens, K)
 
 
@@ -40,8 +42,18 @@ def _softplus(x):
     return np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0))))
 
 
-def ssm_scan(s: np.ndarray, x: ArrayLike, dt: ArrayLike, A: ArrayLike, B: ArrayLike, C: ArrayLike, ids: np.ndarray,
-             K: int = 1, *, written_only: bool = False) -> np.ndarray:
+def ssm_scan(
+    s: np.ndarray,
+    x: ArrayLike,
+    dt: ArrayLike,
+    A: ArrayLike,
+    B: ArrayLike,
+    C: ArrayLike,
+    ids: np.ndarray,
+    K: int = 1,
+    *,
+    written_only: bool = False,
+) -> np.ndarray:
     """Selective scan (Mamba). NumPy shapes: s [>= n_seqs, n_head, head_dim, d_state], x [n_seqs, n_tokens,
     n_head, head_dim], dt [n_seqs, n_tokens, n_head], A [n_head, d_state] (Mamba-1) or [n_head, 1]
     (Mamba-2), B, C [n_seqs, n_tokens, n_group, d_state], ids [n_seqs].
@@ -87,8 +99,9 @@ def _packed(out, st, T, H, S):
     return np.concatenate([out.reshape(T, H * S), st.reshape(-1, H * S)]).astype(np.float32)
 
 
-def rwkv_wkv6(k: np.ndarray, v: np.ndarray, r: np.ndarray, tf: np.ndarray, td: np.ndarray,
-              state: np.ndarray) -> np.ndarray:
+def rwkv_wkv6(
+    k: np.ndarray, v: np.ndarray, r: np.ndarray, tf: np.ndarray, td: np.ndarray, state: np.ndarray
+) -> np.ndarray:
     """RWKV-6 time mixing. k, v, r, td [n_tokens, H, S], tf [H, S], state [n_seqs, S*S*H] holding per head
     W[i, j] (i the key index, j the value index); the tokens split evenly over the sequences. Per token:
         kv = outer(k, v);  out[j] = sum_i r[i] * (tf[i] * kv[i, j] + W[i, j]);  W = W * td[i] + kv
@@ -106,8 +119,9 @@ def rwkv_wkv6(k: np.ndarray, v: np.ndarray, r: np.ndarray, tf: np.ndarray, td: n
     return _packed(out, W, T, H, S)
 
 
-def gated_linear_attn(k: np.ndarray, v: np.ndarray, q: np.ndarray, g: np.ndarray, state: np.ndarray,
-                      scale: float = 1.0) -> np.ndarray:
+def gated_linear_attn(
+    k: np.ndarray, v: np.ndarray, q: np.ndarray, g: np.ndarray, state: np.ndarray, scale: float = 1.0
+) -> np.ndarray:
     """Gated linear attention. k, v, q, g [n_tokens, H, S], state [n_seqs, S*S*H] holding per head W[i, j]
     (i the key index, j the value index); the tokens split evenly over the sequences. Per token:
         W = W * g[i] + outer(k, v);  out[j] = scale * sum_i q[i] * W[i, j]
@@ -123,8 +137,9 @@ def gated_linear_attn(k: np.ndarray, v: np.ndarray, q: np.ndarray, g: np.ndarray
     return _packed(out, W, T, H, S)
 
 
-def rwkv_wkv7(r: np.ndarray, w: np.ndarray, k: np.ndarray, v: np.ndarray, a: np.ndarray, b: np.ndarray,
-              state: np.ndarray) -> np.ndarray:
+def rwkv_wkv7(
+    r: np.ndarray, w: np.ndarray, k: np.ndarray, v: np.ndarray, a: np.ndarray, b: np.ndarray, state: np.ndarray
+) -> np.ndarray:
     """RWKV-7 time mixing. r, w, k, v, a, b [n_tokens, H, S], state [n_seqs, S*S*H] holding per head W[i, j]
     (i the value index, j the key index); the tokens split evenly over the sequences. Per token:
         W = W * w[j] + outer(v, k) + outer(W @ a, b);  out = W @ r   (W @ a with the W before the update)
@@ -157,8 +172,17 @@ def solve_tri(a: np.ndarray, b: np.ndarray, left: bool = True, lower: bool = Tru
     return _lead(x.astype(np.float32))
 
 
-def gated_delta_net(q: ArrayLike, k: ArrayLike, v: ArrayLike, g: ArrayLike, beta: ArrayLike, state: ArrayLike,
-                    K: int = 1, *, written_only: bool = False) -> np.ndarray:
+def gated_delta_net(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    g: ArrayLike,
+    beta: ArrayLike,
+    state: ArrayLike,
+    K: int = 1,
+    *,
+    written_only: bool = False,
+) -> np.ndarray:
     """The gated delta rule (Qwen3-Next / Kimi linear attention), token by token, as ggml_gated_delta_net.
 
     NumPy shapes (ggml's ne reversed): q, k [n_seqs_qk, n_tokens, H_k, S]; v [n_seqs, n_tokens, H, S];
@@ -202,5 +226,11 @@ def gated_delta_net(q: ArrayLike, k: ArrayLike, v: ArrayLike, g: ArrayLike, beta
 
 
 __all__ = [  # generated by tools/gen_methods.py
-    "gated_delta_net", "gated_linear_attn", "rwkv_wkv6", "rwkv_wkv7", "solve_tri", "ssm_conv", "ssm_scan",
+    "gated_delta_net",
+    "gated_linear_attn",
+    "rwkv_wkv6",
+    "rwkv_wkv7",
+    "solve_tri",
+    "ssm_conv",
+    "ssm_scan",
 ]
