@@ -210,7 +210,10 @@ def _reshape_nd(op: str, ctx, a, ne0, ne1, ne2, ne3, rank_byte: bytes) -> Tensor
         raise _reshape_error(op, e, ctx, a, (ne0, ne1, ne2, ne3)) from None
     if not r:
         raise _reshape_error(op, None, ctx, a, (ne0, ne1, ne2, ne3))
-    r.padding[0] = rank_byte  # the dims asked for, 1s included (Tensor.shape)
+    if (ne0, ne1, ne2, ne3)[rank_byte[0] - 2] == 1:
+        # the dims asked for end in 1s that the extents do not show: recorded (Tensor.shape); otherwise
+        # the rank a RESHAPE derives from its extents is the one asked for, and the write is saved
+        r.padding[0] = rank_byte
     if a.ctx is not ctx:
         ctx.adopt(a)
     t = _new_tensor(Tensor)
@@ -429,7 +432,8 @@ def view_2d(ctx: Context, a: Tensor, ne0: int, ne1: int, nb1: int, offset: int =
         return _view("view_2d", ctx, a, (ne0, ne1), (nb1,), offset)  # says what is wrong
     if not r:
         raise _failed("view_2d")
-    r.padding[0] = _RANK_2
+    if ne1 == 1:  # a trailing 1 the extents do not show (see _reshape_nd)
+        r.padding[0] = _RANK_2
     if a.ctx is not ctx:
         ctx.adopt(a)
     t = _new_tensor(Tensor)

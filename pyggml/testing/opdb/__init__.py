@@ -252,8 +252,8 @@ class Bad:
 
 @dataclass
 class Node:
-    """A computed node as `from_node` sees it: its tensor (op_params, ne, type) and its sources'
-    values as NumPy arrays (None for an absent source), read from memory after compute."""
+    """A node as `from_node` sees it: its tensor (op_params, ne, type) and its sources' values as NumPy
+    arrays, by slot (None for an empty slot), as they were just before ggml computed the node."""
 
     tensor: Tensor
     src: list[np.ndarray | None]
