@@ -1,6 +1,7 @@
 """pyggml's command line: `info` (what this build has), `check` (the differential suite), `coverage`,
-`rpc-server` (serve a local device to other processes over ggml's RPC backend), `gguf` (summarize a GGUF file)
-and the fuzzers `fuzz`, `meta-fuzz`, `gguf-fuzz` and `rpc-fuzz` (docs/fuzzing.md)."""
+`rpc-server` (serve a local device to other processes over ggml's RPC backend), `gguf` (summarize a GGUF file),
+`notebooks` (execute the examples: compare or --refresh their outputs) and the fuzzers `fuzz`, `meta-fuzz`,
+`gguf-fuzz` and `rpc-fuzz` (docs/fuzzing.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 
 CPU_FEATURES = (
@@ -236,6 +238,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_gguf.add_argument("file", help="the GGUF file")
     p_gguf.add_argument("--json", action="store_true", help="print JSON (metadata values in full)")
     p_gguf.set_defaults(vk_devices="0")  # no device is used
+    p_nb = sub.add_parser(
+        "notebooks", help="execute the example notebooks: compare their outputs with the committed ones, or --refresh"
+    )
+    p_nb.add_argument("notebooks", nargs="+", type=Path)
+    p_nb.add_argument("--refresh", action="store_true", help="store the fresh outputs in the notebooks")
     fuzzers: dict[str, tuple[ModuleType, argparse.ArgumentParser]] = {}
     for name, (module_name, summary) in FUZZERS.items():
         module = importlib.import_module(module_name)
@@ -260,6 +267,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
         )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    if args.command == "notebooks":  # needs the [test] extra (nbclient); the tests' devices, set by notebooks.main
+        from pyggml.testing import notebooks
+
+        return notebooks.main(args)
     if args.command in fuzzers:  # they pick their devices themselves: no --vk-devices default is imposed
         module, p_fuzz = fuzzers[args.command]
         return module.main(args, p_fuzz)

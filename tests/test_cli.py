@@ -182,6 +182,7 @@ def test_the_fuzzers_are_subcommands_with_their_options():
     res = run("pyggml", "--help")
     assert res.returncode == 0 and all(name in res.stdout for name in ("fuzz", "meta-fuzz", "gguf-fuzz", "rpc-fuzz"))
     for name, option in (
+        ("notebooks", "--refresh"),
         ("fuzz", "--calls"),
         ("meta-fuzz", "--trials"),
         ("gguf-fuzz", "--files"),

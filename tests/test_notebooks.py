@@ -3,7 +3,7 @@ fresh outputs must be what is committed (pyggml.testing.notebooks states the rul
 and kinds, text equal, numbers within rtol 1e-6 / atol 1e-9, images where they were; addresses,
 host:port endpoints and column padding not compared; a cell may say, with its reason, that it is
 compared by the kinds of its outputs only, with a wider tolerance, or fully only on a machine with
-the backends that stored it). After a deliberate change: `python -m pyggml.testing.notebooks
+the backends that stored it). After a deliberate change: `python -m pyggml notebooks
 --refresh examples/*.ipynb`."""
 
 from __future__ import annotations

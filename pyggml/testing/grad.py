@@ -22,7 +22,6 @@ such a gradient failing.
 from __future__ import annotations
 
 import re
-import sys
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -261,22 +260,3 @@ grad_case(
     lambda c, x: c.cross_entropy_loss(c.rms_norm(c.silu(c.add(c.mul_mat(x.w, x.x), x.b)), 1e-5), x.y),
     lambda x: O.cross_entropy_loss(O.rms_norm(O.silu(O.add(O.mul_mat(x.w, x.x), x.b)), 1e-5), x.y),
 )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """python -m pyggml.testing.grad [--backend cpu ...] [--only PATTERN]: a table of grad records."""
-    import argparse
-
-    from pyggml.testing.check import table
-
-    ap = argparse.ArgumentParser(prog="python -m pyggml.testing.grad")
-    ap.add_argument("--backend", action="append")
-    ap.add_argument("--only")
-    args = ap.parse_args(argv)
-    records = run_grad([b.lower() for b in (args.backend or ["cpu"])], args.only, progress=sys.stderr)
-    print(table(records).replace("NMSE vs the NumPy oracle", "worst relative gradient error vs finite differences"))
-    return 1 if any(r.status in ("fail", "error") for r in records) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """The example notebooks are committed executed, and what a reader sees must be what the code does.
 
-    python -m pyggml.testing.notebooks --refresh examples/*.ipynb   # execute, store the outputs
-    python -m pyggml.testing.notebooks examples/*.ipynb             # execute, compare, report
+    python -m pyggml notebooks --refresh examples/*.ipynb   # execute, store the outputs
+    python -m pyggml notebooks examples/*.ipynb             # execute, compare, report
 
 `compare(committed, fresh)` lists how a fresh execution differs from the stored one, cell by
 cell. The rules:
@@ -30,7 +30,6 @@ import argparse
 import math
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -152,11 +151,8 @@ def compare(committed: Any, fresh: Any, backends: list[str] | None = None) -> li
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pyggml.testing.notebooks", description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="+", type=Path)
-    parser.add_argument("--refresh", action="store_true", help="store the fresh outputs in the notebooks")
-    args = parser.parse_args(argv)
+def main(args: argparse.Namespace) -> int:
+    """Execute each notebook; with --refresh store its outputs, else compare them with the committed ones."""
     # the environment of the tests (tests/conftest.py): lavapipe listed twice
     os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0,0")
     from pyggml.testing.check import available_backends
@@ -178,7 +174,3 @@ def main(argv: list[str] | None = None) -> int:
             print("  " + p.replace("\n", "\n  "))
         status |= bool(problems)
     return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())
