@@ -122,12 +122,16 @@ def _load_all() -> None:
     global _loaded
     if _loaded:
         return
+    try:
+        for s in opdb.load().values():
+            for sample in s.samples:
+                register(OpCase(s, sample))
+        for info in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{info.name}")
+    except BaseException:
+        REGISTRY.clear()  # never a registry with part of the cases: the next call fails the same way
+        raise
     _loaded = True
-    for s in opdb.load().values():
-        for sample in s.samples:
-            register(OpCase(s, sample))
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
 
 
 # --- op cases: one per sample of an op spec --------------------------------------------------------
