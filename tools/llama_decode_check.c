@@ -4,6 +4,7 @@
 //   cc tools/llama_decode_check.c -I LLAMA/include -I LLAMA/ggml/include -L BUILD/bin -lllama -lggml -lggml-base -o check
 // Usage: check MODEL.gguf [N_GENERATE]
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,12 @@ static void quiet(enum ggml_log_level level, const char * text, void * user_data
     if (level >= GGML_LOG_LEVEL_WARN) {
         fputs(text, stderr);
     }
+}
+
+static bool no_progress(float progress, void * user_data) {
+    (void) progress;
+    (void) user_data;
+    return true;
 }
 
 // the logits of batch row i: count the non-finite ones, track the range, return the argmax
@@ -43,6 +50,7 @@ int main(int argc, char ** argv) {
     llama_backend_init();
 
     struct llama_model_params mp = llama_model_default_params();
+    mp.progress_callback = no_progress;  // no dots
     struct llama_model * model = llama_model_load_from_file(argv[1], mp);
     if (model == NULL) {
         fprintf(stderr, "%s: llama.cpp could not load it\n", argv[1]);
