@@ -1,6 +1,7 @@
 """pyggml's command line: `info` (what this build has), `check` (the differential suite), `coverage`,
 `rpc-server` (serve a local device to other processes over ggml's RPC backend), `gguf` (summarize a GGUF file),
-`notebooks` (execute the examples: compare or --refresh their outputs) and the fuzzers `fuzz`, `meta-fuzz`,
+`notebooks` (execute the examples: compare or --refresh their outputs), `make-model` (write a small
+random-weight GGUF model that llama.cpp loads) and the fuzzers `fuzz`, `meta-fuzz`,
 `gguf-fuzz` and `rpc-fuzz` (docs/fuzzing.md)."""
 
 from __future__ import annotations
@@ -143,6 +144,22 @@ def info(args: argparse.Namespace) -> int:
     return 0
 
 
+def make_model_main(args: argparse.Namespace) -> int:
+    """`make-model ARCH FILE`: write the file, print what it holds; a bad argument or an unwritable
+    file is an error message and exit status 2."""
+    from pyggml.models.make_model import make_model
+
+    try:
+        model = make_model(args.arch, args.file, seed=args.seed, layers=args.layers)
+    except (ValueError, OSError) as e:
+        print(f"make-model: {e}", file=sys.stderr)
+        return 2
+    size = os.path.getsize(model.path)
+    n_layer = model.metadata[f"{model.arch}.block_count"].value
+    print(f"{model.path}: {model.arch}, {n_layer} layers, {len(model.tensors)} tensors, {size} bytes")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; a reader that goes away (`| head`) ends it quietly, as with other command-line tools."""
     try:
@@ -238,6 +255,16 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_gguf.add_argument("file", help="the GGUF file")
     p_gguf.add_argument("--json", action="store_true", help="print JSON (metadata values in full)")
     p_gguf.set_defaults(vk_devices="0")  # no device is used
+    from pyggml.models.make_model import architectures
+
+    p_mm = sub.add_parser(
+        "make-model",
+        help=f"write a small random-weight GGUF model of a llama.cpp architecture ({', '.join(architectures())})",
+    )
+    p_mm.add_argument("arch", metavar="ARCH", help=f"the architecture: {', '.join(architectures())}")
+    p_mm.add_argument("file", metavar="FILE", help="the GGUF file to write")
+    p_mm.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
+    p_mm.add_argument("--layers", type=int, default=None, help="number of layers (default: the architecture's, 2)")
     p_nb = sub.add_parser(
         "notebooks", help="execute the example notebooks: compare their outputs with the committed ones, or --refresh"
     )
@@ -271,6 +298,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         from pyggml.testing import notebooks
 
         return notebooks.main(args)
+    if args.command == "make-model":  # no device is used
+        return make_model_main(args)
     if args.command in fuzzers:  # they pick their devices themselves: no --vk-devices default is imposed
         module, p_fuzz = fuzzers[args.command]
         return module.main(args, p_fuzz)
