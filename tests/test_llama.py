@@ -213,7 +213,7 @@ def test_bad_batches_are_value_errors_before_llama_cpp(tiny_model):
     with pytest.raises(ValueError, match="produced no logits"):
         ctx.logits(1)
     with pytest.raises(TypeError):
-        ctx.decode([1.5])  # type: ignore[list-item]
+        ctx.decode([1.5])
 
 
 def test_a_full_context_is_a_llama_error(tiny_model):
