@@ -57,6 +57,9 @@ __all__ = [
     "system_info",
 ]
 
+if "llama.h" not in build_info()["headers"]:
+    raise ImportError("this pyggml was built without libllama (PYGGML_LLAMA=OFF): rebuild with it to use pyggml.llama")
+
 SplitMode = Literal["none", "layer", "row", "tensor"]
 _SPLIT_MODES: dict[str, int] = {
     "none": lib.LLAMA_SPLIT_MODE_NONE,
@@ -64,9 +67,6 @@ _SPLIT_MODES: dict[str, int] = {
     "row": lib.LLAMA_SPLIT_MODE_ROW,
     "tensor": lib.LLAMA_SPLIT_MODE_TENSOR,
 }
-
-if "llama.h" not in build_info()["headers"]:
-    raise ImportError("this pyggml was built without libllama (PYGGML_LLAMA=OFF): rebuild with it to use pyggml.llama")
 
 _log = logging.getLogger("pyggml.ggml")
 
