@@ -10,6 +10,8 @@ argument of the wrong kind), never kills the process:
   point runs: memory, node kinds the backend's kernels abort on, index ranges).
 - `Unsupported`: a backend does not support some node (`ggml_backend_supports_op`).
 - `Unsplittable`: a meta device cannot split the graph with the given split states.
+- `LlamaError`: llama.cpp (pyggml.llama) reported a failure: a model it cannot load (the
+  file and llama.cpp's logged reason), a context it cannot make, llama_decode's failure codes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from __future__ import annotations
 
 class GGMLError(RuntimeError):
     """A ggml call reported failure (a status, or a NULL where an object was expected)."""
+
+
+class LlamaError(GGMLError):
+    """llama.cpp reported a failure (pyggml.llama): a model file it cannot load, a context it cannot
+    make, a decode that failed (the message says what its return code means)."""
 
 
 class OpError(ValueError):

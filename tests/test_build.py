@@ -27,7 +27,8 @@ def public_functions() -> set[str]:
         text = (install_dir() / "include" / header).read_text()
         text = re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S)
         text = re.sub(r"^\s*#.*$", "", text, flags=re.M)  # the macros that define GGML_API itself
-        for m in re.finditer(r"\b(?:GGML_API|GGML_BACKEND_API)\b([^;{]*?)\b(\w+)\s*\(", text):
+        text = re.sub(r"\bDEPRECATED\(", "(", text)  # llama.h: `LLAMA_API DEPRECATED(size_t f(...), "hint")`
+        for m in re.finditer(r"\b(?:GGML_API|GGML_BACKEND_API|LLAMA_API)\b([^;{]*?)\b(\w+)\s*\(", text):
             names.add(m.group(2))
     return names
 
@@ -62,10 +63,14 @@ def test_no_ggml_source_is_tracked():
     ]
     assert ggml_like == []
     assert all(f.startswith("vendor/ggml/") is False or f.endswith((".patch", ".toml", ".md")) for f in files)
+    # nor llama.cpp's (tools/fetch_ggml.py --llama-dest extracts it from the same pinned sdist)
+    assert [f for f in files if Path(f).name in {"llama.h", "llama.cpp", "llama-model.cpp"}] == []
+    assert all(not f.startswith("vendor/llama/") or f.endswith((".patch", ".md")) for f in files)
 
 
 def test_patches_have_headers():
-    for patch in sorted((ROOT / "vendor" / "ggml" / "patches").glob("*.patch")):
+    series = [ROOT / "vendor" / "ggml" / "patches", ROOT / "vendor" / "llama" / "patches"]
+    for patch in sorted(p for d in series for p in d.glob("*.patch")):
         head = patch.read_text().split("\n--- ", 1)[0]
         assert head.startswith("Subject: "), patch.name
         assert "Why:" in head and "What:" in head, patch.name

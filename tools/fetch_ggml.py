@@ -11,6 +11,11 @@ time, either
 then applies vendor/ggml/patches/*.patch in order. A patch that does not apply
 stops the build with its name. The result is written to --dest and stamped, so a
 reconfigure with the same pin and patches does no work.
+
+With --llama-dest it also prepares llama.cpp's library (libllama): the folders
+`src/` and `include/` of the llama.cpp tree in the same sdist (same pin, same hash
+check, same cache), or of the llama.cpp checkout named by PYGGML_LLAMA_SOURCE,
+patched with vendor/llama/patches/*.patch the same way.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PIN_FILE = ROOT / "vendor" / "ggml" / "pin.toml"
 PATCH_DIR = ROOT / "vendor" / "ggml" / "patches"
+LLAMA_PATCH_DIR = ROOT / "vendor" / "llama" / "patches"
+# the folders of llama.cpp's tree that libllama is built from (common/ and the tools are not)
+LLAMA_FOLDERS = ("src", "include")
 
 
 class FetchError(RuntimeError):
@@ -98,7 +106,8 @@ def cached_sdist(pin: dict) -> Path:
     return target
 
 
-def extract_ggml(sdist: Path, subdir: str, dest: Path) -> None:
+def extract_folder(sdist: Path, subdir: str, dest: Path) -> None:
+    """Extract the sdist's folder `subdir` (below its top-level folder) into dest."""
     with tarfile.open(sdist) as tar:
         members = []
         for m in tar.getmembers():
@@ -112,12 +121,12 @@ def extract_ggml(sdist: Path, subdir: str, dest: Path) -> None:
                 tar.extract(m, dest, filter="data")
 
 
-def patches(skip: frozenset[str] = frozenset()) -> list[Path]:
-    return [p for p in sorted(PATCH_DIR.glob("*.patch")) if p.name not in skip]
+def patches(skip: frozenset[str] = frozenset(), patch_dir: Path = PATCH_DIR) -> list[Path]:
+    return [p for p in sorted(patch_dir.glob("*.patch")) if p.name not in skip]
 
 
-def apply_patches(tree: Path, skip: frozenset[str]) -> None:
-    for patch in patches(skip):
+def apply_patches(tree: Path, skip: frozenset[str], patch_dir: Path = PATCH_DIR, what: str = "ggml") -> None:
+    for patch in patches(skip, patch_dir):
         base = ["patch", "-p1", "--batch", "--forward", "-d", str(tree), "-i", str(patch)]
         dry = subprocess.run(base + ["--dry-run"], capture_output=True, text=True)
         if dry.returncode != 0:
@@ -127,18 +136,18 @@ def apply_patches(tree: Path, skip: frozenset[str]) -> None:
                 text=True,
             )
             if reverse.returncode == 0:
-                print(f"pyggml: {patch.name} is already in this ggml source, skipped", flush=True)
+                print(f"pyggml: {patch.name} is already in this {what} source, skipped", flush=True)
                 continue
-            raise FetchError(f"patch {patch.name} does not apply to this ggml source:\n{dry.stdout}{dry.stderr}")
+            raise FetchError(f"patch {patch.name} does not apply to this {what} source:\n{dry.stdout}{dry.stderr}")
         subprocess.run(base, check=True, capture_output=True)
         print(f"pyggml: applied {patch.name}", flush=True)
 
 
-def stamp_text(pin: dict, source: str | None, skip: frozenset[str]) -> str:
+def stamp_text(pin: dict, source: str | None, skip: frozenset[str], patch_dir: Path = PATCH_DIR) -> str:
     h = hashlib.sha256()
     h.update(repr(sorted(pin.items())).encode())
     h.update((source or "").encode())
-    for p in patches(skip):
+    for p in patches(skip, patch_dir):
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()
@@ -163,8 +172,35 @@ def prepare(dest: Path, skip: frozenset[str] = frozenset()) -> Path:
             raise FetchError(f"PYGGML_GGML_SOURCE={source} is not a ggml source tree (no include/ggml.h)")
         shutil.copytree(src, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git", "build*"))
     else:
-        extract_ggml(cached_sdist(pin), pin["subdir"], dest)
+        extract_folder(cached_sdist(pin), pin["subdir"], dest)
     apply_patches(dest, skip)
+    stamp.write_text(want)
+    return dest
+
+
+def prepare_llama(dest: Path) -> Path:
+    """llama.cpp's src/ and include/ in dest, patched: from the pinned sdist (its folder
+    pin["llama_subdir"]) or from the llama.cpp checkout PYGGML_LLAMA_SOURCE names."""
+    pin = tomllib.loads(PIN_FILE.read_text())
+    source = os.environ.get("PYGGML_LLAMA_SOURCE") or None
+    stamp = dest / ".pyggml-stamp"
+    want = stamp_text(pin, source, frozenset(), LLAMA_PATCH_DIR)
+    if stamp.exists() and stamp.read_text() == want:
+        return dest
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    if source:
+        src = Path(source)
+        if not (src / "include" / "llama.h").exists():
+            raise FetchError(f"PYGGML_LLAMA_SOURCE={source} is not a llama.cpp source tree (no include/llama.h)")
+        for folder in LLAMA_FOLDERS:
+            shutil.copytree(src / folder, dest / folder, ignore=shutil.ignore_patterns(".git", "build*"))
+    else:
+        sdist = cached_sdist(pin)
+        for folder in LLAMA_FOLDERS:
+            extract_folder(sdist, f"{pin['llama_subdir']}/{folder}", dest / folder)
+    apply_patches(dest, frozenset(), LLAMA_PATCH_DIR, "llama.cpp")
     stamp.write_text(want)
     return dest
 
@@ -177,9 +213,12 @@ def main() -> int:
         default="",
         help="patches to leave out, comma-separated file names (for tests that show what a patch fixes)",
     )
+    parser.add_argument("--llama-dest", type=Path, help="also write llama.cpp's patched src/ and include/ here")
     args = parser.parse_args()
     try:
         prepare(args.dest, frozenset(n for n in args.skip.split(",") if n))
+        if args.llama_dest:
+            prepare_llama(args.llama_dest)
     except FetchError as e:
         print(f"pyggml: {e}", file=sys.stderr)
         return 1

@@ -132,7 +132,7 @@ def guarded_functions(cdef: str, names: set[str]) -> tuple[str, str]:
 STRIP_WORDS = re.compile(r"\b(__restrict__|__restrict|restrict|__inline__|__inline|__extension__)\b")
 
 
-def preprocess(cc: str, include_dir: Path, headers: list[str], extra: list[str]) -> tuple[str, str]:
+def preprocess(cc: str, include_dirs: list[Path], headers: list[str], extra: list[str]) -> tuple[str, str]:
     with tempfile.TemporaryDirectory() as tmp:
         stubs = Path(tmp)
         for name in STUB_HEADERS:
@@ -145,8 +145,7 @@ def preprocess(cc: str, include_dir: Path, headers: list[str], extra: list[str])
             "-nostdinc",
             "-I",
             str(stubs),
-            "-I",
-            str(include_dir),
+            *(f for d in include_dirs for f in ("-I", str(d))),
             "-D__attribute__(x)=",
             "-D__declspec(x)=",
             *extra,
@@ -160,7 +159,7 @@ def preprocess(cc: str, include_dir: Path, headers: list[str], extra: list[str])
 def integer_macros(macros: str) -> list[str]:
     names = []
     for line in macros.splitlines():
-        m = re.match(r"#define ((?:GGML|GGUF)_[A-Z0-9_]+) (\(?-?(?:0x[0-9a-fA-F]+|[0-9]+)[uUlL]*\)?)$", line)
+        m = re.match(r"#define ((?:GGML|GGUF|LLAMA)_[A-Z0-9_]+) (\(?-?(?:0x[0-9a-fA-F]+|[0-9]+)[uUlL]*\)?)$", line)
         if m:
             names.append(m.group(1))
     return sorted(set(names))
@@ -327,7 +326,9 @@ def enum_stub(cdef: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cc", required=True, help="C compiler used for preprocessing")
-    parser.add_argument("--include", required=True, type=Path, help="ggml's include folder")
+    parser.add_argument(
+        "--include", action="append", required=True, type=Path, help="include folder: ggml's, llama.cpp's (repeatable)"
+    )
     parser.add_argument("--header", action="append", required=True, help="public header to expose (repeatable)")
     parser.add_argument("--module", default="_pyggml_cffi")
     parser.add_argument("--out", required=True, type=Path, help="C file to write")

@@ -1,0 +1,522 @@
+"""llama.cpp's models from Python: a thin layer over libllama, built into pyggml's module.
+
+    from pyggml.llama import Model, Context
+    model = Model.load("model.gguf")                     # llama_model_load_from_file
+    ctx = Context(model, n_ctx=512, n_batch=64)          # llama_init_from_model
+    ctx.decode([1, 15043, 3186])                         # llama_batch + llama_decode
+    next_logits = ctx.logits(-1)                         # the last token's logits, NumPy (n_vocab,)
+
+libllama is linked against pyggml's own (patched) ggml: one ggml in the process, whose log goes to
+the logger "pyggml.ggml" like the rest of pyggml's (llama.cpp's log too: llama_log_set).
+`llama_backend_init` runs once, when this module is imported. The whole C API of llama.h is
+`pyggml.lib.llama_*` (unchecked, as the rest of `lib`).
+
+Errors, not crashes. A missing model file raises FileNotFoundError before llama.cpp sees it; a file
+llama.cpp cannot load raises `LlamaError` naming the file and the reason llama.cpp logged;
+llama_decode's failure codes raise `LlamaError` saying what they mean; arguments llama.cpp would
+trip over (token ids outside the vocabulary, positions or sequence ids of the wrong length or
+range, a batch larger than n_batch, a logits index that produced no output) raise ValueError
+before the C call.
+
+Why the arguments are checked here instead of catching llama.cpp's asserts: pyggml turns a
+GGML_ASSERT into an exception only inside the pure-C functions of ggml.h (tools/gen_ffi.py), where
+its abort hook may longjmp back to the guarded call. llama.cpp is C++: between the assert and the
+call from Python lie C++ frames with destructors (std::vector, std::unique_ptr, locks held by
+std::lock_guard), and longjmp over them skips the destructors, leaks their memory, leaves mutexes
+locked and the model's or context's state half-updated; C++ does not allow it (undefined behaviour
+for any frame with a non-trivial destructor). So no jump is armed around llama.cpp's functions: a
+GGML_ASSERT inside them still aborts the process (after the Python call site is printed), and this
+module checks, before each call, what the asserts it can reach would check.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from pyggml._native import build_info, ffi, lib
+from pyggml.backend import Device, device
+from pyggml.errors import LlamaError
+
+if TYPE_CHECKING:
+    from pyggml._pyggml_cffi import CData
+
+__all__ = [
+    "Model",
+    "Context",
+    "LlamaError",
+    "SplitMode",
+    "max_devices",
+    "system_info",
+]
+
+if "llama.h" not in build_info()["headers"]:
+    raise ImportError("this pyggml was built without libllama (PYGGML_LLAMA=OFF): rebuild with it to use pyggml.llama")
+
+SplitMode = Literal["none", "layer", "row", "tensor"]
+_SPLIT_MODES: dict[str, int] = {
+    "none": lib.LLAMA_SPLIT_MODE_NONE,
+    "layer": lib.LLAMA_SPLIT_MODE_LAYER,
+    "row": lib.LLAMA_SPLIT_MODE_ROW,
+    "tensor": lib.LLAMA_SPLIT_MODE_TENSOR,
+}
+
+_log = logging.getLogger("pyggml.ggml")
+
+# llama.cpp logs through its own hook (llama_log_set also sets ggml's): route both to pyggml's
+# callback, and back to stderr at exit (a log call into Python during finalization would hang)
+lib.llama_log_set(lib.pyggml_log_callback, ffi.NULL)
+atexit.register(lib.llama_log_set, ffi.NULL, ffi.NULL)
+lib.llama_backend_init()
+
+
+def max_devices() -> int:
+    """The most devices llama.cpp splits a model over (llama_max_devices)."""
+    return int(lib.llama_max_devices())
+
+
+def system_info() -> str:
+    """llama.cpp's summary of the CPU features and backends of this build (llama_print_system_info)."""
+    return ffi.string(lib.llama_print_system_info()).decode("utf-8", "replace")
+
+
+class _Collect(logging.Handler):
+    """Keeps the warning and error lines llama.cpp logs during one call."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@contextmanager
+def _logged_errors() -> Iterator[list[str]]:
+    """The warning and error lines logged to "pyggml.ggml" inside the block (the last few are the reason)."""
+    handler = _Collect()
+    _log.addHandler(handler)
+    try:
+        yield handler.lines
+    finally:
+        _log.removeHandler(handler)
+
+
+def _reason(lines: list[str], default: str) -> str:
+    return "; ".join(line.strip() for line in lines[-4:]) or default
+
+
+def _c_str(text: str) -> bytes:
+    return os.fsencode(text)
+
+
+class Model:
+    """A llama.cpp model (llama_model *), loaded from a GGUF file with `Model.load`; freed when the
+    last reference goes (contexts made from it hold it)."""
+
+    ptr: CData
+
+    def __init__(self, ptr: CData, path: str) -> None:
+        """Wrap a loaded llama_model pointer (use `Model.load`)."""
+        if ptr == ffi.NULL:
+            raise LlamaError(f"{path}: no model")
+        self.ptr = ptr
+        self.path = path
+        self.vocab = lib.llama_model_get_vocab(ptr)
+        self._finalizer = weakref.finalize(self, lib.llama_model_free, ptr)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        n_gpu_layers: int = -1,
+        split_mode: SplitMode = "layer",
+        devices: Sequence[Device | str] | None = None,
+        main_gpu: int = 0,
+        vocab_only: bool = False,
+        use_mmap: bool = True,
+    ) -> Model:
+        """Load a GGUF model (llama_model_load_from_file).
+
+        n_gpu_layers: layers to put on GPU devices (-1: all; 0: the CPU only). split_mode: how to
+        split over several devices ("none": all on `main_gpu`, "layer", "row", "tensor").
+        devices: the devices to offload to (pyggml Devices or their names; None: every GPU llama.cpp
+        finds). vocab_only: the vocabulary without the weights. use_mmap: map the file instead of
+        reading it.
+
+        FileNotFoundError when there is no such file (checked before llama.cpp sees the path);
+        LlamaError naming the file and llama.cpp's logged reason when it cannot load it; ValueError
+        for an unknown split mode or more devices than llama.cpp takes.
+        """
+        fspath = os.fspath(path)
+        if not isinstance(fspath, str):
+            raise TypeError(f"Model.load: path must be a str or os.PathLike[str], not {type(path).__name__}")
+        if not os.path.isfile(fspath):
+            if os.path.exists(fspath):
+                raise IsADirectoryError(f"Model.load: {fspath} is not a file")
+            raise FileNotFoundError(f"Model.load: no such file: {fspath}")
+        if split_mode not in _SPLIT_MODES:
+            raise ValueError(f"Model.load: split_mode must be one of {', '.join(_SPLIT_MODES)}, not {split_mode!r}")
+        params = lib.llama_model_default_params()
+        params.n_gpu_layers = int(n_gpu_layers)
+        params.split_mode = _SPLIT_MODES[split_mode]
+        params.main_gpu = int(main_gpu)
+        params.vocab_only = bool(vocab_only)
+        if not use_mmap:
+            params.load_mode = lib.LLAMA_LOAD_MODE_NONE
+        keep: list[object] = []
+        if devices is not None:
+            devs = [device(d) if isinstance(d, str) else d for d in devices]
+            if len(devs) > max_devices():
+                raise ValueError(f"Model.load: {len(devs)} devices, llama.cpp takes at most {max_devices()}")
+            arr = ffi.new("ggml_backend_dev_t[]", [d.ptr for d in devs] + [ffi.NULL])
+            keep.append(arr)
+            params.devices = arr
+        with _logged_errors() as lines:
+            ptr = lib.llama_model_load_from_file(_c_str(fspath), params)
+        if ptr == ffi.NULL:
+            raise LlamaError(f"llama.cpp could not load {fspath}: {_reason(lines, 'no reason logged')}")
+        return cls(ptr, fspath)
+
+    @property
+    def n_vocab(self) -> int:
+        """Tokens in the vocabulary (llama_vocab_n_tokens)."""
+        return int(lib.llama_vocab_n_tokens(self.vocab))
+
+    @property
+    def n_embd(self) -> int:
+        """The embedding width (llama_model_n_embd)."""
+        return int(lib.llama_model_n_embd(self.ptr))
+
+    @property
+    def n_layer(self) -> int:
+        """Layers (llama_model_n_layer)."""
+        return int(lib.llama_model_n_layer(self.ptr))
+
+    @property
+    def n_params(self) -> int:
+        """Parameters (llama_model_n_params)."""
+        return int(lib.llama_model_n_params(self.ptr))
+
+    @property
+    def size(self) -> int:
+        """Bytes of all the weights (llama_model_size)."""
+        return int(lib.llama_model_size(self.ptr))
+
+    @property
+    def arch(self) -> str:
+        """The architecture's name, the GGUF key general.architecture ("llama", "qwen3", ...)."""
+        value = self.meta("general.architecture")
+        if value is None:
+            raise LlamaError(f"{self.path}: no general.architecture")
+        return value
+
+    def meta(self, key: str) -> str | None:
+        """A metadata value as a string (llama_model_meta_val_str), None when the model has no such key."""
+        if not isinstance(key, str):
+            raise TypeError(f"Model.meta: key must be a str, not {type(key).__name__}")
+        size = 256
+        while True:
+            buf = ffi.new("char[]", size)
+            n = lib.llama_model_meta_val_str(self.ptr, key.encode(), buf, size)
+            if n < 0:
+                return None
+            if n < size:
+                return ffi.string(buf, n).decode("utf-8", "replace")
+            size = n + 1
+
+    def description(self) -> str:
+        """llama.cpp's one-line description: architecture, size, type (llama_model_desc)."""
+        buf = ffi.new("char[]", 256)
+        n = lib.llama_model_desc(self.ptr, buf, 256)
+        return ffi.string(buf, max(0, min(n, 255))).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        """Free the model now (contexts made from it hold it: it is freed when the last one goes)."""
+        self._finalizer()
+
+    def __repr__(self) -> str:
+        return f"<Model {self.path}>"
+
+
+class Context:
+    """An inference context over a Model (llama_init_from_model): the KV cache (memory), the
+    batch's buffers, the last decode's logits. It holds its model."""
+
+    ptr: CData
+
+    def __init__(
+        self,
+        model: Model,
+        n_ctx: int = 0,
+        n_batch: int = 2048,
+        n_ubatch: int = 512,
+        n_seq_max: int = 1,
+        n_threads: int | None = None,
+        n_threads_batch: int | None = None,
+        embeddings: bool = False,
+        offload_kqv: bool = True,
+    ) -> None:
+        """A context for `model` (llama_init_from_model).
+
+        n_ctx: context length in tokens (0: the model's training length); n_batch: the most tokens
+        one `decode` takes; n_ubatch: the most computed at once; n_seq_max: distinct sequences
+        (seq ids 0 .. n_seq_max - 1); n_threads / n_threads_batch: CPU threads (None: llama.cpp's
+        default); embeddings: also extract embeddings; offload_kqv: the KV cache on the GPU.
+
+        ValueError for a negative or zero size, LlamaError (with llama.cpp's logged reason) when
+        llama.cpp cannot make the context.
+        """
+        if not isinstance(model, Model):
+            raise TypeError(f"Context: model must be a pyggml.llama.Model, not {type(model).__name__}")
+        for name, value, least in (("n_ctx", n_ctx, 0), ("n_batch", n_batch, 1), ("n_ubatch", n_ubatch, 1)):
+            if not isinstance(value, int) or value < least:
+                raise ValueError(f"Context: {name} must be an int >= {least}, not {value!r}")
+        limit = int(lib.llama_max_parallel_sequences())
+        if not isinstance(n_seq_max, int) or not 1 <= n_seq_max <= limit:
+            raise ValueError(f"Context: n_seq_max must be an int in 1..{limit}, not {n_seq_max!r}")
+        params = lib.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = n_batch
+        params.n_ubatch = min(n_ubatch, n_batch)
+        params.n_seq_max = n_seq_max
+        if n_threads is not None:
+            params.n_threads = int(n_threads)
+        if n_threads_batch is not None or n_threads is not None:
+            params.n_threads_batch = int(n_threads_batch if n_threads_batch is not None else n_threads)  # type: ignore[arg-type]
+        params.embeddings = bool(embeddings)
+        params.offload_kqv = bool(offload_kqv)
+        with _logged_errors() as lines:
+            ptr = lib.llama_init_from_model(model.ptr, params)
+        if ptr == ffi.NULL:
+            raise LlamaError(f"llama.cpp could not make a context for {model.path}: {_reason(lines, 'no reason')}")
+        self.ptr = ptr
+        self.model = model
+        self._outputs: list[int] = []  # batch indices of the last decode that produced logits
+        self._finalizer = weakref.finalize(self, lib.llama_free, ptr)
+
+    @property
+    def n_ctx(self) -> int:
+        """The context length in tokens (llama_n_ctx)."""
+        return int(lib.llama_n_ctx(self.ptr))
+
+    @property
+    def n_batch(self) -> int:
+        """The most tokens one decode takes (llama_n_batch)."""
+        return int(lib.llama_n_batch(self.ptr))
+
+    @property
+    def n_seq_max(self) -> int:
+        """Distinct sequences (llama_n_seq_max): seq ids are 0 .. n_seq_max - 1."""
+        return int(lib.llama_n_seq_max(self.ptr))
+
+    def decode(
+        self,
+        tokens: Sequence[int] | np.ndarray,
+        positions: Sequence[int] | np.ndarray | None = None,
+        seq_ids: Sequence[int | Sequence[int]] | None = None,
+        logits: Literal["last", "all", "none"] | Sequence[bool] = "last",
+    ) -> None:
+        """Run the model over a batch of tokens (llama_batch, llama_decode), adding them to the memory.
+
+        positions: each token's position (None: llama.cpp continues each sequence where its memory
+        ends); seq_ids: each token's sequence id, or several ids for a token shared by sequences
+        (None: all sequence 0); logits: which tokens output logits, "last" (the batch's last
+        token), "all", "none", or one bool per token. Read them with `logits(i)` / `all_logits()`.
+
+        ValueError, before llama.cpp runs, for an empty batch or one larger than n_batch, a token
+        id outside the vocabulary, positions / seq_ids / logits of another length than tokens, a
+        seq id outside 0 .. n_seq_max - 1. LlamaError for llama_decode's failures: 1 (no KV slot
+        for the batch: the context is full), 2 (aborted), negative (invalid batch, or an error).
+        """
+        toks = _int_list("decode: tokens", tokens)
+        n = len(toks)
+        if n == 0:
+            raise ValueError("decode: tokens is empty")
+        if n > self.n_batch:
+            raise ValueError(f"decode: {n} tokens, more than this context's n_batch {self.n_batch}")
+        n_vocab = self.model.n_vocab
+        bad = [t for t in toks if not 0 <= t < n_vocab]
+        if bad:
+            raise ValueError(f"decode: token ids {bad[:5]} outside the vocabulary 0..{n_vocab - 1}")
+        pos: list[int] | None = None
+        if positions is not None:
+            pos = _int_list("decode: positions", positions)
+            if len(pos) != n:
+                raise ValueError(f"decode: {len(pos)} positions for {n} tokens")
+            if any(p < 0 for p in pos):
+                raise ValueError("decode: positions must be >= 0")
+        seqs: list[list[int]] | None = None
+        if seq_ids is not None:
+            if isinstance(seq_ids, (str, bytes)) or not isinstance(seq_ids, Sequence | np.ndarray):
+                raise TypeError("decode: seq_ids must be a sequence, one entry per token")
+            if len(seq_ids) != n:
+                raise ValueError(f"decode: {len(seq_ids)} seq_ids for {n} tokens")
+            seqs = [_int_list("decode: seq_ids", s) if not _is_int(s) else [int(s)] for s in seq_ids]  # type: ignore[arg-type]
+            n_seq_max = self.n_seq_max
+            for s in seqs:
+                if not s:
+                    raise ValueError("decode: a token with no seq id")
+                if any(not 0 <= x < n_seq_max for x in s):
+                    raise ValueError(f"decode: seq ids {s} outside 0..{n_seq_max - 1} (n_seq_max {n_seq_max})")
+        if logits == "last":
+            out = [False] * (n - 1) + [True]
+        elif logits == "all":
+            out = [True] * n
+        elif logits == "none":
+            out = [False] * n
+        elif isinstance(logits, str):
+            raise ValueError(f"decode: logits must be 'last', 'all', 'none' or one bool per token, not {logits!r}")
+        else:
+            out = [bool(x) for x in logits]
+            if len(out) != n:
+                raise ValueError(f"decode: {len(out)} logits flags for {n} tokens")
+
+        batch = ffi.new("struct llama_batch *")
+        keep: list[object] = []
+        batch.n_tokens = n
+        token_arr = ffi.new("llama_token[]", toks)
+        batch.token = token_arr
+        batch.embd = ffi.NULL
+        pos_arr = ffi.new("llama_pos[]", pos) if pos is not None else ffi.NULL
+        batch.pos = pos_arr
+        if seqs is not None:
+            n_seq_arr = ffi.new("int32_t[]", [len(s) for s in seqs])
+            rows = [ffi.new("llama_seq_id[]", s) for s in seqs]
+            keep += rows
+            seq_arr = ffi.new("llama_seq_id *[]", rows)
+            batch.n_seq_id, batch.seq_id = n_seq_arr, seq_arr
+        else:
+            n_seq_arr = seq_arr = ffi.NULL
+            batch.n_seq_id, batch.seq_id = ffi.NULL, ffi.NULL
+        out_arr = ffi.new("int8_t[]", [1 if o else 0 for o in out])
+        batch.logits = out_arr
+        with _logged_errors() as lines:
+            rc = lib.llama_decode(self.ptr, batch[0])
+        del keep, token_arr, pos_arr, n_seq_arr, seq_arr, out_arr
+        if rc != 0:
+            self._outputs = []
+            meaning = {
+                1: "no KV cache slot for the batch (the context is full: make a larger n_ctx, or free memory "
+                "with memory_seq_rm)",
+                2: "aborted (the abort callback asked to stop)",
+                -1: "invalid input batch",
+            }.get(rc, "error while computing the batch")
+            raise LlamaError(f"llama_decode returned {rc}: {meaning}: {_reason(lines, 'no reason logged')}")
+        self._outputs = [i for i, o in enumerate(out) if o]
+
+    def logits(self, i: int = -1) -> np.ndarray:
+        """The logits of token i of the last decoded batch (negative: from its end), a float32 array
+        of n_vocab (llama_get_logits_ith). ValueError when that token produced no logits."""
+        if not _is_int(i):
+            raise TypeError(f"logits: i must be an int, not {type(i).__name__}")
+        if not self._outputs:
+            raise ValueError("logits: the last decode produced no logits (decode with logits='last' or 'all')")
+        index = self._batch_index(int(i))
+        with _logged_errors() as lines:
+            ptr = lib.llama_get_logits_ith(self.ptr, index)
+        if ptr == ffi.NULL:
+            raise LlamaError(f"llama_get_logits_ith({index}) failed: {_reason(lines, 'no reason logged')}")
+        n_vocab = self.model.n_vocab
+        return np.frombuffer(ffi.buffer(ptr, 4 * n_vocab), dtype=np.float32).copy()
+
+    def all_logits(self) -> np.ndarray:
+        """The logits of every token of the last batch that produced them, in batch order: float32,
+        shape (outputs, n_vocab) (llama_get_logits)."""
+        if not self._outputs:
+            return np.zeros((0, self.model.n_vocab), np.float32)
+        ptr = lib.llama_get_logits(self.ptr)
+        if ptr == ffi.NULL:
+            raise LlamaError("llama_get_logits returned NULL")
+        n_vocab = self.model.n_vocab
+        count = len(self._outputs)
+        return np.frombuffer(ffi.buffer(ptr, 4 * n_vocab * count), dtype=np.float32).reshape(count, n_vocab).copy()
+
+    def _batch_index(self, i: int) -> int:
+        if i < 0:
+            # negative: counts the outputs from the end, as llama_get_logits_ith does
+            if -i > len(self._outputs):
+                raise ValueError(f"logits: index {i}, but the last decode produced {len(self._outputs)} outputs")
+            return i
+        if i not in self._outputs:
+            more = "..." if len(self._outputs) > 10 else ""
+            raise ValueError(
+                f"logits: token {i} of the last batch produced no logits (tokens with logits: {self._outputs[:10]}{more})"
+            )
+        return i
+
+    def memory_seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
+        """Remove the tokens of sequence `seq` at positions [p0, p1) from the memory (KV cache)
+        (llama_memory_seq_rm). seq < 0: every sequence; p0 < 0: from 0; p1 < 0: to the end.
+        False when the memory cannot remove part of a sequence (a recurrent model's state)."""
+        for name, v in (("seq", seq), ("p0", p0), ("p1", p1)):
+            if not _is_int(v):
+                raise TypeError(f"memory_seq_rm: {name} must be an int, not {type(v).__name__}")
+        if seq >= self.n_seq_max:
+            raise ValueError(f"memory_seq_rm: seq {seq} outside 0..{self.n_seq_max - 1}")
+        mem = lib.llama_get_memory(self.ptr)
+        if mem == ffi.NULL:
+            raise LlamaError("this context has no memory")
+        return bool(lib.llama_memory_seq_rm(mem, int(seq), int(p0), int(p1)))
+
+    def memory_clear(self) -> None:
+        """Empty the memory (KV cache) of every sequence (llama_memory_clear)."""
+        mem = lib.llama_get_memory(self.ptr)
+        if mem != ffi.NULL:
+            lib.llama_memory_clear(mem, True)
+        self._outputs = []
+
+    def state_save(self) -> bytes:
+        """The context's whole state (memory, logits, RNG) as bytes (llama_state_get_data)."""
+        size = int(lib.llama_state_get_size(self.ptr))
+        buf = ffi.new("uint8_t[]", size)
+        with _logged_errors() as lines:
+            n = int(lib.llama_state_get_data(self.ptr, buf, size))
+        if n == 0 and size:
+            raise LlamaError(f"llama_state_get_data failed: {_reason(lines, 'no reason logged')}")
+        return bytes(ffi.buffer(buf, n))
+
+    def state_load(self, data: bytes) -> None:
+        """Restore a state saved by `state_save` of a context of the same model and sizes
+        (llama_state_set_data). LlamaError with llama.cpp's reason when it does not fit."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"state_load: data must be bytes, not {type(data).__name__}")
+        raw = bytes(data)
+        with _logged_errors() as lines:
+            n = int(lib.llama_state_set_data(self.ptr, raw, len(raw)))
+        if n == 0:
+            raise LlamaError(f"llama_state_set_data refused the state: {_reason(lines, 'no reason logged')}")
+        self._outputs = []
+
+    def close(self) -> None:
+        """Free the context now."""
+        self._finalizer()
+
+    def __repr__(self) -> str:
+        return f"<Context n_ctx={self.n_ctx} of {self.model.path}>"
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _int_list(what: str, values: object) -> list[int]:
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1 or not (np.issubdtype(values.dtype, np.integer)):
+            raise ValueError(f"{what}: a 1-d integer array, not {values.dtype} of shape {values.shape}")
+        return [int(v) for v in values]
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise TypeError(f"{what}: a sequence of ints, not {type(values).__name__}")
+    out = []
+    for v in values:
+        if not _is_int(v):
+            raise TypeError(f"{what}: a sequence of ints, found {v!r}")
+        out.append(int(v))
+    return out
