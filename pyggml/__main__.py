@@ -222,6 +222,15 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="test: outputs against the oracles; grad: gradients against finite differences",
     )
     p_check.add_argument(
+        "--model",
+        metavar="FILE.gguf",
+        help="run llama.cpp's forward pass of this model on each --backend (cpu, vulkan0, meta:vulkan0,vulkan1) "
+        "and check every node it computes against its oracle (make one: python -m pyggml make-model ARCH FILE)",
+    )
+    p_check.add_argument(
+        "--tokens", type=int, default=8, metavar="N", help="--model: the tokens decoded in one batch (default 8)"
+    )
+    p_check.add_argument(
         "-q",
         "--quiet",
         action="store_true",

@@ -35,7 +35,7 @@ import atexit
 import logging
 import os
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal
 
@@ -44,6 +44,7 @@ import numpy as np
 from pyggml._native import build_info, ffi, lib
 from pyggml.backend import Device, device
 from pyggml.errors import LlamaError
+from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
     from pyggml._pyggml_cffi import CData
@@ -263,6 +264,7 @@ class Context:
         n_threads_batch: int | None = None,
         embeddings: bool = False,
         offload_kqv: bool = True,
+        observe: Callable[[Tensor, bool], bool] | None = None,
     ) -> None:
         """A context for `model` (llama_init_from_model).
 
@@ -270,6 +272,10 @@ class Context:
         one `decode` takes; n_ubatch: the most computed at once; n_seq_max: distinct sequences
         (seq ids 0 .. n_seq_max - 1); n_threads / n_threads_batch: CPU threads (None: llama.cpp's
         default); embeddings: also extract embeddings; offload_kqv: the KV cache on the GPU.
+        observe: called for every node llama.cpp's scheduler computes (its `cb_eval`), as
+        `Scheduler.observe` calls it: observe(node, ask=True) before the node is computed (True: show it
+        computed), observe(node, ask=False) once it is. pyggml.testing.nodes.NodeChecker is one. An
+        exception it raises stops the decode and is raised by `decode`.
 
         ValueError for a negative or zero size, LlamaError (with llama.cpp's logged reason) when
         llama.cpp cannot make the context.
@@ -293,6 +299,15 @@ class Context:
             params.n_threads_batch = int(n_threads_batch if n_threads_batch is not None else n_threads)  # type: ignore[arg-type]
         params.embeddings = bool(embeddings)
         params.offload_kqv = bool(offload_kqv)
+        self._observer = observe
+        self._eval_errors: list[BaseException] = []
+        if observe is not None:
+            if not callable(observe):
+                raise TypeError(f"Context: observe must be callable, not {type(observe).__name__}")
+            # the scheduler's callback (pyggml.backend.pyggml_eval_callback) finds this context by its handle
+            self._handle = ffi.new_handle(self)
+            params.cb_eval = lib.pyggml_eval_callback
+            params.cb_eval_user_data = self._handle
         with _logged_errors() as lines:
             ptr = lib.llama_init_from_model(model.ptr, params)
         if ptr == ffi.NULL:
@@ -401,6 +416,9 @@ class Context:
         with _logged_errors() as lines:
             rc = lib.llama_decode(self.ptr, batch[0])
         del keep, token_arr, pos_arr, n_seq_arr, seq_arr, out_arr
+        if self._eval_errors:  # the observer raised: llama.cpp stopped at that node
+            self._outputs = []
+            raise self._eval_errors.pop()
         if rc != 0:
             self._outputs = []
             meaning = {
@@ -411,6 +429,16 @@ class Context:
             }.get(rc, "error while computing the batch")
             raise LlamaError(f"llama_decode returned {rc}: {meaning}: {_reason(lines, 'no reason logged')}")
         self._outputs = [i for i, o in enumerate(out) if o]
+
+    def _observe(self, t: CData, ask: bool) -> bool:
+        """What the scheduler's callback calls (see `observe` above); never lets an exception into C++."""
+        if self._observer is None or self._eval_errors:
+            return False
+        try:
+            return bool(self._observer(Tensor(t, None), ask))
+        except BaseException as e:  # noqa: BLE001 - raised again by decode
+            self._eval_errors.append(e)
+            return False
 
     def logits(self, i: int = -1) -> np.ndarray:
         """The logits of token i of the last decoded batch (negative: from its end), a float32 array

@@ -397,6 +397,10 @@ def _fail(msg: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "model", None):  # llama.cpp's graph of a model file, node by node
+        from pyggml.testing import model_check
+
+        return model_check.main(args)
     grad = args.mode == "grad"
     if grad and (args.op or args.type):
         return _fail(
