@@ -69,7 +69,7 @@ def run_model(path: str, backend: str, n_tokens: int = 8, seed: int = 0) -> Mode
     run = ModelRun(backend)
     try:
         if backend == "cpu":
-            model = llama.Model.load(path, n_gpu_layers=0)
+            model = llama.Model.load(path, n_gpu_layers=0, devices=[])  # no GPU at all, not even for op offload
         else:
             model = llama.Model.load(path, devices=[backend], split_mode="none")
         checker = NodeChecker()
