@@ -39,7 +39,6 @@ bounds do not change.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -53,7 +52,6 @@ from pyggml.testing import oracles
 from pyggml.testing.opdb import (
     NMSE_F16,
     NMSE_Q8_DOT,
-    SPECS,
     Bad,
     Bound,
     Columns,
@@ -485,9 +483,9 @@ def _written(t: str, x: np.ndarray) -> np.ndarray:
     return _iq4_nl_row_store(x) if t == "iq4_nl" else _stored(t, x)
 
 
-def _weight_samples() -> dict[str, list[Sample]]:
-    """The weight types' samples of get_rows, cpy and set_rows (module doc). Each carries its own call
-    (and oracle where the values are quantized on the way), so it does not depend on the spec it joins."""
+def weight_samples() -> dict[str, list[Sample]]:
+    """The weight types' samples of get_rows, cpy and set_rows (module doc), for their specs in
+    opdb/movement.py. Each carries its own call (and oracle where the values are quantized on the way)."""
     get_rows = lambda xp, x: xp.get_rows(x.a, x.b)  # noqa: E731
     cpy = lambda xp, x: xp.cpy(x.a, x.b)  # noqa: E731
     set_rows = lambda xp, x: xp.set_rows(x.a, x.b, x.c)  # noqa: E731
@@ -590,24 +588,3 @@ def _weight_samples() -> dict[str, list[Sample]]:
             ),
         ]
     return out
-
-
-def _join_spec(op: str, family: str, samples: list[Sample]) -> None:
-    """Add samples to the spec of an op of another family (opdb/<family>.py, imported first so that its
-    spec exists when it is there); while that family has no spec module, a spec of the samples alone
-    (no reader: the op's nodes are that family's to read).
-    WORKAROUND: the core API has no way to add samples to another family's spec."""
-    try:
-        importlib.import_module(f"{__package__}.{family}")
-    except ModuleNotFoundError as e:
-        if e.name != f"{__package__}.{family}":
-            raise
-    s = SPECS.get(op)
-    if s is None:
-        spec(op, None, samples)
-    else:
-        s.samples = [*s.samples, *samples]
-
-
-for _op, _samples in _weight_samples().items():
-    _join_spec(_op, "movement", _samples)

@@ -31,6 +31,7 @@ from pyggml.testing.opdb import (
     spec,
     uniform,
 )
+from pyggml.testing.opdb.matmul import weight_samples
 
 F32 = "f32"
 _FLOATS = ("f32", "f16", "bf16")
@@ -95,6 +96,8 @@ _GET_ROWS_BAD = [
         "reads rows of F32/F16/BF16/I32 or quantized types, not I16",
     ),
 ]
+_WEIGHT_SAMPLES = weight_samples()
+
 spec(
     "get_rows",
     lambda xp, x: xp.get_rows(x.a, x.b),
@@ -104,6 +107,7 @@ spec(
     errors=_GET_ROWS_BAD,
     grad=[Grad({"a": (F32, (5, 4)), "b": ("i32", (6,), integers(0, 5))}, ("a",))],
     samples=[
+        *_WEIGHT_SAMPLES["get_rows"],  # the quantized weight types' (opdb/matmul.py)
         # the tag is a's type alone (the index is always I32)
         *(
             Sample({"a": (t, (10, 32)), "b": ("i32", (6,), integers(0, 10))}, tag=t)
@@ -224,6 +228,7 @@ spec(
     hints={"a": hints.set_rows_a, "b": hints.set_rows_b, "c": hints.set_rows_c},
     errors=_SET_ROWS_BAD,
     samples=[
+        *_WEIGHT_SAMPLES["set_rows"],  # the quantized weight types' (opdb/matmul.py)
         Sample(
             {"a": ("f32", (10, 8)), "b": ("f32", (4, 8)), "c": ("i64", (4,), permutation_rows(10))},
             tag="f32",
@@ -361,6 +366,7 @@ spec(
     hints={"b": hints.cpy_b},
     grad=[Grad({"a": (F32, (3, 5)), "b": (F32, (3, 5))}, ("a",), oracle=_cpy_to("f32"))],
     samples=[
+        *_WEIGHT_SAMPLES["cpy"],  # the quantized weight types' (opdb/matmul.py)
         # (these compare a's values unrounded within the destination type's bound, as they always did)
         Sample({"a": ("f32", (3, 16)), "b": ("f16", (3, 16))}, oracle=_cpy_to("f32")),
         Sample({"a": ("f16", (3, 16)), "b": ("f32", (6, 8))}, oracle=_cpy_to("f32")),
