@@ -275,7 +275,8 @@ class Context:
         observe: called for every node llama.cpp's scheduler computes (its `cb_eval`), as
         `Scheduler.observe` calls it: observe(node, ask=True) before the node is computed (True: show it
         computed), observe(node, ask=False) once it is. pyggml.testing.nodes.NodeChecker is one. An
-        exception it raises stops the decode and is raised by `decode`.
+        exception it raises stops the decode and is raised by `decode`. On llama.cpp's tensor split (a
+        meta device) reading some nodes back aborts inside ggml (docs/llama.md): observe plain devices.
 
         ValueError for a negative or zero size, LlamaError (with llama.cpp's logged reason) when
         llama.cpp cannot make the context.
