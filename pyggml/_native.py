@@ -21,6 +21,8 @@ import logging
 import sys
 import threading
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +42,28 @@ except ImportError as exc:  # pragma: no cover - depends on how pyggml was insta
     ) from exc
 
 log = logging.getLogger("pyggml.ggml")
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@contextmanager
+def logged_warnings() -> Iterator[list[str]]:
+    """The warning and error lines ggml (and llama.cpp) log inside the block: the reason a call failed.
+    While the block runs a handler is present, so logging's last resort does not print them too."""
+    handler = _Collect()
+    log.addHandler(handler)
+    try:
+        yield handler.lines
+    finally:
+        log.removeHandler(handler)
+
 
 _LEVELS = {
     lib.GGML_LOG_LEVEL_NONE: logging.INFO,

@@ -423,9 +423,7 @@ class Scheduler(Lender):
             raise GGMLError("could not create the scheduler")
         self.ptr = ffi.gc(ptr, lib.ggml_backend_sched_free)
         self._placed: dict[int, tuple[Tensor, Backend]] = {}  # set_tensor_backend's assignments
-        self._observer: Callable[[Tensor, bool], bool] | None = None  # observe()
-        self._observer_handle: object = None
-        self._eval_errors: list[BaseException] = []
+        self._observer: EvalObserver | None = None  # observe()
 
     def reserve(self, graph: Graph) -> None:
         """Plan graph's memory on every backend (ggml_backend_sched_reserve) without giving the tensors
@@ -522,8 +520,8 @@ class Scheduler(Lender):
                 b._threads_for(graph)
         status = lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr)
         transport.after_device_call(self._devices)  # a failed connection computes nothing and says SUCCESS
-        if self._eval_errors:  # the observer raised: ggml stopped the compute at that node
-            raise self._eval_errors.pop()
+        if self._observer is not None:  # what the observer raised: ggml stopped the compute at that node
+            self._observer.raise_pending()
         _check_status(status, "scheduler graph compute")
 
     def observe(self, fn: Callable[[Tensor, bool], bool] | None) -> None:
@@ -540,18 +538,8 @@ class Scheduler(Lender):
             return
         if not callable(fn):
             raise TypeError(f"observe: fn must be callable or None, got {type(fn).__name__}")
-        self._observer = fn
-        self._observer_handle = ffi.new_handle(self)  # the callback finds the scheduler by it
-        lib.ggml_backend_sched_set_eval_callback(self.ptr, lib.pyggml_eval_callback, self._observer_handle)
-
-    def _observe(self, t: object, ask: bool) -> bool:
-        if self._observer is None or self._eval_errors:
-            return False
-        try:
-            return bool(self._observer(Tensor(t, None), ask))
-        except BaseException as e:  # noqa: BLE001 - raised again by compute, never into ggml's C code
-            self._eval_errors.append(e)
-            return False
+        self._observer = EvalObserver(fn)
+        lib.ggml_backend_sched_set_eval_callback(self.ptr, lib.pyggml_eval_callback, self._observer.handle)
 
     def _on_vulkan(self, p) -> bool:
         b = lib.ggml_backend_sched_get_tensor_backend(self.ptr, p)
@@ -591,7 +579,34 @@ class Scheduler(Lender):
         return lib.ggml_backend_sched_get_n_splits(self.ptr)
 
 
+class EvalObserver:
+    """fn(node, ask) behind ggml's eval callback (`Scheduler.observe`, llama.cpp's `cb_eval` through
+    `pyggml.llama.Context(observe=)`). The C callback finds it by `handle`. An exception fn raises is kept,
+    never raised into ggml's C or llama.cpp's C++ code: the callback answers False, which stops the
+    compute, and `raise_pending` raises it once the compute has returned."""
+
+    def __init__(self, fn: Callable[[Tensor, bool], bool]) -> None:
+        self.fn = fn
+        self.error: BaseException | None = None
+        self.handle = ffi.new_handle(self)
+
+    def __call__(self, t: object, ask: bool) -> bool:
+        if self.error is not None:
+            return False
+        try:
+            return bool(self.fn(Tensor(t, None), ask))
+        except BaseException as e:  # noqa: BLE001 - raised by raise_pending, after the compute
+            self.error = e
+            return False
+
+    def raise_pending(self) -> None:
+        """Raise what fn raised during the last compute, if anything."""
+        error, self.error = self.error, None
+        if error is not None:
+            raise error
+
+
 @ffi.def_extern()
 def pyggml_eval_callback(t: object, ask: bool, user_data: object) -> bool:
-    """ggml's scheduler calls this for every node while an observer is set (Scheduler.observe)."""
-    return ffi.from_handle(user_data)._observe(t, ask)
+    """ggml's scheduler calls this for every node while an observer is set (EvalObserver)."""
+    return ffi.from_handle(user_data)(t, ask)

@@ -40,18 +40,16 @@ from __future__ import annotations
 import enum
 import io
 import json
-import logging
 import math
 import os
 import sys
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pyggml._native import ffi, lib
+from pyggml._native import ffi, lib, logged_warnings
 from pyggml.backend import Backend, Buffer
 from pyggml.backend import backend as backend_named
 from pyggml.context import Context
@@ -227,28 +225,6 @@ class GGUFFile:
 
 
 # --- reading ----------------------------------------------------------------------------------
-class _Capture(logging.Handler):
-    """Collects what ggml logs while it reads a header: the reason a read failed."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
-@contextmanager
-def _ggml_log() -> Iterator[_Capture]:
-    logger = logging.getLogger("pyggml.ggml")
-    cap = _Capture()
-    logger.addHandler(cap)  # with a handler present, logging's last resort does not print them too
-    try:
-        yield cap
-    finally:
-        logger.removeHandler(cap)
-
-
 def _decode(ptr: Any) -> str:
     return ffi.string(ptr).decode(*_ENCODING)
 
@@ -282,10 +258,10 @@ def _read_value(g: Any, i: int, key: str) -> Value:
 
 def _read_header(path: str, size: int) -> GGUFFile:
     params = ffi.new("struct gguf_init_params *", {"no_alloc": True, "ctx": ffi.NULL})
-    with _ggml_log() as cap:
+    with logged_warnings() as lines:
         g = lib.gguf_init_from_file(os.fsencode(path), params[0])
     if g == ffi.NULL:
-        why = "; ".join(line.split(": ", 1)[-1] for line in cap.lines) or "no reason given"
+        why = "; ".join(line.split(": ", 1)[-1] for line in lines) or "no reason given"
         if "invalid GGUF type 9" in why:
             why += " (nested arrays: ggml's gguf does not support them)"
         raise GGUFError(f"{path}: ggml cannot read this GGUF file: {why}")

@@ -32,17 +32,15 @@ module checks, before each call, what the asserts it can reach would check.
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import weakref
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from pyggml._native import build_info, ffi, lib
-from pyggml.backend import Device, device
+from pyggml._native import build_info, ffi, lib, logged_warnings
+from pyggml.backend import Device, EvalObserver, device
 from pyggml.errors import LlamaError
 from pyggml.tensor import Tensor
 
@@ -69,8 +67,6 @@ _SPLIT_MODES: dict[str, int] = {
     "tensor": lib.LLAMA_SPLIT_MODE_TENSOR,
 }
 
-_log = logging.getLogger("pyggml.ggml")
-
 # llama.cpp logs through its own hook (llama_log_set also sets ggml's): route both to pyggml's
 # callback, and back to stderr at exit (a log call into Python during finalization would hang)
 lib.llama_log_set(lib.pyggml_log_callback, ffi.NULL)
@@ -86,28 +82,6 @@ def max_devices() -> int:
 def system_info() -> str:
     """llama.cpp's summary of the CPU features and backends of this build (llama_print_system_info)."""
     return ffi.string(lib.llama_print_system_info()).decode("utf-8", "replace")
-
-
-class _Collect(logging.Handler):
-    """Keeps the warning and error lines llama.cpp logs during one call."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
-@contextmanager
-def _logged_errors() -> Iterator[list[str]]:
-    """The warning and error lines logged to "pyggml.ggml" inside the block (the last few are the reason)."""
-    handler = _Collect()
-    _log.addHandler(handler)
-    try:
-        yield handler.lines
-    finally:
-        _log.removeHandler(handler)
 
 
 def _reason(lines: list[str], default: str) -> str:
@@ -180,7 +154,7 @@ class Model:
             arr = ffi.new("ggml_backend_dev_t[]", [d.ptr for d in devs] + [ffi.NULL])
             keep.append(arr)
             params.devices = arr
-        with _logged_errors() as lines:
+        with logged_warnings() as lines:
             ptr = lib.llama_model_load_from_file(_c_str(fspath), params)
         if ptr == ffi.NULL:
             raise LlamaError(f"llama.cpp could not load {fspath}: {_reason(lines, 'no reason logged')}")
@@ -300,16 +274,14 @@ class Context:
             params.n_threads_batch = int(n_threads_batch if n_threads_batch is not None else n_threads)  # type: ignore[arg-type]
         params.embeddings = bool(embeddings)
         params.offload_kqv = bool(offload_kqv)
-        self._observer = observe
-        self._eval_errors: list[BaseException] = []
+        self._observer: EvalObserver | None = None
         if observe is not None:
             if not callable(observe):
                 raise TypeError(f"Context: observe must be callable, not {type(observe).__name__}")
-            # the scheduler's callback (pyggml.backend.pyggml_eval_callback) finds this context by its handle
-            self._handle = ffi.new_handle(self)
+            self._observer = EvalObserver(observe)
             params.cb_eval = lib.pyggml_eval_callback
-            params.cb_eval_user_data = self._handle
-        with _logged_errors() as lines:
+            params.cb_eval_user_data = self._observer.handle
+        with logged_warnings() as lines:
             ptr = lib.llama_init_from_model(model.ptr, params)
         if ptr == ffi.NULL:
             raise LlamaError(f"llama.cpp could not make a context for {model.path}: {_reason(lines, 'no reason')}")
@@ -414,12 +386,12 @@ class Context:
             batch.n_seq_id, batch.seq_id = ffi.NULL, ffi.NULL
         out_arr = ffi.new("int8_t[]", [1 if o else 0 for o in out])
         batch.logits = out_arr
-        with _logged_errors() as lines:
+        with logged_warnings() as lines:
             rc = lib.llama_decode(self.ptr, batch[0])
         del keep, token_arr, pos_arr, n_seq_arr, seq_arr, out_arr
-        if self._eval_errors:  # the observer raised: llama.cpp stopped at that node
+        if self._observer is not None and self._observer.error is not None:  # llama.cpp stopped at that node
             self._outputs = []
-            raise self._eval_errors.pop()
+            self._observer.raise_pending()
         if rc != 0:
             self._outputs = []
             meaning = {
@@ -431,16 +403,6 @@ class Context:
             raise LlamaError(f"llama_decode returned {rc}: {meaning}: {_reason(lines, 'no reason logged')}")
         self._outputs = [i for i, o in enumerate(out) if o]
 
-    def _observe(self, t: CData, ask: bool) -> bool:
-        """What the scheduler's callback calls (see `observe` above); never lets an exception into C++."""
-        if self._observer is None or self._eval_errors:
-            return False
-        try:
-            return bool(self._observer(Tensor(t, None), ask))
-        except BaseException as e:  # noqa: BLE001 - raised again by decode
-            self._eval_errors.append(e)
-            return False
-
     def logits(self, i: int = -1) -> np.ndarray:
         """The logits of token i of the last decoded batch (negative: from its end), a float32 array
         of n_vocab (llama_get_logits_ith). ValueError when that token produced no logits."""
@@ -449,7 +411,7 @@ class Context:
         if not self._outputs:
             raise ValueError("logits: the last decode produced no logits (decode with logits='last' or 'all')")
         index = self._batch_index(int(i))
-        with _logged_errors() as lines:
+        with logged_warnings() as lines:
             ptr = lib.llama_get_logits_ith(self.ptr, index)
         if ptr == ffi.NULL:
             raise LlamaError(f"llama_get_logits_ith({index}) failed: {_reason(lines, 'no reason logged')}")
@@ -506,7 +468,7 @@ class Context:
         """The context's whole state (memory, logits, RNG) as bytes (llama_state_get_data)."""
         size = int(lib.llama_state_get_size(self.ptr))
         buf = ffi.new("uint8_t[]", size)
-        with _logged_errors() as lines:
+        with logged_warnings() as lines:
             n = int(lib.llama_state_get_data(self.ptr, buf, size))
         if n == 0 and size:
             raise LlamaError(f"llama_state_get_data failed: {_reason(lines, 'no reason logged')}")
@@ -518,7 +480,7 @@ class Context:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"state_load: data must be bytes, not {type(data).__name__}")
         raw = bytes(data)
-        with _logged_errors() as lines:
+        with logged_warnings() as lines:
             n = int(lib.llama_state_set_data(self.ptr, raw, len(raw)))
         if n == 0:
             raise LlamaError(f"llama_state_set_data refused the state: {_reason(lines, 'no reason logged')}")

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from pyggml import transport
@@ -195,6 +195,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def await_server(host: str, port: int, timeout: float, running: Callable[[], bool]) -> str:
+    """Poll until a server starting on host:port accepts a connection: "accepting"; "ended" when
+    `running()` says it has stopped first; "timeout" after `timeout` seconds. The probe connection closes
+    without a command: the server moves on."""
+    deadline = time.monotonic() + timeout
+    while running():
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return "accepting"
+        except OSError:
+            if time.monotonic() > deadline:
+                return "timeout"
+            time.sleep(0.05)
+    return "ended"
+
+
 class Server:
     """An RPC server in a child process (`python -m pyggml rpc-server`), for tests and notebooks:
 
@@ -230,20 +246,12 @@ class Server:
         # its output goes to a file: a pipe nobody reads would fill up and block the server
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RpcError(
-                    f"the RPC server ({' '.join(cmd[2:])}) exited with {self.proc.returncode}:\n{self.output()}"
-                )
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.5):
-                    break  # it accepts (this connection closes without a command: the server moves on)
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RpcError(f"the RPC server on {self.endpoint} did not accept within {startup_timeout} s")
-                time.sleep(0.05)
+        state = await_server(self.host, self.port, startup_timeout, lambda: self.proc.poll() is None)
+        if state == "ended":
+            raise RpcError(f"the RPC server ({' '.join(cmd[2:])}) exited with {self.proc.returncode}:\n{self.output()}")
+        if state == "timeout":
+            self.stop()
+            raise RpcError(f"the RPC server on {self.endpoint} did not accept within {startup_timeout} s")
 
     def output(self) -> str:
         """What the server printed so far."""

@@ -208,40 +208,34 @@ def _recurrent(i: int, interval: int) -> bool:
 
 
 # --- the architectures --------------------------------------------------------------------------------------
-def _llama(d: Dims) -> Table:
-    """src/models/llama.cpp: attn_norm, q/k/v/output, ffn_norm, ffn_gate/down/up."""
-    first, last = _ends(d)
+def _dense_layers(d: Dims, *, qk_norm: bool = False, moe: bool = False) -> list[TensorSpec]:
+    """Layers of llama's shape: attn_norm, attention, ffn_norm, then a feed-forward (or its experts)."""
     layers = []
     for i in range(d.n_layer):
         layers += [TensorSpec(f"blk.{i}.attn_norm.weight", (d.n_embd,))]
-        layers += _attention(i, d)
+        layers += _attention(i, d, qk_norm=qk_norm)
         layers += [TensorSpec(f"blk.{i}.ffn_norm.weight", (d.n_embd,))]
-        layers += _ffn(i, d)
-    return Table({**_base_hparams(d), "rope.freq_base": 10000.0}, first + layers + last)
+        layers += _experts(i, d) if moe else _ffn(i, d)
+    return layers
+
+
+def _llama(d: Dims) -> Table:
+    """src/models/llama.cpp: attn_norm, q/k/v/output, ffn_norm, ffn_gate/down/up."""
+    first, last = _ends(d)
+    return Table({**_base_hparams(d), "rope.freq_base": 10000.0}, first + _dense_layers(d) + last)
 
 
 def _qwen3(d: Dims) -> Table:
     """src/models/qwen3.cpp: llama's layer with per-head q and k RMS norms."""
     first, last = _ends(d)
-    layers = []
-    for i in range(d.n_layer):
-        layers += [TensorSpec(f"blk.{i}.attn_norm.weight", (d.n_embd,))]
-        layers += _attention(i, d, qk_norm=True)
-        layers += [TensorSpec(f"blk.{i}.ffn_norm.weight", (d.n_embd,))]
-        layers += _ffn(i, d)
-    return Table({**_base_hparams(d), "rope.freq_base": 1000000.0}, first + layers + last)
+    return Table({**_base_hparams(d), "rope.freq_base": 1000000.0}, first + _dense_layers(d, qk_norm=True) + last)
 
 
 def _qwen3moe(d: Dims) -> Table:
     """src/models/qwen3moe.cpp: qwen3's attention, a mixture of experts for the feed-forward."""
     first, last = _ends(d)
-    layers = []
-    for i in range(d.n_layer):
-        layers += [TensorSpec(f"blk.{i}.attn_norm.weight", (d.n_embd,))]
-        layers += _attention(i, d, qk_norm=True)
-        layers += [TensorSpec(f"blk.{i}.ffn_norm.weight", (d.n_embd,))]
-        layers += _experts(i, d)
-    return Table({**_base_hparams(d), **_moe_hparams(d), "rope.freq_base": 1000000.0}, first + layers + last)
+    hparams = {**_base_hparams(d), **_moe_hparams(d), "rope.freq_base": 1000000.0}
+    return Table(hparams, first + _dense_layers(d, qk_norm=True, moe=True) + last)
 
 
 def _qwen3next(d: Dims) -> Table:

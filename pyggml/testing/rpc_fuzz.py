@@ -197,18 +197,12 @@ class Server:
     def __init__(self, startup_timeout: float = 30.0) -> None:
         self.host, self.port = "127.0.0.1", rpc.free_port()
         self.child = child.start(rpc.serve, (self.host, self.port, "cpu", 1))
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            if not self.running():
-                raise rpc.RpcError(f"the RPC server on port {self.port} ended: {self.stop().stderr[-2000:]}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.5):
-                    break  # it accepts (this connection closes without a command: the server moves on)
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise rpc.RpcError(f"the RPC server on port {self.port} did not accept within {startup_timeout} s")
-                time.sleep(0.05)
+        state = rpc.await_server(self.host, self.port, startup_timeout, self.running)
+        if state == "ended":
+            raise rpc.RpcError(f"the RPC server on port {self.port} ended: {self.stop().stderr[-2000:]}")
+        if state == "timeout":
+            self.stop()
+            raise rpc.RpcError(f"the RPC server on port {self.port} did not accept within {startup_timeout} s")
 
     def running(self) -> bool:
         """Whether its process is still running (answering or not)."""

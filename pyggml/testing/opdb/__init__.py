@@ -335,10 +335,16 @@ def _calling_family() -> str:
     return mod.rsplit(".", 1)[-1]
 
 
+_loaded = False
+
+
 def load() -> dict[str, OpSpec]:
-    """Import every family module of the database (each registers its specs when imported)."""
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
+    """Import every family module of the database once (each registers its specs when imported)."""
+    global _loaded
+    if not _loaded:
+        for info in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{info.name}")
+        _loaded = True
     return SPECS
 
 
