@@ -250,7 +250,7 @@ class Context:
         `Scheduler.observe` calls it: observe(node, ask=True) before the node is computed (True: show it
         computed), observe(node, ask=False) once it is. pyggml.testing.nodes.NodeChecker is one. An
         exception it raises stops the decode and is raised by `decode`. On llama.cpp's tensor split (a
-        meta device) reading some nodes back aborts inside ggml (docs/llama.md): observe plain devices.
+        meta device) ggml aborts reading some nodes back: NodeChecker leaves those unread (docs/llama.md).
 
         ValueError for a negative or zero size, LlamaError (with llama.cpp's logged reason) when
         llama.cpp cannot make the context.

@@ -102,6 +102,19 @@ def values(t: Tensor) -> np.ndarray:
     return out.reshape(t.shape)
 
 
+META_UNREAD = "on a meta device's split buffer: not read back (ggml's meta get_tensor aborts on some split states)"
+
+
+def on_meta_buffer(p: object) -> bool:
+    """The tensor lives in a meta device's buffer. Reading such a tensor back went through ggml's meta
+    get_tensor, which asserted (killing the process) on tensors of llama.cpp's tensor split, views and
+    nodes alike: the checker leaves them unread rather than die."""
+    buf = p.buffer  # type: ignore[attr-defined]
+    if buf == ffi.NULL:
+        return False
+    return ffi.string(lib.ggml_backend_buft_name(lib.ggml_backend_buffer_get_type(buf))).startswith(b"Meta")
+
+
 def sources(t: Tensor) -> list[np.ndarray | None]:
     """The values of t's sources by slot (None for an empty slot: a reader tells sources apart by their
     slot, e.g. soft_max_ext's src[1] mask and src[2] sinks)."""
@@ -154,6 +167,9 @@ class NodeChecker:
         s = opdb.READERS.get(k)
         if s is None:
             self.verdicts.append(NodeVerdict(index, k, t.name, None))
+            return False
+        if any(on_meta_buffer(p) for p in [t.ptr, *t.ptr.src] if p != ffi.NULL):
+            self.verdicts.append(NodeVerdict(index, k, t.name, None, error=META_UNREAD))
             return False
         self._pending = (s, Node(t, sources(t)))  # before ggml computes t: what it will read
         self.verdicts.append(NodeVerdict(index, k, t.name, None))
