@@ -137,6 +137,26 @@ def main(args: argparse.Namespace) -> int:
     from pyggml.testing.check import available_backends
     from pyggml.testing.junit import write_junit
 
+    ignored = [
+        flag
+        for flag, given in (
+            ("--only", args.only),
+            ("--op", args.op),
+            ("--type", args.type),
+            ("--list", args.list),
+            ("--slow", args.slow),
+            ("--mode grad", args.mode == "grad"),
+        )
+        if given
+    ]
+    if ignored:  # they select op cases, which a model run has none of: refused rather than ignored
+        print(
+            f"check: --model runs a model's graph, not the op cases: {', '.join(ignored)} do not apply", file=sys.stderr
+        )
+        return 2
+    if args.tokens < 1:
+        print(f"check: --tokens must be at least 1, not {args.tokens}", file=sys.stderr)
+        return 2
     if not Path(args.model).is_file():
         print(f"check: --model {args.model}: no such file", file=sys.stderr)
         return 2
