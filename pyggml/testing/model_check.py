@@ -150,8 +150,10 @@ def main(args: argparse.Namespace) -> int:
         if given
     ]
     if ignored:  # they select op cases, which a model run has none of: refused rather than ignored
+        verb = "does" if len(ignored) == 1 else "do"
         print(
-            f"check: --model runs a model's graph, not the op cases: {', '.join(ignored)} do not apply", file=sys.stderr
+            f"check: --model runs a model's graph, not the op cases: {', '.join(ignored)} {verb} not apply",
+            file=sys.stderr,
         )
         return 2
     if args.tokens < 1:
