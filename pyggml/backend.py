@@ -527,11 +527,13 @@ class Scheduler(Lender):
     def observe(self, fn: Callable[[Tensor, bool], bool] | None) -> None:
         """Watch every node as ggml computes it (ggml_backend_sched_set_eval_callback); None stops.
 
-        fn(node, ask) is called with ask=True before a node is computed (its sources hold what it will
-        read; return True to see it computed) and, for those it asked for, with ask=False once the node
-        is computed (return False to stop the compute there). ggml computes every node asked for on its
-        own, so an observer that asks for each node sees each one with its sources as they were. An
-        exception fn raises stops the compute and is raised by `compute`."""
+        fn(node, ask) is called with ask=True before a node is computed (return True to see it computed)
+        and, for those it asked for, with ask=False once the node is computed (return False to stop the
+        compute there). ggml computes the nodes not asked for together with the next one asked for, after
+        fn was asked about it: a node's sources hold what it will read at ask=True only when fn asked for
+        every node before it (views compute nothing); an observer that asks for each node sees each one
+        with its sources as they were. An exception fn raises stops the compute and is raised by
+        `compute`."""
         if fn is None:
             lib.ggml_backend_sched_set_eval_callback(self.ptr, ffi.NULL, ffi.NULL)
             self._observer = None

@@ -96,6 +96,25 @@ def test_a_wrong_node_is_reported_where_it_is(monkeypatch):
     assert [v.kind for v in bad] == ["CONT"] and "NMSE" in bad[0].comparison.message
 
 
+def test_a_node_with_no_oracle_is_computed_before_the_node_that_reads_it_is_checked(monkeypatch):
+    """ggml computes a node nobody asked for together with the next one asked for: had the checker not
+    asked for a node without an oracle, the next node's sources would be read before they were computed,
+    and a correct node reported wrong (or a wrong one passed)."""
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (3, 4), "a", input=True)
+    y = ctx.add(ctx.scale(a, 3.0), a)
+    graph = gg.Graph(ctx).build_forward_expand(y)
+    monkeypatch.delitem(opdb.READERS, "SCALE")  # scale as an op kind pyggml has no oracle for
+    checker = NodeChecker()
+    runner = gg.Runner("cpu")
+    with observing(runner, checker):
+        out = runner.run(graph, {a: np.full((3, 4), 2.0, np.float32)}, y)
+    assert out[0, 0] == 8.0
+    by_kind = {v.kind: v for v in checker.verdicts}
+    assert by_kind["SCALE"].comparison is None  # listed, not judged
+    assert by_kind["ADD"].comparison is not None and by_kind["ADD"].ok, by_kind["ADD"]
+
+
 def test_a_meta_runners_nodes_are_checked():
     """On pyggml's own meta runner the nodes are computed where the checker can read them, and are checked."""
     ctx = gg.Context()

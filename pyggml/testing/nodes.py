@@ -164,19 +164,22 @@ class NodeChecker:
         k = kind(t)
         if k in VIEW_KINDS:
             return False
+        # Every node that computes something is asked for, read or not: ggml computes a node nobody asked
+        # for together with the next one asked for, after that one's sources were read here
         s = opdb.READERS.get(k)
         if s is None:
             self.verdicts.append(NodeVerdict(index, k, t.name, None))
-            return False
+            return True
         if any(on_meta_buffer(p) for p in [t.ptr, *t.ptr.src] if p != ffi.NULL):
             self.verdicts.append(NodeVerdict(index, k, t.name, None, error=META_UNREAD))
-            return False
+            return True
         self._pending = (s, Node(t, sources(t)))  # before ggml computes t: what it will read
         self.verdicts.append(NodeVerdict(index, k, t.name, None))
         return True
 
     def _judge(self, t: Tensor) -> bool:
-        assert self._pending is not None
+        if self._pending is None:  # a node with no oracle, or unread: computed, not judged
+            return True
         (s, node), self._pending = self._pending, None
         verdict = self.verdicts[-1]
         assert s.from_node is not None
