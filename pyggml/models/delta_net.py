@@ -23,13 +23,23 @@ Slot min(n, K) of the conv cache exists but the recurrent state's does not: `Del
 refuses a row whose slot the last ubatch at that cell did not write in both caches, so a
 restored recurrent state never sits next to a conv history captured for another token.
 
-Layout. The conv channels are grouped by key head, [q_g | k_g | v_g] for each key head g (the
-order of Qwen3-Next's checkpoint `in_proj_qkvz`; llama.cpp's converter regroups them into
-[q | k | v]). With this order a split by key-head groups is one contiguous range of every
-projection, of the conv cache and of the recurrent state, which is how a meta device splits the
-layer (`split_policy`): heads across devices, norms mirrored, ssm_out's partial sums reduced.
-Value heads n_v_heads = r * n_k_heads; value head h reads key head h // r (llama.cpp repeats q
-and k that way before the op, which broadcasts differently). ggml's op needs S_k == S_v == S.
+Layouts (`DeltaNetConfig.layout`):
+- "grouped", pyggml's own: the conv channels grouped by key head, [q_g | k_g | v_g] for each key head
+  g (the order of Qwen3-Next's checkpoint `in_proj_qkvz`); value head h reads key head h // r. With this
+  order a split by key-head groups is one contiguous range of every projection, of the conv cache and
+  of the recurrent state, which is how a meta device splits the layer (`split_policy`): heads across
+  devices, norms mirrored, ssm_out's partial sums reduced.
+- "qwen3next", llama.cpp's Qwen3-Next (src/models/qwen3next.cpp): llama.cpp's converter regroups the
+  channels into [q | k | v] (all key heads' q, then k, then every value head); `ssm_ba` keeps
+  [beta_g | alpha_g] per key head; value head h reads key head h // r (llama.cpp repeat-interleaves q
+  and k before the op).
+- "qwen35", llama.cpp's Qwen3.5 (src/models/qwen35.cpp): [q | k | v] too, separate `ssm_beta` and
+  `ssm_alpha` projections (one value per value head), and value head h reads key head h % n_k_heads:
+  q and k go to the op with n_k_heads heads and ggml_gated_delta_net broadcasts them that way, as
+  llama.cpp's fused path does (its unfused path tiles them with ggml_repeat_4d, the same values).
+Value heads n_v_heads = r * n_k_heads. ggml's op needs S_k == S_v == S.
+`pyggml.models.llama_twin` loads a layer's weights from a llama.cpp GGUF file and compares this layer
+with llama.cpp's own.
 """
 
 from __future__ import annotations
@@ -54,6 +64,9 @@ if TYPE_CHECKING:
     from pyggml.meta import Split
 
 
+LAYOUTS = ("grouped", "qwen3next", "qwen35")
+
+
 @dataclass(frozen=True)
 class DeltaNetConfig:
     n_embd: int = 32
@@ -63,6 +76,7 @@ class DeltaNetConfig:
     n_v_heads: int = 2  # a multiple of n_k_heads
     d_conv: int = 4
     eps: float = 1e-6
+    layout: str = "grouped"  # the channel order and head broadcast: one of LAYOUTS (module docstring)
 
     def __post_init__(self):
         for name, lo in (
@@ -80,6 +94,8 @@ class DeltaNetConfig:
             )
         if not (isinstance(self.eps, float) and 0 < self.eps < 1):
             raise ValueError(f"DeltaNetConfig: eps must be a float in (0, 1), got {self.eps!r}")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"DeltaNetConfig: layout must be one of {LAYOUTS}, got {self.layout!r}")
 
     @property
     def ratio(self) -> int:
@@ -113,12 +129,16 @@ class DeltaNetConfig:
 
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
         """Each layer's weights, NumPy shapes (ggml's ne reversed)."""
-        E, C, V = self.n_embd, self.conv_channels, self.value_dim
+        E, C, V, nv = self.n_embd, self.conv_channels, self.value_dim, self.n_v_heads
+        if self.layout == "qwen35":  # separate beta and alpha projections
+            ba = {"ssm_beta": (nv, E), "ssm_alpha": (nv, E)}
+        else:  # one, [beta_g | alpha_g] for each key head g
+            ba = {"ssm_ba": (2 * nv, E)}
         return {
             "attn_norm": (E,),
             "attn_qkv": (C, E),
             "attn_gate": (V, E),
-            "ssm_ba": (2 * self.n_v_heads, E),
+            **ba,
             "ssm_dt": (self.n_v_heads,),
             "ssm_a": (self.n_v_heads,),
             "ssm_conv1d": (C, self.d_conv),
@@ -179,6 +199,12 @@ def split_policy(config: DeltaNetConfig, n_devices: int) -> list[tuple[str, Call
     for the projections, the conv weights and cache, the recurrent-state cache; norms mirrored."""
     from pyggml.meta import Split
 
+    if config.layout != "grouped":
+        raise ValueError(
+            f"split_policy: layout {config.layout!r} orders the conv channels [q | k | v], so a device's key "
+            "heads are three ranges of attn_qkv, ssm_conv1d and the conv cache, and a pyggml Split is one "
+            "range per device; split the 'grouped' layout"
+        )
     if config.n_k_heads < n_devices:
         raise ValueError(
             f"a split over {n_devices} devices needs at least one key head per device (n_k_heads={config.n_k_heads})"
@@ -227,12 +253,16 @@ def build_layer(
     h = ctx.mul(ctx.rms_norm(x, c.eps), w["attn_norm"])
     qkv_mixed = ctx.mul_mat(w["attn_qkv"], h).set_name(f"qkv_mixed-{il}")  # [C, nt, ns]
     z = ctx.reshape_4d(ctx.mul_mat(w["attn_gate"], h), S, nv, nt, ns)
-    ba = ctx.reshape_4d(ctx.mul_mat(w["ssm_ba"], h), 2 * r, nk, nt, ns)  # [beta_g | alpha_g] per group
-    fs = ba.element_size
-    b = ctx.view_4d(ba, r, nk, nt, ns, ba.nb[1], ba.nb[2], ba.nb[3], 0)
-    a = ctx.view_4d(ba, r, nk, nt, ns, ba.nb[1], ba.nb[2], ba.nb[3], r * fs)
-    beta = ctx.reshape_4d(ctx.sigmoid(ctx.cont(b)), 1, nv, nt, ns)
-    alpha = ctx.cont_3d(a, nv, nt, ns)
+    if c.layout == "qwen35":  # one beta and one alpha per value head, each its own projection
+        beta = ctx.sigmoid(ctx.reshape_4d(ctx.mul_mat(w["ssm_beta"], h), 1, nv, nt, ns))
+        alpha = ctx.reshape_3d(ctx.mul_mat(w["ssm_alpha"], h), nv, nt, ns)
+    else:
+        ba = ctx.reshape_4d(ctx.mul_mat(w["ssm_ba"], h), 2 * r, nk, nt, ns)  # [beta_g | alpha_g] per group
+        fs = ba.element_size
+        b = ctx.view_4d(ba, r, nk, nt, ns, ba.nb[1], ba.nb[2], ba.nb[3], 0)
+        a = ctx.view_4d(ba, r, nk, nt, ns, ba.nb[1], ba.nb[2], ba.nb[3], r * fs)
+        beta = ctx.reshape_4d(ctx.sigmoid(ctx.cont(b)), 1, nv, nt, ns)
+        alpha = ctx.cont_3d(a, nv, nt, ns)
     gate = ctx.mul(ctx.softplus(ctx.add(alpha, w["ssm_dt"])), w["ssm_a"])
     gate = ctx.reshape_4d(gate, 1, nv, nt, ns)
 
@@ -244,14 +274,17 @@ def build_layer(
     conv = ctx.silu(ctx.ssm_conv(conv_input, w["ssm_conv1d"]))  # [C, nt, ns]
     cs = conv.element_size
 
-    def heads(width, n, offset):
-        return ctx.view_4d(conv, width, n, nt, ns, G * cs, conv.nb[1], conv.nb[2], offset * cs)
+    def heads(width, n, stride, offset):  # n heads of `width` channels, `stride` channels apart
+        return ctx.view_4d(conv, width, n, nt, ns, stride * cs, conv.nb[1], conv.nb[2], offset * cs)
 
-    q = l2_norm(ctx, heads(S, nk, 0), c.eps)
-    k = l2_norm(ctx, heads(S, nk, S), c.eps)
-    v = heads(r * S, nk, 2 * S)
-    if r > 1:
-        v = ctx.reshape_4d(ctx.cont(v), S, nv, nt, ns)
+    if c.layout == "grouped":  # [q_g | k_g | v_g] for each key head g
+        q, k, v = heads(S, nk, G, 0), heads(S, nk, G, S), heads(r * S, nk, G, 2 * S)
+        if r > 1:
+            v = ctx.reshape_4d(ctx.cont(v), S, nv, nt, ns)
+    else:  # llama.cpp's [q | k | v]
+        q, k, v = heads(S, nk, S, 0), heads(S, nk, S, nk * S), heads(S, nv, S, 2 * nk * S)
+    q, k = l2_norm(ctx, q, c.eps), l2_norm(ctx, k, c.eps)
+    if r > 1 and c.layout != "qwen35":  # qwen35: the op reads key head h % nk for value head h
 
         def repeat_interleave(t):  # value head h reads key head h // r
             t = ctx.reshape_4d(t, S, 1, nk, nt * ns)

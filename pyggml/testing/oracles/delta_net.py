@@ -7,9 +7,11 @@ Per sequence and token t (x_t [n_embd]; weights in NumPy shapes, `W @ v` is ggml
     qkv    = attn_qkv @ h;  z = attn_gate @ h;  ba = ssm_ba @ h
     window = [conv state | qkv]  (channels, d_conv);  conv = silu(sum(window * ssm_conv1d, -1))
     conv state = window[:, 1:]
-    per key head g: q_g, k_g, v_g = conv[g*G : g*G+S], conv[g*G+S : g*G+2S], the next r*S (r heads)
-    q, k   = each head / sqrt(sum^2 + eps), value head h reading key head h // r
-    beta   = sigmoid(b), g = softplus(a + ssm_dt) * ssm_a   (ba per key head: [b (r) | a (r)])
+    layout "grouped", per key head g: q_g, k_g, v_g = conv[g*G : g*G+S], conv[g*G+S : g*G+2S], the next
+    r*S (r heads); layouts "qwen3next" and "qwen35": q, k, v = conv[:nk*S], conv[nk*S:2*nk*S], the rest
+    q, k   = each head / sqrt(sum^2 + eps), value head h reading key head h // r ("qwen35": h % nk)
+    beta   = sigmoid(b), g = softplus(a + ssm_dt) * ssm_a   (ba per key head: [b (r) | a (r)];
+             "qwen35": b = ssm_beta @ h, a = ssm_alpha @ h)
     per value head, memory M [S(key i), S(value j)]:
         M = M * exp(g);  M = M + outer(k, beta * (v - M^T k));  o = M^T q / sqrt(S)
     y_t    = x_t + ssm_out @ (o / sqrt(mean(o^2) + eps) * ssm_norm * silu(z)),  per value head
@@ -85,16 +87,28 @@ class DeltaNetReference:
             windows, memories = [conv_state], []
             for t in range(nt):
                 h = _rms(x[s, t], c.eps) * w["attn_norm"]
-                qkv, z, ba = w["attn_qkv"] @ h, w["attn_gate"] @ h, w["ssm_ba"] @ h
+                qkv, z = w["attn_qkv"] @ h, w["attn_gate"] @ h
                 window = np.concatenate([conv_state, qkv[:, None]], axis=1)
-                conv = _silu(np.sum(window * w["ssm_conv1d"], axis=1)).reshape(nk, G)
+                conv = _silu(np.sum(window * w["ssm_conv1d"], axis=1))
                 conv_state = window[:, 1:]
-                q = np.repeat(_l2(conv[:, :S], c.eps), r, axis=0)  # [nv, S]
-                k = np.repeat(_l2(conv[:, S : 2 * S], c.eps), r, axis=0)
-                v = conv[:, 2 * S :].reshape(nv, S)
-                ba = ba.reshape(nk, 2 * r)
-                beta = 1 / (1 + np.exp(-ba[:, :r].ravel()))
-                gate = np.logaddexp(0, ba[:, r:].ravel() + w["ssm_dt"]) * w["ssm_a"]
+                if c.layout == "grouped":  # [q_g | k_g | v_g] per key head g
+                    grouped = conv.reshape(nk, G)
+                    q, k, v = grouped[:, :S], grouped[:, S : 2 * S], grouped[:, 2 * S :].reshape(nv, S)
+                else:  # [q | k | v]
+                    q, k = conv[: nk * S].reshape(nk, S), conv[nk * S : 2 * nk * S].reshape(nk, S)
+                    v = conv[2 * nk * S :].reshape(nv, S)
+                q, k = _l2(q, c.eps), _l2(k, c.eps)
+                if c.layout == "qwen35":  # value head h reads key head h % nk
+                    q, k = np.tile(q, (r, 1)), np.tile(k, (r, 1))
+                else:  # value head h reads key head h // r
+                    q, k = np.repeat(q, r, axis=0), np.repeat(k, r, axis=0)
+                if c.layout == "qwen35":
+                    b, a = w["ssm_beta"] @ h, w["ssm_alpha"] @ h
+                else:  # [beta_g | alpha_g] per key head g
+                    ba = (w["ssm_ba"] @ h).reshape(nk, 2 * r)
+                    b, a = ba[:, :r].ravel(), ba[:, r:].ravel()
+                beta = 1 / (1 + np.exp(-b))
+                gate = np.logaddexp(0, a + w["ssm_dt"]) * w["ssm_a"]
                 M = M * np.exp(gate)[:, None, None]
                 delta = beta[:, None] * (v - np.einsum("hij,hi->hj", M, k))
                 M = M + k[:, :, None] * delta[:, None, :]

@@ -1,0 +1,274 @@
+"""The seed's layer in Python (pyggml.models.delta_net) against llama.cpp's own, on the same model file.
+
+`load_twin(path)` reads a qwen3next or qwen35 GGUF file as llama.cpp's loader does: the sizes from its
+metadata (`<arch>.embedding_length`, `<arch>.ssm.conv_kernel`, `.ssm.state_size` (the head size),
+`.ssm.group_count` (key heads), `.ssm.time_step_rank` (value heads), `.ssm.inner_size`,
+`.attention.layer_norm_rms_epsilon`), which layers are recurrent (`<arch>.attention.recurrent_layers`,
+else every layer but each `full_attention_interval`-th, 4 by default), and each recurrent layer's
+weights by llama.cpp's tensor names (`blk.<il>.attn_qkv.weight`, `ssm_ba.weight` or
+`ssm_beta.weight` + `ssm_alpha.weight`, `ssm_dt.bias`, `ssm_a`, ...). The layer's config takes the
+file's layout: llama.cpp's [q | k | v] channel order and the architecture's value-head broadcast
+(delta_net's docstring).
+
+`compare_with_llama(path, backend, chunks)` decodes tokens with llama.cpp, one decode per chunk, and
+captures through the eval callback, for every recurrent layer, the layer's input (the residual's
+source), its output (`attn_residual-<il>`: the layer's mixer plus the residual, what
+`delta_net.build_layer` returns) and both caches once the layer has written them (`cache_r_l<il>`,
+`cache_s_l<il>`). The twin (`DeltaNet`, one layer, on the same backend) steps through the same inputs
+from zero states; each step's output and both states are compared with llama.cpp's.
+
+Where the twin differs from llama.cpp's graph, and why it does not change the values:
+- the twin always calls ggml_gated_delta_net with its snapshot count K (1 here), llama.cpp's fused
+  path calls it with K=1 too; llama.cpp's unfused paths (autoregressive, chunked) are used only when a
+  backend lacks the fused op, and compute the same recurrence in another order (not compared here);
+- qwen35: the twin hands q and k to the op with n_k_heads heads (the op broadcasts h % n_k_heads), as
+  llama.cpp's fused path does; its unfused path tiles them first with ggml_repeat_4d, the same values;
+- the twin's conv-state write is the seed's (`conv_state.build_conv_state`, ggml_set_rows with a
+  host-filled slot index); llama.cpp without rollback (n_rs_seq = 0, as here) copies the last window
+  with one ggml_cpy: the same bytes;
+- llama.cpp puts the layer's input norm (`attn_norm-<il>`) outside `build_layer_attn_linear` and adds
+  the residual after it; the twin's layer holds both, so its output is llama.cpp's `attn_residual-<il>`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pyggml import gguf, types
+from pyggml._native import ffi
+from pyggml.models.delta_net import DeltaNet, DeltaNetConfig
+from pyggml.runner import Runner
+from pyggml.tensor import Tensor
+from pyggml.testing.nodes import values
+from pyggml.testing.verdict import nmse
+
+if TYPE_CHECKING:
+    from pyggml._pyggml_cffi import CData
+
+# llama.cpp's architectures whose recurrent layers are this layer, and the layout of each
+LAYOUTS = {"qwen3next": "qwen3next", "qwen35": "qwen35", "qwen35moe": "qwen35"}
+
+# the twin's weight names -> llama.cpp's tensor names within blk.<il>.
+TENSOR_NAMES = {
+    "attn_norm": "attn_norm.weight",
+    "attn_qkv": "attn_qkv.weight",
+    "attn_gate": "attn_gate.weight",
+    "ssm_ba": "ssm_ba.weight",
+    "ssm_beta": "ssm_beta.weight",
+    "ssm_alpha": "ssm_alpha.weight",
+    "ssm_dt": "ssm_dt.bias",
+    "ssm_a": "ssm_a",
+    "ssm_conv1d": "ssm_conv1d.weight",
+    "ssm_norm": "ssm_norm.weight",
+    "ssm_out": "ssm_out.weight",
+}
+
+# NMSE the twin may show against llama.cpp per backend kind. Measured on the tiny qwen3next and qwen35
+# files of `make-model`, decodes of 5, 3, 1 and of 12, 4, 9 tokens: bit-exact on the CPU and on
+# lavapipe (vulkan0), both computing the same ops on the same values in the same order, so any
+# difference there is a bug.
+TWIN_NMSE = {"cpu": 0.0, "vulkan": 0.0}
+TWIN_NMSE_OTHER = 1e-5  # backends not measured here (CUDA, RPC): the Vulkan matrix shader's F16 bound
+
+
+def twin_bound(backend: str) -> float:
+    """The NMSE the twin may show against llama.cpp on `backend` (a device name: its kind's bound)."""
+    return next((b for kind, b in TWIN_NMSE.items() if backend.startswith(kind)), TWIN_NMSE_OTHER)
+
+
+@dataclass
+class TwinFile:
+    """What the twin takes from a model file: the layer's config (one layer), llama.cpp's recurrent
+    layers, and each one's weights under the twin's names (float32, NumPy shapes)."""
+
+    path: str
+    arch: str
+    config: DeltaNetConfig
+    layers: list[int]
+    weights: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+
+
+def _meta_int(meta: dict, key: str, path: str) -> int:
+    if key not in meta:
+        raise ValueError(f"{path}: no metadata key {key!r}, which llama.cpp's loader needs for this layer")
+    return int(meta[key])
+
+
+def recurrent_layers(meta: dict, arch: str) -> list[int]:
+    """llama.cpp's `is_recr` per layer (qwen3next.cpp / qwen35.cpp `load_arch_hparams`): the
+    `attention.recurrent_layers` array, else every layer but each `full_attention_interval`-th (4 by
+    default); MTP layers (`nextn_predict_layers`) are never run in the main pass."""
+    n_all = int(meta[f"{arch}.block_count"])
+    n_layer = n_all - int(meta.get(f"{arch}.nextn_predict_layers", 0))
+    given = meta.get(f"{arch}.attention.recurrent_layers")
+    if given is not None:
+        if isinstance(given, (int, bool)):
+            given = [given] * n_all
+        return [i for i in range(n_layer) if given[i]]
+    interval = int(meta.get(f"{arch}.full_attention_interval", 4))
+    return [i for i in range(n_layer) if (i + 1) % interval != 0]
+
+
+def load_twin(path: str | os.PathLike[str]) -> TwinFile:
+    """Read a qwen3next / qwen35 / qwen35moe file's delta-net layers for the twin (module docstring).
+
+    ValueError naming the file and what is missing: another architecture, a metadata key llama.cpp
+    needs, a layer without llama.cpp's tensors (a legacy `ssm_in` Qwen3-Next file), sizes the twin
+    cannot take (value head size != key head size)."""
+    path = os.fspath(path)
+    info = gguf.read_info(path)
+    meta = info.metadata
+    arch = str(meta.get("general.architecture", ""))
+    if arch not in LAYOUTS:
+        raise ValueError(f"{path}: architecture {arch!r} has no gated delta-net layer (one of {sorted(LAYOUTS)})")
+    S = _meta_int(meta, f"{arch}.ssm.state_size", path)
+    n_v = _meta_int(meta, f"{arch}.ssm.time_step_rank", path)
+    d_inner = _meta_int(meta, f"{arch}.ssm.inner_size", path)
+    if d_inner != S * n_v:
+        raise ValueError(
+            f"{path}: ssm.inner_size {d_inner} is not ssm.state_size {S} x ssm.time_step_rank {n_v}: a value "
+            "head size other than the key head size, which ggml_gated_delta_net does not take"
+        )
+    config = DeltaNetConfig(
+        n_embd=_meta_int(meta, f"{arch}.embedding_length", path),
+        n_layer=1,
+        head_dim=S,
+        n_k_heads=_meta_int(meta, f"{arch}.ssm.group_count", path),
+        n_v_heads=n_v,
+        d_conv=_meta_int(meta, f"{arch}.ssm.conv_kernel", path),
+        eps=float(meta.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)),
+        layout=LAYOUTS[arch],
+    )
+    twin = TwinFile(path, arch, config, recurrent_layers(meta, arch))
+    shapes = config.weight_shapes()
+    with open(path, "rb") as f:
+        for il in twin.layers:
+            layer = {}
+            for name, shape in shapes.items():
+                full = f"blk.{il}.{TENSOR_NAMES[name]}"
+                t = info.tensor_info.get(full)
+                if t is None:
+                    legacy = f" (a legacy file with blk.{il}.ssm_in: convert it again)" if name == "attn_qkv" else ""
+                    raise ValueError(f"{path}: no tensor {full!r}{legacy}")
+                f.seek(info.data_offset + t.offset)
+                raw = np.frombuffer(f.read(t.nbytes), dtype=np.uint8)
+                v = types.decode(t.type, raw, t.shape).astype(np.float32)
+                if v.size != int(np.prod(shape)):
+                    raise ValueError(f"{path}: {full} has shape {t.shape}, this layer needs {shape}")
+                layer[name] = v.reshape(shape)
+            twin.weights[il] = layer
+    return twin
+
+
+@dataclass
+class LayerValues:
+    """One recurrent layer of one decode, as llama.cpp computed it: input x and output y
+    (n_tokens, n_embd), both whole caches (rows, row size) after the layer wrote them."""
+
+    x: np.ndarray
+    y: np.ndarray
+    conv: np.ndarray
+    ssm: np.ndarray
+
+
+class LayerCapture:
+    """An observer for `llama.Context(observe=...)`: for each of `layers`, each decode, LayerValues in
+    `taken[il]` (one per ubatch, in order)."""
+
+    def __init__(self, layers: list[int]) -> None:
+        self.layers = set(layers)
+        self.caches: dict[str, CData] = {}  # cache_r_l<il> / cache_s_l<il> as llama.cpp's graph names them
+        self.taken: dict[int, list[LayerValues]] = {il: [] for il in layers}
+        self._pending: tuple[np.ndarray, np.ndarray, np.ndarray] = (np.empty(0), np.empty(0), np.empty(0))
+
+    def _note_caches(self, t: Tensor) -> None:
+        for p in [t.ptr, *t.ptr.src]:
+            if p == ffi.NULL:
+                continue
+            base = p.view_src if p.view_src != ffi.NULL else p
+            name = ffi.string(base.name).decode()
+            if name.startswith(("cache_r_l", "cache_s_l")):
+                self.caches[name] = base
+
+    def __call__(self, t: Tensor, ask: bool) -> bool:
+        name = t.name
+        il = int(name.rsplit("-", 1)[1]) if name.startswith("attn_residual-") else -1
+        if ask:
+            self._note_caches(t)
+            if il not in self.layers:
+                return True  # computed on its own: ggml computes a node not asked for with the next one asked
+            # before the add: ggml's allocator may compute it in place over the input; the layer's copies
+            # into both caches come earlier in the graph, so they are done
+            x = values(Tensor(t.ptr.src[1], None))
+            conv, ssm = (values(Tensor(self.caches[f"cache_{c}_l{il}"], None)) for c in "rs")
+            self._pending = (x.reshape(-1, x.shape[-1]), conv, ssm)
+            return True
+        if il not in self.layers:
+            return True
+        x, conv, ssm = self._pending
+        self.taken[il].append(LayerValues(x, values(t).reshape(x.shape), conv, ssm))
+        return True
+
+
+@dataclass
+class TwinRecord:
+    """The twin against llama.cpp for one layer and one decode: NMSE of the output and both states."""
+
+    layer: int
+    step: int
+    n_tokens: int
+    output: float
+    conv: float
+    ssm: float
+    bound: float
+
+    @property
+    def ok(self) -> bool:
+        """All three within the backend's bound."""
+        return max(self.output, self.conv, self.ssm) <= self.bound
+
+
+def compare_with_llama(
+    path: str | os.PathLike[str],
+    backend: str = "cpu",
+    chunks: tuple[int, ...] = (5, 3, 1),
+    seed: int = 0,
+    twin: TwinFile | None = None,
+) -> list[TwinRecord]:
+    """Decode sum(chunks) tokens of one sequence with llama.cpp on `backend` (one decode per chunk), and
+    the twin of every recurrent layer on the same backend over the inputs llama.cpp's layer received;
+    one TwinRecord per layer and decode (module docstring). `twin`: what load_twin(path) gives, or a
+    changed copy of it (another layout, other weights) to see the comparison fail."""
+    from pyggml import llama
+    from pyggml.testing.model_check import tokens_for
+
+    if not chunks or any(not isinstance(n, int) or n < 1 for n in chunks):
+        raise ValueError(f"compare_with_llama: chunks must be token counts >= 1, got {chunks!r}")
+    twin = twin if twin is not None else load_twin(path)
+    if backend == "cpu":
+        model = llama.Model.load(path, n_gpu_layers=0, devices=[])
+    else:
+        model = llama.Model.load(path, devices=[backend], split_mode="none")
+    capture = LayerCapture(twin.layers)
+    n_total, widest = sum(chunks), max(chunks)
+    ctx = llama.Context(model, n_ctx=max(64, 2 * n_total), n_batch=widest, n_ubatch=widest, observe=capture)
+    runner = Runner(backend)
+    nets = {il: DeltaNet(runner, twin.config, K=1, mem_size=1, weights=[twin.weights[il]]) for il in twin.layers}
+    tokens = tokens_for(model.n_vocab, n_total, seed)
+    c, bound, out = twin.config, twin_bound(backend), []
+    at = 0
+    for step, n in enumerate(chunks):
+        ctx.decode(tokens[at : at + n])
+        at += n
+        for il in twin.layers:
+            got = capture.taken[il][step]
+            y = nets[il].step(got.x.reshape(1, n, c.n_embd), [0], 0).reshape(n, c.n_embd)
+            conv, ssm = nets[il].states(0, 0)
+            llama_conv = got.conv.reshape(-1, c.n_embd_r)[0].reshape(conv.shape)
+            llama_ssm = got.ssm.reshape(-1, c.n_embd_s)[0].reshape(ssm.shape)
+            out.append(TwinRecord(il, step, n, nmse(y, got.y), nmse(conv, llama_conv), nmse(ssm, llama_ssm), bound))
+    return out
