@@ -239,6 +239,8 @@ class Context:
         embeddings: bool = False,
         offload_kqv: bool = True,
         observe: Callable[[Tensor, bool], bool] | None = None,
+        n_rs_seq: int = 0,
+        tensors: Sequence[str] = (),
     ) -> None:
         """A context for `model` (llama_init_from_model).
 
@@ -251,6 +253,12 @@ class Context:
         computed), observe(node, ask=False) once it is. pyggml.testing.nodes.NodeChecker is one. An
         exception it raises stops the decode and is raised by `decode`. On llama.cpp's tensor split (a
         meta device) ggml aborts reading some nodes back: NodeChecker leaves those unread (docs/llama.md).
+        n_rs_seq: recurrent-state snapshots each sequence keeps for rollback (llama.cpp's n_rs_seq, 0:
+        none): with n_rs_seq = K-1 the last K-1 tokens of a sequence can be removed again
+        (`memory_seq_rm`) on architectures that support it (qwen35, qwen35moe); llama.cpp clamps it to 0
+        for the others (read `n_rs_seq`). tensors: name prefixes of tensors of llama.cpp's graph (the
+        memory's caches: "cache_r_l", "cache_s_l", "cache_k_l", "cache_v_l") to read back by name with
+        `tensor(name)` after a decode; they are found through the eval callback, as `observe`.
 
         ValueError for a negative or zero size, LlamaError (with llama.cpp's logged reason) when
         llama.cpp cannot make the context.
@@ -274,11 +282,18 @@ class Context:
             params.n_threads_batch = int(n_threads_batch if n_threads_batch is not None else n_threads)  # type: ignore[arg-type]
         params.embeddings = bool(embeddings)
         params.offload_kqv = bool(offload_kqv)
+        if not isinstance(n_rs_seq, int) or not 0 <= n_rs_seq <= 64:
+            raise ValueError(f"Context: n_rs_seq must be an int in 0..64, not {n_rs_seq!r}")
+        params.n_rs_seq = n_rs_seq
+        if isinstance(tensors, str) or not all(isinstance(p, str) and p for p in tensors):
+            raise TypeError(f"Context: tensors must be a sequence of non-empty name prefixes, not {tensors!r}")
+        self._tensors = _TensorFinder(tuple(tensors), observe) if tensors else None
+        if observe is not None and not callable(observe):
+            raise TypeError(f"Context: observe must be callable, not {type(observe).__name__}")
+        watch = self._tensors if self._tensors is not None else observe
         self._observer: EvalObserver | None = None
-        if observe is not None:
-            if not callable(observe):
-                raise TypeError(f"Context: observe must be callable, not {type(observe).__name__}")
-            self._observer = EvalObserver(observe)
+        if watch is not None:
+            self._observer = EvalObserver(watch)
             params.cb_eval = lib.pyggml_eval_callback
             params.cb_eval_user_data = self._observer.handle
         with logged_warnings() as lines:
@@ -294,6 +309,24 @@ class Context:
     def n_ctx(self) -> int:
         """The context length in tokens (llama_n_ctx)."""
         return int(lib.llama_n_ctx(self.ptr))
+
+    @property
+    def n_rs_seq(self) -> int:
+        """Rollback snapshots per sequence llama.cpp took (llama_n_rs_seq): 0 where the architecture
+        does not support rollback."""
+        return int(lib.llama_n_rs_seq(self.ptr))
+
+    def tensor(self, name: str) -> np.ndarray:
+        """The values of a tensor of llama.cpp's graph, by name, as they are now (after the last decode);
+        only names matching the context's `tensors` prefixes that a graph has used. A recurrent cache
+        (cache_r_l<il>, cache_s_l<il>) comes back as (rows, row size): row `slot * mem_size + cell`."""
+        if self._tensors is None:
+            raise ValueError("tensor: make the Context with tensors=(name prefixes,) to read its tensors by name")
+        ptr = self._tensors.found.get(name)
+        if ptr is None:
+            seen = ", ".join(sorted(self._tensors.found)) or "none yet: decode first"
+            raise KeyError(f"tensor: no tensor {name!r} seen in llama.cpp's graphs (seen: {seen})")
+        return Tensor(ptr, None).numpy()
 
     @property
     def n_batch(self) -> int:
@@ -492,6 +525,24 @@ class Context:
 
     def __repr__(self) -> str:
         return f"<Context n_ctx={self.n_ctx} of {self.model.path}>"
+
+
+class _TensorFinder:
+    """The eval callback's observer when a Context reads tensors by name: notes the tensors whose names
+    start with one of `prefixes` (nodes, their sources and what views look into), then answers as the
+    user's observer does, or asks for no node (the graph computes in one go)."""
+
+    def __init__(self, prefixes: tuple[str, ...], then: Callable[[Tensor, bool], bool] | None) -> None:
+        self.prefixes, self.then = prefixes, then
+        self.found: dict[str, CData] = {}
+
+    def __call__(self, t: Tensor, ask: bool) -> bool:
+        if ask:
+            for p in (t.ptr, *t.ptr.src):
+                for q in (p, p.view_src) if p != ffi.NULL else ():
+                    if q != ffi.NULL and ffi.string(q.name).startswith(tuple(x.encode() for x in self.prefixes)):
+                        self.found[ffi.string(q.name).decode(errors="replace")] = q
+        return self.then(t, ask) if self.then is not None else False
 
 
 def _is_int(v: object) -> bool:

@@ -189,9 +189,7 @@ def _copy_checkout(source: str, header: str, folders: tuple[str, ...] | None, de
 def prepare(dest: Path, skip: frozenset[str] = frozenset()) -> Path:
     pin = tomllib.loads(PIN_FILE.read_text())
     source = os.environ.get("PYGGML_GGML_SOURCE") or None
-    unknown = skip - {p.name for p in patches()}
-    if unknown:
-        raise FetchError(f"no patch named {', '.join(sorted(unknown))} in {PATCH_DIR.relative_to(ROOT)}")
+    skip = skip & {p.name for p in patches()}  # the rest name llama.cpp's patches (prepare_llama)
 
     def fill() -> None:
         if source:
@@ -202,9 +200,18 @@ def prepare(dest: Path, skip: frozenset[str] = frozenset()) -> Path:
     return _prepared(dest, stamp_text(pin, source, skip), fill, skip, PATCH_DIR, "ggml")
 
 
-def prepare_llama(dest: Path) -> Path:
-    """llama.cpp's src/ and include/ in dest, patched: from the pinned sdist (its folder
-    pin["llama_subdir"]) or from the llama.cpp checkout PYGGML_LLAMA_SOURCE names."""
+def check_skip(skip: frozenset[str]) -> None:
+    """Every name in skip is one of ggml's or llama.cpp's patches."""
+    unknown = skip - {p.name for p in patches()} - {p.name for p in patches(patch_dir=LLAMA_PATCH_DIR)}
+    if unknown:
+        dirs = f"{PATCH_DIR.relative_to(ROOT)} or {LLAMA_PATCH_DIR.relative_to(ROOT)}"
+        raise FetchError(f"no patch named {', '.join(sorted(unknown))} in {dirs}")
+
+
+def prepare_llama(dest: Path, skip: frozenset[str] = frozenset()) -> Path:
+    """llama.cpp's src/ and include/ in dest, patched (but for those named in skip): from the pinned sdist
+    (its folder pin["llama_subdir"]) or from the llama.cpp checkout PYGGML_LLAMA_SOURCE names."""
+    skip = skip & {p.name for p in patches(patch_dir=LLAMA_PATCH_DIR)}
     pin = tomllib.loads(PIN_FILE.read_text())
     source = os.environ.get("PYGGML_LLAMA_SOURCE") or None
 
@@ -214,8 +221,8 @@ def prepare_llama(dest: Path) -> Path:
         else:
             extract_folders(cached_sdist(pin), {f"{pin['llama_subdir']}/{f}": dest / f for f in LLAMA_FOLDERS})
 
-    want = stamp_text(pin, source, frozenset(), LLAMA_PATCH_DIR)
-    return _prepared(dest, want, fill, frozenset(), LLAMA_PATCH_DIR, "llama.cpp")
+    want = stamp_text(pin, source, skip, LLAMA_PATCH_DIR)
+    return _prepared(dest, want, fill, skip, LLAMA_PATCH_DIR, "llama.cpp")
 
 
 def main() -> int:
@@ -224,14 +231,16 @@ def main() -> int:
     parser.add_argument(
         "--skip",
         default="",
-        help="patches to leave out, comma-separated file names (for tests that show what a patch fixes)",
+        help="ggml or llama.cpp patches to leave out, comma-separated file names (for tests that show what a patch fixes)",
     )
     parser.add_argument("--llama-dest", type=Path, help="also write llama.cpp's patched src/ and include/ here")
     args = parser.parse_args()
     try:
-        prepare(args.dest, frozenset(n for n in args.skip.split(",") if n))
+        skip = frozenset(n for n in args.skip.split(",") if n)
+        check_skip(skip)
+        prepare(args.dest, skip)
         if args.llama_dest:
-            prepare_llama(args.llama_dest)
+            prepare_llama(args.llama_dest, skip)
     except FetchError as e:
         print(f"pyggml: {e}", file=sys.stderr)
         return 1
