@@ -164,3 +164,35 @@ def test_a_split_along_the_dim_a_norm_works_on_is_refused():
 
     with pytest.raises(gg.Unsplittable, match="a split of the dim it works along"):
         _run("meta:cpu,cpu", [("w", QKV)], build, {"w": W}, {"x": X3})
+
+
+_EMPTY_SHARE = """
+import numpy as np, pyggml as gg
+from pyggml.meta import Split
+def run(name, split):
+    r = gg.Runner(name)
+    r.set_policy([("w", split)])
+    wctx = gg.Context()
+    w = wctx.tensor("f32", (8, 4), "w")
+    r.backend.alloc_tensors(wctx)
+    w.set(np.arange(32, dtype=np.float32).reshape(8, 4))
+    ctx = gg.Context()
+    x = ctx.tensor("f32", (12, 4), "x", input=True)
+    # one row of the product (split along it) in each of 9 columns: a result whose split axis has extent 1
+    o = ctx.scale(ctx.cont(ctx.view_3d(ctx.mul_mat(w, x), 1, 1, 9, 16, 32, 104)), 2.0)
+    g = gg.Graph(ctx).build_forward_expand(o)
+    return r.run(g, {x: np.ones((12, 4), np.float32)}, [o])[0]
+np.testing.assert_array_equal(run("meta:cpu,cpu", Split(1, (0, 8))), run("cpu", Split("mirrored")))
+print("ok")
+"""
+
+
+def test_a_device_holding_nothing_of_a_split_axis_of_extent_1_is_read_as_empty():
+    """Found by the fuzzer's segmented splits (trial 49 --views: all of w on device 1): ggml sized each
+    device's part of a read by its slice's strides, and an empty slice of an axis of extent 1 keeps the
+    stride of one element; it read past device 0's empty slice (an abort)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _EMPTY_SHARE], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
