@@ -191,8 +191,12 @@ def test_a_device_holding_nothing_of_a_split_axis_of_extent_1_is_read_as_empty()
     """Found by the fuzzer's segmented splits (trial 49 --views: all of w on device 1): ggml sized each
     device's part of a read by its slice's strides, and an empty slice of an axis of extent 1 keeps the
     stride of one element; it read past device 0's empty slice (an abort)."""
+    import os
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", _EMPTY_SHARE], capture_output=True, text=True, timeout=300)
+    # the child imports the pyggml this process did (a build without the patch runs with -S and PYTHONPATH)
+    cmd = [sys.executable, *(["-S"] if sys.flags.no_site else []), "-c", _EMPTY_SHARE]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
