@@ -24,7 +24,7 @@ import fnmatch
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,6 +128,51 @@ def keeper(patterns: list[str], failures: int = repro.MAX_FAILURES) -> Callable[
         return False
 
     return keep
+
+
+def run_in_child(
+    path: str,
+    backend: str,
+    n_tokens: int = 8,
+    seed: int = 0,
+    nmse_bound: float | None = None,
+    save_patterns: Sequence[str] = (),
+    rpc_servers: str | None = None,
+) -> ModelRun:
+    """run_model in a child process (pyggml.testing.child), with `--node-nmse`'s bound and `--save-node`'s
+    patterns: llama.cpp's GGML_ASSERTs end the process they fail in (docs/llama.md), and one backend's must
+    not take the others' results with it. A child that dies is the run's error, with ggml's last words.
+    rpc_servers: the `--rpc` servers, added in the child too (before anything lists the devices)."""
+    from pyggml.testing import child
+
+    out = child.run(
+        "pyggml.testing.model_check:_child_run",
+        (path, backend, n_tokens, seed, nmse_bound, list(save_patterns), rpc_servers),
+    )
+    if out.status == "returned":
+        return out.value
+    if out.status == "raised":
+        return ModelRun(backend, error=f"{out.error_type}: {out.message}")
+    said = [line.strip() for line in out.stderr.splitlines() if "GGML_ASSERT" in line or "ggml aborted" in line]
+    how = out.signal_name or f"exit status {out.exit_code}"
+    return ModelRun(backend, error=f"the process running it died ({how})" + (f": {said[-1]}" if said else ""))
+
+
+def _child_run(
+    path: str,
+    backend: str,
+    n_tokens: int,
+    seed: int,
+    nmse_bound: float | None,
+    save_patterns: list[str],
+    rpc_servers: str | None,
+) -> ModelRun:
+    if rpc_servers:
+        from pyggml import rpc
+
+        rpc.add_servers(rpc_servers)
+    tolerance = node_nmse(nmse_bound) if nmse_bound is not None else None
+    return run_model(path, backend, n_tokens, seed, tolerance=tolerance, keep=keeper(save_patterns))
 
 
 def node_nmse(bound: float) -> Callable[[object, float], float]:
@@ -271,9 +316,9 @@ def main(args: argparse.Namespace) -> int:
     if all(is_meta(b) for b in backends):  # the logits of a tensor split are compared with the CPU's
         backends.insert(0, "cpu")
     directory = args.save_failures or repro.DEFAULT_DIR
-    tolerance = node_nmse(args.node_nmse) if args.node_nmse is not None else None
     runs = [
-        run_model(args.model, b, args.tokens, tolerance=tolerance, keep=keeper(args.save_node or [])) for b in backends
+        run_in_child(args.model, b, args.tokens, 0, args.node_nmse, args.save_node or [], getattr(args, "rpc", None))
+        for b in backends
     ]
     try:
         for run in runs:
