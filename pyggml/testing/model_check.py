@@ -65,6 +65,7 @@ class ModelRun:
 
     @property
     def failed(self) -> list[NodeVerdict]:
+        """The nodes that disagreed with their oracle beyond their bound, in compute order."""
         return [v for v in self.verdicts if not v.ok]
 
 
