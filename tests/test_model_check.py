@@ -173,6 +173,8 @@ def test_save_and_rerun_from_the_command_line(tiny: dict[str, Path], tmp_path: P
     recs = json.loads(report.read_text())
     assert len(recs) == repro.MAX_FAILURES and {r["status"] for r in recs} == {"fail"}
     assert junit.read_text().count("<failure") == repro.MAX_FAILURES
+    res = _cli("--repro", str(fails), "--backend", "nope0")
+    assert res.returncode == 2 and "no backend 'nope0'" in res.stderr, res.stderr
     keep = tmp_path / "keep"
     res = _cli("--model", str(tiny["qwen35"]), "--tokens", "4", "--save-failures", str(keep), "--save-node", "*norm-0")
     assert res.returncode == 0 and "reproducers saved" in res.stdout, res.stderr[-2000:]

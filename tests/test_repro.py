@@ -63,6 +63,12 @@ def test_quantized_strided_and_in_place_nodes_round_trip(backend: str, tmp_path:
         assert backend == "cpu" or "Vulkan0" in rec.message
 
 
+def test_on_a_meta_device_the_rebuilt_node_is_unread_and_skipped(tmp_path: Path) -> None:
+    [v] = [v for v in _checked_graph("cpu") if v.kind == "MUL"]
+    rec = repro.rerun(repro.load(repro.save(tmp_path, v, "graph", "cpu")), "meta:cpu,cpu")
+    assert rec.status == "skipped" and rec.message.startswith("unread: on a meta device's split buffer")
+
+
 def test_a_set_rows_rebuilt_without_its_view_is_caught(tmp_path: Path) -> None:
     """The view_of is what makes set_rows reproducible: the node's rows not written are its source's."""
     [v] = [v for v in _checked_graph("cpu") if v.kind == "SET_ROWS"]

@@ -260,6 +260,8 @@ def rerun(r: Repro, backend: str, runner: Runner | None = None) -> Record:
             r.case, backend, Status.ERROR, message=f"the rebuilt graph showed {len(mine)} {r.capture.kind} nodes, not 1"
         )
     v = mine[0]
+    if v.unread:
+        return Record(r.case, backend, Status.SKIPPED, message=f"unread: {v.error}")
     if v.comparison is None:
         return Record(
             r.case, backend, Status.SKIPPED, message=f"the oracle could not model it: {v.error or 'no oracle'}"
