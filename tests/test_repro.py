@@ -53,7 +53,8 @@ def test_quantized_strided_and_in_place_nodes_round_trip(backend: str, tmp_path:
     assert [v.kind for v in verdicts].count("CONT") == 2 and all(v.ok for v in verdicts)
     assert {v.kind for v in verdicts} == {"CONT", "MUL_MAT", "SET_ROWS", "MUL"}
     saved = {v.kind: repro.load(repro.save(tmp_path, v, "graph", backend)) for v in verdicts}
-    assert saved["MUL_MAT"].capture.sources[0].type == "Q8_0"  # raw blocks saved, decoded values beside them
+    weight = saved["MUL_MAT"].capture.sources[0]
+    assert weight is not None and weight.type == "Q8_0"  # raw blocks saved, decoded values beside them
     assert saved["SET_ROWS"].capture.view_of == (2, 0)  # ggml keeps set_rows' destination in src[2]
     mul = saved["MUL"].capture.sources[0]
     assert mul is not None and mul.nb[1] > mul.nb[2]  # a permuted source stays permuted
