@@ -224,11 +224,37 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_check.add_argument(
         "--model",
         metavar="FILE.gguf",
-        help="run llama.cpp's forward pass of this model on each --backend (cpu, vulkan0, meta:vulkan0,vulkan1) "
+        help="run llama.cpp's forward pass of this model on each --backend (cpu, vulkan0, rpc0, meta:vulkan0,vulkan1) "
         "and check every node it computes against its oracle (make one: python -m pyggml make-model ARCH FILE)",
     )
     p_check.add_argument(
         "--tokens", type=int, default=8, metavar="N", help="--model: the tokens decoded in one batch (default 8)"
+    )
+    p_check.add_argument(
+        "--save-failures",
+        metavar="DIR",
+        help="--model: save the first failing nodes of each backend (up to 5) here as reproducers, "
+        "written only when a node fails (default: pyggml-failures)",
+    )
+    p_check.add_argument(
+        "--save-node",
+        action="append",
+        metavar="PATTERN",
+        help="--model: also save every node whose name or op kind matches (fnmatch: 'attn_norm-*', MUL_MAT; "
+        "repeatable), passing or not",
+    )
+    p_check.add_argument(
+        "--node-nmse",
+        type=float,
+        metavar="BOUND",
+        help="--model: judge every node of an inexact op within this NMSE instead of its op's bound "
+        "(exact ops stay bit-exact); a tiny one shows the nodes furthest from their oracle",
+    )
+    p_check.add_argument(
+        "--repro",
+        metavar="FILE_OR_DIR",
+        help="rerun saved nodes (a reproducer's .json, or a folder of them) on each --backend "
+        "(default: the backend each was saved from) against their oracle and saved bound",
     )
     p_check.add_argument(
         "-q",
