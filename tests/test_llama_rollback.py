@@ -148,9 +148,10 @@ def test_a_rollback_deeper_than_the_last_ubatch_kept_is_refused(files, arch):
     assert not ctx.memory_seq_rm(0, 3, -1)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("n_rs_seq", [1, 3, 6])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_the_conv_cache_holds_what_the_numpy_conv_state_model_says(files, arch, n_rs_seq):
+def test_the_conv_cache_holds_what_the_numpy_conv_state_model_says(files, arch, n_rs_seq, backend):
     """The layer's own qkv (captured as llama.cpp computes it) through pyggml's NumPy model of the seed's
     conv-state write: the conv cache's bytes after every ubatch, rollbacks included, unwritten slots
     keeping their FILL bytes."""
@@ -163,7 +164,7 @@ def test_the_conv_cache_holds_what_the_numpy_conv_state_model_says(files, arch, 
         return True
 
     path = files[arch]
-    ctx = context(path, n_rs_seq, observe=watch)
+    ctx = context(path, n_rs_seq, backend, observe=watch)
     qkv.clear()
     start = ctx.tensor("cache_r_l0")
     d_conv, rows = 4, start.shape[0]
