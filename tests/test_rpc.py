@@ -83,7 +83,7 @@ def test_the_suite_over_rpc_and_a_meta_device_of_two_servers():
     a, b = res["a"], res["b"]
     assert not res["bad"], "\n".join(res["bad"][:20])
     assert res["passed"][a] > 1000 and res["passed"][f"meta:{a},{b}"] > 1000
-    assert res["conv"] == 2 * (24 + 64)  # every conv-state and delta-net case, on both
+    assert res["conv"] == 2 * (24 + 70)  # every conv-state and delta-net case, on both
 
 
 def test_info_and_check_take_rpc_servers():

@@ -78,7 +78,9 @@ def check_views(meta: Any, graph: Any, states: Any) -> None:
         if vs is None and states[i].axis == lib.GGML_BACKEND_SPLIT_AXIS_UNKNOWN:
             continue  # not computed on the meta device
         rs = _root_state(meta, v.view_src, states, index)
-        if rs is None:
+        if rs is None or rs.segmented() or v.view_src.op == lib.GGML_OP_GATED_DELTA_NET:
+            # ggml maps these views exactly and refuses the wrong ones itself (patch 0026): a root split into
+            # several ranges per device, and gated_delta_net's result, whose states are not rows of its output
             continue
         problem = _view_mismatch(v, vs, v.view_src, rs)
         if problem is None:
@@ -133,6 +135,10 @@ class _State:
             return None
         segs = tuple(tuple(int(c.ne[s * n_devices + j]) for j in range(n_devices)) for s in range(c.n_segments))
         return _State(int(c.axis), segs, tuple(int(c.nr[s]) for s in range(c.n_segments)))
+
+    def segmented(self) -> bool:
+        """Some device holds more than one range of the axis."""
+        return any((np.diff(self.local_to_global(j)) != 1).any() for j in range(len(self.ne[0])))
 
     def totals(self) -> list[int]:
         return [sum(seg[j] * r for seg, r in zip(self.ne, self.nr)) for j in range(len(self.ne[0]))]
