@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -245,6 +246,12 @@ def await_server(host: str, port: int, timeout: float, running: Callable[[], boo
     return "ended"
 
 
+def _end_process(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 class Server:
     """An RPC server in a child process (`python -m pyggml rpc-server`), for tests and notebooks:
 
@@ -287,6 +294,8 @@ class Server:
         self.proc = subprocess.Popen(
             cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd
         )
+        # a caller that dies before stop() (a failing test's child process) leaves no server behind
+        weakref.finalize(self, _end_process, self.proc)
         state = await_server(self.host, self.port, startup_timeout, lambda: self.proc.poll() is None)
         if state == "ended":
             raise RpcError(f"the RPC server ({' '.join(cmd[2:])}) exited with {self.proc.returncode}:\n{self.output()}")

@@ -391,21 +391,22 @@ def test_meta_over_rpc_survives_a_server_dying_at_each_point():
         """
     from pyggml.meta import Split
 
-    def setup():
+    def setup(split=True):
         s1, s2 = rpc.Server(threads=1), rpc.Server(threads=1)
         names = [d.name.lower() for d in rpc.add_server(s1.endpoint) + rpc.add_server(s2.endpoint)]
         runner = gg.Runner("meta:" + ",".join(names))
-        runner.set_policy([("w", Split.even(1, 256, 2))])
+        if split:
+            runner.set_policy([("w", Split.even(1, 256, 2))])
         return s1, s2, runner
 
-    def weights(runner):
+    def weights(runner, n=256):
         wctx = gg.Context()
-        w = wctx.tensor("f32", (256, 256), "w")
+        w = wctx.tensor("f32", (n, n), "w")
         return wctx, w
 
-    def graph(w, depth=1):
+    def meta_graph(w, depth=1, cols=4):
         ctx = gg.Context()
-        x = ctx.tensor("f32", (4, 256), "x", input=True)
+        x = ctx.tensor("f32", (cols, w.ne[0]), "x", input=True)
         out = x
         for _ in range(depth):
             out = ctx.mul_mat(w, out)
@@ -432,7 +433,7 @@ def test_meta_over_rpc_survives_a_server_dying_at_each_point():
     wctx, w = weights(runner)
     runner.backend.alloc_tensors(wctx)
     w.set(np.eye(256, dtype=np.float32))
-    ctx, x, out, g = graph(w)
+    ctx, x, out, g = meta_graph(w)
     s2.kill()
     expect_rpc_error("the graph check", lambda: runner.allocate(g, [out]), s2)
     s1.stop(); s2.stop()
@@ -442,20 +443,20 @@ def test_meta_over_rpc_survives_a_server_dying_at_each_point():
     wctx, w = weights(runner)
     runner.backend.alloc_tensors(wctx)
     w.set(np.eye(256, dtype=np.float32))
-    ctx, x, out, g = graph(w)
+    ctx, x, out, g = meta_graph(w)
     runner.meta.check_graph(g)
     s2.kill()
     expect_rpc_error("the graph's allocation", lambda: runner.allocate(g, [out]), s2)
     s1.stop(); s2.stop()
 
-    # compute: killed while it runs
-    s1, s2, runner = setup()
-    wctx, w = weights(runner)
+    # compute: killed while it runs (w mirrored: 48 products of 1024^3 on each server, seconds)
+    s1, s2, runner = setup(split=False)
+    wctx, w = weights(runner, 1024)
     runner.backend.alloc_tensors(wctx)
-    w.set(np.eye(256, dtype=np.float32))
-    ctx, x, out, g = graph(w, depth=64)
+    w.set(np.eye(1024, dtype=np.float32))
+    ctx, x, out, g = meta_graph(w, depth=48, cols=1024)
     runner.allocate(g, [out])
-    x.set(np.ones((4, 256), np.float32))
+    x.set(np.ones((1024, 1024), np.float32))
     threading.Timer(0.2, s2.kill).start()
     expect_rpc_error("compute", lambda: (runner.compute(g), out.numpy()), s2)
     s1.stop(); s2.stop()
@@ -466,6 +467,42 @@ def test_meta_over_rpc_survives_a_server_dying_at_each_point():
     )
 
 
+def test_a_server_dying_between_cases_fails_its_cases_and_the_run_goes_on():
+    """`check --rpc A,B --backend meta:rpc0,rpc1 --backend cpu` with B killed after the first case (the
+    client aborted there before patch 0024): the meta device's later cases are errors naming B, the CPU's
+    pass, and the run finishes."""
+    out = _run_child("""
+    from pyggml.testing.check import run_check
+    s1, s2 = rpc.Server(threads=1), rpc.Server(threads=1)
+    names = [d.name.lower() for d in rpc.add_server(s1.endpoint) + rpc.add_server(s2.endpoint)]
+    meta = "meta:" + ",".join(names)
+
+    class KillAfterTheFirstCase:
+        def isatty(self):
+            return True  # a progress line at every case
+
+        def write(self, text):
+            if s2.proc.poll() is None:
+                s2.kill()
+            return len(text)
+
+        def flush(self):
+            pass
+
+    records = run_check([meta, "cpu"], pattern="^(add|sub|mul|div)/f32$", progress=KillAfterTheFirstCase())
+    by = {(r.case, r.backend): r for r in records}
+    cases = sorted({r.case for r in records})
+    assert len(cases) == 4, cases
+    assert all(by[c, "cpu"].status == "pass" for c in cases), [by[c, "cpu"] for c in cases]
+    dead = [by[c, meta] for c in cases if by[c, meta].status != "pass"]
+    assert len(dead) == 3 and all(r.status == "error" and s2.endpoint in r.message for r in dead), dead
+    carry_on()
+    s1.stop(); s2.stop()
+    print("OK")
+    """, timeout=300)
+    assert "OK" in out
+
+
 def test_a_refused_graph_is_an_rpc_error_and_the_client_goes_on():
     """Patch 0023: the server answers a graph it refuses with its reason; the client raises RpcRefused
     (an RpcError) naming it, and the same connection computes the next graph."""
@@ -474,7 +511,7 @@ def test_a_refused_graph_is_an_rpc_error_and_the_client_goes_on():
     [dev] = rpc.add_server(srv.endpoint)
     runner = gg.Runner(dev.name.lower())
     ctx = gg.Context()
-    a = ctx.tensor("f32", (8, 16), "a", input=True)
+    a = ctx.tensor("f32", (16, 8), "a", input=True)  # NumPy order: 16 rows of 8
     idx = ctx.tensor("i32", (4,), "idx", input=True)
     out = ctx.get_rows(a, idx)
     g = gg.Graph(ctx).build_forward_expand(out)
@@ -507,6 +544,16 @@ def test_server_survives_malformed_messages():
 
     res = run(messages=60, seed=0)
     assert res["crashes"] == 0, res["reproducers"]
+
+
+def test_server_survives_mutated_graphs():
+    """The graph fuzzer's CI run (rpc-fuzz --graphs): op cases' graphs mutated field by field, 300 of them;
+    no death, no byte changed outside the destinations, the unmutated graph computed again to the same bytes."""
+    from pyggml.testing.rpc_fuzz import run_graphs
+
+    res = run_graphs(graphs=60, seed=0, mutations=5)
+    assert res["failures"] == [], "\n".join(res["failures"][:10])
+    assert res["mutated"] == 300 and res["refused"] > 100 and res["computed"] > 20, res
 
 
 def _tensor(buffer, data, ne, ttype=0, nb=(4, 64, 4096, 4096)):

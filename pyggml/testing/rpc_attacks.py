@@ -262,6 +262,22 @@ def get_rows_destination_too_small(g: G, hostile: bool) -> Built:
     return Built([out], out, None if hostile else O.get_rows(av, bv))
 
 
+@attack("GET_ROWS whose index lies in its own destination: the rows it writes become indices past the rows")
+def get_rows_index_inside_its_destination(g: G, hostile: bool) -> Built:
+    a, av = g.input(I32, (4, 8), np.full((8, 4), 1000, np.int32))  # rows of 1000s: an index of 1000 is past them
+    out = g.node(Op.GET_ROWS, I32, (4, 8), (a, None))
+    index = np.arange(8, dtype=np.int32)[::-1].copy()
+    if hostile:  # the index: the first 8 values of the destination itself
+        b = Desc(g.a.new_id(), I32, (8, 1, 1, 1), (4, 32, 32, 32), buffer=out.buffer, data=out.data, view_src=out.id)
+        g.a.set(b, index)
+        extra = [b]
+    else:
+        b, _ = g.input(I32, (8,), index)
+        extra = []
+    out.src = (a.id, b.id)
+    return Built([out], out, None if hostile else O.get_rows(av, index), extra=extra, dtype=np.int32)
+
+
 # --- sources that disagree ------------------------------------------------------------------------------------
 @attack("MUL_MAT whose sources' inner sizes disagree (64 against 32): reads past a's rows")
 def mul_mat_inner_sizes_disagree(g: G, hostile: bool) -> Built:

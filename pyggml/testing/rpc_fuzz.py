@@ -64,6 +64,7 @@ from pyggml.testing.rpc_wire import (
 )
 from pyggml.testing.rpc_wire import call as _call
 from pyggml.testing.rpc_wire import request as _request
+from pyggml.types import Op
 
 __all__ = ["GET_TENSOR", "HELLO", "SET_TENSOR", "hello", "alive", "run", "run_graphs"]
 
@@ -308,8 +309,6 @@ class WireGraph:
 
 
 def _op_name(op: int) -> str:
-    from pyggml.types import Op
-
     try:
         return Op(op).name
     except ValueError:
@@ -320,7 +319,6 @@ def wire_graph(case: Any, arena: rpc_wire.Arena) -> WireGraph:
     """Lay out an op case's graph in `arena` and describe it as the wire carries it: each tensor that owns
     its memory (no view_src) gets a place of its own, a view its root's place plus its offset."""
     from pyggml._native import ffi, lib
-    from pyggml.types import Op
 
     ctx, x, out, graph = case.build()
     raw = case.raw_values()
@@ -471,7 +469,7 @@ class Mutator:
                 done.append(f"node list {how}")
             elif kind == "index" and g.indices:
                 idx, rows = r.choice(g.indices)
-                d = tensors[idx]
+                d = g.tensors[idx]  # where the index lies in the arena, whatever the mutations say
                 v = r.choice([rows, rows + 1, -1, -(1 << 31), 1 << 30, rows * 1000])
                 fmt = "<q" if d.type == 27 else "<i"
                 at = r.randrange(max(1, d.ne[0]))
@@ -491,22 +489,17 @@ class Mutator:
                 else:
                     t.view_offs = max(0, t.view_offs + r.choice([4, -4, 64, 1 << 20]))
                 done.append(f"view of {t.id} = {t.view_src}+{t.view_offs}")
-            elif kind == "depth" and node is not None and any(node.src):
-                j = next(j for j, s in enumerate(node.src) if s)
+            elif kind == "depth" and node is not None and any(x in tensors for x in node.src):
+                j = next(j for j, x in enumerate(node.src) if x in tensors)
                 depth = r.choice([2, 100, 5000, 50000])
                 as_nodes = r.random() < 0.3 and depth <= 5000
                 nxt = node.src[j]
                 base = tensors[nxt]
                 for _ in range(depth):  # aliases of the source, each the next one's source (or a view of it)
-                    a = dataclasses.replace(
-                        base, id=arena.new_id(), op=34 if as_nodes else 1, src=(nxt,), flags=16 if as_nodes else 0
-                    )
-                    if as_nodes:
-                        a.op, a.view_src, a.op_params = (
-                            34,
-                            base.view_src or base.id,
-                            struct.pack("<Q", 0).ljust(64, b"\0"),
-                        )
+                    a = dataclasses.replace(base, id=arena.new_id(), op=int(Op.DUP), src=(nxt,), flags=0)
+                    if as_nodes:  # views of the source's memory, each a node viewing the one before
+                        a.op, a.flags, a.view_src = int(Op.VIEW), 16, base.view_src or base.id
+                        a.op_params = bytes(4 * N_OP_PARAMS)
                         ids.insert(ids.index(node.id), a.id)
                     tensors[a.id] = a
                     nxt = a.id
@@ -603,18 +596,17 @@ def run_graphs(
             for m in range(mutations):
                 ids, tensors, writes, what = mutator.mutate(g, arena)
                 tag = f"{case.name} (seed {seed}, mutation {m}): {what}"
-                arena.conn.write(arena.buffer, arena.base, g.before)
-                for at, data in writes:
-                    arena.conn.write(arena.buffer, at, data)
-                before = arena.snapshot()
                 counts["mutated"] += 1
                 try:
+                    arena.conn.write(arena.buffer, arena.base, g.before)
+                    for at, data in writes:
+                        arena.conn.write(arena.buffer, at, data)
+                    before = arena.snapshot()
                     answer = gs.conn.compute(ids, list(tensors.values()))
                     after = arena.snapshot()
                 except OSError as e:
-                    fail(
-                        f"{tag}: the connection broke ({e}); server {'running' if gs.running() else 'dead'}: {gs.why()}"
-                    )
+                    state = "running" if gs.running() else "dead"
+                    fail(f"{tag}: the connection broke ({e}); server {state}: {gs.why()}")
                     gs.restart()
                     break
                 if answer is not None and answer[0] != rpc_wire.COMPUTED:

@@ -89,24 +89,26 @@ class Desc:
     use_count: int = 1
 
     def pack(self) -> bytes:
-        srcs = (list(self.src) + [0] * MAX_SRC)[:MAX_SRC]
+        """The 296 bytes; every field wraps to its width on the wire, as a client's bytes would."""
+        u32, u64 = (1 << 32) - 1, (1 << 64) - 1
+        srcs = [x & u64 for x in (list(self.src) + [0] * MAX_SRC)[:MAX_SRC]]
         words = struct.unpack(f"<{N_OP_PARAMS}i", self.op_params.ljust(4 * N_OP_PARAMS, b"\0")[: 4 * N_OP_PARAMS])
         return struct.pack(
             TENSOR_FORMAT,
-            self.id,
-            self.type,
-            self.buffer,
-            *self.ne,
-            *self.nb,
-            self.op,
+            self.id & u64,
+            self.type & u32,
+            self.buffer & u64,
+            *(x & u32 for x in self.ne),
+            *(x & u32 for x in self.nb),
+            self.op & u32,
             *words,
-            self.flags,
+            (self.flags + (1 << 31)) % (1 << 32) - (1 << 31),
             *srcs,
-            self.view_src,
-            self.view_offs,
-            self.data,
+            self.view_src & u64,
+            self.view_offs & u64,
+            self.data & u64,
             self.name[:63].ljust(64, b"\0"),
-            self.use_count,
+            (self.use_count + (1 << 31)) % (1 << 32) - (1 << 31),
         )
 
     def with_(self, **changes) -> Desc:
