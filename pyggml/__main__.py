@@ -286,6 +286,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_rpc.add_argument("--port", type=int, default=50052, help="port (default 50052)")
     p_rpc.add_argument("--device", default="cpu", help="the device to serve: cpu, vulkan0, ... (default cpu)")
     p_rpc.add_argument("--threads", type=int, default=None, help="CPU threads (default: the machine's cores)")
+    p_rpc.add_argument(
+        "--trust-clients",
+        action="store_true",
+        help="compute CUSTOM and MAP_CUSTOM nodes, which make the server call a function at an address the "
+        "client gives: only for clients you trust completely (refused by default)",
+    )
     p_gguf = sub.add_parser("gguf", help="summarize a GGUF file: header, metadata, tensors (read by ggml's gguf)")
     p_gguf.add_argument("file", help="the GGUF file")
     p_gguf.add_argument("--json", action="store_true", help="print JSON (metadata values in full)")
@@ -348,7 +354,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             print("rpc-server: --port must be in 1..65535 and --threads at least 1", file=sys.stderr)
             return 2
         try:
-            return rpc.serve(args.host, args.port, args.device, args.threads)
+            return rpc.serve(args.host, args.port, args.device, args.threads, trust_clients=args.trust_clients)
         except ValueError as e:
             print(f"rpc-server: {e}", file=sys.stderr)
             return 2

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from pyggml import transport
 from pyggml._native import ffi, lib
 from pyggml.errors import Unsplittable
 from pyggml.preflight.core import Rule
@@ -31,6 +32,9 @@ def check_graph(meta: Any, graph: Any) -> None:
     states = ffi.new("struct ggml_backend_meta_split_state[]", max(1, graph.n_nodes))
     ok = lib.ggml_backend_meta_graph_split_states(meta.device.ptr, graph.ptr, states, reason, len(reason))
     meta.raise_pending()
+    # the check allocates a throwaway buffer on every device: a device on an RPC server that failed
+    # gives none (patch 0024), which is the server's failure (RpcError), not an unsplittable graph
+    transport.after_device_call([meta.device.ptr])
     if not ok:
         raise Unsplittable(f"{meta.name} cannot split this graph: {ffi.string(reason).decode(errors='replace')}")
     check_views(meta, graph, states)  # what ggml's check passes but computes wrongly
