@@ -24,7 +24,8 @@ LAYOUTS = {
 def rows_of(split: Split, device: int) -> list[int]:
     """The rows of the split axis a device holds, in ggml's order (segments, each repeated, each
     repetition split over the devices in order)."""
-    out, pos = [], 0
+    out: list[int] = []
+    pos = 0
     for seg, r in zip(split.segments(), split.repeats or [1] * len(split.segments())):
         for _ in range(r):
             for j, n in enumerate(seg):

@@ -83,7 +83,9 @@ def test_the_suite_over_rpc_and_a_meta_device_of_two_servers():
     a, b = res["a"], res["b"]
     assert not res["bad"], "\n".join(res["bad"][:20])
     assert res["passed"][a] > 1000 and res["passed"][f"meta:{a},{b}"] > 1000
-    assert res["conv"] == 2 * (24 + 70)  # every conv-state and delta-net case, on both
+    # every conv-state and delta-net case on both, but the 6 small ones in llama.cpp's layouts on the meta
+    # device (skipped there: the server refuses the empty shares of a device holding none of the layer)
+    assert res["conv"] == 2 * (24 + 74) - 6  # every conv-state and delta-net case, on both
 
 
 def test_info_and_check_take_rpc_servers():
@@ -471,7 +473,8 @@ def test_a_server_dying_between_cases_fails_its_cases_and_the_run_goes_on():
     """`check --rpc A,B --backend meta:rpc0,rpc1 --backend cpu` with B killed after the first case (the
     client aborted there before patch 0024): the meta device's later cases are errors naming B, the CPU's
     pass, and the run finishes."""
-    out = _run_child("""
+    out = _run_child(
+        """
     from pyggml.testing.check import run_check
     s1, s2 = rpc.Server(threads=1), rpc.Server(threads=1)
     names = [d.name.lower() for d in rpc.add_server(s1.endpoint) + rpc.add_server(s2.endpoint)]
@@ -499,7 +502,9 @@ def test_a_server_dying_between_cases_fails_its_cases_and_the_run_goes_on():
     carry_on()
     s1.stop(); s2.stop()
     print("OK")
-    """, timeout=300)
+    """,
+        timeout=300,
+    )
     assert "OK" in out
 
 

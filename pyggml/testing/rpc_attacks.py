@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ class G:
         return d, v
 
     def node(
-        self, op: int, type: int, ne: tuple[int, ...], srcs: tuple[Desc | None, ...], op_params: bytes = b"", **kw
+        self, op: int, type: int, ne: tuple[int, ...], srcs: tuple[Desc | None, ...], op_params: bytes = b"", **kw: Any
     ) -> Desc:
         d = self.a.place(type, ne, op=int(op), src=tuple(s.id if s else 0 for s in srcs), **kw)
         if op_params:

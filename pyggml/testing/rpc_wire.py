@@ -17,6 +17,7 @@ import socket
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ class Desc:
             (self.use_count + (1 << 31)) % (1 << 32) - (1 << 31),
         )
 
-    def with_(self, **changes) -> Desc:
+    def with_(self, **changes: Any) -> Desc:
         return dataclasses.replace(self, **changes)
 
     @property
@@ -225,7 +226,7 @@ class Arena:
         self.next_id += 1
         return self.next_id
 
-    def place(self, type: int, ne: Sequence[int], nbytes: int | None = None, **fields) -> Desc:
+    def place(self, type: int, ne: Sequence[int], nbytes: int | None = None, **fields: Any) -> Desc:
         """A contiguous tensor of `type` and `ne` (ggml order) at the next free place of the buffer."""
         from pyggml import types
 
@@ -245,7 +246,7 @@ class Arena:
     def set(self, t: Desc, values: np.ndarray) -> None:
         self.conn.write(self.buffer, t.data, np.ascontiguousarray(values).tobytes())
 
-    def get(self, t: Desc, dtype=np.float32) -> np.ndarray:
+    def get(self, t: Desc, dtype: Any = np.float32) -> np.ndarray:
         raw = self.conn.read(self.buffer, t.data, t.nbytes)
         return np.frombuffer(raw, dtype=dtype).reshape(tuple(reversed(t.ne)))
 
