@@ -51,7 +51,7 @@ class Split:
     Along the axis come the segments in order, each repeated, each repetition split over the
     devices in order: Split(1, ((2, 2), (4, 4)), (2, 1)) gives device 0 indices 0-1, 4-5 and 8-11
     of 16 (llama.cpp's [q | k | v] split: q's and k's heads, then v's, of each device). Computed
-    tensors keep such a layout (patch 0024) or ggml refuses the graph, saying why.
+    tensors keep such a layout (patch 0026) or ggml refuses the graph, saying why.
     """
 
     axis: int | str

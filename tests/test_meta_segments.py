@@ -1,7 +1,7 @@
 """Splits in several segments (llama.cpp's fused [q | k | v] splits): each device holds several ranges of
-the split axis. ggml's meta code kept only each device's total for a computed tensor; patch 0024 keeps
+the split axis. ggml's meta code kept only each device's total for a computed tensor; patch 0026 keeps
 the layout through the ops where it is defined and refuses, with the reason, where it is not.
-PYGGML_SKIP_PATCHES=0024-meta-split-segments.patch shows what was wrong: the product read back in the
+PYGGML_SKIP_PATCHES=0026-meta-split-segments.patch shows what was wrong: the product read back in the
 wrong order, tensors of different layouts added without notice."""
 
 import numpy as np
@@ -24,7 +24,8 @@ LAYOUTS = {
 def rows_of(split: Split, device: int) -> list[int]:
     """The rows of the split axis a device holds, in ggml's order (segments, each repeated, each
     repetition split over the devices in order)."""
-    out, pos = [], 0
+    out: list[int] = []
+    pos = 0
     for seg, r in zip(split.segments(), split.repeats or [1] * len(split.segments())):
         for _ in range(r):
             for j, n in enumerate(seg):

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from pyggml import transport
 from pyggml._native import ffi, lib
 from pyggml.errors import Unsplittable
 from pyggml.preflight.core import Rule
@@ -31,6 +32,9 @@ def check_graph(meta: Any, graph: Any) -> None:
     states = ffi.new("struct ggml_backend_meta_split_state[]", max(1, graph.n_nodes))
     ok = lib.ggml_backend_meta_graph_split_states(meta.device.ptr, graph.ptr, states, reason, len(reason))
     meta.raise_pending()
+    # the check allocates a throwaway buffer on every device: a device on an RPC server that failed
+    # gives none (patch 0024), which is the server's failure (RpcError), not an unsplittable graph
+    transport.after_device_call([meta.device.ptr])
     if not ok:
         raise Unsplittable(f"{meta.name} cannot split this graph: {ffi.string(reason).decode(errors='replace')}")
     check_views(meta, graph, states)  # what ggml's check passes but computes wrongly
@@ -79,7 +83,7 @@ def check_views(meta: Any, graph: Any, states: Any) -> None:
             continue  # not computed on the meta device
         rs = _root_state(meta, v.view_src, states, index)
         if rs is None or rs.segmented() or v.view_src.op == lib.GGML_OP_GATED_DELTA_NET:
-            # ggml maps these views exactly and refuses the wrong ones itself (patch 0024): a root split into
+            # ggml maps these views exactly and refuses the wrong ones itself (patch 0026): a root split into
             # several ranges per device, and gated_delta_net's result, whose states are not rows of its output
             continue
         problem = _view_mismatch(v, vs, v.view_src, rs)
