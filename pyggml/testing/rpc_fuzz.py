@@ -576,8 +576,12 @@ def run_graphs(
         out.write(f"FAIL {what}\n")
         out.flush()
 
+    t0 = time.monotonic()
     try:
-        for _ in range(graphs):
+        for n in range(graphs):
+            if n and n % 500 == 0:  # a long run shows where it is
+                out.write(f"[{n}/{graphs}] {counts} {len(failures)} failures, {time.monotonic() - t0:.0f} s\n")
+                out.flush()
             case = rng.choice(pool)
             try:
                 arena = rpc_wire.Arena(gs.conn, size=_arena_size(case))
