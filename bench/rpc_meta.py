@@ -1,6 +1,7 @@
 """The meta backend over ggml's RPC: two server processes on loopback against two in-process CPU devices.
 
     python bench/rpc_meta.py [--steps 50] [--trace-steps 3] [--quick]
+                             [--baseline-python PY --baseline-cwd DIR]
 
 Starts two RPC servers (`rpc.Server(threads=1)`: `python -m pyggml rpc-server`, one compute thread
 each) on 127.0.0.1, adds them (rpc0, rpc1) and runs the same graphs side by side on
@@ -20,6 +21,11 @@ Graphs:
   axis 1 (output rows: each device computes half of the hidden units), w_down [4096, 1024] split
   on axis 0 (each device a partial sum, reduced by the meta backend); input 16 columns.
 
+With `--baseline-python` (the interpreter of another pyggml build) and `--baseline-cwd` (its source
+tree), two more servers of that build run the same graphs (`meta:` of their devices, the last row):
+built without patch 0023, they compute without checking the graphs, so the difference between the
+two RPC rows is what the server's graph check costs per step (`validation` below the table).
+
 A step is what an application does per ubatch: set the inputs, compute, read the outputs back.
 Each cell: the median wall time of a step (ms), and the bytes that crossed the network per step.
 
@@ -37,6 +43,7 @@ talks through send/recv, which those counters leave out (they stayed at 0 here).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import re
@@ -228,17 +235,28 @@ def main():
     )
     parser.add_argument("--quick", action="store_true", help="smaller graphs (1024 channels; one MLP block)")
     parser.add_argument("--blocks", type=int, default=2, help="MLP blocks (--quick: 1)")
+    parser.add_argument("--baseline-python", help="also run servers of another pyggml build: its interpreter")
+    parser.add_argument("--baseline-cwd", help="... started from this folder (that build's source tree)")
     args = parser.parse_args()
     channels = 1024 if args.quick else 4096
     n_blocks = 1 if args.quick else args.blocks
     n_in, n_hidden, cols = 1024, 4096, 16
     trace_steps = args.trace_steps if shutil.which("strace") else 0
 
-    with rpc.Server(threads=1) as a, rpc.Server(threads=1) as b:
+    base_kw = {"python": args.baseline_python, "cwd": args.baseline_cwd}
+    with contextlib.ExitStack() as stack:
+        a, b = (stack.enter_context(rpc.Server(threads=1)) for _ in range(2))
         names = [d.name.lower() for d in rpc.add_server(a.endpoint) + rpc.add_server(b.endpoint)]
         rpc_meta = "meta:" + ",".join(names)
         pids = [a.proc.pid, b.proc.pid]
         backends = ["cpu", "meta:cpu,cpu", rpc_meta]
+        baseline = None
+        if args.baseline_python:
+            c, d = (stack.enter_context(rpc.Server(threads=1, **base_kw)) for _ in range(2))
+            baseline = "meta:" + ",".join(
+                x.name.lower() for x in rpc.add_server(c.endpoint) + rpc.add_server(d.endpoint)
+            )
+            backends.append(baseline)
         print(
             f"# cores: {os.cpu_count()}; servers {a.endpoint}, {b.endpoint} (loopback, 1 thread each); "
             f"median of {args.steps} steps; payload traced over {trace_steps or 'no'} steps"
@@ -261,6 +279,7 @@ def main():
             ("conv", lambda n, tr: bench_conv(n, channels, args.steps, pids, tr)),
             ("mlp", lambda n, tr: bench_mlp(n, n_in, n_hidden, n_blocks, cols, args.steps, pids, tr)),
         )
+        cost = {}
         for graph, run in cells:
             base = None
             for name in backends:
@@ -268,13 +287,24 @@ def main():
                 gc.collect()  # free its buffers while the servers run
                 if name == "meta:cpu,cpu":
                     base = r["s"]
+                if name in (rpc_meta, baseline):
+                    cost.setdefault(graph, {})[name] = r["s"]
                 ratio = f"{r['s'] / base:.2f}x" if base else "-"
                 traced = name == rpc_meta and trace_steps
                 recv, sent = (fmt_bytes(r["recv"]), fmt_bytes(r["sent"])) if traced else ("-", "-")
+                label = f"{name} (baseline build)" if name == baseline else name
                 print(
-                    f"| {graph} | {name} | {r['s'] * 1e3:.2f} | {ratio} | {recv} | {sent} "
+                    f"| {graph} | {label} | {r['s'] * 1e3:.2f} | {ratio} | {recv} | {sent} "
                     f"| {fmt_bytes(r['lo_bytes'])} ({r['lo_packets']:.0f}) |",
                     flush=True,
+                )
+        if baseline:
+            print()
+            for graph, t in cost.items():
+                extra = t[rpc_meta] - t[baseline]
+                print(
+                    f"validation ({graph}): {extra * 1e3:+.3f} ms per step, {100 * extra / t[rpc_meta]:+.1f} % of a step "
+                    f"({t[rpc_meta] * 1e3:.2f} ms checked, {t[baseline] * 1e3:.2f} ms unchecked)"
                 )
 
 

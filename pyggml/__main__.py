@@ -224,11 +224,37 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_check.add_argument(
         "--model",
         metavar="FILE.gguf",
-        help="run llama.cpp's forward pass of this model on each --backend (cpu, vulkan0, meta:vulkan0,vulkan1) "
+        help="run llama.cpp's forward pass of this model on each --backend (cpu, vulkan0, rpc0, meta:vulkan0,vulkan1) "
         "and check every node it computes against its oracle (make one: python -m pyggml make-model ARCH FILE)",
     )
     p_check.add_argument(
         "--tokens", type=int, default=8, metavar="N", help="--model: the tokens decoded in one batch (default 8)"
+    )
+    p_check.add_argument(
+        "--save-failures",
+        metavar="DIR",
+        help="--model: save the first failing nodes of each backend (up to 5) here as reproducers, "
+        "written only when a node fails (default: pyggml-failures)",
+    )
+    p_check.add_argument(
+        "--save-node",
+        action="append",
+        metavar="PATTERN",
+        help="--model: also save every node whose name or op kind matches (fnmatch: 'attn_norm-*', MUL_MAT; "
+        "repeatable), passing or not",
+    )
+    p_check.add_argument(
+        "--node-nmse",
+        type=float,
+        metavar="BOUND",
+        help="--model: judge every node of an inexact op within this NMSE instead of its op's bound "
+        "(exact ops stay bit-exact); a tiny one shows the nodes furthest from their oracle",
+    )
+    p_check.add_argument(
+        "--repro",
+        metavar="FILE_OR_DIR",
+        help="rerun saved nodes (a reproducer's .json, or a folder of them) on each --backend "
+        "(default: the backend each was saved from) against their oracle and saved bound",
     )
     p_check.add_argument(
         "-q",
@@ -260,6 +286,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_rpc.add_argument("--port", type=int, default=50052, help="port (default 50052)")
     p_rpc.add_argument("--device", default="cpu", help="the device to serve: cpu, vulkan0, ... (default cpu)")
     p_rpc.add_argument("--threads", type=int, default=None, help="CPU threads (default: the machine's cores)")
+    p_rpc.add_argument(
+        "--trust-clients",
+        action="store_true",
+        help="compute CUSTOM and MAP_CUSTOM nodes, which make the server call a function at an address the "
+        "client gives: only for clients you trust completely (refused by default)",
+    )
     p_gguf = sub.add_parser("gguf", help="summarize a GGUF file: header, metadata, tensors (read by ggml's gguf)")
     p_gguf.add_argument("file", help="the GGUF file")
     p_gguf.add_argument("--json", action="store_true", help="print JSON (metadata values in full)")
@@ -322,7 +354,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             print("rpc-server: --port must be in 1..65535 and --threads at least 1", file=sys.stderr)
             return 2
         try:
-            return rpc.serve(args.host, args.port, args.device, args.threads)
+            return rpc.serve(args.host, args.port, args.device, args.threads, trust_clients=args.trust_clients)
         except ValueError as e:
             print(f"rpc-server: {e}", file=sys.stderr)
             return 2

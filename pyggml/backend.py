@@ -532,8 +532,10 @@ class Scheduler(Lender):
         compute there). ggml computes the nodes not asked for together with the next one asked for, after
         fn was asked about it: a node's sources hold what it will read at ask=True only when fn asked for
         every node before it (views compute nothing); an observer that asks for each node sees each one
-        with its sources as they were. An exception fn raises stops the compute and is raised by
-        `compute`."""
+        with its sources as they were. On a meta device ggml computes the split whole (patch 0025: its
+        meta backend computed a split in pieces wrongly): fn is asked about every node first and told
+        about those it asked for afterwards, when their sources may hold later values. An exception fn
+        raises stops the compute and is raised by `compute`."""
         if fn is None:
             lib.ggml_backend_sched_set_eval_callback(self.ptr, ffi.NULL, ffi.NULL)
             self._observer = None

@@ -497,27 +497,46 @@ class Context:
             lib.llama_memory_clear(mem, True)
         self._outputs = []
 
-    def state_save(self) -> bytes:
-        """The context's whole state (memory, logits, RNG) as bytes (llama_state_get_data)."""
-        size = int(lib.llama_state_get_size(self.ptr))
+    def state_save(self, seq: int | None = None) -> bytes:
+        """The context's whole state (memory, logits, RNG) as bytes (llama_state_get_data), or one
+        sequence's memory (seq: llama_state_seq_get_data; a recurrent model's pending rollback included)."""
+        if seq is not None:
+            seq = self._seq("state_save", seq)
+            size = int(lib.llama_state_seq_get_size(self.ptr, seq))
+        else:
+            size = int(lib.llama_state_get_size(self.ptr))
         buf = ffi.new("uint8_t[]", size)
         with logged_warnings() as lines:
-            n = int(lib.llama_state_get_data(self.ptr, buf, size))
+            if seq is not None:
+                n = int(lib.llama_state_seq_get_data(self.ptr, buf, size, seq))
+            else:
+                n = int(lib.llama_state_get_data(self.ptr, buf, size))
         if n == 0 and size:
-            raise LlamaError(f"llama_state_get_data failed: {_reason(lines, 'no reason logged')}")
+            raise LlamaError(f"llama.cpp could not save the state: {_reason(lines, 'no reason logged')}")
         return bytes(ffi.buffer(buf, n))
 
-    def state_load(self, data: bytes) -> None:
+    def state_load(self, data: bytes, seq: int | None = None) -> None:
         """Restore a state saved by `state_save` of a context of the same model and sizes
-        (llama_state_set_data). LlamaError with llama.cpp's reason when it does not fit."""
+        (llama_state_set_data), or a sequence's memory saved by `state_save(seq=...)` into sequence `seq`
+        (llama_state_seq_set_data). LlamaError with llama.cpp's reason when it does not fit."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"state_load: data must be bytes, not {type(data).__name__}")
         raw = bytes(data)
         with logged_warnings() as lines:
-            n = int(lib.llama_state_set_data(self.ptr, raw, len(raw)))
+            if seq is not None:
+                n = int(lib.llama_state_seq_set_data(self.ptr, raw, len(raw), self._seq("state_load", seq)))
+            else:
+                n = int(lib.llama_state_set_data(self.ptr, raw, len(raw)))
         if n == 0:
-            raise LlamaError(f"llama_state_set_data refused the state: {_reason(lines, 'no reason logged')}")
+            raise LlamaError(f"llama.cpp refused the state: {_reason(lines, 'no reason logged')}")
         self._outputs = []
+
+    def _seq(self, what: str, seq: object) -> int:
+        if not _is_int(seq):
+            raise TypeError(f"{what}: seq must be an int, not {type(seq).__name__}")
+        if not 0 <= int(seq) < self.n_seq_max:  # type: ignore[call-overload]
+            raise ValueError(f"{what}: seq {seq} outside 0..{self.n_seq_max - 1}")
+        return int(seq)  # type: ignore[call-overload]
 
     def close(self) -> None:
         """Free the context now."""

@@ -48,6 +48,10 @@ class Split:
     axis: 0..3 (ggml order), "mirrored" or "partial".
     sizes: for a split axis, the extent each device holds, one list per segment
     (a single flat list is one segment); repeats: how often each segment repeats.
+    Along the axis come the segments in order, each repeated, each repetition split over the
+    devices in order: Split(1, ((2, 2), (4, 4)), (2, 1)) gives device 0 indices 0-1, 4-5 and 8-11
+    of 16 (llama.cpp's [q | k | v] split: q's and k's heads, then v's, of each device). Computed
+    tensors keep such a layout (patch 0026) or ggml refuses the graph, saying why.
     """
 
     axis: int | str
@@ -104,19 +108,11 @@ class Split:
             raise ValueError(
                 f"{where}: sizes add up to {total} along axis {self.axis}, the tensor has {tensor.ne[self.axis]}"
             )
-        if len(segs) > 1 or repeats != [1]:
-            # ggml derives a computed tensor's split with one segment (the per-device totals: the FIXME
-            # in ggml_backend_meta_get_split_state), so a mul_mat of a several-segment weight put the
-            # rows of each device in the wrong places: silently wrong (max error 2.8 in issue 9)
-            raise ValueError(
-                f"{where}: {len(segs)} segments with repeats {repeats}: ggml's meta backend "
-                f"loses the segment layout in computed tensors (wrong results); use one segment"
-            )
         block = lib.ggml_blck_size(tensor.ptr.type)
-        if self.axis == 0 and any(s % block for s in segs[0]):
+        if self.axis == 0 and any(s % block for seg in segs for s in seg):
             # ggml asserts it at allocation: a device's slice along axis 0 must hold whole quantized blocks
             raise ValueError(
-                f"{where}: sizes {segs[0]} along axis 0 must be multiples of the block size "
+                f"{where}: sizes {segs} along axis 0 must be multiples of the block size "
                 f"{block} of type {ffi.string(lib.ggml_type_name(tensor.ptr.type)).decode()}"
             )
 

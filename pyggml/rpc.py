@@ -17,8 +17,12 @@ backends; the failed server's devices stay failed. `set_timeout(seconds)` bounds
 receive of connections opened afterwards (default 60 s: a receive waits for the server's compute, so
 the timeout must exceed the longest graph).
 
-The server is ggml's, documented upstream as a proof of concept that must never face an open network:
-it binds 127.0.0.1 unless told otherwise, and then prints that warning.
+Refusals: with our patch 0023 the server checks every graph before it runs it (README: "The RPC server's
+threat model") and answers a refused one with its reason; the client raises `RpcRefused` (an `RpcError`)
+naming it, and the connection stays usable: the next graph is computed as usual.
+
+The server has no authentication and no encryption: it binds 127.0.0.1 unless told otherwise, and then
+prints that warning.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -42,8 +47,9 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 50052
 DEFAULT_TIMEOUT = 60.0
 OPEN_NETWORK_WARNING = (
-    "WARNING: the RPC server binds {host}, not 127.0.0.1. Never expose it to an open network: "
-    "ggml's RPC server is an experimental proof of concept and is not secure."
+    "WARNING: the RPC server binds {host}, not 127.0.0.1. It has no authentication and no encryption: "
+    "anyone who reaches the port can use the device and read what its clients sent. Never expose it to an "
+    "open network: bind loopback, or reach it through a tunnel."
 )
 
 _ENDPOINT_OF_DEVICE: dict[int, str] = {}  # RPC device pointer -> "host:port"
@@ -53,6 +59,11 @@ _REGISTERED: dict[str, list] = {}  # endpoint -> its Devices (ggml caches the re
 
 class RpcError(GGMLError):
     """A connection to an RPC server failed: refused, closed, timed out, or answered nonsense."""
+
+
+class RpcRefused(RpcError):
+    """An RPC server refused a graph (its checks found it unsafe to compute), or its device failed to
+    compute one. The connection still works."""
 
 
 def available() -> bool:
@@ -91,12 +102,27 @@ def error(endpoint: str) -> str | None:
     return None
 
 
+def take_refusal(endpoint: str) -> str | None:
+    """Why the server at endpoint refused a graph since the last call (the first such reason), or None."""
+    if not hasattr(lib, "ggml_backend_rpc_take_refusal"):
+        return None
+    buf = ffi.new("char[]", 512)
+    if lib.ggml_backend_rpc_take_refusal(endpoint.encode(), buf, len(buf)):
+        return ffi.string(buf).decode(errors="replace")
+    return None
+
+
 def raise_if_failed(endpoints: Iterable[str]) -> None:
-    """Raise RpcError for the first of these endpoints whose server has failed (its reason in the message)."""
-    for ep in endpoints:
+    """Raise RpcError for the first of these endpoints whose server has failed (its reason in the message),
+    RpcRefused for one that refused a graph since the last check."""
+    eps = list(endpoints)
+    for ep in eps:
         why = error(ep)
         if why is not None:
             raise RpcError(f"RPC server {ep}: {why}")
+    refusals = [(ep, why) for ep, why in ((ep, take_refusal(ep)) for ep in eps) if why is not None]
+    if refusals:
+        raise RpcRefused("; ".join(f"RPC server {ep}: {why}" for ep, why in refusals))
 
 
 def add_server(endpoint: str, timeout: float | None = None) -> list:
@@ -171,8 +197,16 @@ transport.register(_after_call)
 
 
 # --- the server --------------------------------------------------------------------------------
-def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, device: str = "cpu", threads: int | None = None) -> int:
-    """Serve one local device until killed (ggml_backend_rpc_start_server). Returns 1 if it could not start."""
+def serve(
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    device: str = "cpu",
+    threads: int | None = None,
+    trust_clients: bool = False,
+) -> int:
+    """Serve one local device until killed (ggml_backend_rpc_start_server). Returns 1 if it could not start.
+    trust_clients: compute CUSTOM and MAP_CUSTOM nodes (they make the server call an address the client
+    gives); refused otherwise."""
     _require()
     from pyggml.backend import device as find_device
 
@@ -183,6 +217,7 @@ def serve(host: str = "127.0.0.1", port: int = DEFAULT_PORT, device: str = "cpu"
     parse_endpoint(endpoint)
     n_threads = threads if threads is not None else (os.cpu_count() or 1)
     devs = ffi.new("ggml_backend_dev_t[]", [dev.ptr])
+    lib.ggml_backend_rpc_server_trust_clients(bool(trust_clients))
     sys.stdout.flush()
     lib.ggml_backend_rpc_start_server(endpoint.encode(), ffi.NULL, n_threads, 1, devs)
     return 1  # it returns only when it could not bind or set up
@@ -211,6 +246,12 @@ def await_server(host: str, port: int, timeout: float, running: Callable[[], boo
     return "ended"
 
 
+def _end_process(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 class Server:
     """An RPC server in a child process (`python -m pyggml rpc-server`), for tests and notebooks:
 
@@ -226,11 +267,14 @@ class Server:
         threads: int | None = None,
         startup_timeout: float = 30.0,
         env: dict | None = None,
+        trust_clients: bool = False,
+        python: str | None = None,
+        cwd: str | None = None,
     ) -> None:
         self.host, self.port = "127.0.0.1", port or free_port()
         self.endpoint = f"{self.host}:{self.port}"
         cmd = [
-            sys.executable,
+            python or sys.executable,  # another interpreter (and cwd): a server of another pyggml build
             "-m",
             "pyggml",
             "rpc-server",
@@ -243,9 +287,15 @@ class Server:
         ]
         if threads is not None:
             cmd += ["--threads", str(threads)]
+        if trust_clients:
+            cmd += ["--trust-clients"]
         # its output goes to a file: a pipe nobody reads would fill up and block the server
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        self.proc = subprocess.Popen(
+            cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd
+        )
+        # a caller that dies before stop() (a failing test's child process) leaves no server behind
+        weakref.finalize(self, _end_process, self.proc)
         state = await_server(self.host, self.port, startup_timeout, lambda: self.proc.poll() is None)
         if state == "ended":
             raise RpcError(f"the RPC server ({' '.join(cmd[2:])}) exited with {self.proc.returncode}:\n{self.output()}")

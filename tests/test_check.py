@@ -146,7 +146,8 @@ def test_delta_net_cases_are_listed():
         text=True,
         check=True,
     ).stdout
-    assert "delta_net/f16/K8/n10/kv2x2" in out and out.strip().endswith("64 cases")
+    assert "delta_net/f16/K8/n10/kv2x2" in out and "delta_net/f32/K4/n6/qwen35" in out
+    assert out.strip().endswith("74 cases")  # 64 in the grouped layout, 10 in llama.cpp's two
 
 
 def test_closest_names_for_typos():

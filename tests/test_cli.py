@@ -187,6 +187,7 @@ def test_the_fuzzers_are_subcommands_with_their_options():
         ("meta-fuzz", "--trials"),
         ("gguf-fuzz", "--files"),
         ("rpc-fuzz", "--messages"),
+        ("rpc-fuzz", "--graphs"),
     ):
         res = run("pyggml", name, "--help")
         assert res.returncode == 0 and option in res.stdout and f"pyggml {name}" in res.stdout, res.stderr

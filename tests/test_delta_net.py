@@ -191,3 +191,160 @@ def test_states_of_a_one_row_cache():
     assert np.abs(ssm).sum() > 0
     with pytest.raises(ValueError, match="row"):
         m.states(0, 1)
+
+
+# --- llama.cpp's split of the real layer ----------------------------------------------------------------
+
+
+def _llama_cpp_split_state(name: str, ne: tuple, hp: dict, arch: str, n_devices: int, il_eff: int):
+    """`llama_meta_device_get_split_state` (src/llama-model.cpp of the pinned llama.cpp) for the tensors of a
+    recurrent layer of QWEN3NEXT / QWEN35, F32 weights, no tensor_split: (axis, ne[segment][device], nr).
+    Written from llama.cpp's code (get_tensor_config, get_split_segments, get_split_granularity and the
+    loop after them), independently of delta_net.llama_split_table."""
+    import math
+    import re
+
+    def m(pattern):
+        return re.fullmatch(pattern, name) is not None
+
+    if m(r"blk\.\d*\.attn_qkv.weight") or m(r"blk\.\d*\.attn_gate.weight") or m(r"blk\.\d*\.ssm_conv1d.weight"):
+        axis = 1
+    elif m(r"blk\.\d*\.ssm_dt.bias") or m(r"blk\.\d*\.ssm_a"):
+        axis = 0
+    elif m(r"blk\.\d*\.ssm_alpha.weight") or m(r"blk\.\d*\.ssm_beta.weight") or m(r"blk\.\d*\.ssm_ba.weight"):
+        axis = 1
+    elif m(r"cache_r_l\d*") or m(r"cache_s_l\d*"):
+        axis = 0
+    elif m(r"blk\.\d*\.ssm_out.weight"):
+        axis = 0
+    else:
+        return "mirrored", None, None
+    head_k_dim = head_v_dim = hp["ssm_d_state"]
+    n_k_heads, n_v_heads = hp["ssm_n_group"], hp["ssm_dt_rank"]
+    key_dim, value_dim = head_k_dim * n_k_heads, head_v_dim * n_v_heads
+    segments = [(ne[axis], 1)]
+    if arch == "QWEN3NEXT":
+        if m(r"blk\.\d*\.attn_qkv.weight") or m(r"blk\.\d*\.ssm_conv1d.weight"):
+            segments = [(key_dim, 2), (value_dim, 1)]
+        if m(r"cache_r_l\d*"):
+            segments = [(key_dim * (hp["ssm_d_conv"] - 1), 2), (value_dim * (hp["ssm_d_conv"] - 1), 1)]
+    else:
+        head_ratio = n_v_heads // n_k_heads
+        if m(r"blk\.\d*\.attn_qkv.weight") or m(r"blk\.\d*\.ssm_conv1d.weight"):
+            segments = [(key_dim, 2 + head_ratio)]
+        if m(r"blk\.\d*\.attn_gate.weight") or m(r"blk\.\d*\.ssm_out.weight"):
+            segments = [(key_dim, head_ratio)]
+        if m(r"blk\.\d*\.ssm_dt.bias") or m(r"blk\.\d*\.ssm_a") or m(r"blk\.\d*\.ssm_alpha.weight"):
+            segments = [(n_k_heads, head_ratio)]
+        if m(r"blk\.\d*\.ssm_beta.weight"):
+            segments = [(n_k_heads, head_ratio)]
+        if m(r"cache_r_l\d*"):
+            segments = [(key_dim * (hp["ssm_d_conv"] - 1), 2 + head_ratio)]
+        if m(r"cache_s_l\d*"):
+            segments = [(n_k_heads * head_v_dim * head_v_dim, head_ratio)]
+    head_dim = hp["ssm_d_state"]
+    granularity_qkv = math.lcm(math.lcm(1, 128), head_dim)
+    if any(
+        m(p)
+        for p in (
+            r"blk\.\d*\.attn_qkv.weight",
+            r"blk\.\d*\.attn_gate.weight",
+            r"blk\.\d*\.ssm_conv1d.weight",
+            r"blk\.\d*\.ssm_out.weight",
+        )
+    ):
+        g = granularity_qkv
+    elif any(
+        m(p)
+        for p in (
+            r"blk\.\d*\.ssm_dt.bias",
+            r"blk\.\d*\.ssm_a",
+            r"blk\.\d*\.ssm_alpha.weight",
+            r"blk\.\d*\.ssm_beta.weight",
+        )
+    ):
+        g = granularity_qkv // head_dim
+    elif m(r"blk\.\d*\.ssm_ba.weight"):
+        g = 2 * (granularity_qkv // head_dim)
+    elif m(r"cache_r_l\d*"):
+        g = granularity_qkv * (hp["ssm_d_conv"] - 1)
+    else:
+        g = granularity_qkv * head_dim
+    rotation = il_eff % n_devices
+    shares, nr = [], []
+    for ne_s, nr_s in segments:
+        row, low = [0] * n_devices, 0
+        for j in range(n_devices - 1):
+            high = ne_s * (j + 1) // n_devices
+            if high % g != 0:
+                high -= high % g
+            row[(j + rotation) % n_devices] = high - low
+            low = high
+        row[(n_devices - 1 + rotation) % n_devices] = ne_s - low
+        shares.append(row)
+        nr.append(nr_s)
+    return axis, shares, nr
+
+
+def _indices(ne, nr, device):
+    """The indices of the split axis a device holds: segments, each repeated, each repetition split over
+    the devices in order (ggml_backend_meta_split_state)."""
+    out, pos = [], 0
+    for row, r in zip(ne, nr):
+        for _ in range(r):
+            for j, n in enumerate(row):
+                if j == device:
+                    out += range(pos, pos + n)
+                pos += n
+    return out
+
+
+_LLAMA_NAMES = {  # pyggml's name -> llama.cpp's
+    "attn_qkv": "attn_qkv.weight",
+    "attn_gate": "attn_gate.weight",
+    "ssm_conv1d": "ssm_conv1d.weight",
+    "ssm_dt": "ssm_dt.bias",
+    "ssm_a": "ssm_a",
+    "ssm_ba": "ssm_ba.weight",
+    "ssm_beta": "ssm_beta.weight",
+    "ssm_alpha": "ssm_alpha.weight",
+    "ssm_out": "ssm_out.weight",
+    "attn_norm": "attn_norm.weight",
+    "ssm_norm": "ssm_norm.weight",
+}
+
+
+@pytest.mark.parametrize("layout, arch", [("qwen3next", "QWEN3NEXT"), ("qwen35", "QWEN35")])
+@pytest.mark.parametrize(
+    "dims, n_devices",
+    [
+        (dict(head_dim=16, n_k_heads=2, n_v_heads=4), 2),  # every layer on one device
+        (dict(head_dim=16, n_k_heads=16, n_v_heads=32), 2),
+        (dict(head_dim=16, n_k_heads=16, n_v_heads=32), 3),
+        (dict(head_dim=128, n_k_heads=16, n_v_heads=32), 3),  # Qwen3-Next-80B's layer
+        (dict(head_dim=128, n_k_heads=16, n_v_heads=48), 4),
+    ],
+)
+def test_the_llama_policy_puts_on_each_device_what_llama_cpp_puts_there(layout, arch, dims, n_devices):
+    """Every tensor of every layer: the indices of its split axis each device holds under pyggml's policy
+    equal those under llama.cpp's own rule (so each device holds the same bytes of it)."""
+    cfg = DeltaNetConfig(n_embd=8, n_layer=3, layout=layout, **dims)
+    hp = dict(ssm_d_state=cfg.head_dim, ssm_n_group=cfg.n_k_heads, ssm_dt_rank=cfg.n_v_heads, ssm_d_conv=cfg.d_conv)
+    runner = Runner("meta:" + ",".join(["cpu"] * n_devices))
+    m = DeltaNet(runner, cfg, K=1, mem_size=1)  # allocated under the policy: its splits are checked too
+    llama_name = {f"cache_conv_l{il}": f"cache_r_l{il}" for il in range(cfg.n_layer)}
+    llama_name.update({f"cache_ssm_l{il}": f"cache_s_l{il}" for il in range(cfg.n_layer)})
+    llama_name.update(
+        {f"blk.{il}.{n}": f"blk.{il}.{ln}" for il in range(cfg.n_layer) for n, ln in _LLAMA_NAMES.items()}
+    )
+    for t in list(m.weights.ctx.tensors()) + list(m.mem.ctx.tensors()):
+        ours = runner.meta.split_of(t)
+        il = int(t.name.split(".")[1]) if t.name.startswith("blk.") else int(t.name.rsplit("l", 1)[1])
+        axis, ne, nr = _llama_cpp_split_state(llama_name[t.name], t.ne, hp, arch, n_devices, il)
+        assert ours.axis == axis, t.name
+        if axis == "mirrored":
+            continue
+        seg = ours.segments()
+        reps = list(ours.repeats) or [1] * len(seg)
+        for j in range(n_devices):
+            assert _indices(seg, reps, j) == _indices(ne, nr, j), f"{t.name} on device {j}"

@@ -54,6 +54,13 @@ KEYS = {
     "qwen3next": COMMON + RMS + MOE + ["expert_shared_feed_forward_length"] + DELTA_NET + ["rope.freq_base"],
     # src/models/qwen35.cpp: rope.dimension_sections is required (get_key_or_arr(..., 4, true))
     "qwen35": COMMON + RMS + DELTA_NET + ["rope.freq_base", "rope.dimension_sections"],
+    # src/models/qwen35moe.cpp: qwen3next's expert keys and qwen35's rope sections
+    "qwen35moe": COMMON
+    + RMS
+    + MOE
+    + ["expert_shared_feed_forward_length"]
+    + DELTA_NET
+    + ["rope.freq_base", "rope.dimension_sections"],
     # src/models/gemma3.cpp: sliding_window (+ load_swa_pattern), rope.freq_base_swa; key/value_length
     # (load_hparams)
     "gemma3": COMMON
@@ -107,6 +114,13 @@ LAYERS = {
         ["attn_norm.weight", "post_attention_norm.weight", *DELTA, "ssm_beta.weight", "ssm_alpha.weight"]
         + ["ssm_norm.weight", "ssm_out.weight", *FFN],
         ["attn_norm.weight", "post_attention_norm.weight", *ATTN, *QK_NORM, *FFN],
+    ],
+    "qwen35moe": [
+        ["attn_norm.weight", "post_attention_norm.weight", *DELTA, "ssm_beta.weight", "ssm_alpha.weight"]
+        + ["ssm_norm.weight", "ssm_out.weight", *EXPERTS]
+        + ["ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight"],
+        ["attn_norm.weight", "post_attention_norm.weight", *ATTN, *QK_NORM, *EXPERTS]
+        + ["ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight"],
     ],
     "gemma3": [
         ["attn_norm.weight", *ATTN, "post_attention_norm.weight", *QK_NORM, "ffn_norm.weight"]

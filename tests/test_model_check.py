@@ -4,6 +4,7 @@ checked against its oracle with the values it received (pyggml.llama's observer,
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +13,12 @@ import pytest
 
 llama = pytest.importorskip("pyggml.llama", reason="pyggml built without libllama (PYGGML_LLAMA=OFF)")
 
+import numpy as np  # noqa: E402
+
+import pyggml  # noqa: E402
 from pyggml.models.make_model import make_model  # noqa: E402
-from pyggml.testing import model_check, opdb  # noqa: E402
+from pyggml.runner import Runner  # noqa: E402
+from pyggml.testing import model_check, opdb, repro  # noqa: E402
 from pyggml.testing.nodes import NodeChecker  # noqa: E402
 
 
@@ -63,34 +68,186 @@ def test_an_observer_that_raises_stops_the_decode_with_its_exception(tiny: dict[
     assert checker.verdicts and all(v.ok for v in checker.verdicts)
 
 
+def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pyggml", "check", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
 def test_the_command_line(tiny: dict[str, Path], tmp_path: Path) -> None:
     report = tmp_path / "r.json"
+    res = _cli("--model", str(tiny["llama"]), "--json", str(report), "--tokens", "4")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "MUL_MAT" in res.stdout and "checked" in res.stdout and "unread" in res.stdout
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    recs = json.loads(report.read_text())
+    assert recs and all(r["status"] == "pass" for r in recs)
+    for args, words in (
+        (["--model", str(tmp_path / "none.gguf")], "no such file"),
+        (["--model", str(tiny["llama"]), "--backend", "meta:"], "names its devices"),
+        (["--model", str(tiny["llama"]), "--backend", "meta:cpu,nope0"], "no backend nope0"),
+        (["--model", str(tiny["llama"]), "--node-nmse", "0"], "--node-nmse"),
+        (["--model", str(tiny["llama"]), "--op", "add"], "--op does not apply"),
+        (["--repro", str(tmp_path), "--model", str(tiny["llama"])], "--model does not apply"),
+        (["--repro", str(tmp_path), "--node-nmse", "1e-9"], "--node-nmse does not apply"),
+        (["--repro", str(empty)], "no reproducer"),
+        (["--repro", str(tmp_path / "none.json")], "no such file"),
+        (["--repro", str(report)], "not a pyggml node reproducer"),
+    ):
+        res = _cli(*args)
+        assert res.returncode == 2 and words in res.stderr, (args, res.stderr)
+
+
+# --- reproducers: a node saved with its inputs, computed again on its own --------------------------------------------
+def _saved(run: model_check.ModelRun, model: Path, directory: Path) -> list[repro.Repro]:
+    return [repro.load(p) for p in model_check.save_captured(run, str(model), directory)]
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen35", "rwkv7"])
+def test_every_node_saved_from_a_passing_run_reruns_standalone_and_passes(
+    tiny: dict[str, Path], arch: str, tmp_path: Path
+) -> None:
+    run = model_check.run_model(str(tiny[arch]), "cpu", n_tokens=6, keep=lambda v: True)
+    assert not run.error and not run.failed
+    saved = _saved(run, tiny[arch], tmp_path)
+    assert len(saved) == sum(v.comparison is not None for v in run.verdicts)
+    by_index = {v.index: v for v in run.verdicts}
+    runner = Runner("cpu")
+    kinds = set()
+    for r in saved:
+        rec = repro.rerun(r, "cpu", runner)
+        if r.capture.not_standalone:  # llama.cpp's empty copies of recurrent states: said, never passed
+            assert rec.status == "skipped" and "cannot be rebuilt" in rec.message and "empty" in rec.message
+            continue
+        assert rec.status == "pass", (r.stem, rec.message)
+        original = by_index[int(r.origin["index"])].comparison
+        assert original is not None and rec.error == pytest.approx(original.nmse, rel=1e-6, abs=1e-30), r.stem
+        kinds.add(r.capture.kind)
+    assert {"MUL_MAT", "RMS_NORM" if arch != "rwkv7" else "NORM", "GET_ROWS", "ADD"} <= kinds
+    if arch == "qwen35":  # a node that writes into its source's memory (view_of), and the delta-net op
+        assert {"SET_ROWS", "CPY", "GATED_DELTA_NET", "SSM_CONV", "FLASH_ATTN_EXT", "ROPE"} <= kinds
+        assert any(r.capture.view_of for r in saved if r.capture.kind == "SET_ROWS")
+    if arch == "rwkv7":
+        assert "RWKV_WKV7" in kinds
+
+
+def test_failing_nodes_are_saved_and_their_reproducers_fail_alike(tiny: dict[str, Path], tmp_path: Path) -> None:
+    """--node-nmse makes every inexact node's bound impossibly tight: real ggml nodes, real oracles, bounds they
+    fail. The first MAX_FAILURES are kept; rerun on their own they fail with the same figures."""
+    run = model_check.run_model(
+        str(tiny["llama"]), "cpu", n_tokens=4, tolerance=model_check.node_nmse(1e-30), keep=model_check.keeper([])
+    )
+    assert len(run.failed) > repro.MAX_FAILURES
+    saved = _saved(run, tiny["llama"], tmp_path)
+    assert [r.origin["index"] for r in saved] == [v.index for v in run.failed[: repro.MAX_FAILURES]]
+    doc = json.loads((tmp_path / f"{saved[0].stem}.json").read_text())
+    assert doc["status"] == "fail" and doc["bound"] == 1e-30 and len(doc["op_params"]) == 16
+    assert doc["sources"][0]["ne"] and (tmp_path / doc["arrays"]).is_file()
+    for r in saved:
+        rec = repro.rerun(r, "cpu")
+        assert rec.status == "fail" and rec.bound == 1e-30 and "NMSE" in rec.message
+        assert rec.error == pytest.approx(r.origin["nmse"], rel=1e-6)
+
+
+def test_a_reproducer_whose_inputs_do_not_read_back_as_saved_is_an_error(tiny: dict[str, Path], tmp_path: Path) -> None:
+    run = model_check.run_model(str(tiny["llama"]), "cpu", n_tokens=4, keep=model_check.keeper(["MUL_MAT"]))
+    [path, *_] = model_check.save_captured(run, str(tiny["llama"]), tmp_path)
+    assert repro.rerun(repro.load(path), "cpu").status == "pass"
+    npz = path.with_suffix(".npz")
+    arrays = dict(np.load(npz))
+    arrays["src1_values"] = arrays["src1_values"] + 1  # what the oracle would get, no longer what the node reads
+    np.savez(npz, **arrays)
+    rec = repro.rerun(repro.load(path), "cpu")
+    assert rec.status == "error" and "src1 did not read back as saved" in rec.message
+
+
+def test_save_and_rerun_from_the_command_line(tiny: dict[str, Path], tmp_path: Path) -> None:
+    fails = tmp_path / "fails"
+    res = _cli("--model", str(tiny["llama"]), "--tokens", "4", "--node-nmse", "1e-30", "--save-failures", str(fails))
+    assert res.returncode == 1 and f"check --repro {fails}" in res.stdout, res.stderr[-2000:]
+    assert len(list(fails.glob("*.json"))) == repro.MAX_FAILURES == len(list(fails.glob("*.npz")))
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    res = _cli("--repro", str(fails), "--json", str(report), "--junit", str(junit))
+    assert res.returncode == 1 and "repro/llama-cpu-n" in res.stdout
+    recs = json.loads(report.read_text())
+    assert len(recs) == repro.MAX_FAILURES and {r["status"] for r in recs} == {"fail"}
+    assert junit.read_text().count("<failure") == repro.MAX_FAILURES
+    res = _cli("--repro", str(fails), "--backend", "nope0")
+    assert res.returncode == 2 and "no backend 'nope0'" in res.stderr, res.stderr
+    keep = tmp_path / "keep"
+    res = _cli("--model", str(tiny["qwen35"]), "--tokens", "4", "--save-failures", str(keep), "--save-node", "*norm-0")
+    assert res.returncode == 0 and "reproducers saved" in res.stdout, res.stderr[-2000:]
+    names = sorted(p.name for p in keep.glob("*.json"))
+    assert names and all("NORM" in n or "MUL" in n for n in names), names  # attn_norm-0 is a MUL node
+    res = _cli("--repro", str(keep), "--backend", "cpu", "--json", "-")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert {r["status"] for r in json.loads(res.stdout)} == {"pass"}
+
+
+def test_nothing_is_saved_when_nothing_fails(tiny: dict[str, Path], tmp_path: Path) -> None:
+    root = str(Path(pyggml.__file__).resolve().parent.parent)  # the pyggml these tests import, from another folder
     res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pyggml",
-            "check",
-            "--model",
-            str(tiny["llama"]),
-            "--json",
-            str(report),
-            "--tokens",
-            "4",
-        ],
+        [sys.executable, "-m", "pyggml", "check", "--model", str(tiny["llama"]), "--tokens", "3"],
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=tmp_path,  # where the default folder would be made
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))},
     )
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "MUL_MAT" in res.stdout and "checked" in res.stdout
+    assert res.returncode == 0 and not (tmp_path / repro.DEFAULT_DIR).exists(), res.stderr[-2000:]
+
+
+# --- other devices: RPC servers and llama.cpp's tensor split -------------------------------------------------------
+def test_a_model_on_an_rpc_device(tiny: dict[str, Path]) -> None:
+    """`check --rpc HOST:PORT --model F --backend rpc0`: llama.cpp offloads every layer to a real RPC server (a
+    child process), the nodes computed there are checked, and its logits match the CPU's."""
+    from pyggml import rpc
+
+    if not rpc.available():
+        pytest.skip("built without ggml's RPC backend")
+    with rpc.Server(threads=1) as srv:
+        res = _cli("--rpc", srv.endpoint, "--model", str(tiny["llama"]), "--backend", "cpu", "--backend", "rpc0",
+                   "--tokens", "4", "--json", "-")  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    recs = json.loads(res.stdout)
+    on_rpc = [r for r in recs if r["backend"] == "rpc0"]
+    assert {r["status"] for r in on_rpc} == {"pass"} and any(r["case"].endswith("/MUL_MAT") for r in on_rpc)
+    [logits] = [r for r in on_rpc if r["case"].endswith("/logits")]
+    assert logits["error"] <= model_check.LOGITS_NMSE and logits["message"] == "against cpu"
+    # the table (on stderr with --json -): the nodes lived in the server's buffers
+    line = next(x for x in res.stderr.splitlines()[res.stderr.splitlines().index("== rpc0") :] if "nodes in" in x)
+    assert f"RPC0[{srv.endpoint}]" in line
+
+
+def test_llama_cpps_tensor_split_on_a_meta_device(tiny: dict[str, Path], tmp_path: Path) -> None:
+    """`--backend meta:...` loads the model with split_mode tensor over those devices: what lies in the meta
+    buffer is counted unread (never passed), the logits are compared with a CPU run. Over meta:cpu,cpu, which
+    every build has; meta:vulkan0,vulkan1 where there are two Vulkan devices. An architecture llama.cpp cannot
+    split (mamba2) is its error, not a crash."""
+    from pyggml.testing.check import available_backends
+
+    meta = "meta:vulkan0,vulkan1" if {"vulkan0", "vulkan1"} <= set(available_backends()) else "meta:cpu,cpu"
+    report = tmp_path / "r.json"
+    res = _cli("--model", str(tiny["qwen35"]), "--backend", meta, "--tokens", "4", "--json", str(report))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "== cpu" in res.stdout and f"== {meta}" in res.stdout and "unread" in res.stdout
     recs = json.loads(report.read_text())
-    assert recs and all(r["status"] == "pass" for r in recs)
-    for args in (
-        ["--model", str(tmp_path / "none.gguf")],
-        ["--model", str(tiny["llama"]), "--backend", "meta:cpu,cpu"],
-    ):
-        res = subprocess.run(
-            [sys.executable, "-m", "pyggml", "check", *args], capture_output=True, text=True, timeout=600
-        )
-        assert res.returncode == 2 and res.stderr.strip(), res.stderr
+    split = [r for r in recs if r["backend"] == meta]
+    [logits] = [r for r in split if r["case"].endswith("/logits")]
+    assert logits["status"] == "pass" and logits["message"] == "against cpu"
+    unread = [r for r in split if r["message"].endswith("unread (in a meta device's buffer)")]
+    assert len(unread) >= 10 and {r["status"] for r in unread} == {"skipped"}  # never passed
+    assert "unread" in next(r for r in split if r["case"].endswith("/MUL_MAT"))["message"]
+    res = _cli("--model", str(tiny["mamba2"]), "--backend", "cpu", "--backend", meta, "--tokens", "4")
+    assert res.returncode == 1 and "LLAMA_SPLIT_MODE_TENSOR not implemented for architecture 'mamba2'" in res.stdout
+
+
+def test_a_backend_whose_run_kills_its_process_is_an_error_and_the_others_still_report(tiny: dict[str, Path]) -> None:
+    """Each backend runs in a child process: llama.cpp's tensor split of rwkv7 fails a GGML_ASSERT in its split
+    policy (llama-model.cpp, suffix_fallback) while making the context, which ends the process it runs in."""
+    res = _cli("--model", str(tiny["rwkv7"]), "--backend", "meta:cpu,cpu", "--backend", "cpu", "--tokens", "4")
+    assert res.returncode == 1, res.stderr[-2000:]
+    [line] = [x for x in res.stdout.splitlines() if x.startswith("== meta:cpu,cpu")]
+    assert "the process running it died (SIGABRT)" in line and "GGML_ASSERT" in line
+    assert "== cpu" in res.stdout and "RWKV_WKV7" in res.stdout

@@ -115,6 +115,28 @@ def test_a_node_with_no_oracle_is_computed_before_the_node_that_reads_it_is_chec
     assert by_kind["ADD"].comparison is not None and by_kind["ADD"].ok, by_kind["ADD"]
 
 
+@pytest.mark.parametrize("backend", ["meta:cpu,cpu", "meta:vulkan0,vulkan1"])
+def test_an_observer_on_a_meta_runner_does_not_change_the_result(backend):
+    """ggml's scheduler computed a meta device's split in pieces under an observer that asks for nodes,
+    and the meta backend computed those pieces wrongly (the delta-net layer off by 3.5): patch 0025."""
+    from pyggml.models.delta_net import DeltaNet, DeltaNetConfig
+    from pyggml.testing.check import available_backends
+
+    if backend.startswith("meta:vulkan") and "vulkan1" not in available_backends():
+        pytest.skip("needs two Vulkan devices")
+    cfg = DeltaNetConfig(n_embd=32, n_layer=2, head_dim=16, n_k_heads=2, n_v_heads=2)
+    x = np.random.default_rng(0).standard_normal((1, 5, 32)).astype(np.float32)
+    expected = DeltaNet(gg.Runner("cpu"), cfg, K=2, mem_size=2).step(x, [0], 0)
+    runner = gg.Runner(backend)
+    net = DeltaNet(runner, cfg, K=2, mem_size=2)
+    seen = []
+    runner.sched.observe(lambda t, ask: seen.append(ask) or True)
+    got = net.step(x, [0], 0)
+    runner.sched.observe(None)
+    assert seen.count(False) > 0 and seen.count(True) == seen.count(False)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
 def test_a_meta_runners_nodes_are_checked():
     """On pyggml's own meta runner the nodes are computed where the checker can read them, and are checked."""
     ctx = gg.Context()

@@ -83,7 +83,9 @@ def test_the_suite_over_rpc_and_a_meta_device_of_two_servers():
     a, b = res["a"], res["b"]
     assert not res["bad"], "\n".join(res["bad"][:20])
     assert res["passed"][a] > 1000 and res["passed"][f"meta:{a},{b}"] > 1000
-    assert res["conv"] == 2 * (24 + 64)  # every conv-state and delta-net case, on both
+    # every conv-state and delta-net case on both, but the 6 small ones in llama.cpp's layouts on the meta
+    # device (skipped there: the server refuses the empty shares of a device holding none of the layer)
+    assert res["conv"] == 2 * (24 + 74) - 6  # every conv-state and delta-net case, on both
 
 
 def test_info_and_check_take_rpc_servers():
@@ -383,12 +385,180 @@ def test_meta_over_rpc_raises_when_one_server_dies():
     """)
 
 
+def test_meta_over_rpc_survives_a_server_dying_at_each_point():
+    """A server killed (kill -9) before the weights' allocation, the graph check, the graph's allocation and
+    during compute: each is an RpcError naming that server, never an abort of the client (ggml's meta code
+    asserted on the dead device's missing buffer, patch 0024); the client carries on."""
+    _run_child(
+        """
+    from pyggml.meta import Split
+
+    def setup(split=True):
+        s1, s2 = rpc.Server(threads=1), rpc.Server(threads=1)
+        names = [d.name.lower() for d in rpc.add_server(s1.endpoint) + rpc.add_server(s2.endpoint)]
+        runner = gg.Runner("meta:" + ",".join(names))
+        if split:
+            runner.set_policy([("w", Split.even(1, 256, 2))])
+        return s1, s2, runner
+
+    def weights(runner, n=256):
+        wctx = gg.Context()
+        w = wctx.tensor("f32", (n, n), "w")
+        return wctx, w
+
+    def meta_graph(w, depth=1, cols=4):
+        ctx = gg.Context()
+        x = ctx.tensor("f32", (cols, w.ne[0]), "x", input=True)
+        out = x
+        for _ in range(depth):
+            out = ctx.mul_mat(w, out)
+        return ctx, x, out, gg.Graph(ctx).build_forward_expand(out)
+
+    def expect_rpc_error(what, fn, server):
+        try:
+            fn()
+        except rpc.RpcError as e:
+            assert server.endpoint in str(e), (what, e)
+            print(what, "->", type(e).__name__, str(e)[:120])
+        else:
+            raise SystemExit(f"no RpcError when the server died before {what}")
+
+    # the weights' allocation (ggml_backend_meta_alloc_ctx_tensors_from_buft)
+    s1, s2, runner = setup()
+    wctx, w = weights(runner)
+    s2.kill()
+    expect_rpc_error("the weights' allocation", lambda: runner.backend.alloc_tensors(wctx), s2)
+    s1.stop(); s2.stop()
+
+    # the graph check (ggml_backend_meta_graph_check's throwaway buffer)
+    s1, s2, runner = setup()
+    wctx, w = weights(runner)
+    runner.backend.alloc_tensors(wctx)
+    w.set(np.eye(256, dtype=np.float32))
+    ctx, x, out, g = meta_graph(w)
+    s2.kill()
+    expect_rpc_error("the graph check", lambda: runner.allocate(g, [out]), s2)
+    s1.stop(); s2.stop()
+
+    # the graph's allocation (the scheduler's meta compute buffer), the check already done
+    s1, s2, runner = setup()
+    wctx, w = weights(runner)
+    runner.backend.alloc_tensors(wctx)
+    w.set(np.eye(256, dtype=np.float32))
+    ctx, x, out, g = meta_graph(w)
+    runner.meta.check_graph(g)
+    s2.kill()
+    expect_rpc_error("the graph's allocation", lambda: runner.allocate(g, [out]), s2)
+    s1.stop(); s2.stop()
+
+    # compute: killed while it runs (w mirrored: 48 products of 1024^3 on each server, seconds)
+    s1, s2, runner = setup(split=False)
+    wctx, w = weights(runner, 1024)
+    runner.backend.alloc_tensors(wctx)
+    w.set(np.eye(1024, dtype=np.float32))
+    ctx, x, out, g = meta_graph(w, depth=48, cols=1024)
+    runner.allocate(g, [out])
+    x.set(np.ones((1024, 1024), np.float32))
+    threading.Timer(0.2, s2.kill).start()
+    expect_rpc_error("compute", lambda: (runner.compute(g), out.numpy()), s2)
+    s1.stop(); s2.stop()
+    carry_on()
+    print("OK")
+    """,
+        timeout=300,
+    )
+
+
+def test_a_server_dying_between_cases_fails_its_cases_and_the_run_goes_on():
+    """`check --rpc A,B --backend meta:rpc0,rpc1 --backend cpu` with B killed after the first case (the
+    client aborted there before patch 0024): the meta device's later cases are errors naming B, the CPU's
+    pass, and the run finishes."""
+    out = _run_child(
+        """
+    from pyggml.testing.check import run_check
+    s1, s2 = rpc.Server(threads=1), rpc.Server(threads=1)
+    names = [d.name.lower() for d in rpc.add_server(s1.endpoint) + rpc.add_server(s2.endpoint)]
+    meta = "meta:" + ",".join(names)
+
+    class KillAfterTheFirstCase:
+        def isatty(self):
+            return True  # a progress line at every case
+
+        def write(self, text):
+            if s2.proc.poll() is None:
+                s2.kill()
+            return len(text)
+
+        def flush(self):
+            pass
+
+    records = run_check([meta, "cpu"], pattern="^(add|sub|mul|div)/f32$", progress=KillAfterTheFirstCase())
+    by = {(r.case, r.backend): r for r in records}
+    cases = sorted({r.case for r in records})
+    assert len(cases) == 4, cases
+    assert all(by[c, "cpu"].status == "pass" for c in cases), [by[c, "cpu"] for c in cases]
+    dead = [by[c, meta] for c in cases if by[c, meta].status != "pass"]
+    assert len(dead) == 3 and all(r.status == "error" and s2.endpoint in r.message for r in dead), dead
+    carry_on()
+    s1.stop(); s2.stop()
+    print("OK")
+    """,
+        timeout=300,
+    )
+    assert "OK" in out
+
+
+def test_a_refused_graph_is_an_rpc_error_and_the_client_goes_on():
+    """Patch 0023: the server answers a graph it refuses with its reason; the client raises RpcRefused
+    (an RpcError) naming it, and the same connection computes the next graph."""
+    _run_child("""
+    srv = rpc.Server(threads=1)
+    [dev] = rpc.add_server(srv.endpoint)
+    runner = gg.Runner(dev.name.lower())
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (16, 8), "a", input=True)  # NumPy order: 16 rows of 8
+    idx = ctx.tensor("i32", (4,), "idx", input=True)
+    out = ctx.get_rows(a, idx)
+    g = gg.Graph(ctx).build_forward_expand(out)
+    av = np.arange(128, dtype=np.float32).reshape(16, 8)
+    [r] = runner.run(g, {a: av, idx: np.array([1, 2, 3, 4], np.int32)}, [out])
+    assert np.array_equal(r, av[[1, 2, 3, 4]])
+    from pyggml import preflight
+    for bad in ([1, 99, 3, 4], [0, -1, 2, 3]):  # pyggml's own check refuses these first: skip it here
+        saved = preflight.core.check_index_values
+        preflight.core.check_index_values = lambda found: None
+        try:
+            runner.run(g, {a: av, idx: np.array(bad, np.int32)}, [out])
+        except rpc.RpcRefused as e:
+            assert "index" in str(e) and "outside" in str(e) and srv.endpoint in str(e), e
+        else:
+            raise SystemExit("the server computed an index outside the rows")
+        finally:
+            preflight.core.check_index_values = saved
+        [r] = runner.run(g, {a: av, idx: np.array([4, 3, 2, 1], np.int32)}, [out])  # same server, same connection
+        assert np.array_equal(r, av[[4, 3, 2, 1]])
+    assert rpc.error(srv.endpoint) is None  # the connection was never marked failed
+    srv.stop()
+    print("OK")
+    """)
+
+
 def test_server_survives_malformed_messages():
     """The server fuzzer's CI run: malformed commands after a valid handshake, 0 server crashes."""
     from pyggml.testing.rpc_fuzz import run
 
     res = run(messages=60, seed=0)
     assert res["crashes"] == 0, res["reproducers"]
+
+
+def test_server_survives_mutated_graphs():
+    """The graph fuzzer's CI run (rpc-fuzz --graphs): op cases' graphs mutated field by field, 300 of them;
+    no death, no byte changed outside the destinations, the unmutated graph computed again to the same bytes."""
+    from pyggml.testing.rpc_fuzz import run_graphs
+
+    res = run_graphs(graphs=60, seed=0, mutations=5)
+    assert res["failures"] == [], "\n".join(res["failures"][:10])
+    assert res["mutated"] == 300 and res["refused"] > 100 and res["computed"] > 20, res
 
 
 def _tensor(buffer, data, ne, ttype=0, nb=(4, 64, 4096, 4096)):

@@ -1,10 +1,15 @@
-"""Patch 0001 (the seed's meta change) is needed: without it, the seed's graph aborts on the
-meta backend with "view of permuted tensor not implemented".
+"""The seed's two halves, with and without them.
 
-A second, CPU-only pyggml is built with that patch left out (build/without-0001-cpython-3XX, one
-per interpreter, reused by later runs) and the seed's graph runs in a child process on each build.
+ggml's patch 0001 (the seed's meta change) is needed: without it, the seed's graph aborts on the meta
+backend with "view of permuted tensor not implemented". llama.cpp's patch 0001 (the seed itself) writes
+the conv windows with one set_rows whose index llama.cpp fills on the host; without it llama.cpp builds
+K copies, and rollback gives the same logits and the same written slots.
+
+A second, CPU-only pyggml is built with both patches left out (build/without-seed-cpython-3XX, one per
+interpreter, reused by later runs) and the same programs run in child processes on each build.
 """
 
+import json
 import os
 import shutil
 import site
@@ -14,10 +19,11 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PATCH = "0001-meta-split-permuted-view.patch"
+PATCHES = "0001-meta-split-permuted-view.patch,0001-seed-delta-net-host-slot-index.patch"
 SEED_GRAPH = textwrap.dedent("""
     import pyggml as gg
     from pyggml.testing.cases.conv_state import ConvStateCase
@@ -35,7 +41,7 @@ def pyggml_without_patch(tmp_path_factory) -> Path:
         pytest.skip("cmake is needed to build pyggml without the patch")
     # one folder per interpreter: CMake keeps the Python it found in its cache, and a folder configured by
     # another Python version fails to configure ("Could NOT find Python (missing: Development.Module)")
-    build = ROOT / "build" / f"without-0001-{sys.implementation.cache_tag}"
+    build = ROOT / "build" / f"without-seed-{sys.implementation.cache_tag}"
     configure = [
         cmake,
         "-S",
@@ -43,7 +49,7 @@ def pyggml_without_patch(tmp_path_factory) -> Path:
         "-B",
         str(build),
         "-DCMAKE_BUILD_TYPE=Release",
-        f"-DPYGGML_SKIP_PATCHES={PATCH}",
+        f"-DPYGGML_SKIP_PATCHES={PATCHES}",
         f"-DPython_EXECUTABLE={sys.executable}",
     ]
     if shutil.which("ninja"):
@@ -51,7 +57,7 @@ def pyggml_without_patch(tmp_path_factory) -> Path:
     for cmd in (configure, [cmake, "--build", str(build), "--target", "_pyggml_cffi", "--parallel"]):
         proc = subprocess.run(cmd, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    pkg = tmp_path_factory.mktemp("without-0001") / "pyggml"
+    pkg = tmp_path_factory.mktemp("without-seed") / "pyggml"
     shutil.copytree(ROOT / "pyggml", pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     for f in build.glob("_pyggml_cffi*.so"):
         shutil.copy(f, pkg)
@@ -59,9 +65,9 @@ def pyggml_without_patch(tmp_path_factory) -> Path:
     return pkg.parent
 
 
-def run_seed_graph(pythonpath: Path | None) -> subprocess.CompletedProcess:
+def run_seed_graph(pythonpath: Path | None, program: str = SEED_GRAPH) -> subprocess.CompletedProcess:
     env = os.environ.copy()
-    cmd = [sys.executable, "-c", SEED_GRAPH]
+    cmd = [sys.executable, "-c", program]
     if pythonpath is not None:
         # -S: no .pth files, so an installed pyggml cannot shadow the one in pythonpath
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), *site.getsitepackages()])
@@ -81,3 +87,52 @@ def test_the_seed_graph_needs_the_seed_patch(pyggml_without_patch):
     with_patch = run_seed_graph(None)
     assert with_patch.returncode == 0, with_patch.stderr[-2000:]
     assert "seed graph ran on meta:cpu,cpu" in with_patch.stdout
+
+
+# llama.cpp's delta-net rollback on a tiny qwen35 file: the conv-cache writes the graph makes, then a
+# draft of 3 rolled back by 2 and a step; prints them as JSON
+LLAMA_ROLLBACK = textwrap.dedent("""
+    import json, sys, tempfile
+    import numpy as np
+    from pyggml import llama
+    from pyggml.models.make_model import make_model
+    path = tempfile.mkdtemp() + "/q.gguf"
+    make_model("qwen35", path)
+    writes = []
+    from pyggml._native import ffi
+    def watch(t, ask):  # a copy or set_rows is a view of what it writes: the conv cache's writes
+        base = t.ptr.view_src
+        if ask and t.op.name in ("CPY", "SET_ROWS") and base != ffi.NULL and t.nelements:
+            if ffi.string(base.name) == b"cache_r_l0":
+                writes.append(t.op.name)
+        return False
+    m = llama.Model.load(path, n_gpu_layers=0, devices=[])
+    ctx = llama.Context(m, n_ctx=64, n_batch=16, n_ubatch=16, n_rs_seq=3, tensors=("cache_r_l", "cache_s_l"),
+                        observe=watch)
+    ctx.decode([5, 6, 7, 8, 9])
+    writes.clear()
+    ctx.decode([1, 2, 3])                      # 3 tokens: Kw = 4 windows, K = 4 slots
+    graph_writes = list(writes)
+    assert ctx.memory_seq_rm(0, 6, -1)
+    ctx.decode([4, 2], logits="all")
+    print(json.dumps({"writes": graph_writes, "logits": ctx.all_logits().tolist(),
+                      "conv": ctx.tensor("cache_r_l0")[:3].tolist(), "ssm": ctx.tensor("cache_s_l0")[:2].tolist()}))
+""")
+
+
+def test_llama_cpp_without_the_seed_copies_k_windows_and_rolls_back_the_same(pyggml_without_patch):
+    pytest.importorskip("pyggml.llama", reason="pyggml built without libllama")
+    runs = {}
+    for name, path in (("without", pyggml_without_patch), ("with", None)):
+        proc = run_seed_graph(path, LLAMA_ROLLBACK)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the seed: one set_rows per layer; before it, K = 4 copies of a conv window
+    assert runs["with"]["writes"] == ["SET_ROWS"]
+    assert runs["without"]["writes"] == ["CPY"] * 4
+    # the same logits and the same slots the step after the rollback wrote; the two builds' compiler flags
+    # differ (pip's build and a plain CMake one), so their F32 arithmetic differs in the last bits (measured
+    # NMSE 1e-14); the seed would differ by whole windows
+    for key in ("logits", "conv", "ssm"):
+        a, b = (np.array(runs[r][key], np.float64) for r in ("with", "without"))
+        assert np.sum((a - b) ** 2) <= 1e-10 * np.sum(b**2), key

@@ -44,6 +44,8 @@ with llama.cpp's own.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -195,16 +197,13 @@ class DeltaNetWeights:
 
 
 def split_policy(config: DeltaNetConfig, n_devices: int) -> list[tuple[str, Callable[[Tensor], Split]]]:
-    """Tensor parallelism for a meta device: key-head groups across devices (with their value heads),
-    for the projections, the conv weights and cache, the recurrent-state cache; norms mirrored."""
+    """Tensor parallelism for a meta device. The "grouped" layout: key-head groups across devices (with
+    their value heads) for the projections, the conv weights and cache, the recurrent-state cache; norms
+    mirrored. llama.cpp's layouts: llama.cpp's own split (`llama_split_policy`)."""
     from pyggml.meta import Split
 
     if config.layout != "grouped":
-        raise ValueError(
-            f"split_policy: layout {config.layout!r} orders the conv channels [q | k | v], so a device's key "
-            "heads are three ranges of attn_qkv, ssm_conv1d and the conv cache, and a pyggml Split is one "
-            "range per device; split the 'grouped' layout"
-        )
+        return llama_split_policy(config, n_devices)
     if config.n_k_heads < n_devices:
         raise ValueError(
             f"a split over {n_devices} devices needs at least one key head per device (n_k_heads={config.n_k_heads})"
@@ -224,6 +223,85 @@ def split_policy(config: DeltaNetConfig, n_devices: int) -> list[tuple[str, Call
         ("blk.*.ssm_out", even(0, r * S)),
         ("cache_conv_l*", even(0, (c.d_conv - 1) * c.group)),
         ("cache_ssm_l*", even(0, S * S * r)),
+    ]
+
+
+def llama_shares(extent: int, granularity: int, n_devices: int, rotation: int) -> list[int]:
+    """One segment's share of each device as llama.cpp cuts it (`llama_meta_device_get_split_state`, no
+    tensor_split given): device (j + rotation) % n gets up to extent * (j+1) / n, rounded down to the
+    granularity, the last one the rest."""
+    sizes, low = [0] * n_devices, 0
+    for j in range(n_devices - 1):
+        high = extent * (j + 1) // n_devices
+        high -= high % granularity
+        sizes[(j + rotation) % n_devices] = high - low
+        low = high
+    sizes[(n_devices - 1 + rotation) % n_devices] = extent - low
+    return sizes
+
+
+def llama_split_table(config: DeltaNetConfig) -> dict[str, tuple[int, list[tuple[int, int]], int]]:
+    """llama.cpp's split of one recurrent layer of Qwen3-Next ("qwen3next") or Qwen3.5 ("qwen35"), by
+    pyggml's tensor names (llama.cpp's `cache_r_l*` is `cache_conv_l*`, `cache_s_l*` is `cache_ssm_l*`):
+    name -> (axis, segments [(extent, repeats)], granularity of each segment's shares). From
+    src/llama-model.cpp: get_tensor_config (the axes), get_split_segments, get_split_granularity (F32
+    weights: llama.cpp rounds shares to lcm(128, head_dim) channels)."""
+    c, S, nk, r, dm1 = config, config.head_dim, config.n_k_heads, config.ratio, config.d_conv - 1
+    kd, vd, nv = nk * S, config.value_dim, config.n_v_heads
+    g = math.lcm(128, S)
+    if c.layout == "qwen3next":
+        # Qwen 3 Next's value head h reads key head h // r: v split on its own, as one segment
+        qkv = [(kd, 2), (vd, 1)]
+        return {
+            "attn_qkv": (1, qkv, g),
+            "ssm_conv1d": (1, qkv, g),
+            "attn_gate": (1, [(vd, 1)], g),
+            "ssm_ba": (1, [(2 * nv, 1)], 2 * (g // S)),
+            "ssm_dt": (0, [(nv, 1)], g // S),
+            "ssm_a": (0, [(nv, 1)], g // S),
+            "ssm_out": (0, [(vd, 1)], g),
+            "cache_conv": (0, [(kd * dm1, 2), (vd * dm1, 1)], g * dm1),
+            "cache_ssm": (0, [(S * S * nv, 1)], g * S),
+        }
+    if c.layout == "qwen35":
+        # Qwen 3.5's value head h reads key head h % n_k_heads: v and everything per value head split as
+        # r repetitions of the key heads' split
+        return {
+            "attn_qkv": (1, [(kd, 2 + r)], g),
+            "ssm_conv1d": (1, [(kd, 2 + r)], g),
+            "attn_gate": (1, [(kd, r)], g),
+            "ssm_beta": (1, [(nk, r)], g // S),
+            "ssm_alpha": (1, [(nk, r)], g // S),
+            "ssm_dt": (0, [(nk, r)], g // S),
+            "ssm_a": (0, [(nk, r)], g // S),
+            "ssm_out": (0, [(kd, r)], g),
+            "cache_conv": (0, [(kd * dm1, 2 + r)], g * dm1),
+            "cache_ssm": (0, [(nk * S * S, r)], g * S),
+        }
+    raise ValueError(f"llama.cpp splits the qwen3next and qwen35 layouts, not {c.layout!r}")
+
+
+def llama_split_policy(config: DeltaNetConfig, n_devices: int) -> list[tuple[str, Callable[[Tensor], Split]]]:
+    """llama.cpp's tensor split of the layer (`llama_split_table`) as a pyggml policy: layer il's shares are
+    rotated by il % n_devices, as llama.cpp rotates them by the number of recurrent layers before il (all of
+    this model's layers are recurrent); norms mirrored."""
+    from pyggml.meta import Split
+
+    table = llama_split_table(config)
+
+    def rule(name: str) -> Callable[[Tensor], Split]:
+        axis, segments, granularity = table[name]
+
+        def split(t: Tensor) -> Split:
+            il = int(re.findall(r"\d+", t.name)[0])  # blk.<il>.* or cache_*_l<il>
+            sizes = tuple(tuple(llama_shares(e, granularity, n_devices, il % n_devices)) for e, _ in segments)
+            return Split(axis, sizes, tuple(nr for _, nr in segments))
+
+        return split
+
+    return [(f"blk.*.{n}", rule(n)) for n in table if not n.startswith("cache_")] + [
+        ("cache_conv_l*", rule("cache_conv")),
+        ("cache_ssm_l*", rule("cache_ssm")),
     ]
 
 

@@ -238,11 +238,21 @@ def _qwen3moe(d: Dims) -> Table:
     return Table(hparams, first + _dense_layers(d, qk_norm=True, moe=True) + last)
 
 
-def _qwen3next(d: Dims) -> Table:
-    """src/models/qwen3next.cpp: gated delta-net layers, every 2nd layer gated attention; experts with a
-    gated shared expert in every layer."""
+def _shared_expert(i: int, d: Dims) -> list[TensorSpec]:
+    """Qwen3-Next's gated shared expert (qwen3next.cpp, qwen35moe.cpp)."""
+    b = f"blk.{i}."
+    return [
+        TensorSpec(b + "ffn_gate_inp_shexp.weight", (d.n_embd,)),
+        TensorSpec(b + "ffn_gate_shexp.weight", (d.n_embd, d.n_ff_shexp)),
+        TensorSpec(b + "ffn_up_shexp.weight", (d.n_embd, d.n_ff_shexp)),
+        TensorSpec(b + "ffn_down_shexp.weight", (d.n_ff_shexp, d.n_embd)),
+    ]
+
+
+def _hybrid_delta_net(d: Dims, *, fused_ba: bool, moe: bool) -> list[TensorSpec]:
+    """Layers of the Qwen3-Next family: gated delta-net layers, every 2nd layer gated attention, a
+    post-attention norm; a dense feed-forward, or experts with a gated shared expert."""
     interval = 2
-    first, last = _ends(d)
     layers = []
     for i in range(d.n_layer):
         b = f"blk.{i}."
@@ -251,51 +261,53 @@ def _qwen3next(d: Dims) -> Table:
             TensorSpec(b + "post_attention_norm.weight", (d.n_embd,)),
         ]
         if _recurrent(i, interval):
-            layers += _delta_net(i, d, fused_ba=True)
+            layers += _delta_net(i, d, fused_ba=fused_ba)
         else:
             layers += _attention(i, d, q_mult=2, qk_norm=True)
-        layers += _experts(i, d)
-        layers += [
-            TensorSpec(b + "ffn_gate_inp_shexp.weight", (d.n_embd,)),
-            TensorSpec(b + "ffn_gate_shexp.weight", (d.n_embd, d.n_ff_shexp)),
-            TensorSpec(b + "ffn_up_shexp.weight", (d.n_embd, d.n_ff_shexp)),
-            TensorSpec(b + "ffn_down_shexp.weight", (d.n_ff_shexp, d.n_embd)),
-        ]
+        layers += _experts(i, d) + _shared_expert(i, d) if moe else _ffn(i, d)
+    return layers
+
+
+def _qwen3next(d: Dims) -> Table:
+    """src/models/qwen3next.cpp: gated delta-net layers, every 2nd layer gated attention; experts with a
+    gated shared expert in every layer."""
+    first, last = _ends(d)
     hparams = {
         **_base_hparams(d),
         **_moe_hparams(d),
         "expert_shared_feed_forward_length": _u32(d.n_ff_shexp),
-        **_delta_net_hparams(interval),
+        **_delta_net_hparams(2),
         "rope.freq_base": 10000000.0,
     }
-    return Table(hparams, first + layers + last)
+    return Table(hparams, first + _hybrid_delta_net(d, fused_ba=True, moe=True) + last)
+
+
+def _rope_sections(d: Dims) -> dict[str, Any]:
+    quarter = d.head_dim // 4
+    return {"rope.dimension_sections": gguf.Value("u32", [quarter, quarter, quarter, quarter])}
 
 
 def _qwen35(d: Dims) -> Table:
     """src/models/qwen35.cpp: qwen3next's layer pattern with separate ssm_beta/ssm_alpha, a dense
     feed-forward, and multi-section rope (`rope.dimension_sections`, required)."""
-    interval = 2
     first, last = _ends(d)
-    layers = []
-    for i in range(d.n_layer):
-        b = f"blk.{i}."
-        layers += [
-            TensorSpec(b + "attn_norm.weight", (d.n_embd,)),
-            TensorSpec(b + "post_attention_norm.weight", (d.n_embd,)),
-        ]
-        if _recurrent(i, interval):
-            layers += _delta_net(i, d, fused_ba=False)
-        else:
-            layers += _attention(i, d, q_mult=2, qk_norm=True)
-        layers += _ffn(i, d)
-    quarter = d.head_dim // 4
+    hparams = {**_base_hparams(d), **_delta_net_hparams(2), "rope.freq_base": 10000000.0, **_rope_sections(d)}
+    return Table(hparams, first + _hybrid_delta_net(d, fused_ba=False, moe=False) + last)
+
+
+def _qwen35moe(d: Dims) -> Table:
+    """src/models/qwen35moe.cpp: qwen35's layers (separate ssm_beta/ssm_alpha, multi-section rope) with
+    qwen3next's experts and gated shared expert."""
+    first, last = _ends(d)
     hparams = {
         **_base_hparams(d),
-        **_delta_net_hparams(interval),
+        **_moe_hparams(d),
+        "expert_shared_feed_forward_length": _u32(d.n_ff_shexp),
+        **_delta_net_hparams(2),
         "rope.freq_base": 10000000.0,
-        "rope.dimension_sections": gguf.Value("u32", [quarter, quarter, quarter, quarter]),
+        **_rope_sections(d),
     }
-    return Table(hparams, first + layers + last)
+    return Table(hparams, first + _hybrid_delta_net(d, fused_ba=False, moe=True) + last)
 
 
 def _gemma3(d: Dims) -> Table:
@@ -437,6 +449,7 @@ ARCHITECTURES: dict[str, tuple[Callable[[Dims], Table], Dims]] = {
     "qwen3moe": (_qwen3moe, Dims()),
     "qwen3next": (_qwen3next, Dims()),
     "qwen35": (_qwen35, Dims()),
+    "qwen35moe": (_qwen35moe, Dims()),
     "gemma3": (_gemma3, Dims()),
     "mamba2": (_mamba2, Dims()),
     "rwkv7": (_rwkv7, Dims(n_ff=512)),

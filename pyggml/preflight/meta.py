@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from pyggml import transport
 from pyggml._native import ffi, lib
 from pyggml.errors import Unsplittable
 from pyggml.preflight.core import Rule
@@ -31,6 +32,9 @@ def check_graph(meta: Any, graph: Any) -> None:
     states = ffi.new("struct ggml_backend_meta_split_state[]", max(1, graph.n_nodes))
     ok = lib.ggml_backend_meta_graph_split_states(meta.device.ptr, graph.ptr, states, reason, len(reason))
     meta.raise_pending()
+    # the check allocates a throwaway buffer on every device: a device on an RPC server that failed
+    # gives none (patch 0024), which is the server's failure (RpcError), not an unsplittable graph
+    transport.after_device_call([meta.device.ptr])
     if not ok:
         raise Unsplittable(f"{meta.name} cannot split this graph: {ffi.string(reason).decode(errors='replace')}")
     check_views(meta, graph, states)  # what ggml's check passes but computes wrongly
@@ -78,7 +82,9 @@ def check_views(meta: Any, graph: Any, states: Any) -> None:
         if vs is None and states[i].axis == lib.GGML_BACKEND_SPLIT_AXIS_UNKNOWN:
             continue  # not computed on the meta device
         rs = _root_state(meta, v.view_src, states, index)
-        if rs is None:
+        if rs is None or rs.segmented() or v.view_src.op == lib.GGML_OP_GATED_DELTA_NET:
+            # ggml maps these views exactly and refuses the wrong ones itself (patch 0026): a root split into
+            # several ranges per device, and gated_delta_net's result, whose states are not rows of its output
             continue
         problem = _view_mismatch(v, vs, v.view_src, rs)
         if problem is None:
@@ -133,6 +139,10 @@ class _State:
             return None
         segs = tuple(tuple(int(c.ne[s * n_devices + j]) for j in range(n_devices)) for s in range(c.n_segments))
         return _State(int(c.axis), segs, tuple(int(c.nr[s]) for s in range(c.n_segments)))
+
+    def segmented(self) -> bool:
+        """Some device holds more than one range of the axis."""
+        return any((np.diff(self.local_to_global(j)) != 1).any() for j in range(len(self.ne[0])))
 
     def totals(self) -> list[int]:
         return [sum(seg[j] * r for seg, r in zip(self.ne, self.nr)) for j in range(len(self.ne[0]))]

@@ -397,6 +397,11 @@ def _fail(msg: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "repro", None):  # saved nodes, each computed again on its own
+        from pyggml.testing import model_check, repro
+
+        why = model_check.not_applicable(args, "--repro")
+        return _fail(why) if why else repro.main(args)
     if getattr(args, "model", None):  # llama.cpp's graph of a model file, node by node
         from pyggml.testing import model_check
 

@@ -5,7 +5,10 @@ result on a meta device as on one device.
 
 Each trial is a chain of ops the meta backend has split rules for (mul_mat, add, mul,
 scale, unary ops, rms_norm, soft_max, cont of a transpose), its weights split on axis 0,
-axis 1 or mirrored. About half the trials end in views of the chain's (split) result:
+axis 1 or mirrored. A third of the trials split the first weight in several segments, each
+repeated (llama.cpp's fused [q | k | v] splits: every device holds several ranges of the
+axis, `seg1` below, the layout after `|`), and biases or the second weight either the same
+way (`seg0`: compatible) or otherwise. About half the trials end in views of the chain's (split) result:
 view_1d, view_2d or view_3d at random offsets and extents, some straddling the devices'
 shares, some strided (every s-th element, or a field of each group of a row), each made
 contiguous and scaled. A trial runs in its own process (pyggml.testing.child): when ggml cannot split a combination
@@ -27,16 +30,18 @@ from pyggml.testing import child
 
 if TYPE_CHECKING:
     from pyggml.context import Context
+    from pyggml.meta import Split
     from pyggml.tensor import Tensor
 
 UNARY = ("silu", "relu", "tanh", "gelu", "neg")
 SPLITS = ("mirrored", 0, 1)
 
 
-def make_trial(seed: int, views: bool = False) -> dict:
+def make_trial(seed: int, views: bool = False, segments: bool = True) -> dict:
     """A random op chain; dims are multiples of the device count so even splits exist. With views, the
     chain keeps a split result (a weight split on axis 1, then ops that keep the split) and always
-    ends in views of it."""
+    ends in views of it. With segments, a third of the trials split the first weight's M outputs in
+    several segments (drawn from a stream of their own: the rest of a trial is as without)."""
     rng = np.random.default_rng(seed)
     K, M, P, N = (int(x) * 4 for x in rng.integers(1, 5, 4))
     if views:
@@ -45,7 +50,7 @@ def make_trial(seed: int, views: bool = False) -> dict:
             kind = ["unary", "scale", "transpose"][rng.integers(3)]
             steps.append({"op": kind, "fn": UNARY[rng.integers(len(UNARY))]} if kind == "unary" else {"op": kind})
         steps.append(_views_step(rng))
-        return {"seed": seed, "K": K, "M": M, "P": P, "N": N, "steps": steps}
+        return _segmented({"seed": seed, "K": K, "M": M, "P": P, "N": N, "steps": steps}, segments)
     steps = [{"op": "mul_mat", "w": "w1", "split": SPLITS[rng.integers(3)]}]
     for _ in range(int(rng.integers(1, 4))):
         kind = ["unary", "scale", "add", "mul", "rms_norm", "soft_max", "transpose"][rng.integers(7)]
@@ -60,7 +65,45 @@ def make_trial(seed: int, views: bool = False) -> dict:
         steps.append({"op": "mul_mat", "w": "w2", "split": SPLITS[rng.integers(3)]})
     if rng.integers(2):
         steps.append(_views_step(rng))
-    return {"seed": seed, "K": K, "M": M, "P": P, "N": N, "steps": steps}
+    return _segmented({"seed": seed, "K": K, "M": M, "P": P, "N": N, "steps": steps}, segments)
+
+
+def _segmented(trial: dict, segments: bool) -> dict:
+    """A third of the trials: w1 split along its outputs (axis 1) in segments, `layout`: [extent, repeats]
+    per segment (extents times repeats add up to M) and, per segment, 7 cut points in [0, 1) of which a
+    meta device of n devices takes the first n-1 (a device's share may be empty); each bias and w2 then
+    takes that layout (`seg0`) half of the time."""
+    rng = np.random.default_rng([trial["seed"], 1])
+    if not segments or rng.integers(3):
+        return trial
+    M = trial["M"]
+    while True:
+        n = int(rng.integers(1, 4))
+        repeats, extents = rng.integers(1, 4, n), rng.integers(1, M + 1, n)
+        if int((repeats * extents).sum()) == M and (n > 1 or repeats[0] > 1):
+            break
+    trial["layout"] = [[int(e), int(r)] for e, r in zip(extents, repeats)]
+    trial["cuts"] = [[round(float(u), 4) for u in rng.random(7)] for _ in range(n)]
+    for step in trial["steps"]:
+        if step.get("w") == "w1":
+            step["split"] = "seg1"
+        elif "w" in step and rng.integers(2):
+            step["split"] = "seg0"
+    return trial
+
+
+def layout_split(trial: dict, axis: int, extent: int, n_devices: int) -> "Split":
+    """The trial's segmented split along axis for n devices (an even one when the tensor's extent along the
+    axis is not the layout's M: after a transpose)."""
+    from pyggml.meta import Split
+
+    if extent != trial["M"]:
+        return Split.even(axis, extent, n_devices)
+    sizes = []
+    for (e, _), cuts in zip(trial["layout"], trial["cuts"]):
+        points = [0, *sorted(int(u * e) for u in cuts[: n_devices - 1]), e]
+        sizes.append(tuple(b - a for a, b in zip(points, points[1:])))
+    return Split(axis, tuple(sizes), tuple(r for _, r in trial["layout"]))
 
 
 def _views_step(rng) -> dict:
@@ -128,14 +171,15 @@ def describe(trial: dict) -> str:
             continue
         name = s.get("fn", s["op"])
         parts.append(f"{name}({s['split']})" if "split" in s else name)
-    return " -> ".join(parts)
+    layout = " | " + " ".join(f"{e}x{r}" for e, r in trial["layout"]) if "layout" in trial else ""
+    return " -> ".join(parts) + layout
 
 
 def _weights(trial: dict) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(trial["seed"] + 1000)
     K, M, P = trial["K"], trial["M"], trial["P"]
     out = {}
-    width = M
+    width, other = M, trial["N"]  # the chain's ne[0] and ne[1] after w1
     for s in trial["steps"]:
         if s["op"] == "mul_mat":
             rows = M if s["w"] == "w1" else P
@@ -145,7 +189,7 @@ def _weights(trial: dict) -> dict[str, np.ndarray]:
         elif s["op"] in ("add", "mul"):
             out[s["w"]] = rng.standard_normal((width,)).astype(np.float32)
         elif s["op"] == "transpose":
-            width = trial["N"]
+            width, other = other, width
     return out
 
 
@@ -162,6 +206,8 @@ def run_trial(trial: dict, runner_name: str) -> np.ndarray:
 
         def policy(t):
             axis = splits.get(t.name, "mirrored")
+            if axis in ("seg0", "seg1"):
+                return layout_split(trial, int(axis[3]), t.ne[int(axis[3])], n)
             return Split(axis) if axis == "mirrored" else Split.even(axis, t.ne[axis], n)
 
         runner.set_policy(policy)

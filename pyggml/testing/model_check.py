@@ -3,27 +3,35 @@
 llama.cpp builds and computes the graph (pyggml.llama); its scheduler shows each node to pyggml's
 `NodeChecker` (the context's `cb_eval`) just before and just after computing it, so every node is checked
 against its op's NumPy oracle with the values it actually received, within that op's bound. Per backend:
-nodes checked, passed and failed per op kind, and the kinds with no oracle (listed, never counted as
-passed). The final logits are compared across backends against the first one named (llama.cpp's own
-test-llama-archs bounds them at NMSE 1e-4 against the CPU).
+nodes checked, passed and failed per op kind, the kinds with no oracle (listed, never counted as passed),
+and the nodes left unread. The final logits are compared across backends against the first one named
+(llama.cpp's own test-llama-archs bounds them at NMSE 1e-4 against the CPU).
 
-Backends: `cpu`, or a device (`vulkan0`, `cuda0`, `rpc0`: every layer offloaded to it). Meta devices
-(llama.cpp's `split_mode` tensor) are refused for now: reading a node of llama.cpp's tensor split back
-through ggml's meta buffer aborted in ggml_backend_tensor_get (an assert on the read's extent, found with
-tiny_llama on meta:vulkan0,vulkan1), so the node checker cannot read them yet.
+Backends: `cpu`; a device (`vulkan0`, `cuda0`, `rpc0` with `--rpc HOST:PORT`: every layer offloaded to it);
+`meta:DEV,DEV` (llama.cpp's `split_mode` tensor over those devices). On a meta device the nodes whose memory
+is in the meta device's buffer are left unread (reading them back through ggml's meta get_tensor aborted:
+pyggml.testing.nodes.META_UNREAD) and counted as such, never as passed; its logits are compared with the
+first backend's, or with a CPU run added for that purpose when only meta devices are named.
+
+The first failing nodes of each backend (MAX_FAILURES) are saved as reproducers (pyggml.testing.repro) in
+`--save-failures DIR`, and every node `--save-node PATTERN` names; `check --repro` reruns them.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from pyggml.testing import repro
 from pyggml.testing.nodes import NodeChecker, NodeVerdict
 from pyggml.testing.verdict import Record, Status, nmse
 
@@ -38,13 +46,17 @@ class ModelRun:
     verdicts: list[NodeVerdict] = field(default_factory=list)
     logits: np.ndarray | None = None
     error: str = ""
+    saved: list[Path] = field(default_factory=list)  # the reproducers written for this run
 
     def by_kind(self) -> dict[str, Counter]:
-        """Per op kind: checked, passed, failed and without an oracle (or whose oracle could not model it)."""
+        """Per op kind: checked, passed, failed, without an oracle (or whose oracle could not model it) and
+        left unread (in a meta device's buffer)."""
         out: dict[str, Counter] = {}
         for v in self.verdicts:
             c = out.setdefault(v.kind, Counter())
-            if v.comparison is None:
+            if v.unread:
+                c["unread"] += 1
+            elif v.comparison is None:
                 c["no oracle" if not v.error else "not modelled"] += 1
             else:
                 c["checked"] += 1
@@ -53,6 +65,7 @@ class ModelRun:
 
     @property
     def failed(self) -> list[NodeVerdict]:
+        """The nodes that disagreed with their oracle beyond their bound, in compute order."""
         return [v for v in self.verdicts if not v.ok]
 
 
@@ -61,18 +74,39 @@ def tokens_for(n_vocab: int, n: int, seed: int = 0) -> list[int]:
     return [int(t) for t in np.random.default_rng(seed).integers(0, n_vocab, n)]
 
 
-def run_model(path: str, backend: str, n_tokens: int = 8, seed: int = 0) -> ModelRun:
+def is_meta(backend: str) -> bool:
+    """A meta device: llama.cpp's tensor split over the devices it names (meta:vulkan0,vulkan1)."""
+    return backend.startswith("meta:")
+
+
+def load_for(path: str, backend: str) -> Any:
+    """The model loaded for `backend`: the CPU alone; every layer on one device; or llama.cpp's tensor split
+    over a meta device's devices."""
+    from pyggml import llama
+
+    if backend == "cpu":
+        return llama.Model.load(path, n_gpu_layers=0, devices=[])  # no GPU at all, not even for op offload
+    if is_meta(backend):
+        return llama.Model.load(path, devices=[d for d in backend[5:].split(",") if d], split_mode="tensor")
+    return llama.Model.load(path, devices=[backend], split_mode="none")
+
+
+def run_model(
+    path: str,
+    backend: str,
+    n_tokens: int = 8,
+    seed: int = 0,
+    tolerance: Callable[[object, float], float] | None = None,
+    keep: Callable[[NodeVerdict], bool] | None = None,
+) -> ModelRun:
     """Load `path` for `backend`, decode n_tokens tokens with every node checked; never raises for the
-    model's sake: what went wrong is the run's `error`."""
+    model's sake: what went wrong is the run's `error`. tolerance and keep: as NodeChecker's."""
     from pyggml import llama
 
     run = ModelRun(backend)
     try:
-        if backend == "cpu":
-            model = llama.Model.load(path, n_gpu_layers=0, devices=[])  # no GPU at all, not even for op offload
-        else:
-            model = llama.Model.load(path, devices=[backend], split_mode="none")
-        checker = NodeChecker()
+        model = load_for(path, backend)
+        checker = NodeChecker(tolerance=tolerance, keep=keep)
         ctx = llama.Context(model, n_ctx=max(64, 2 * n_tokens), n_batch=n_tokens, n_ubatch=n_tokens, observe=checker)
         ctx.decode(tokens_for(model.n_vocab, n_tokens, seed), logits="all")
         run.verdicts, run.logits = checker.verdicts, ctx.all_logits()
@@ -81,12 +115,92 @@ def run_model(path: str, backend: str, n_tokens: int = 8, seed: int = 0) -> Mode
     return run
 
 
+def keeper(patterns: list[str], failures: int = repro.MAX_FAILURES) -> Callable[[NodeVerdict], bool]:
+    """NodeChecker's `keep` for one run: the first `failures` failing nodes, and every node whose name or
+    kind matches one of the patterns (fnmatch, e.g. `attn_norm-*`, `MUL_MAT`)."""
+    left = [failures]
+
+    def keep(v: NodeVerdict) -> bool:
+        if any(fnmatch.fnmatchcase(v.name, p) or fnmatch.fnmatchcase(v.kind, p.upper()) for p in patterns):
+            return True
+        if not v.ok and left[0] > 0:
+            left[0] -= 1
+            return True
+        return False
+
+    return keep
+
+
+def run_in_child(
+    path: str,
+    backend: str,
+    n_tokens: int = 8,
+    seed: int = 0,
+    nmse_bound: float | None = None,
+    save_patterns: Sequence[str] = (),
+    rpc_servers: str | None = None,
+) -> ModelRun:
+    """run_model in a child process (pyggml.testing.child), with `--node-nmse`'s bound and `--save-node`'s
+    patterns: llama.cpp's GGML_ASSERTs end the process they fail in (docs/llama.md), and one backend's must
+    not take the others' results with it. A child that dies is the run's error, with ggml's last words.
+    rpc_servers: the `--rpc` servers, added in the child too (before anything lists the devices)."""
+    from pyggml.testing import child
+
+    out = child.run(
+        "pyggml.testing.model_check:_child_run",
+        (path, backend, n_tokens, seed, nmse_bound, list(save_patterns), rpc_servers),
+    )
+    if out.status == "returned":
+        return out.value
+    if out.status == "raised":
+        return ModelRun(backend, error=f"{out.error_type}: {out.message}")
+    said = [line.strip() for line in out.stderr.splitlines() if "GGML_ASSERT" in line or "ggml aborted" in line]
+    how = out.signal_name or f"exit status {out.exit_code}"
+    return ModelRun(backend, error=f"the process running it died ({how})" + (f": {said[-1]}" if said else ""))
+
+
+def _child_run(
+    path: str,
+    backend: str,
+    n_tokens: int,
+    seed: int,
+    nmse_bound: float | None,
+    save_patterns: list[str],
+    rpc_servers: str | None,
+) -> ModelRun:
+    if rpc_servers:
+        from pyggml import rpc
+
+        rpc.add_servers(rpc_servers)
+    tolerance = node_nmse(nmse_bound) if nmse_bound is not None else None
+    return run_model(path, backend, n_tokens, seed, tolerance=tolerance, keep=keeper(save_patterns))
+
+
+def node_nmse(bound: float) -> Callable[[object, float], float]:
+    """NodeChecker's `tolerance` for `--node-nmse`: every node of an inexact op judged within `bound`
+    (exact ops stay bit-exact)."""
+    return lambda t, b: b if b == 0 else bound
+
+
+def save_captured(run: ModelRun, path: str, directory: str | Path) -> list[Path]:
+    """Write the reproducer of every node of the run whose inputs were kept; returns the JSON files."""
+    run.saved = [repro.save(directory, v, path, run.backend) for v in run.verdicts if v.capture is not None]
+    return run.saved
+
+
+def reference(runs: list[ModelRun]) -> ModelRun | None:
+    """The run whose logits the others are compared with: the first that computed, a meta device's only when
+    no other did."""
+    done = [r for r in runs if r.logits is not None]
+    return next((r for r in done if not is_meta(r.backend)), done[0] if done else None)
+
+
 def records(path: str, runs: list[ModelRun]) -> list[Record]:
     """The runs as check's records: one per backend and op kind (failed, passed, or skipped for a kind
-    with no oracle), one per backend for its logits against the first backend's."""
+    with no oracle or only unread nodes), one per backend for its logits against the reference's."""
     name = Path(path).name
     out: list[Record] = []
-    ref = next((r for r in runs if r.logits is not None), None)
+    ref = reference(runs)
     for run in runs:
         if run.error:
             out.append(Record(f"{name}/model", run.backend, Status.ERROR, message=run.error))
@@ -95,13 +209,19 @@ def records(path: str, runs: list[ModelRun]) -> list[Record]:
             worst = max(
                 (v.comparison.nmse for v in run.verdicts if v.kind == kind and v.comparison is not None), default=None
             )
+            unread = f"; {c['unread']} unread" if c["unread"] else ""
             if c["failed"]:
                 bad = next(v for v in run.verdicts if v.kind == kind and not v.ok)
                 assert bad.comparison is not None
-                msg = f"{c['failed']} of {c['checked']} nodes; first: {bad.name!r}: {bad.comparison.message}"
+                msg = f"{c['failed']} of {c['checked']} nodes; first: {bad.name!r}: {bad.comparison.message}{unread}"
                 out.append(Record(f"{name}/{kind}", run.backend, Status.FAIL, worst, bad.nmse_bound, msg))
             elif c["checked"]:
-                out.append(Record(f"{name}/{kind}", run.backend, Status.PASS, worst, message=f"{c['checked']} nodes"))
+                out.append(
+                    Record(f"{name}/{kind}", run.backend, Status.PASS, worst, message=f"{c['checked']} nodes{unread}")
+                )
+            elif c["unread"]:
+                msg = f"{c['unread']} nodes unread (in a meta device's buffer)"
+                out.append(Record(f"{name}/{kind}", run.backend, Status.SKIPPED, message=msg))
             else:
                 n = c["no oracle"] + c["not modelled"]
                 out.append(Record(f"{name}/{kind}", run.backend, Status.SKIPPED, message=f"{n} nodes, no oracle"))
@@ -115,76 +235,105 @@ def records(path: str, runs: list[ModelRun]) -> list[Record]:
 
 
 def table(runs: list[ModelRun]) -> str:
+    """Per backend, a row per op kind: nodes checked, passed, failed, with no oracle, unread; then the first
+    failing nodes and the reproducers saved."""
     lines = []
     for run in runs:
         lines.append(f"== {run.backend}" + (f": {run.error}" if run.error else ""))
         if run.error:
             continue
-        lines.append(f"  {'op kind':<22} {'checked':>8} {'passed':>8} {'failed':>8} {'no oracle':>10}")
+        where = Counter(v.buffer or "host" for v in run.verdicts)
+        lines.append("  nodes in: " + ", ".join(f"{n} {b}" for b, n in sorted(where.items(), key=lambda x: -x[1])))
+        lines.append(f"  {'op kind':<22} {'checked':>8} {'passed':>8} {'failed':>8} {'no oracle':>10} {'unread':>7}")
         for kind, c in sorted(run.by_kind().items()):
             lines.append(
                 f"  {kind:<22} {c['checked']:>8} {c['passed']:>8} {c['failed']:>8}"
-                f" {c['no oracle'] + c['not modelled']:>10}"
+                f" {c['no oracle'] + c['not modelled']:>10} {c['unread']:>7}"
             )
         for v in run.failed[:5]:
             assert v.comparison is not None
             lines.append(f"  FAIL node {v.index} {v.kind} {v.name!r}: {v.comparison.message}")
+        if run.saved:
+            lines.append(f"  {len(run.saved)} reproducers saved in {run.saved[0].parent}")
     return "\n".join(lines)
 
 
+def not_applicable(args: argparse.Namespace, what: str) -> str | None:
+    """Why options given with `check --model` or `check --repro` (what) cannot apply, or None: those that
+    select op cases, and those of the other mode. Refused rather than ignored."""
+    flags = [
+        ("--only", args.only),
+        ("--op", args.op),
+        ("--type", args.type),
+        ("--list", args.list),
+        ("--slow", args.slow),
+        ("--mode grad", args.mode == "grad"),
+    ]
+    if what == "--repro":
+        flags += [
+            ("--model", args.model),
+            ("--save-failures", args.save_failures),
+            ("--save-node", args.save_node),
+            ("--node-nmse", args.node_nmse is not None),
+        ]
+    given = [flag for flag, value in flags if value]
+    if not given:
+        return None
+    verb = "does" if len(given) == 1 else "do"
+    runs = "a model's graph" if what == "--model" else "saved nodes"
+    return f"{what} runs {runs}, not the op cases: {', '.join(given)} {verb} not apply"
+
+
 def main(args: argparse.Namespace) -> int:
-    """`check --model FILE`: exit 1 when a node or the logits fail, or a backend could not run the model."""
+    """`check --model FILE`: exit 1 when a node or the logits fail, or a backend could not run the model;
+    2 for arguments it cannot use."""
     from pyggml.testing.check import available_backends
     from pyggml.testing.junit import write_junit
 
-    ignored = [
-        flag
-        for flag, given in (
-            ("--only", args.only),
-            ("--op", args.op),
-            ("--type", args.type),
-            ("--list", args.list),
-            ("--slow", args.slow),
-            ("--mode grad", args.mode == "grad"),
-        )
-        if given
-    ]
-    if ignored:  # they select op cases, which a model run has none of: refused rather than ignored
-        verb = "does" if len(ignored) == 1 else "do"
-        print(
-            f"check: --model runs a model's graph, not the op cases: {', '.join(ignored)} {verb} not apply",
-            file=sys.stderr,
-        )
+    def fail(msg: str) -> int:
+        print(f"check: {msg}", file=sys.stderr)
         return 2
+
+    why = not_applicable(args, "--model")
+    if why:
+        return fail(why)
     if args.tokens < 1:
-        print(f"check: --tokens must be at least 1, not {args.tokens}", file=sys.stderr)
-        return 2
+        return fail(f"--tokens must be at least 1, not {args.tokens}")
+    if args.node_nmse is not None and not 0 < args.node_nmse < float("inf"):
+        return fail(f"--node-nmse must be a positive number, not {args.node_nmse}")
     if not Path(args.model).is_file():
-        print(f"check: --model {args.model}: no such file", file=sys.stderr)
-        return 2
-    backends = [b.lower() for b in (args.backend or ["cpu"])]
-    if any(b.startswith("meta:") for b in backends):
-        print(
-            "check: --model on a meta device is not supported yet: ggml aborts reading the nodes of "
-            "llama.cpp's tensor split back (pyggml/testing/model_check.py says more)",
-            file=sys.stderr,
-        )
-        return 2
+        return fail(f"--model {args.model}: no such file")
+    if args.json == "-" and args.junit == "-":
+        return fail("only one report can go to stdout (-): give --json or --junit a file")
+    backends = list(dict.fromkeys(b.lower() for b in (args.backend or ["cpu"])))
     known = set(available_backends())
-    unknown = [b for b in backends if not b.startswith("meta:") and b not in known]
-    if unknown:
-        print(
-            f"check: no backend {', '.join(unknown)} in this build (available: {', '.join(sorted(known))})",
-            file=sys.stderr,
-        )
-        return 2
-    runs = [run_model(args.model, b, args.tokens) for b in backends]
+    for b in backends:
+        parts = [d for d in b[5:].split(",") if d] if is_meta(b) else [b]
+        if not parts:
+            return fail(f"--backend {b}: a meta device names its devices, e.g. meta:vulkan0,vulkan1")
+        unknown = [d for d in parts if d not in known]
+        if unknown:
+            return fail(f"no backend {', '.join(unknown)} in this build (available: {', '.join(sorted(known))})")
+    if all(is_meta(b) for b in backends):  # the logits of a tensor split are compared with the CPU's
+        backends.insert(0, "cpu")
+    directory = args.save_failures or repro.DEFAULT_DIR
+    runs = [
+        run_in_child(args.model, b, args.tokens, 0, args.node_nmse, args.save_node or [], getattr(args, "rpc", None))
+        for b in backends
+    ]
+    try:
+        for run in runs:
+            save_captured(run, args.model, directory)
+    except OSError as e:
+        return fail(f"--save-failures {directory}: cannot write the reproducers: {e}")
     recs = records(args.model, runs)
     out = sys.stderr if args.json == "-" else sys.stdout
     print(table(runs), file=out)
     for r in recs:
         if r.case.endswith("/logits"):
             print(f"logits on {r.backend} {r.message}: NMSE {r.error:.1e} ({r.status})", file=out)
+    if any(run.saved for run in runs):
+        print(f"rerun the saved nodes: python -m pyggml check --repro {directory}", file=out)
     if args.json:
         data = json.dumps([asdict(r) for r in recs], indent=1)
         if args.json == "-":

@@ -16,9 +16,9 @@ allocator reusing it, an op writing in place into a source) does not matter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,6 +30,7 @@ from pyggml.tensor import Tensor
 from pyggml.testing import opdb
 from pyggml.testing.opdb import Node, default_nmse
 from pyggml.testing.verdict import Comparison, compare, default_max_error
+from pyggml.types import Op
 
 if TYPE_CHECKING:
     from pyggml.testing.cases import OpCase
@@ -39,17 +40,56 @@ VIEW_KINDS = {"NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
 
 
 @dataclass
+class Source:
+    """One source of a captured node, as the node received it."""
+
+    slot: int  # its place among the node's sources (src[slot])
+    name: str
+    type: str  # ggml's type name (F32, Q8_0, ...)
+    ne: tuple[int, ...]
+    nb: tuple[int, ...]
+    shape: tuple[int, ...]  # the NumPy shape the oracle got its values in
+    raw: np.ndarray  # the bytes it covered (uint8, `span`) just before ggml computed the node
+    values: np.ndarray  # those bytes decoded: what the oracle was given
+
+
+@dataclass
+class Capture:
+    """All a node needs to be computed again on its own: its op, op_params, type and layout, and each source
+    as it was just before ggml computed it (pyggml.testing.repro saves and reruns it)."""
+
+    op: str  # ggml's op (Op name: UNARY, MUL_MAT, ...)
+    kind: str  # ggml_op_desc: the unary and GLU ops by their own names
+    op_params: bytes  # ggml's 64 bytes of op parameters, as they were
+    name: str
+    type: str
+    ne: tuple[int, ...]
+    nb: tuple[int, ...]
+    shape: tuple[int, ...]
+    sources: list[Source | None]  # by slot; None for an empty slot
+    view_of: tuple[int, int] | None = None  # (slot, byte offset): the node's memory lies in that source's
+    not_standalone: str = ""  # why it cannot be rebuilt on its own ("" when it can)
+
+
+@dataclass
 class NodeVerdict:
     index: int  # the node's place in the order ggml computed the graph
     kind: str
     name: str
     comparison: Comparison | None  # None: not checked (no reader for this kind, or `error`)
     nmse_bound: float = 0.0
-    error: str = ""  # the reader could not model this node (its oracle raised): why
+    error: str = ""  # the reader could not model this node (its oracle raised), or it was not read: why
+    buffer: str = ""  # the buffer type its memory is in (CPU, Vulkan0, RPC0[host:port], Meta...): where it ran
+    capture: Capture | None = field(default=None, repr=False)  # its inputs, when the checker was asked to keep them
 
     @property
     def ok(self) -> bool:
         return self.comparison is None or self.comparison.ok
+
+    @property
+    def unread(self) -> bool:
+        """Left unread: in a meta device's buffer (META_UNREAD)."""
+        return self.error == META_UNREAD
 
 
 def kind(t: Tensor) -> str:
@@ -70,36 +110,66 @@ def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor]) -> float:
     return default_nmse(node_types)
 
 
-def values(t: Tensor) -> np.ndarray:
-    """t's values as `Tensor.numpy()` gives them, and also for a strided view of a type NumPy has no dtype
-    for (BF16, quantized) or outside host memory, which numpy() refuses: the view's whole span is read
-    (ggml_nbytes of a view covers it) and each row decoded from its own offset."""
-    if lib.ggml_is_contiguous(t.ptr) or (types.has_raw_dtype(t.type) and t.is_host):
-        return t.numpy()
-    span = np.empty(lib.ggml_nbytes(t.ptr), dtype=np.uint8)
+def span(t: Tensor) -> np.ndarray:
+    """A copy of the bytes t covers from its data on (ggml_nbytes: a strided view's whole span), as uint8:
+    with t's type, ne and nb, all there is to know of its values."""
+    out = np.empty(lib.ggml_nbytes(t.ptr), dtype=np.uint8)
     if t.ptr.buffer == ffi.NULL:
-        ffi.memmove(ffi.from_buffer(span), t.ptr.data, span.size)
+        ffi.memmove(ffi.from_buffer(out), t.ptr.data, out.size)
     else:
-        lib.ggml_backend_tensor_get(t.ptr, ffi.from_buffer(span), 0, span.size)
-    ne, nb = t.ne, t.nb
-    block = lib.ggml_blck_size(t.ptr.type)
-    if block > 1 and nb[0] != lib.ggml_type_size(t.ptr.type):
-        raise ValueError(f"{t.type.name} view whose blocks are not packed along ne0: no row to decode")
-    row = lib.ggml_row_size(t.ptr.type, ne[0])
-    out = np.empty(
-        (ne[3], ne[2], ne[1], ne[0]), dtype=np.float32 if not types.has_raw_dtype(t.type) else types.host_dtype(t.type)
-    )
+        lib.ggml_backend_tensor_get(t.ptr, ffi.from_buffer(out), 0, out.size)
+    return out
+
+
+def packed(type_name: str, ne: Sequence[int], nb: Sequence[int]) -> bool:
+    """Whether a tensor of this type, ne and nb is contiguous (ggml_is_contiguous: a dim of extent 1 may have
+    any stride)."""
+    t = types.as_type(type_name)
+    if ne[0] != types.block_size(t) and nb[0] != types.type_size(t):
+        return False
+    expected = types.row_size(t, ne[0])
+    for n, b in zip(ne[1:], nb[1:]):
+        if n != 1 and b != expected:
+            return False
+        expected *= n
+    return True
+
+
+def from_span(
+    type_name: str, ne: Sequence[int], nb: Sequence[int], shape: Sequence[int], raw: np.ndarray
+) -> np.ndarray:
+    """The values (NumPy `shape`) of a tensor of this type, ne and nb whose bytes `span` read: as
+    `Tensor.numpy()` gives them, and also for a strided view of a type NumPy has no dtype for (BF16,
+    quantized), each row decoded from its own offset."""
+    t = types.as_type(type_name)
+    ne, nb, shape = tuple(ne), tuple(nb), tuple(shape)
+    if packed(type_name, ne, nb):
+        return types.decode(t, raw, tuple(reversed(ne))).reshape(shape)
+    if types.has_raw_dtype(t):
+        full = np.ndarray(tuple(reversed(ne)), types.host_dtype(t), raw, 0, tuple(reversed(nb)))
+        return full.reshape(shape).copy()
+    block, size = types.block_size(t), types.type_size(t)
+    if block > 1 and nb[0] != size:
+        raise ValueError(f"{t.name} view whose blocks are not packed along ne0: no row to decode")
+    row = types.row_size(t, ne[0])
+    out = np.empty((ne[3], ne[2], ne[1], ne[0]), dtype=np.float32)
     for i3 in range(ne[3]):
         for i2 in range(ne[2]):
             for i1 in range(ne[1]):
                 at = i1 * nb[1] + i2 * nb[2] + i3 * nb[3]
-                if block > 1 or nb[0] == lib.ggml_type_size(t.ptr.type):
-                    raw = span[at : at + row]
+                if block > 1 or nb[0] == size:
+                    piece = raw[at : at + row]
                 else:  # elements apart from each other (a transposed view): gather them first
-                    size = lib.ggml_type_size(t.ptr.type)
-                    raw = np.concatenate([span[at + i0 * nb[0] : at + i0 * nb[0] + size] for i0 in range(ne[0])])
-                out[i3, i2, i1] = types.decode(t.type, raw, (ne[0],))
-    return out.reshape(t.shape)
+                    piece = np.concatenate([raw[at + i0 * nb[0] : at + i0 * nb[0] + size] for i0 in range(ne[0])])
+                out[i3, i2, i1] = types.decode(t, piece, (ne[0],))
+    return out.reshape(shape)
+
+
+def values(t: Tensor) -> np.ndarray:
+    """t's values as `Tensor.numpy()` gives them, and also for a strided view of a type NumPy has no dtype
+    for (BF16, quantized) or outside host memory, which numpy() refuses: the view's whole span is read
+    (ggml_nbytes of a view covers it) and each row decoded from its own offset."""
+    return from_span(t.type.name, t.ne, t.nb, t.shape, span(t))
 
 
 META_UNREAD = "on a meta device's split buffer: not read back (ggml's meta get_tensor aborts on some split states)"
@@ -109,19 +179,59 @@ def on_meta_buffer(p: object) -> bool:
     """The tensor lives in a meta device's buffer. Reading such a tensor back went through ggml's meta
     get_tensor, which asserted (killing the process) on tensors of llama.cpp's tensor split, views and
     nodes alike: the checker leaves them unread rather than die."""
+    return buffer_name(p).startswith("Meta")
+
+
+def buffer_name(p: object) -> str:
+    """The name of the buffer type tensor p's memory is in ("" for context memory)."""
     buf = p.buffer  # type: ignore[attr-defined]
-    if buf == ffi.NULL:
-        return False
-    return ffi.string(lib.ggml_backend_buft_name(lib.ggml_backend_buffer_get_type(buf))).startswith(b"Meta")
+    return (
+        ""
+        if buf == ffi.NULL
+        else ffi.string(lib.ggml_backend_buft_name(lib.ggml_backend_buffer_get_type(buf))).decode()
+    )
 
 
-def sources(t: Tensor) -> list[np.ndarray | None]:
-    """The values of t's sources by slot (None for an empty slot: a reader tells sources apart by their
-    slot, e.g. soft_max_ext's src[1] mask and src[2] sinks)."""
-    ptrs = list(t.ptr.src)
-    while ptrs and ptrs[-1] == ffi.NULL:
-        ptrs.pop()
-    return [values(Tensor(p, t.ctx)) if p != ffi.NULL else None for p in ptrs]
+def capture(t: Tensor) -> Capture:
+    """t and its sources as they are now (just before ggml computes t): its op, op_params and layout, and each
+    source's bytes and values (`sources` by slot)."""
+    srcs: list[Source | None] = []
+    for slot, p in enumerate(t.ptr.src):
+        if p == ffi.NULL:
+            srcs.append(None)
+            continue
+        s = Tensor(p, t.ctx)
+        raw = span(s)
+        values = from_span(s.type.name, s.ne, s.nb, s.shape, raw)
+        srcs.append(Source(slot, s.name, s.type.name, s.ne, s.nb, s.shape, raw, values))
+    while srcs and srcs[-1] is None:
+        srcs.pop()
+    c = Capture(
+        Op(t.ptr.op).name, kind(t), bytes(ffi.buffer(t.ptr.op_params)), t.name, t.type.name, t.ne, t.nb, t.shape, srcs
+    )
+    if any(0 in x.ne for x in [c, *srcs] if x is not None):
+        c.not_standalone = "an empty tensor (a 0 in ne): nothing to compute, and pyggml makes no empty tensors"
+    elif (
+        t.ptr.view_src != ffi.NULL
+    ):  # the node writes into memory it shares: one of its sources', or it cannot be rebuilt
+        c.view_of = _inside_a_source(t)
+        if c.view_of is None:
+            c.not_standalone = (
+                "the node is a view of a tensor that is not one of its sources: its memory cannot be rebuilt"
+            )
+    return c
+
+
+def _inside_a_source(t: Tensor) -> tuple[int, int] | None:
+    """(slot, byte offset) of the source whose memory holds all of t's, or None."""
+    at = int(ffi.cast("uintptr_t", t.ptr.data))
+    for slot, p in enumerate(t.ptr.src):
+        if p == ffi.NULL or p.buffer != t.ptr.buffer:
+            continue
+        start = int(ffi.cast("uintptr_t", p.data))
+        if start <= at and at + lib.ggml_nbytes(t.ptr) <= start + lib.ggml_nbytes(p):
+            return slot, at - start
+    return None
 
 
 def as_stored(t: Tensor, expected: np.ndarray) -> np.ndarray:
@@ -148,14 +258,21 @@ class NodeChecker:
     gather in `verdicts`. Views (VIEW_KINDS) compute nothing and are not asked for.
 
     `tolerance(node, bound)`, when given, returns the NMSE bound to apply instead of the spec's (the
-    fuzzer widens it for random shapes and values); `flush` compares denormals as zero."""
+    fuzzer widens it for random shapes and values; `check --model --node-nmse` tightens it); `flush` compares
+    denormals as zero; `keep(verdict)`, when given, is asked once a node is judged, and a True keeps the
+    node's inputs on the verdict (`verdict.capture`, for pyggml.testing.repro)."""
 
-    def __init__(self, tolerance: Callable[[Tensor, float], float] | None = None, flush: bool = False) -> None:
+    def __init__(
+        self,
+        tolerance: Callable[[Tensor, float], float] | None = None,
+        flush: bool = False,
+        keep: Callable[[NodeVerdict], bool] | None = None,
+    ) -> None:
         opdb.load()
-        self.tolerance, self.flush = tolerance, flush
+        self.tolerance, self.flush, self.keep = tolerance, flush, keep
         self.verdicts: list[NodeVerdict] = []
         self._index = 0
-        self._pending: tuple[opdb.OpSpec, Node] | None = None
+        self._pending: tuple[opdb.OpSpec, Capture] | None = None
 
     def __call__(self, t: Tensor, ask: bool) -> bool:
         if not ask:
@@ -167,24 +284,27 @@ class NodeChecker:
         # Every node that computes something is asked for, read or not: ggml computes a node nobody asked
         # for together with the next one asked for, after that one's sources were read here
         s = opdb.READERS.get(k)
+        where = buffer_name(t.ptr)
         if s is None:
-            self.verdicts.append(NodeVerdict(index, k, t.name, None))
+            self.verdicts.append(NodeVerdict(index, k, t.name, None, buffer=where))
             return True
         if any(on_meta_buffer(p) for p in [t.ptr, *t.ptr.src] if p != ffi.NULL):
-            self.verdicts.append(NodeVerdict(index, k, t.name, None, error=META_UNREAD))
-            return True
-        self._pending = (s, Node(t, sources(t)))  # before ggml computes t: what it will read
-        self.verdicts.append(NodeVerdict(index, k, t.name, None))
+            # not asked for: it cannot be read, and a meta split is computed whole anyway (patch 0025:
+            # ggml's meta backend computed a split wrongly in pieces, docs/findings.md 30)
+            self.verdicts.append(NodeVerdict(index, k, t.name, None, error=META_UNREAD, buffer=where))
+            return False
+        self._pending = (s, capture(t))  # before ggml computes t: what it will read
+        self.verdicts.append(NodeVerdict(index, k, t.name, None, buffer=where))
         return True
 
     def _judge(self, t: Tensor) -> bool:
         if self._pending is None:  # a node with no oracle, or unread: computed, not judged
             return True
-        (s, node), self._pending = self._pending, None
+        (s, captured), self._pending = self._pending, None
         verdict = self.verdicts[-1]
         assert s.from_node is not None
         try:
-            expected = np.asarray(s.from_node(Node(t, node.src)))
+            expected = np.asarray(s.from_node(Node(t, [x.values if x else None for x in captured.sources])))
         except Exception as e:  # noqa: BLE001 - a call the oracle does not model: no verdict, and why
             verdict.error = f"{type(e).__name__}: {e}"
             return True
@@ -197,6 +317,8 @@ class NodeChecker:
         if self.flush:
             actual, expected = flush_denormals(actual), flush_denormals(expected)
         verdict.comparison, verdict.nmse_bound = compare(actual, expected, bound, max_err), bound
+        if self.keep is not None and self.keep(verdict):
+            verdict.capture = captured
         return True
 
 

@@ -1,0 +1,139 @@
+"""Draw part of a ggml graph as ggml computed it: each node a box (its op and name), in rows by depth,
+with arrows from its sources.
+
+    rec = GraphRecorder()                                  # an observer: it records, computes nothing
+    llama.Context(model, observe=rec).decode(tokens)       # or Scheduler.observe(rec) for pyggml's own graphs
+    nodes = select(rec.nodes, lambda n: n.name.endswith("-0"))   # llama.cpp names a layer's nodes NAME-<layer>
+    draw(nodes)                                            # a matplotlib Axes
+
+The recorder keeps each node's sources by address, which holds within one graph: record one decode of one
+batch (a context with n_ubatch >= the tokens), on one device (with several, the scheduler hands a node the
+copies of its sources from another device, and the edge to the original is lost). `select` keeps the chosen
+nodes and joins them through the nodes it leaves out: such an edge is drawn dashed. Drawing needs matplotlib
+(pyggml's test and notebook extras).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyggml._native import ffi, lib
+from pyggml.tensor import Tensor
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """One node as the recorder saw it."""
+
+    id: int  # the tensor's address while its graph lives: what the sources of later nodes refer to
+    index: int  # its place in compute order
+    kind: str  # ggml_op_desc: MUL_MAT, RMS_NORM, SILU (unary and GLU ops by their own names), VIEW, ...
+    name: str
+    src: tuple[int, ...]  # its sources' ids (recorded nodes, or leaves: weights, inputs)
+    through: frozenset[int] = frozenset()  # after `select`: the sources reached through nodes left out
+
+
+def _addr(p: Any) -> int:
+    return int(ffi.cast("uintptr_t", p))
+
+
+class GraphRecorder:
+    """An observer for `Scheduler.observe` or `pyggml.llama.Context(observe=)` that records every node (views
+    included) with its sources, in compute order, into `nodes`; it asks to see none computed, so ggml computes
+    as it would without it."""
+
+    def __init__(self) -> None:
+        self.nodes: list[GraphNode] = []
+
+    def __call__(self, t: Tensor, ask: bool) -> bool:
+        if ask:
+            kind = ffi.string(lib.ggml_op_desc(t.ptr)).decode()
+            srcs = tuple(_addr(s) for s in t.ptr.src if s != ffi.NULL)
+            self.nodes.append(GraphNode(_addr(t.ptr), len(self.nodes), kind, t.name, srcs))
+        return False
+
+
+def select(nodes: Sequence[GraphNode], keep: Callable[[GraphNode], bool]) -> list[GraphNode]:
+    """The nodes `keep` chooses, their sources narrowed to chosen nodes: a source left out is followed up
+    through its own sources to the chosen nodes it depends on (those edges are in `through`); leaves are
+    dropped."""
+    by_id = {n.id: n for n in nodes}
+    kept = {n.id for n in nodes if keep(n)}
+    reach: dict[int, frozenset[int]] = {}  # a node left out -> the chosen nodes it depends on
+
+    def chosen_under(i: int) -> frozenset[int]:
+        if i not in reach:
+            found: set[int] = set()
+            for s in by_id[i].src:  # sources come before their node: the recursion ends at the leaves
+                if s in kept:
+                    found.add(s)
+                elif s in by_id:
+                    found |= chosen_under(s)
+            reach[i] = frozenset(found)
+        return reach[i]
+
+    out = []
+    for n in nodes:
+        if n.id not in kept:
+            continue
+        direct = [s for s in n.src if s in kept]
+        through = set().union(*(chosen_under(s) for s in n.src if s in by_id and s not in kept)) - set(direct)
+        out.append(
+            GraphNode(n.id, n.index, n.kind, n.name, tuple(dict.fromkeys([*direct, *through])), frozenset(through))
+        )
+    return out
+
+
+def depths(nodes: Sequence[GraphNode]) -> dict[int, int]:
+    """Each node's depth: 0 without a source among `nodes`, else one more than its deepest source's."""
+    out: dict[int, int] = {}
+    for n in sorted(nodes, key=lambda n: n.index):
+        out[n.id] = 1 + max((out[s] for s in n.src if s in out), default=-1)
+    return out
+
+
+def draw(nodes: Sequence[GraphNode], ax: Any = None, title: str | None = None) -> Any:
+    """Draw the nodes (e.g. `select`'s) in rows by depth, top down, each row in compute order: a box per node
+    with its op and name (`ax.texts`), an arrow from each source (`ax.patches`; dashed through nodes left out).
+    Returns the matplotlib Axes (a new figure's when ax is None)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch
+
+    depth = depths(nodes)
+    rows: dict[int, list[GraphNode]] = {}
+    for n in sorted(nodes, key=lambda n: n.index):
+        rows.setdefault(depth[n.id], []).append(n)
+    width = max((len(r) for r in rows.values()), default=1)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(6.0, 2.4 * width), max(3.0, 0.7 * len(rows))))
+    where: dict[int, tuple[float, float]] = {}
+    for d, row in rows.items():
+        for i, n in enumerate(row):
+            where[n.id] = (i - (len(row) - 1) / 2, -float(d))
+    kinds = sorted({n.kind for n in nodes})
+    colors = plt.get_cmap("tab20")
+    for n in nodes:
+        for s in n.src:
+            dashed = s in n.through
+            arrow = FancyArrowPatch(
+                where[s],
+                where[n.id],
+                arrowstyle="->",
+                mutation_scale=10,
+                color="0.55" if dashed else "0.2",
+                linestyle="--" if dashed else "-",
+                shrinkA=12,
+                shrinkB=12,
+            )
+            ax.add_patch(arrow)
+        x, y = where[n.id]
+        box = {"boxstyle": "round,pad=0.3", "fc": colors(kinds.index(n.kind) % 20), "alpha": 0.9}
+        ax.text(x, y, f"{n.kind}\n{n.name}", ha="center", va="center", fontsize=7, bbox=box)
+    ax.set_xlim(-width / 2 - 0.2, width / 2 - 0.3)
+    ax.set_ylim(-len(rows) + 0.4, 0.6)
+    ax.set_axis_off()
+    if title:
+        ax.set_title(title)
+    return ax
