@@ -302,19 +302,34 @@ devices = (res / "devices.txt").read_text().split()
 ansi = re.compile(r"\x1b\[[0-9;]*m")
 lines, counts = [], {"passed": 0, "skipped": 0, "failed": 0, "known": 0}
 
-# Failures understood and not fixed here (docs/llama_tests.md says why): (test, device, case regex, reason).
-# Such a case is reported KNOWN, with its reason, and does not fail the run; if it passes one day, it is
-# reported so that its entry can go.
+# Failures understood and not fixed here (docs/llama_tests.md says why): (test, device, case, column, patch,
+# reason). test-llama-archs' case is the architecture, test-recurrent-state-rollback's the model file (regular
+# expressions); column is the one that fails ("" for any); patch names the patch the failure comes with ("" for
+# one that fails without our patches too). Such a case is reported KNOWN-..., with its reason, and does not
+# fail the run; if it passes one day, it is reported so that its entry can go.
 KNOWN = [
-    ("rollback", "Meta", r"qwen35-pyggml\.gguf",
+    ("rollback", r".*", r"(lfm2|lfm2moe|nemotron_h|nemotron_h_moe|qwen35|qwen35moe)-.*\.gguf", "replay",
+     "0002-recurrent-rollback-within-the-last-ubatch.patch",
+     "llama patch 0002 refuses (seq_rm returns false) removing all 3 tokens of the last ubatch, which upstream "
+     "does inexactly (its replay differs from the reference within the test's NMSE 1e-4: max diff 8.9e-3 for lfm2 "
+     "on the CPU, where an exact rollback is bit-exact)"),
+    ("rollback", "Meta", r"qwen35-pyggml\.gguf", "", "",
      "ggml meta: one-token ubatch, fewer KV heads than devices: the K projection, held whole by one device, "
      "is reshaped [64] -> [64,1,1] with its split kept on dim 0 and the k-norm (RMS_NORM) aborts "
      "(GGML_ASSERT(src_ss[0].axis != GGML_BACKEND_SPLIT_AXIS_0))"),
 ]
+skipped = set((res / "skipped-patches.txt").read_text().strip().split(","))
 
 
-def known(test, device, case):
-    return next((r for t, d, c, r in KNOWN if t == test and d == device and re.fullmatch(c, case)), None)
+def known(test, device, case, statuses=()):
+    """the reason of the KNOWN entry for this case, when its failing column is the one named"""
+    for t, d, c, column, patch, reason in KNOWN:
+        if t != test or not re.fullmatch(d, device) or not re.fullmatch(c, case) or patch in skipped:
+            continue
+        if column == "replay" and statuses and re.search(r"FAIL|CRASH|TIMEOUT", statuses[0]):
+            continue  # the rollback itself failed: not this entry's failure
+        return reason
+    return None
 
 
 def count(*statuses, why=None):
@@ -365,10 +380,10 @@ for log in sorted(res.glob("rollback-*.log")):  # rollback-DEVICE-MODEL.log
     got = re.findall(r"^(\S+\.gguf)\s+(PASS|FAIL|SKIP)\s+(PASS|FAIL|SKIP)\s*$", text, re.M)
     for name, rb, rp in got:
         lines.append(f"rollback\t{cfg}\t{name}\t{rb}\t{rp}")
-        count(rb, rp, why=known("rollback", cfg, name))
+        count(rb, rp, why=known("rollback", cfg, name, (rb, rp)))
     if bad or not got:  # it died (or printed nothing) on this model
         lines.append(f"rollback\t{cfg}\t{model}.gguf\t{bad or 'CRASH'}\t{bad or 'CRASH'}")
-        count(bad or "CRASH", why=known("rollback", cfg, f"{model}.gguf"))
+        count(bad or "CRASH", why=known("rollback", cfg, f"{model}.gguf", (bad or "CRASH",)))
 
 for f in ("build-times.txt", "run-times.txt"):
     if (res / f).exists():
