@@ -211,6 +211,15 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_check.add_argument("--type", action="append", metavar="TYPE", help="cases involving this ggml type (repeatable)")
     p_check.add_argument("--list", action="store_true", help="list the selected cases (name, op, types) and stop")
     p_check.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the cases in N worker processes (default: the machine's cores; a worker's death is its case's "
+        "error; 0: in this process). RPC devices run in this process",
+    )
+    p_check.add_argument(
         "--slow",
         action="store_true",
         help="also run the cases lavapipe needs minutes to compile shaders for (see docs/findings.md)",

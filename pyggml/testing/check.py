@@ -9,7 +9,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from typing import TextIO
@@ -97,6 +97,48 @@ class Progress:
             self.stream.write("\n")
 
 
+def make_runners(backends: list[str], n_threads: int | None = None) -> tuple[dict[str, Runner], list[Record]]:
+    """A Runner per backend, and an error record ("*") for each backend that cannot be had."""
+    runners, records = {}, []
+    for name in backends:
+        try:
+            runners[name] = Runner(name, n_threads=n_threads)
+        except Exception as e:
+            records.append(Record("*", name, Status.ERROR, message=f"backend unavailable: {e}"))
+    return runners, records
+
+
+def check_case(
+    case: Case,
+    runners: dict[str, Runner],
+    slow: bool = False,
+    dead: dict[str, str] | None = None,
+    begin: Callable[[str], None] | None = None,
+) -> list[Record]:
+    """One case on every runner, each result against the oracle and the others (cross): its records in
+    the runners' order. `dead`: backends where a worker process died running this case (backend ->
+    why), recorded as errors without running them again; `begin(backend)` is called before each run."""
+    outputs = {}
+    records: list[Record] = []
+    for name, runner in runners.items():
+        if dead and name in dead:
+            records.append(Record(case.name, name, Status.ERROR, message=dead[name]))
+            continue
+        if begin is not None:
+            begin(name)
+        recorder = _Recorder(runner)
+        rec, out = run_case(case, recorder, name, slow)
+        rec.ops = sorted(recorder.ops | getattr(case, "graph_ops", set()))
+        if out is not None and rec.status == "pass":
+            outputs[name] = out
+        records.append(rec)
+    cross = cross_compare(outputs)
+    for rec in records:
+        if rec.backend in cross:
+            rec.cross = {next(iter(outputs)): cross[rec.backend]}
+    return records
+
+
 def run_check(
     backends: list[str],
     pattern: str | None = None,
@@ -104,31 +146,22 @@ def run_check(
     ops: list[str] | None = None,
     type_names: list[str] | None = None,
     slow: bool = False,
+    jobs: int = 0,
 ) -> list[Record]:
+    """Every selected case on every backend. jobs: 0 runs them in this process; N >= 1 in N worker
+    processes (pyggml.testing.workers: the same records in the same order, and a worker's death is the
+    case's error instead of the run's end)."""
     selected = case_registry.select(pattern, ops, type_names)
-    runners = {}
-    records: list[Record] = []
-    for name in backends:
-        try:
-            runners[name] = Runner(name)
-        except Exception as e:
-            records.append(Record("*", name, Status.ERROR, message=f"backend unavailable: {e}"))
+    if jobs:
+        from pyggml.testing import workers
+
+        return workers.run_check(selected, backends, jobs, slow, progress)
+    runners, records = make_runners(backends)
     bar = Progress(progress, len(selected) * len(runners))
     for case in selected:
-        outputs = {}
-        case_records = []
-        for name, runner in runners.items():
-            recorder = _Recorder(runner)
-            rec, out = run_case(case, recorder, name, slow)
-            rec.ops = sorted(recorder.ops | getattr(case, "graph_ops", set()))
-            bar.step(f"{case.name} on {name}: {rec.status}", rec.status)
-            if out is not None and rec.status == "pass":
-                outputs[name] = out
-            case_records.append(rec)
-        cross = cross_compare(outputs)
+        case_records = check_case(case, runners, slow)
         for rec in case_records:
-            if rec.backend in cross:
-                rec.cross = {next(iter(outputs)): cross[rec.backend]}
+            bar.step(f"{case.name} on {rec.backend}: {rec.status}", rec.status)
         records.extend(case_records)
     bar.close()
     return records
@@ -391,6 +424,17 @@ def backend_error(name: str) -> str | None:
     )
 
 
+def jobs_for(args: argparse.Namespace, backends: list[str]) -> int:
+    """The worker processes of a run (0: this process). RPC devices stay in this process: ggml's RPC server
+    serves one client at a time, and this process is connected to it already."""
+    from pyggml.testing.workers import default_jobs
+
+    jobs = default_jobs() if getattr(args, "jobs", None) is None else args.jobs
+    if getattr(args, "rpc", None) or any("rpc" in b for b in backends):
+        return 0
+    return jobs
+
+
 def _fail(msg: str) -> int:
     print(f"check: {msg}", file=sys.stderr)
     return 2
@@ -407,6 +451,8 @@ def main(args: argparse.Namespace) -> int:
 
         return model_check.main(args)
     grad = args.mode == "grad"
+    if getattr(args, "jobs", None) is not None and args.jobs < 0:
+        return _fail("-j takes 0 (this process) or a number of worker processes")
     if grad and (args.op or args.type):
         return _fail(
             "--mode grad selects cases by name only: use --only PATTERN (`check --mode grad --list` "
@@ -446,7 +492,7 @@ def main(args: argparse.Namespace) -> int:
 
         records = run_grad(backends, args.only)
     else:
-        records = run_check(backends, args.only, progress, args.op, args.type, args.slow)
+        records = run_check(backends, args.only, progress, args.op, args.type, args.slow, jobs_for(args, backends))
     if not records:
         return _fail(f"no case matches {args.only!r}")
     print(table(records, quiet=args.quiet), file=out, flush=True)
