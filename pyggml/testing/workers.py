@@ -131,7 +131,7 @@ def run_cases(
 
     def take(slot: int) -> int | None:
         """The lowest case index this worker may run: a free one, or one of a key it owns or nobody owns."""
-        heads = [(q[0], None) for q in (free,) if q]
+        heads: list[tuple[int, str | None]] = [(free[0], None)] if free else []
         heads += [(q[0], k) for k, q in keyed.items() if q and owner.get(k, slot) == slot]
         if not heads:
             return None
@@ -157,10 +157,10 @@ def run_cases(
     try:
         while left:
             live = {w.conn: w for w in workers if not w.stopped}
-            for conn in wait(list(live)):
-                w = live[conn]  # type: ignore[index]
+            for ready_conn in wait(list(live)):
+                w = live[ready_conn]  # type: ignore[index]
                 try:
-                    msg = conn.recv()
+                    msg: Any = w.conn.recv()
                 except (EOFError, OSError):
                     workers[w.slot] = _replace(w, args, dead, names)
                     for i in reversed(w.running):
