@@ -226,9 +226,24 @@ def _main(argv: Sequence[str] | None = None) -> int:
     )
     p_check.add_argument(
         "--mode",
-        choices=("test", "grad"),
+        choices=("test", "grad", "perf"),
         default="test",
-        help="test: outputs against the oracles; grad: gradients against finite differences",
+        help="test: outputs against the oracles; grad: gradients against finite differences; perf: each case's "
+        "graph timed on each backend (us/run, GFLOPS or GB/s, and the fraction of the backend's measured limits)",
+    )
+    p_check.add_argument(
+        "--perf-time",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="--mode perf: time each case on each backend for this long (default 1)",
+    )
+    p_check.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--mode perf: the CPU backend's threads (default: half the machine's cores, as test-backend-ops)",
     )
     p_check.add_argument(
         "--model",

@@ -424,6 +424,68 @@ def backend_error(name: str) -> str | None:
     )
 
 
+def backends_of(args: argparse.Namespace) -> list[str]:
+    return [b.lower() for b in (args.backend or available_backends())]
+
+
+def _reports(args: argparse.Namespace) -> list[tuple[str, str]]:
+    return [(kind, path) for kind, path in (("JSON", args.json), ("JUnit", getattr(args, "junit", None))) if path]
+
+
+def backends_reports_error(args: argparse.Namespace, backends: list[str]) -> str | None:
+    """Why the backends or the report files cannot be had, found before any case runs."""
+    for b in dict.fromkeys(backends):
+        why = backend_error(b)
+        if why:
+            return f"--backend {b}: {why}"
+    reports = _reports(args)
+    if sum(path == "-" for _, path in reports) > 1:
+        return "only one report can go to stdout (-): give --json or --junit a file"
+    for kind, path in reports:
+        if path == "-":
+            continue
+        try:
+            with open(path, "a"):
+                pass
+        except OSError as e:
+            return f"cannot write the {kind} report {path!r}: {e.strerror}"
+    return None
+
+
+def perf_main(args: argparse.Namespace, backends: list[str]) -> int:
+    """`check --mode perf`: the table (rows as they come on stderr with -q off), --json, --junit."""
+    from pyggml.testing import perf
+
+    why = backends_reports_error(args, backends)
+    if why:
+        return _fail(why)
+    if args.perf_time <= 0 or (args.threads is not None and args.threads < 1):
+        return _fail("--perf-time takes seconds above 0 and --threads a count of 1 or more")
+    reports = _reports(args)
+    out = sys.stderr if any(path == "-" for _, path in reports) else sys.stdout
+    started = datetime.now()
+    selected = case_registry.select(args.only, args.op, args.type)
+    records, limits = perf.run_perf(
+        selected, backends, args.perf_time, args.threads, None if args.quiet else sys.stderr
+    )
+    print(perf.table(records, limits), file=out, flush=True)
+    for kind, path in reports:
+        stream = sys.stdout if path == "-" else None
+        if kind == "JSON":
+            data = {"limits": {k: asdict(v) for k, v in limits.items()}, "records": [asdict(r) for r in records]}
+            text = json.dumps(data, indent=1) + "\n"
+            if stream is not None:
+                stream.write(text)
+            else:
+                with open(path, "w") as f:
+                    f.write(text)
+        else:
+            write_junit(
+                perf.as_records(records), sys.stdout.buffer if stream else path, "pyggml.perf", "us/run", started
+            )
+    return 1 if any(r.status == "error" for r in records) else 0
+
+
 def jobs_for(args: argparse.Namespace, backends: list[str]) -> int:
     """The worker processes of a run (0: this process). RPC devices stay in this process: ggml's RPC server
     serves one client at a time, and this process is connected to it already."""
@@ -462,27 +524,18 @@ def main(args: argparse.Namespace) -> int:
         why = selection_error(args.only, args.op, args.type)
         if why:
             return _fail(why)
+    if args.mode == "perf" and not args.list:
+        return perf_main(args, backends_of(args))
     if args.list:
         if grad:
             return _fail("--list lists the oracle cases; leave out --mode grad")
         print(list_cases(case_registry.select(args.only, args.op, args.type)))
         return 0
-    backends = [b.lower() for b in (args.backend or available_backends())]
-    for b in dict.fromkeys(backends):
-        why = backend_error(b)
-        if why:
-            return _fail(f"--backend {b}: {why}")
-    reports = [(kind, path) for kind, path in (("JSON", args.json), ("JUnit", getattr(args, "junit", None))) if path]
-    if sum(path == "-" for _, path in reports) > 1:
-        return _fail("only one report can go to stdout (-): give --json or --junit a file")
-    for kind, path in reports:  # found out now, not after the whole run
-        if path == "-":
-            continue
-        try:
-            with open(path, "a"):
-                pass
-        except OSError as e:
-            return _fail(f"cannot write the {kind} report {path!r}: {e.strerror}")
+    backends = backends_of(args)
+    why = backends_reports_error(args, backends)
+    if why:
+        return _fail(why)
+    reports = _reports(args)
     # a report on stdout (-) keeps stdout for itself: the table goes to stderr then
     out = sys.stderr if any(path == "-" for _, path in reports) else sys.stdout
     progress = None if args.quiet else sys.stderr
