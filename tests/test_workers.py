@@ -43,12 +43,6 @@ def test_a_worker_that_dies_takes_only_its_case_on_that_backend():
     assert by["dying/abort", "meta:cpu,cpu"].status == by["dying/kill", "meta:cpu,cpu"].status == "pass"
 
 
-def test_cases_with_a_costly_set_up_share_a_worker():
-    iq = cases.select(None, None, ["iq2_s"])
-    assert iq and all(workers.affinity(c) == "quantization tables" for c in iq)
-    assert workers.affinity(cases.select("^add/f32")[0]) is None
-
-
 def test_check_cli_takes_jobs():
     res = subprocess.run(
         [sys.executable, "-m", "pyggml", "check", "--backend", "cpu", "--only", "^soft_max/", "-q", "-j", "2"],

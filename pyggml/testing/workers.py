@@ -13,10 +13,6 @@ each backend it says which one it starts, so that backend's record of that case 
 naming the signal and the last lines ggml wrote, a new worker takes the worker's place, and the
 case runs again on its other backends. A run never ends on a worker's death, only when a new worker
 cannot even start (that error is raised).
-
-Some cases cost a process a one-time set-up that is far larger than the case: ggml fills the
-quantization tables of IQ2_S (seconds), IQ3_S and IQ3_XXS at the first quantization in a process.
-`affinity` keys such cases, and all cases of a key go to the worker that took the first of them.
 """
 
 from __future__ import annotations
@@ -34,10 +30,6 @@ from pyggml.testing.verdict import Record
 if TYPE_CHECKING:
     from pyggml.testing.cases import Case
 
-# ggml_quantize_init builds these types' tables once per process: IQ2_S takes 3-6 s on this project's
-# machines, IQ3_S about 0.3 s, IQ3_XXS 0.1 s (measured through pyggml.types.encode)
-QUANT_TABLES = frozenset({"iq2_s", "iq3_s", "iq3_xxs"})
-
 
 def default_jobs() -> int:
     """The machine's cores (those this process may run on)."""
@@ -45,11 +37,6 @@ def default_jobs() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-def affinity(case: Case) -> str | None:
-    """The key of the one-time set-up a case costs a process (its cases share a worker), or None."""
-    return "quantization tables" if case.types & QUANT_TABLES else None
 
 
 # --- in the worker ------------------------------------------------------------------------------------------
@@ -118,37 +105,15 @@ def run_cases(
     n_threads = None if jobs == 1 else max(1, default_jobs() // jobs)
     args = (backends, slow, n_threads, tuple(modules))
     names = [c.name for c in selected]
-    free: deque[int] = deque()
-    keyed: dict[str, deque[int]] = {}
-    for i, c in enumerate(selected):
-        key = affinity(c)
-        (free if key is None else keyed.setdefault(key, deque())).append(i)
-    owner: dict[str, int] = {}
+    todo: deque[int] = deque(range(len(selected)))
     dead: dict[int, dict[str, str]] = {}
     results: list[list[Record] | None] = [None] * len(selected)
     unavailable: list[Record] | None = None
     left = len(selected)
 
-    def take(slot: int) -> int | None:
-        """The lowest case index this worker may run: a free one, or one of a key it owns or nobody owns."""
-        heads: list[tuple[int, str | None]] = [(free[0], None)] if free else []
-        heads += [(q[0], k) for k, q in keyed.items() if q and owner.get(k, slot) == slot]
-        if not heads:
-            return None
-        i, key = min(heads, key=lambda h: h[0])
-        if key is None:
-            free.popleft()
-        else:
-            owner[key] = slot
-            keyed[key].popleft()
-        return i
-
-    def give_back(i: int) -> None:
-        key = affinity(selected[i])
-        (free if key is None else keyed[key]).appendleft(i)
-
     def feed(w: _Worker) -> None:
-        while len(w.running) < 2 and (i := take(w.slot)) is not None:
+        while len(w.running) < 2 and todo:
+            i = todo.popleft()
             w.running.append(i)
             w.conn.send((names[i], dead.get(i, {})))
 
@@ -163,8 +128,7 @@ def run_cases(
                     msg: Any = w.conn.recv()
                 except (EOFError, OSError):
                     workers[w.slot] = _replace(w, args, dead, names)
-                    for i in reversed(w.running):
-                        give_back(i)
+                    todo.extendleft(reversed(w.running))
                     continue
                 if msg[0] == "ready":
                     w.ready = True
