@@ -13,6 +13,10 @@ each backend it says which one it starts, so that backend's record of that case 
 naming the signal and the last lines ggml wrote, a new worker takes the worker's place, and the
 case runs again on its other backends. A run never ends on a worker's death, only when a new worker
 cannot even start (that error is raised).
+
+Cases are handed out by group (`group`: the op and types of a case's name): a worker that has begun a
+group takes its next cases, and no other worker does, so a pipeline a cold Vulkan driver compiles for
+seconds is compiled by one worker only.
 """
 
 from __future__ import annotations
@@ -37,6 +41,13 @@ def default_jobs() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def group(name: str) -> str:
+    """A case's group: its op and types (`mul_mat/q4_0` of `mul_mat/q4_0/weights_m7_n3`). A group's cases
+    go to one worker: on Vulkan they need the same pipelines, which a cold lavapipe compiles for seconds
+    each, once per process (two workers starting the same group would both compile them)."""
+    return "/".join(name.split("/")[:2])
 
 
 # --- in the worker ------------------------------------------------------------------------------------------
@@ -105,17 +116,34 @@ def run_cases(
     n_threads = None if jobs == 1 else max(1, default_jobs() // jobs)
     args = (backends, slow, n_threads, tuple(modules))
     names = [c.name for c in selected]
-    todo: deque[int] = deque(range(len(selected)))
+    todo: dict[str, deque[int]] = {}  # by group, in the order of the selection
+    for i, c in enumerate(selected):
+        todo.setdefault(group(c.name), deque()).append(i)
+    owner: dict[str, int] = {}
     dead: dict[int, dict[str, str]] = {}
     results: list[list[Record] | None] = [None] * len(selected)
     unavailable: list[Record] | None = None
     left = len(selected)
 
+    def take(slot: int) -> int | None:
+        """The first case left of the groups this worker has begun or nobody has."""
+        mine = [g for g, q in todo.items() if owner.get(g, slot) == slot]
+        if not mine:
+            return None
+        g = min(mine, key=lambda g: todo[g][0])
+        owner[g] = slot
+        i = todo[g].popleft()
+        if not todo[g]:
+            del todo[g]
+        return i
+
     def feed(w: _Worker) -> None:
-        while len(w.running) < 2 and todo:
-            i = todo.popleft()
+        while len(w.running) < 2 and (i := take(w.slot)) is not None:
             w.running.append(i)
-            w.conn.send((names[i], dead.get(i, {})))
+            try:
+                w.conn.send((names[i], dead.get(i, {})))
+            except OSError:  # it has just died: its next recv says so, and its cases go back
+                return
 
     workers = [_Worker(slot, args) for slot in range(jobs)]
     finished = False
@@ -128,7 +156,8 @@ def run_cases(
                     msg: Any = w.conn.recv()
                 except (EOFError, OSError):
                     workers[w.slot] = _replace(w, args, dead, names)
-                    todo.extendleft(reversed(w.running))
+                    for i in reversed(w.running):
+                        todo.setdefault(group(names[i]), deque()).appendleft(i)
                     continue
                 if msg[0] == "ready":
                     w.ready = True
