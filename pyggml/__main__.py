@@ -314,7 +314,15 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_gguf.add_argument("file", help="the GGUF file")
     p_gguf.add_argument("--json", action="store_true", help="print JSON (metadata values in full)")
     p_gguf.set_defaults(vk_devices="0")  # no device is used
-    from pyggml.models.make_model import architectures
+    # the command's own modules only: `check` does not pay for importing the fuzzers and make_model
+    chosen = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
+
+    def architectures() -> list[str]:
+        if chosen not in (None, "make-model"):
+            return ["..."]
+        from pyggml.models.make_model import architectures as archs
+
+        return archs()
 
     p_mm = sub.add_parser(
         "make-model",
@@ -331,6 +339,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_nb.add_argument("--refresh", action="store_true", help="store the fresh outputs in the notebooks")
     fuzzers: dict[str, tuple[ModuleType, argparse.ArgumentParser]] = {}
     for name, (module_name, summary) in FUZZERS.items():
+        if chosen != name:  # listed by `pyggml --help`; its options are read only when it is the command
+            sub.add_parser(name, help=summary)
+            continue
         module = importlib.import_module(module_name)
         p_fuzz = sub.add_parser(
             name, help=summary, description=" ".join((module.__doc__ or summary).split("\n\n")[0].split())
