@@ -147,15 +147,16 @@ def run_check(
     type_names: list[str] | None = None,
     slow: bool = False,
     jobs: int = 0,
+    started: list | None = None,
 ) -> list[Record]:
     """Every selected case on every backend. jobs: 0 runs them in this process; N >= 1 in N worker
     processes (pyggml.testing.workers: the same records in the same order, and a worker's death is the
-    case's error instead of the run's end)."""
+    case's error instead of the run's end); `started`: workers already started for these backends."""
     selected = case_registry.select(pattern, ops, type_names)
-    if jobs:
+    if jobs or started:
         from pyggml.testing import workers
 
-        return workers.run_check(selected, backends, jobs, slow, progress)
+        return workers.run_check(selected, backends, jobs, slow, progress, started)
     runners, records = make_runners(backends)
     bar = Progress(progress, len(selected) * len(runners))
     for case in selected:
@@ -503,6 +504,26 @@ def _fail(msg: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    """`check`: in test mode the workers start first, and import pyggml while this process selects."""
+    pool = None
+    plain = not any(getattr(args, a, None) for a in ("list", "repro", "model"))
+    if args.mode == "test" and plain and (getattr(args, "jobs", None) or 0) >= 0:
+        backends = backends_of(args)
+        jobs = jobs_for(args, backends)
+        if jobs and not any(backend_error(b) for b in backends):
+            from pyggml.testing import workers
+
+            pool = workers.start(backends, jobs, args.slow)
+    try:
+        return _main(args, pool)
+    finally:
+        if pool:
+            from pyggml.testing import workers
+
+            workers.close([w for w in pool if w.child.poll() is None])
+
+
+def _main(args: argparse.Namespace, pool: list | None) -> int:
     if getattr(args, "repro", None):  # saved nodes, each computed again on its own
         from pyggml.testing import model_check, repro
 
@@ -545,7 +566,8 @@ def main(args: argparse.Namespace) -> int:
 
         records = run_grad(backends, args.only)
     else:
-        records = run_check(backends, args.only, progress, args.op, args.type, args.slow, jobs_for(args, backends))
+        jobs = jobs_for(args, backends)
+        records = run_check(backends, args.only, progress, args.op, args.type, args.slow, jobs, pool)
     if not records:
         return _fail(f"no case matches {args.only!r}")
     print(table(records, quiet=args.quiet), file=out, flush=True)

@@ -14,9 +14,9 @@ naming the signal and the last lines ggml wrote, a new worker takes the worker's
 case runs again on its other backends. A run never ends on a worker's death, only when a new worker
 cannot even start (that error is raised).
 
-Cases are handed out by group (`group`: the op and types of a case's name): a worker that has begun a
-group takes its next cases, and no other worker does, so a pipeline a cold Vulkan driver compiles for
-seconds is compiled by one worker only.
+Cases are handed out by group (`group`: the op and types of a case's name) when a backend compiles
+pipelines (any but the CPU): a worker that has begun a group takes its next cases, and no other worker
+does, so a pipeline a cold Vulkan driver compiles for seconds is compiled by one worker only.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def serve(fd: int, backends: list[str], slow: bool, n_threads: int | None, modul
 class _Worker:
     def __init__(self, slot: int, args: tuple[Any, ...]) -> None:
         ours, theirs = socket.socketpair()
-        self.slot = slot
+        self.slot, self.args = slot, args
         self.child = child.start(serve, (theirs.fileno(), *args), pass_fds=(theirs.fileno(),))
         theirs.close()
         self.conn = Connection(ours.detach())
@@ -95,6 +95,21 @@ class _Worker:
             pass
 
 
+def start(backends: list[str], jobs: int, slow: bool = False, modules: Sequence[str] = ()) -> list[_Worker]:
+    """`jobs` workers for `backends`, started now (they import pyggml while the caller selects its cases)."""
+    n_threads = None if jobs == 1 else max(1, default_jobs() // jobs)
+    args = (backends, slow, n_threads, tuple(modules))
+    return [_Worker(slot, args) for slot in range(jobs)]
+
+
+def close(workers: list[_Worker]) -> None:
+    """End workers that no run has ended (a run ends its own): killed, they hold nothing."""
+    for w in workers:
+        w.child.kill()
+        w.child.wait()
+        w.conn.close()
+
+
 class WorkerError(RuntimeError):
     """A worker process could not start (it died before it was ready)."""
 
@@ -107,18 +122,22 @@ def run_cases(
     ready: Callable[[list[Record]], None] | None = None,
     done: Callable[[list[Record]], None] | None = None,
     modules: Sequence[str] = (),
+    started: list[_Worker] | None = None,
 ) -> tuple[list[Record], list[list[Record]]]:
     """Run `selected` on `backends` in `jobs` workers: (the records of backends that cannot be had, the
     records of each case in the order of `selected`). `ready(unavailable)` is called when the first
     worker has its runners, `done(records)` when a case is done (in the order cases finish). `modules`
-    are imported by each worker first (modules that register cases of their own)."""
-    jobs = max(1, min(jobs, len(selected)))
-    n_threads = None if jobs == 1 else max(1, default_jobs() // jobs)
-    args = (backends, slow, n_threads, tuple(modules))
+    are imported by each worker first (modules that register cases of their own). `started`: workers
+    from `start` (for these backends), which then take the place of `jobs`; ended with the run."""
+    workers = started or start(backends, max(1, min(jobs, len(selected))), slow, modules)
+    args = workers[0].args
     names = [c.name for c in selected]
-    todo: dict[str, deque[int]] = {}  # by group, in the order of the selection
+    # by group, in the order of the selection; on CPUs alone (no pipelines to compile) each case is its own
+    grouped = not all(b == "cpu" or b.startswith("meta:cpu") for b in backends)
+    key = group if grouped else str
+    todo: dict[str, deque[int]] = {}
     for i, c in enumerate(selected):
-        todo.setdefault(group(c.name), deque()).append(i)
+        todo.setdefault(key(c.name), deque()).append(i)
     owner: dict[str, int] = {}
     dead: dict[int, dict[str, str]] = {}
     results: list[list[Record] | None] = [None] * len(selected)
@@ -145,7 +164,6 @@ def run_cases(
             except OSError:  # it has just died: its next recv says so, and its cases go back
                 return
 
-    workers = [_Worker(slot, args) for slot in range(jobs)]
     finished = False
     try:
         while left:
@@ -157,7 +175,7 @@ def run_cases(
                 except (EOFError, OSError):
                     workers[w.slot] = _replace(w, args, dead, names)
                     for i in reversed(w.running):
-                        todo.setdefault(group(names[i]), deque()).appendleft(i)
+                        todo.setdefault(key(names[i]), deque()).appendleft(i)
                     continue
                 if msg[0] == "ready":
                     w.ready = True
@@ -177,9 +195,10 @@ def run_cases(
                     feed(w)
         finished = True
     finally:
-        for w in workers:
+        for w in workers:  # told to end first, all of them, then waited for
             if finished and not w.stopped:
                 w.stop()
+        for w in workers:
             w.child.wait(timeout=60 if finished else 0)  # interrupted: killed at once
             w.conn.close()
     return unavailable or [], [r or [] for r in results]
@@ -209,7 +228,12 @@ def _how(outcome: child.Outcome) -> str:
 
 
 def run_check(
-    selected: Sequence[Case], backends: list[str], jobs: int, slow: bool, progress: TextIO | None
+    selected: Sequence[Case],
+    backends: list[str],
+    jobs: int,
+    slow: bool,
+    progress: TextIO | None,
+    started: list[_Worker] | None = None,
 ) -> list[Record]:
     """`check`'s run in `jobs` workers: the records of `run_check` in one process, with a progress bar."""
     from pyggml.testing.check import Progress
@@ -223,7 +247,7 @@ def run_check(
         for r in records:
             bar[0].step(f"{r.case} on {r.backend}: {r.status}", r.status)
 
-    unavailable, per_case = run_cases(selected, backends, jobs, slow, ready, done)
+    unavailable, per_case = run_cases(selected, backends, jobs, slow, ready, done, started=started)
     if bar:
         bar[0].close()
     return unavailable + [r for records in per_case for r in records]
