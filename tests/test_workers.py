@@ -43,6 +43,12 @@ def test_a_worker_that_dies_takes_only_its_case_on_that_backend():
     assert by["dying/abort", "meta:cpu,cpu"].status == by["dying/kill", "meta:cpu,cpu"].status == "pass"
 
 
+def test_a_case_the_workers_do_not_have_is_an_error_not_a_hang():
+    stubs = [SimpleNamespace(name="registered/here_only", types=frozenset())]
+    _, [[rec]] = workers.run_cases(stubs, ["cpu"], 1)
+    assert rec.status == "error" and "-j 0" in rec.message
+
+
 def test_check_cli_takes_jobs():
     res = subprocess.run(
         [sys.executable, "-m", "pyggml", "check", "--backend", "cpu", "--only", "^soft_max/", "-q", "-j", "2"],

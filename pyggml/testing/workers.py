@@ -29,7 +29,7 @@ from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pyggml.testing import child
-from pyggml.testing.verdict import Record
+from pyggml.testing.verdict import Record, Status
 
 if TYPE_CHECKING:
     from pyggml.testing.cases import Case
@@ -64,11 +64,14 @@ def serve(fd: int, backends: list[str], slow: bool, n_threads: int | None, modul
     cases.select()  # the registry, before the first case's time counts
     runners, unavailable = make_runners(backends, n_threads)
     conn.send(("ready", unavailable))
-    while (name := conn.recv()) is not None:
-        name, dead = name
-        records = check_case(
-            cases.REGISTRY[name], runners, slow, dead, begin=lambda backend: conn.send(("begin", name, backend))
-        )
+    while (msg := conn.recv()) is not None:
+        name, dead = msg
+        case = cases.REGISTRY.get(name)
+        if case is None:  # registered in the calling process only (by its own code, after pyggml's)
+            why = f"no case {name!r} in the worker processes: a case registered by the calling process runs with -j 0"
+            records = [Record(name, b, Status.ERROR, message=why) for b in runners]
+        else:
+            records = check_case(case, runners, slow, dead, begin=lambda b: conn.send(("begin", name, b)))
         conn.send(("done", name, records))
     conn.close()
 
