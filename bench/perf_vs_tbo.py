@@ -9,7 +9,7 @@ Prints a markdown table of us/run (median of the rounds) for bench/README.md.
 
 Build test-backend-ops from the pinned sdist first (bench/README.md says how), then:
 
-    python bench/perf_vs_tbo.py --tbo build/tbo/test-backend-ops [--op add --op mul_mat ...] [--rounds 2]
+    python bench/perf_vs_tbo.py --tbo build/tbo/test-backend-ops [--op add --op mul_mat ...] [--only REGEX] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -81,11 +81,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tbo", required=True, help="the test-backend-ops executable")
     p.add_argument("--op", action="append", help=f"ops (default: {', '.join(OPS)})")
+    p.add_argument("--only", default=None, help="cases whose name matches this regular expression")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--seconds", type=float, default=1.0)
     args = p.parse_args()
     threads = max(1, (os.cpu_count() or 1) // 2)  # test-backend-ops' CPU threads
-    chosen = single_node_cases(args.op or OPS)
+    chosen = [(c, line) for c, line in single_node_cases(args.op or OPS) if re.search(args.only or "", c.name)]
     ours: list[list[float]] = [[] for _ in chosen]
     theirs: list[list[float]] = [[] for _ in chosen]
     loads = []
