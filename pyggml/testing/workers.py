@@ -148,11 +148,11 @@ def run_cases(
     left = len(selected)
 
     def take(slot: int) -> int | None:
-        """The first case left of the groups this worker has begun or nobody has."""
-        mine = [g for g, q in todo.items() if owner.get(g, slot) == slot]
-        if not mine:
+        """The next case of the first group left that this worker has begun or nobody has (only groups
+        other workers are running come before it: a few)."""
+        g = next((g for g in todo if owner.get(g, slot) == slot), None)
+        if g is None:
             return None
-        g = min(mine, key=lambda g: todo[g][0])
         owner[g] = slot
         i = todo[g].popleft()
         if not todo[g]:
