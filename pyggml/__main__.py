@@ -216,8 +216,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=None,
         metavar="N",
-        help="run the cases in N worker processes (default: the machine's cores; a worker's death is its case's "
-        "error; 0: in this process). RPC devices run in this process",
+        help="run the cases in N worker processes (default: the machine's cores, at most one per 100 cases; a "
+        "worker's death is its case's error; 0: in this process). RPC devices run in this process",
     )
     p_check.add_argument(
         "--slow",

@@ -16,7 +16,8 @@ def _plain(records):
     return [{k: v for k, v in asdict(r).items() if k != "seconds"} for r in records]
 
 
-def test_workers_give_the_records_of_one_process_in_its_order():
+def test_workers_give_the_records_of_one_process_in_its_order(monkeypatch):
+    monkeypatch.setattr(workers, "CASES_PER_WORKER", 1)  # two workers for these few cases
     backends = ["cpu", "meta:cpu,cpu", "no_such_backend"]
     alone = run_check(backends, "^(soft_max|argsort|get_rows)/", progress=None, jobs=0)
     assert alone[0].case == "*" and alone[0].backend == "no_such_backend"
@@ -24,7 +25,8 @@ def test_workers_give_the_records_of_one_process_in_its_order():
     assert _plain(run_check(backends, "^(soft_max|argsort|get_rows)/", progress=None, jobs=2)) == _plain(alone)
 
 
-def test_a_worker_that_dies_takes_only_its_case_on_that_backend():
+def test_a_worker_that_dies_takes_only_its_case_on_that_backend(monkeypatch):
+    monkeypatch.setattr(workers, "CASES_PER_WORKER", 1)
     some = [c.name for c in cases.select("^add/f32")][:3]
     names = [some[0], "dying/abort", some[1], "dying/kill", some[2]]
     stubs = [SimpleNamespace(name=n, types=frozenset()) for n in names]
@@ -47,6 +49,11 @@ def test_a_case_the_workers_do_not_have_is_an_error_not_a_hang():
     stubs = [SimpleNamespace(name="registered/here_only", types=frozenset())]
     _, [[rec]] = workers.run_cases(stubs, ["cpu"], 1)
     assert rec.status == "error" and "-j 0" in rec.message
+
+
+def test_workers_are_started_as_the_cases_repay_them():
+    assert [workers.wanted(2, n) for n in (1, 99, 100, 199, 200, 5000)] == [1, 1, 1, 1, 2, 2]
+    assert workers.wanted(8, 450) == 4
 
 
 def test_check_cli_takes_jobs():

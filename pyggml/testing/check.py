@@ -513,7 +513,9 @@ def main(args: argparse.Namespace) -> int:
         if jobs and not any(backend_error(b) for b in backends):
             from pyggml.testing import workers
 
-            pool = workers.start(backends, jobs, args.slow)
+            # a filtered run may select few cases: one worker now, the others once they are known to pay
+            filtered = any(getattr(args, a, None) for a in ("only", "op", "type"))
+            pool = workers.start(backends, jobs, args.slow, count=1 if filtered else jobs)
     try:
         return _main(args, pool)
     finally:

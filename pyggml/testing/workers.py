@@ -98,11 +98,24 @@ class _Worker:
             pass
 
 
-def start(backends: list[str], jobs: int, slow: bool = False, modules: Sequence[str] = ()) -> list[_Worker]:
-    """`jobs` workers for `backends`, started now (they import pyggml while the caller selects its cases)."""
+# a worker costs a start (pyggml's import and the registry, about 0.5 s of CPU): fewer cases than this
+# per worker do not repay it
+CASES_PER_WORKER = 100
+
+
+def wanted(jobs: int, n_cases: int) -> int:
+    """The workers worth starting for `n_cases` cases, at most `jobs`, at least one."""
+    return max(1, min(jobs, n_cases // CASES_PER_WORKER))
+
+
+def start(
+    backends: list[str], jobs: int, slow: bool = False, modules: Sequence[str] = (), count: int | None = None
+) -> list[_Worker]:
+    """`count` (default `jobs`) workers of a run of `jobs` for `backends`, started now (they import pyggml
+    while the caller selects its cases); each CPU backend gets its share of the cores for `jobs` workers."""
     n_threads = None if jobs == 1 else max(1, default_jobs() // jobs)
     args = (backends, slow, n_threads, tuple(modules))
-    return [_Worker(slot, args) for slot in range(jobs)]
+    return [_Worker(slot, args) for slot in range(jobs if count is None else count)]
 
 
 def close(workers: list[_Worker]) -> None:
@@ -131,9 +144,12 @@ def run_cases(
     records of each case in the order of `selected`). `ready(unavailable)` is called when the first
     worker has its runners, `done(records)` when a case is done (in the order cases finish). `modules`
     are imported by each worker first (modules that register cases of their own). `started`: workers
-    from `start` (for these backends), which then take the place of `jobs`; ended with the run."""
-    workers = started or start(backends, max(1, min(jobs, len(selected))), slow, modules)
+    from `start` (for these backends), joined by more up to what the cases are worth (`wanted`); all
+    ended with the run."""
+    workers = started or start(backends, jobs, slow, modules, count=wanted(jobs, len(selected)))
     args = workers[0].args
+    while len(workers) < wanted(jobs, len(selected)):  # started early, for fewer cases than these
+        workers.append(_Worker(len(workers), args))
     names = [c.name for c in selected]
     # by group, in the order of the selection; on CPUs alone (no pipelines to compile) each case is its own
     grouped = not all(b == "cpu" or b.startswith("meta:cpu") for b in backends)
