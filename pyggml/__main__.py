@@ -211,15 +211,39 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_check.add_argument("--type", action="append", metavar="TYPE", help="cases involving this ggml type (repeatable)")
     p_check.add_argument("--list", action="store_true", help="list the selected cases (name, op, types) and stop")
     p_check.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the cases in N worker processes (default: the machine's cores, at most one per 100 cases; a "
+        "worker's death is its case's error; 0: in this process). RPC devices run in this process",
+    )
+    p_check.add_argument(
         "--slow",
         action="store_true",
         help="also run the cases lavapipe needs minutes to compile shaders for (see docs/findings.md)",
     )
     p_check.add_argument(
         "--mode",
-        choices=("test", "grad"),
+        choices=("test", "grad", "perf"),
         default="test",
-        help="test: outputs against the oracles; grad: gradients against finite differences",
+        help="test: outputs against the oracles; grad: gradients against finite differences; perf: each case's "
+        "graph timed on each backend (us/run, GFLOPS or GB/s, and the fraction of the backend's measured limits)",
+    )
+    p_check.add_argument(
+        "--perf-time",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="--mode perf: time each case on each backend for this long (default 1)",
+    )
+    p_check.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--mode perf: the CPU backend's threads (default: half the machine's cores, as test-backend-ops)",
     )
     p_check.add_argument(
         "--model",
@@ -296,7 +320,15 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_gguf.add_argument("file", help="the GGUF file")
     p_gguf.add_argument("--json", action="store_true", help="print JSON (metadata values in full)")
     p_gguf.set_defaults(vk_devices="0")  # no device is used
-    from pyggml.models.make_model import architectures
+    # the command's own modules only: `check` does not pay for importing the fuzzers and make_model
+    chosen = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
+
+    def architectures() -> list[str]:
+        if chosen not in (None, "make-model"):
+            return ["..."]
+        from pyggml.models.make_model import architectures as archs
+
+        return archs()
 
     p_mm = sub.add_parser(
         "make-model",
@@ -313,6 +345,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_nb.add_argument("--refresh", action="store_true", help="store the fresh outputs in the notebooks")
     fuzzers: dict[str, tuple[ModuleType, argparse.ArgumentParser]] = {}
     for name, (module_name, summary) in FUZZERS.items():
+        if chosen != name:  # listed by `pyggml --help`; its options are read only when it is the command
+            sub.add_parser(name, help=summary)
+            continue
         module = importlib.import_module(module_name)
         p_fuzz = sub.add_parser(
             name, help=summary, description=" ".join((module.__doc__ or summary).split("\n\n")[0].split())

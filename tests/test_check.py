@@ -174,3 +174,27 @@ def test_listing_does_not_probe_types_it_leaves_out():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
+
+
+def test_iq_inputs_are_drawn_as_blocks_never_quantized(monkeypatch):
+    """ggml builds IQ2_S/IQ3_S/IQ3_XXS quantization tables for seconds at a process's first quantization:
+    those inputs are random codes under drawn scales, reproducible, with values of magnitude about 1."""
+    from pyggml import types
+
+    def no_quantizing(t, values):
+        assert types.as_type(t) not in cases.DRAWN_AS_BLOCKS, "an IQ input went through the quantizer"
+        return encode(t, values)
+
+    encode = types.encode
+    monkeypatch.setattr(types, "encode", no_quantizing)
+    chosen = cases.select(None, None, ["iq2_s", "iq3_s", "iq3_xxs"])
+    assert len(chosen) >= 9
+    for c in chosen:
+        c._values = None
+        vals = c.values()
+        for k, spec in c.inputs.items():
+            if types.as_type(spec.type) in cases.DRAWN_AS_BLOCKS:
+                assert 0.3 < np.abs(vals[k]).max() <= 1.0 + 1e-3
+        again = c.raw_values()
+        c._values = None
+        assert all(np.array_equal(again[k], c.raw_values()[k]) for k in again)

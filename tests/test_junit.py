@@ -173,6 +173,8 @@ def test_an_oracle_mismatch_is_a_failure_with_its_figures(tmp_path, monkeypatch)
             str(path),
             "--json",
             str(records),
+            "-j",
+            "0",  # the case is registered in this process only
         ]
     )
     assert rc == 1

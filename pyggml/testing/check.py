@@ -9,7 +9,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from typing import TextIO
@@ -97,6 +97,48 @@ class Progress:
             self.stream.write("\n")
 
 
+def make_runners(backends: list[str], n_threads: int | None = None) -> tuple[dict[str, Runner], list[Record]]:
+    """A Runner per backend, and an error record ("*") for each backend that cannot be had."""
+    runners, records = {}, []
+    for name in backends:
+        try:
+            runners[name] = Runner(name, n_threads=n_threads)
+        except Exception as e:
+            records.append(Record("*", name, Status.ERROR, message=f"backend unavailable: {e}"))
+    return runners, records
+
+
+def check_case(
+    case: Case,
+    runners: dict[str, Runner],
+    slow: bool = False,
+    dead: dict[str, str] | None = None,
+    begin: Callable[[str], None] | None = None,
+) -> list[Record]:
+    """One case on every runner, each result against the oracle and the others (cross): its records in
+    the runners' order. `dead`: backends where a worker process died running this case (backend ->
+    why), recorded as errors without running them again; `begin(backend)` is called before each run."""
+    outputs = {}
+    records: list[Record] = []
+    for name, runner in runners.items():
+        if dead and name in dead:
+            records.append(Record(case.name, name, Status.ERROR, message=dead[name]))
+            continue
+        if begin is not None:
+            begin(name)
+        recorder = _Recorder(runner)
+        rec, out = run_case(case, recorder, name, slow)
+        rec.ops = sorted(recorder.ops | getattr(case, "graph_ops", set()))
+        if out is not None and rec.status == "pass":
+            outputs[name] = out
+        records.append(rec)
+    cross = cross_compare(outputs)
+    for rec in records:
+        if rec.backend in cross:
+            rec.cross = {next(iter(outputs)): cross[rec.backend]}
+    return records
+
+
 def run_check(
     backends: list[str],
     pattern: str | None = None,
@@ -104,31 +146,23 @@ def run_check(
     ops: list[str] | None = None,
     type_names: list[str] | None = None,
     slow: bool = False,
+    jobs: int = 0,
+    started: list | None = None,
 ) -> list[Record]:
+    """Every selected case on every backend. jobs: 0 runs them in this process; N >= 1 in N worker
+    processes (pyggml.testing.workers: the same records in the same order, and a worker's death is the
+    case's error instead of the run's end); `started`: workers already started for these backends."""
     selected = case_registry.select(pattern, ops, type_names)
-    runners = {}
-    records: list[Record] = []
-    for name in backends:
-        try:
-            runners[name] = Runner(name)
-        except Exception as e:
-            records.append(Record("*", name, Status.ERROR, message=f"backend unavailable: {e}"))
+    if jobs or started:
+        from pyggml.testing import workers
+
+        return workers.run_check(selected, backends, jobs, slow, progress, started)
+    runners, records = make_runners(backends)
     bar = Progress(progress, len(selected) * len(runners))
     for case in selected:
-        outputs = {}
-        case_records = []
-        for name, runner in runners.items():
-            recorder = _Recorder(runner)
-            rec, out = run_case(case, recorder, name, slow)
-            rec.ops = sorted(recorder.ops | getattr(case, "graph_ops", set()))
-            bar.step(f"{case.name} on {name}: {rec.status}", rec.status)
-            if out is not None and rec.status == "pass":
-                outputs[name] = out
-            case_records.append(rec)
-        cross = cross_compare(outputs)
+        case_records = check_case(case, runners, slow)
         for rec in case_records:
-            if rec.backend in cross:
-                rec.cross = {next(iter(outputs)): cross[rec.backend]}
+            bar.step(f"{case.name} on {rec.backend}: {rec.status}", rec.status)
         records.extend(case_records)
     bar.close()
     return records
@@ -391,12 +425,107 @@ def backend_error(name: str) -> str | None:
     )
 
 
+def backends_of(args: argparse.Namespace) -> list[str]:
+    return [b.lower() for b in (args.backend or available_backends())]
+
+
+def _reports(args: argparse.Namespace) -> list[tuple[str, str]]:
+    return [(kind, path) for kind, path in (("JSON", args.json), ("JUnit", getattr(args, "junit", None))) if path]
+
+
+def backends_reports_error(args: argparse.Namespace, backends: list[str]) -> str | None:
+    """Why the backends or the report files cannot be had, found before any case runs."""
+    for b in dict.fromkeys(backends):
+        why = backend_error(b)
+        if why:
+            return f"--backend {b}: {why}"
+    reports = _reports(args)
+    if sum(path == "-" for _, path in reports) > 1:
+        return "only one report can go to stdout (-): give --json or --junit a file"
+    for kind, path in reports:
+        if path == "-":
+            continue
+        try:
+            with open(path, "a"):
+                pass
+        except OSError as e:
+            return f"cannot write the {kind} report {path!r}: {e.strerror}"
+    return None
+
+
+def perf_main(args: argparse.Namespace, backends: list[str]) -> int:
+    """`check --mode perf`: the table (rows as they come on stderr with -q off), --json, --junit."""
+    from pyggml.testing import perf
+
+    why = backends_reports_error(args, backends)
+    if why:
+        return _fail(why)
+    if args.perf_time <= 0 or (args.threads is not None and args.threads < 1):
+        return _fail("--perf-time takes seconds above 0 and --threads a count of 1 or more")
+    reports = _reports(args)
+    out = sys.stderr if any(path == "-" for _, path in reports) else sys.stdout
+    started = datetime.now()
+    selected = case_registry.select(args.only, args.op, args.type)
+    records, limits = perf.run_perf(
+        selected, backends, args.perf_time, args.threads, None if args.quiet else sys.stderr
+    )
+    print(perf.table(records, limits), file=out, flush=True)
+    for kind, path in reports:
+        stream = sys.stdout if path == "-" else None
+        if kind == "JSON":
+            data = {"limits": {k: asdict(v) for k, v in limits.items()}, "records": [asdict(r) for r in records]}
+            text = json.dumps(data, indent=1) + "\n"
+            if stream is not None:
+                stream.write(text)
+            else:
+                with open(path, "w") as f:
+                    f.write(text)
+        else:
+            write_junit(
+                perf.as_records(records), sys.stdout.buffer if stream else path, "pyggml.perf", "us/run", started
+            )
+    return 1 if any(r.status == "error" for r in records) else 0
+
+
+def jobs_for(args: argparse.Namespace, backends: list[str]) -> int:
+    """The worker processes of a run (0: this process). RPC devices stay in this process: ggml's RPC server
+    serves one client at a time, and this process is connected to it already."""
+    from pyggml.testing.workers import default_jobs
+
+    jobs = default_jobs() if getattr(args, "jobs", None) is None else args.jobs
+    if getattr(args, "rpc", None) or any("rpc" in b for b in backends):
+        return 0
+    return jobs
+
+
 def _fail(msg: str) -> int:
     print(f"check: {msg}", file=sys.stderr)
     return 2
 
 
 def main(args: argparse.Namespace) -> int:
+    """`check`: in test mode the workers start first, and import pyggml while this process selects."""
+    pool = None
+    plain = not any(getattr(args, a, None) for a in ("list", "repro", "model"))
+    if args.mode == "test" and plain and (getattr(args, "jobs", None) or 0) >= 0:
+        backends = backends_of(args)
+        jobs = jobs_for(args, backends)
+        if jobs and not any(backend_error(b) for b in backends):
+            from pyggml.testing import workers
+
+            # a filtered run may select few cases: one worker now, the others once they are known to pay
+            filtered = any(getattr(args, a, None) for a in ("only", "op", "type"))
+            pool = workers.start(backends, jobs, args.slow, count=1 if filtered else jobs)
+    try:
+        return _main(args, pool)
+    finally:
+        if pool:
+            from pyggml.testing import workers
+
+            workers.close([w for w in pool if w.child.poll() is None])
+
+
+def _main(args: argparse.Namespace, pool: list | None) -> int:
     if getattr(args, "repro", None):  # saved nodes, each computed again on its own
         from pyggml.testing import model_check, repro
 
@@ -407,6 +536,8 @@ def main(args: argparse.Namespace) -> int:
 
         return model_check.main(args)
     grad = args.mode == "grad"
+    if getattr(args, "jobs", None) is not None and args.jobs < 0:
+        return _fail("-j takes 0 (this process) or a number of worker processes")
     if grad and (args.op or args.type):
         return _fail(
             "--mode grad selects cases by name only: use --only PATTERN (`check --mode grad --list` "
@@ -416,27 +547,18 @@ def main(args: argparse.Namespace) -> int:
         why = selection_error(args.only, args.op, args.type)
         if why:
             return _fail(why)
+    if args.mode == "perf" and not args.list:
+        return perf_main(args, backends_of(args))
     if args.list:
         if grad:
             return _fail("--list lists the oracle cases; leave out --mode grad")
         print(list_cases(case_registry.select(args.only, args.op, args.type)))
         return 0
-    backends = [b.lower() for b in (args.backend or available_backends())]
-    for b in dict.fromkeys(backends):
-        why = backend_error(b)
-        if why:
-            return _fail(f"--backend {b}: {why}")
-    reports = [(kind, path) for kind, path in (("JSON", args.json), ("JUnit", getattr(args, "junit", None))) if path]
-    if sum(path == "-" for _, path in reports) > 1:
-        return _fail("only one report can go to stdout (-): give --json or --junit a file")
-    for kind, path in reports:  # found out now, not after the whole run
-        if path == "-":
-            continue
-        try:
-            with open(path, "a"):
-                pass
-        except OSError as e:
-            return _fail(f"cannot write the {kind} report {path!r}: {e.strerror}")
+    backends = backends_of(args)
+    why = backends_reports_error(args, backends)
+    if why:
+        return _fail(why)
+    reports = _reports(args)
     # a report on stdout (-) keeps stdout for itself: the table goes to stderr then
     out = sys.stderr if any(path == "-" for _, path in reports) else sys.stdout
     progress = None if args.quiet else sys.stderr
@@ -446,7 +568,8 @@ def main(args: argparse.Namespace) -> int:
 
         records = run_grad(backends, args.only)
     else:
-        records = run_check(backends, args.only, progress, args.op, args.type, args.slow)
+        jobs = jobs_for(args, backends)
+        records = run_check(backends, args.only, progress, args.op, args.type, args.slow, jobs, pool)
     if not records:
         return _fail(f"no case matches {args.only!r}")
     print(table(records, quiet=args.quiet), file=out, flush=True)

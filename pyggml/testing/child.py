@@ -33,7 +33,9 @@ crash when the call enabled faulthandler). Both are written to files, not pipes:
 writes much never blocks on a pipe nobody reads, and what it wrote before it died is kept.
 
 `start` is `run` without the waiting, for a child that serves while the parent works (the RPC
-fuzzer's server): it returns a `Child` to `poll`, `kill` and `wait` on for its Outcome.
+fuzzer's server, `check -j`'s workers): it returns a `Child` to `poll`, `kill` and `wait` on for its
+Outcome. Its `pass_fds` hands the child open file descriptors (one end of a socket pair, to talk with
+it while it runs).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Literal
 
@@ -174,8 +176,10 @@ def start(
     *,
     env: Mapping[str, str] | None = None,
     stderr_tail: int = 20_000,
+    pass_fds: Sequence[int] = (),
 ) -> Child:
-    """Start `target(*args, **kwargs)` in a child process; `Child.wait` gives its Outcome."""
+    """Start `target(*args, **kwargs)` in a child process; `Child.wait` gives its Outcome. `pass_fds`: file
+    descriptors the child inherits (under the same numbers)."""
     folder = tempfile.TemporaryDirectory(prefix="pyggml-child-")
     request_path = os.path.join(folder.name, "request")
     with open(request_path, "wb") as f:
@@ -190,6 +194,7 @@ def start(
         stderr=stderr,
         env={**os.environ, **(env or {})},
         start_new_session=True,
+        pass_fds=tuple(pass_fds),
     )
     return Child(proc, folder, stdout, stderr, stderr_tail)
 

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from pyggml import ops
 from pyggml._native import ffi, lib
 from pyggml.testing import cases as case_registry
-from pyggml.testing.check import Record, available_backends, backend_error, run_check
+from pyggml.testing.check import Record, available_backends, backend_error, jobs_for, run_check
 
 NOT_COUNTED = {"NONE", "UNARY", "GLU", "MAP_CUSTOM1", "MAP_CUSTOM2", "MAP_CUSTOM3", "CUSTOM"}
 NOT_OPS = {"set_name"}  # Context methods that make no node
@@ -55,13 +55,15 @@ def wrappers_of(kinds: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def coverage(backends: list[str], progress: TextIO | None = sys.stderr, records: list[Record] | None = None) -> dict:
+def coverage(
+    backends: list[str], progress: TextIO | None = sys.stderr, records: list[Record] | None = None, jobs: int = 0
+) -> dict:
     """The coverage report of these backends' results: `records` (a check report's), or those of a
-    run of the whole suite on `backends` now."""
+    run of the whole suite on `backends` now (in `jobs` worker processes; 0: in this process)."""
     kinds = op_kinds()
     wrappers = wrappers_of(kinds)
     if records is None:
-        records = run_check(backends, progress=progress)
+        records = run_check(backends, progress=progress, jobs=jobs)
     by_kind: dict[str, dict[str, Any]] = {
         k: {"wrappers": wrappers[k], "cases": set(), "backends": {b: {} for b in backends}} for k in kinds
     }
@@ -188,7 +190,8 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-    report = coverage(backends, progress=None if getattr(args, "quiet", False) else sys.stderr, records=records)
+    progress = None if getattr(args, "quiet", False) else sys.stderr
+    report = coverage(backends, progress, records, jobs_for(args, backends))
     if args.json:
         print(json.dumps(report, indent=1))
     else:

@@ -84,6 +84,8 @@ def junit_tree(
                 # check's and grad's known records already say "known: why"
                 known = r.status == "known" and not r.message.startswith("known")
                 ET.SubElement(case, "skipped", message=_text(f"known: {r.message}" if known else r.message or r.status))
+            elif r.message:  # a pass that says something (perf mode's figures)
+                ET.SubElement(case, "system-out").text = _text(r.message)
     return ET.ElementTree(suites)
 
 

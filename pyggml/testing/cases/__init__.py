@@ -135,6 +135,25 @@ def _load_all() -> None:
 
 
 # --- op cases: one per sample of an op spec --------------------------------------------------------
+# ggml builds the quantization tables of these types at a process's first quantization of one of them,
+# for seconds (IQ2_S: 3-6 s on this project's machines, more than the rest of the CPU suite's op cases):
+# their inputs are drawn as blocks instead, never quantized. Every code of their blocks is valid (a
+# grid index, signs, a 4-bit scale), so random bytes under a drawn scale are a tensor of that type.
+DRAWN_AS_BLOCKS = frozenset({types.Type.IQ2_S, types.Type.IQ3_S, types.Type.IQ3_XXS})
+
+
+def draw_blocks(rng: np.random.Generator, t: types.Type, shape: tuple[int, ...]) -> np.ndarray:
+    """The bytes of a tensor of block type t (each block's first two bytes its F16 scale): random codes,
+    the scales drawn so that the values' largest magnitude is about 1."""
+    n_blocks = int(np.prod(shape)) // types.block_size(t)
+    blocks = rng.integers(0, 256, size=(n_blocks, types.type_size(t)), dtype=np.uint8)
+    blocks[:, :2] = np.ones(n_blocks, np.float16).view(np.uint8).reshape(-1, 2)
+    peak = float(np.abs(types.decode(t, blocks.reshape(-1), shape)).max()) or 1.0
+    scales = (rng.uniform(0.5, 1.0, n_blocks) / peak).astype(np.float16)
+    blocks[:, :2] = scales.view(np.uint8).reshape(-1, 2)
+    return blocks.reshape(-1)
+
+
 class OpCase(Case):
     """One sample of an op spec: fresh inputs, the spec's call on ggml, the same call on the oracles."""
 
@@ -169,10 +188,13 @@ class OpCase(Case):
             vals, self._raw = {}, {}
             for k, spec in self.inputs.items():
                 t, shape = types.as_type(spec.type), spec.shape
-                raw = np.asarray((spec.gen or uniform())(rng, shape))
-                # the tensor gets these very bytes: quantizing the decoded values again need not give
-                # them back (IQ2_S, IQ3_S, Q3_K, ... do not settle), and the oracle would see other weights
-                self._raw[k] = types.encode(t, raw)
+                if t in DRAWN_AS_BLOCKS:
+                    self._raw[k] = draw_blocks(rng, t, shape)
+                else:
+                    raw = np.asarray((spec.gen or uniform())(rng, shape))
+                    # the tensor gets these very bytes: quantizing the decoded values again need not give
+                    # them back (IQ2_S, IQ3_S, Q3_K, ... do not settle), and the oracle would see other weights
+                    self._raw[k] = types.encode(t, raw)
                 vals[k] = types.decode(t, self._raw[k], shape).copy()
             self._values = vals
         return self._values

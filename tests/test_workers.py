@@ -1,0 +1,69 @@
+"""`check -j N` (pyggml.testing.workers): the records of a run in one process, in the same order, and a
+worker's death reported as its case's error while the run goes on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import asdict
+from types import SimpleNamespace
+
+from pyggml.testing import cases, workers
+from pyggml.testing.check import run_check
+
+
+def _plain(records):
+    return [{k: v for k, v in asdict(r).items() if k != "seconds"} for r in records]
+
+
+def test_workers_give_the_records_of_one_process_in_its_order(monkeypatch):
+    monkeypatch.setattr(workers, "CASES_PER_WORKER", 1)  # two workers for these few cases
+    backends = ["cpu", "meta:cpu,cpu", "no_such_backend"]
+    alone = run_check(backends, "^(soft_max|argsort|get_rows)/", progress=None, jobs=0)
+    assert alone[0].case == "*" and alone[0].backend == "no_such_backend"
+    assert len(alone) > 50
+    assert _plain(run_check(backends, "^(soft_max|argsort|get_rows)/", progress=None, jobs=2)) == _plain(alone)
+
+
+def test_a_worker_that_dies_takes_only_its_case_on_that_backend(monkeypatch):
+    monkeypatch.setattr(workers, "CASES_PER_WORKER", 1)
+    some = [c.name for c in cases.select("^add/f32")][:3]
+    names = [some[0], "dying/abort", some[1], "dying/kill", some[2]]
+    stubs = [SimpleNamespace(name=n, types=frozenset()) for n in names]
+    unavailable, per_case = workers.run_cases(stubs, ["cpu", "meta:cpu,cpu"], 2, modules=["worker_cases"])
+    assert unavailable == []
+    assert [[(r.case, r.backend) for r in recs] for recs in per_case] == [
+        [(n, "cpu"), (n, "meta:cpu,cpu")] for n in names
+    ]
+    by = {(r.case, r.backend): r for recs in per_case for r in recs}
+    for n in some:
+        assert by[n, "cpu"].status == by[n, "meta:cpu,cpu"].status == "pass"
+    abort, kill = by["dying/abort", "cpu"], by["dying/kill", "cpu"]
+    assert abort.status == "error" and "SIGABRT" in abort.message and "dying by abort now" in abort.message
+    assert kill.status == "error" and "SIGKILL" in kill.message
+    # the dying cases' other backend ran in the worker that took the dead one's place
+    assert by["dying/abort", "meta:cpu,cpu"].status == by["dying/kill", "meta:cpu,cpu"].status == "pass"
+
+
+def test_a_case_the_workers_do_not_have_is_an_error_not_a_hang():
+    stubs = [SimpleNamespace(name="registered/here_only", types=frozenset())]
+    _, [[rec]] = workers.run_cases(stubs, ["cpu"], 1)
+    assert rec.status == "error" and "-j 0" in rec.message
+
+
+def test_workers_are_started_as_the_cases_repay_them():
+    assert [workers.wanted(2, n) for n in (1, 99, 100, 199, 200, 5000)] == [1, 1, 1, 1, 2, 2]
+    assert workers.wanted(8, 450) == 4
+
+
+def test_check_cli_takes_jobs():
+    res = subprocess.run(
+        [sys.executable, "-m", "pyggml", "check", "--backend", "cpu", "--only", "^soft_max/", "-q", "-j", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1].startswith("pass: ")
+    bad = subprocess.run([sys.executable, "-m", "pyggml", "check", "-j", "-1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "-j takes" in bad.stderr
