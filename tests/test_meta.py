@@ -581,3 +581,46 @@ def test_a_new_policy_checks_the_graph_again():
         runner.set_policy(lambda t: None)  # each lambda may reuse the freed one's id
         runner.run(graph, {x: np.ones(4, np.float32)}, [y])
     assert len(graph.state.split_checked[runner.meta]) == 3
+
+
+_PARTIAL_OUTPUT = """
+import sys
+import numpy as np, pyggml as gg
+from pyggml.meta import Split
+runner = gg.Runner(sys.argv[1])
+# w1 split by its output channels, w2 by its input channels: each device computes a partial sum of z,
+# and nothing after z reduces it
+runner.set_policy([("w1", lambda t: Split.even(1, t.ne[1], 2)), ("w2", lambda t: Split.even(0, t.ne[0], 2))])
+rng = np.random.default_rng(3)
+W1, W2 = rng.standard_normal((8, 6), np.float32), rng.standard_normal((5, 8), np.float32)
+X = rng.standard_normal((3, 6), np.float32)
+wctx = gg.Context()
+w1, w2 = wctx.tensor("f32", W1.shape, "w1"), wctx.tensor("f32", W2.shape, "w2")
+runner.backend.alloc_tensors(wctx)
+w1.set(W1)
+w2.set(W2)
+ctx = gg.Context()
+x = ctx.tensor("f32", X.shape, "x", input=True)
+h = ctx.relu(ctx.mul_mat(w1, x))
+z = ctx.mul_mat(w2, h).set_name("z")
+graph = gg.Graph(ctx).build_forward_expand(z)
+want = np.maximum(X @ W1.T, 0) @ W2.T
+for k in range(2):  # and again with new inputs
+    got = runner.run(graph, {x: X}, z)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    X = X * 2
+    want = np.maximum(X @ W1.T, 0) @ W2.T
+print("ok")
+"""
+
+
+def test_a_partial_sum_output_reads_as_its_sum(meta_backend_name):
+    """A graph output left as partial sums (nothing consumed it, so nothing reduced it): before patch 0029
+    reading it aborted the process in ggml's meta buffer (GGML_ABORT in get_tensor)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _PARTIAL_OUTPUT, meta_backend_name], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -34,6 +34,7 @@ from pyggml.tensor import Tensor
 from pyggml.testing.verdict import Record, Status
 
 if TYPE_CHECKING:
+    from pyggml._pyggml_cffi import CData
     from pyggml.testing.cases import Case
 
 GRAPH_NODES = 8192
@@ -77,7 +78,7 @@ def _op_name(t) -> str:
     return ffi.string(lib.ggml_op_name(t.op)).decode()
 
 
-def node_flops(t) -> int:
+def node_flops(t: CData) -> int:
     """The floating-point operations of one node of a compute-bound op kind (a multiply-add counts 2),
     else 0. Counted as test-backend-ops counts its own cases' (op_flops)."""
     op = _op_name(t)
@@ -101,7 +102,7 @@ def node_flops(t) -> int:
     return 0
 
 
-def node_bytes(t) -> int:
+def node_bytes(t: CData) -> int:
     """The bytes a node reads and writes as test-backend-ops counts them: its own and its sources'."""
     n = lib.ggml_nbytes(t)
     for i in range(lib.GGML_MAX_SRC):

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# pyggml on the other Pythons it supports (3.12 and 3.13; README's test command runs the whole suite on
+# the machine's python3): for each, a build in a fresh virtual environment (the CPU and libllama: the
+# Vulkan half of the suite is the same C code whatever the Python), the tests of the binding, the C
+# layer, libllama and the wheel (built for that Python), and the main job on the CPU.
+#
+#   bash scripts/python_versions.sh [VERSION...]        # default: 3.12 3.13
+#
+# An interpreter is python3.X on PATH, else pyenv's newest 3.X; a version with neither fails the run,
+# since a skipped version would read as a passed one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# the binding's surface, its refusals and guards, the C layer's build, libllama, GGUF, the CLI, the
+# pytest plugin, the README's snippets and the wheel (docs/building.md, "Python versions")
+TESTS=(
+    tests/test_imports.py tests/test_build.py tests/test_op_api.py tests/test_bad_input.py
+    tests/test_correct_or_raise.py tests/test_guard.py tests/test_safety.py tests/test_gguf.py
+    tests/test_llama.py tests/test_cli.py tests/test_pytest_plugin.py tests/test_readme.py tests/test_wheel.py
+)
+
+find_python() {
+    local v="$1" d
+    if "python$v" -c "" 2>/dev/null; then command -v "python$v"; return; fi
+    if command -v pyenv >/dev/null; then
+        for d in $(ls -d "$(pyenv root)/versions/$v".* 2>/dev/null | sort -V -r); do
+            if [ -x "$d/bin/python$v" ]; then echo "$d/bin/python$v"; return; fi
+        done
+    fi
+    echo "no Python $v on this machine (PATH or pyenv): install it, or name the versions to run" >&2
+    return 1
+}
+
+versions=("$@")
+[ ${#versions[@]} -gt 0 ] || versions=(3.12 3.13)
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+for v in "${versions[@]}"; do
+    py="$(find_python "$v")"
+    echo "== Python $v: $py"
+    start=$(date +%s)
+    "$py" -m venv "$work/venv-$v"
+    (
+        . "$work/venv-$v/bin/activate"
+        export SKBUILD_BUILD_DIR="$work/build-$v" CMAKE_ARGS="-DGGML_VULKAN=OFF"
+        python -m pip install -q --upgrade pip
+        pip install -q -e ".[test]"
+        echo "build: $(($(date +%s) - start)) s"
+        python -m pyggml check --backend cpu -q
+        python -m pytest -q -p no:cacheprovider "${TESTS[@]}"
+    )
+    echo "== Python $v: $(($(date +%s) - start)) s in all"
+done
