@@ -59,6 +59,7 @@ class RuntimeObjects(griffe.Extension):
                     _doc(value), parent=made_obj, parser=parser, parser_options=options
                 )
                 module.set_member(name, made_obj)
+        for module in _modules(pkg):
             if module.path.startswith("pyggml.ops."):
                 _as_written(module)
 
