@@ -21,7 +21,16 @@ import griffe
 
 
 class RuntimeObjects(griffe.Extension):
-    """Replace pyggml's attributes bound to functions and enums made at import by what they are."""
+    """Replace pyggml's attributes bound to functions and enums made at import by what they are.
+
+    Args:
+        modules: the modules (and the packages whose modules) to look at: where pyggml makes public
+            functions and enums at import. Nothing else is imported.
+    """
+
+    def __init__(self, modules: tuple[str, ...] = ("pyggml._enums", "pyggml.ops")) -> None:
+        super().__init__()
+        self.modules = tuple(modules)
 
     def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
         if pkg.name != "pyggml":
@@ -29,10 +38,13 @@ class RuntimeObjects(griffe.Extension):
         parser = getattr(loader, "docstring_parser", None)
         options = getattr(loader, "docstring_options", None)
         for module in _modules(pkg):
+            if not any(module.path == m or module.path.startswith(m + ".") for m in self.modules):
+                continue
             made = [
                 name
                 for name, member in module.members.items()
-                if not member.is_alias
+                if not name.startswith("_")
+                and not member.is_alias
                 and not member.docstring
                 and (
                     (member.is_attribute and isinstance(getattr(member, "value", None), griffe.ExprCall))
