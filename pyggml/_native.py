@@ -164,7 +164,14 @@ checked = _Checked()
 
 @functools.cache
 def build_info() -> dict:
-    """What this build of pyggml contains: headers, backends, declared-but-undefined functions."""
+    """What this build of pyggml contains, read from the build's `_build_info.json` (cached).
+
+    Returns:
+        A dict: `headers`, the C headers the C layer was generated from (llama.h among them when libllama
+        is built in); `backends`, the ggml backends compiled in (cpu, vulkan, cuda, rpc, ...);
+        `declared_not_defined`, functions the headers declare that no built library defines (left out of
+        `pyggml.lib`).
+    """
     return json.loads(install_dir().joinpath("_build_info.json").read_text())
 
 

@@ -38,37 +38,49 @@ def _check_status(status: int, what):
 def enable_cpu_vulkan_devices(spec: str = "0") -> str:
     """Let ggml-vulkan list CPU-type Vulkan devices (Mesa's lavapipe, a software Vulkan).
 
-    ggml-vulkan skips such devices unless GGML_VK_VISIBLE_DEVICES names them ("0", or "0,0"
-    for the same device twice, which gives two devices on a machine with one). ggml reads
-    the variable once, when it first lists devices, so call this before anything else.
-    An explicit GGML_VK_VISIBLE_DEVICES in the environment wins. Returns the value in force.
+    ggml-vulkan skips such devices unless `GGML_VK_VISIBLE_DEVICES` names them ("0", or "0,0" for the same
+    device twice, which gives two devices on a machine with one). ggml reads the variable once, when it first
+    lists devices, so call this before anything else. An explicit `GGML_VK_VISIBLE_DEVICES` in the
+    environment wins.
+
+    Args:
+        spec: the value to set when the variable is unset.
+
+    Returns:
+        The value in force.
     """
     return os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", spec)
 
 
 @dataclass(frozen=True)
 class Device:
-    """A ggml backend device (ggml_backend_dev_t in `ptr`): the CPU, a GPU, an RPC server's device.
+    """A ggml backend device (`ggml_backend_dev_t`): the CPU, a GPU, an RPC server's device, a meta device.
 
-    Listed by pyggml.devices(), found by pyggml.device(name); `init()` makes a Backend on it.
+    Listed by `pyggml.devices()`, found by `pyggml.device(name)`; `init()` makes a Backend on it. Frozen:
+    two Device objects of the same device are equal.
+
+    Attributes:
+        ptr: the `ggml_backend_dev_t` (cffi cdata).
     """
 
     ptr: object
 
     @property
     def name(self) -> str:
-        """The device's ggml name ('CPU', 'Vulkan0', 'RPC0', ...; ggml_backend_dev_name): what
-        pyggml.device() and Runner take, in any case."""
+        """The device's ggml name ('CPU', 'Vulkan0', 'RPC0', ...; `ggml_backend_dev_name`).
+
+        What `pyggml.device()` and `Runner` take, in any case.
+        """
         return cstr(lib.ggml_backend_dev_name(self.ptr))
 
     @property
     def description(self) -> str:
-        """The device's description from its backend, e.g. the GPU's model (ggml_backend_dev_description)."""
+        """The device's description from its backend, e.g. the GPU's model (`ggml_backend_dev_description`)."""
         return cstr(lib.ggml_backend_dev_description(self.ptr))
 
     @property
     def type(self) -> DeviceType:
-        """The device's kind (pyggml.types.DeviceType: CPU, GPU, IGPU, ACCEL, ...; ggml_backend_dev_type)."""
+        """The device's kind (`pyggml.types.DeviceType`: CPU, GPU, IGPU, ACCEL, META; `ggml_backend_dev_type`)."""
         return DeviceType(lib.ggml_backend_dev_type(self.ptr))
 
     @property
@@ -77,23 +89,43 @@ class Device:
         return cstr(lib.ggml_backend_reg_name(lib.ggml_backend_dev_backend_reg(self.ptr)))
 
     def memory(self) -> tuple[int, int]:
-        """(free, total) bytes."""
+        """The device's memory (`ggml_backend_dev_memory`).
+
+        Returns:
+            `(free, total)` in bytes.
+        """
         free, total = ffi.new("size_t *"), ffi.new("size_t *")
         lib.ggml_backend_dev_memory(self.ptr, free, total)
         return free[0], total[0]
 
     def init(self, n_threads: int | None = None) -> "Backend":
-        """A new Backend on this device (ggml_backend_dev_init); GGMLError when ggml cannot make one.
-        n_threads: a CPU device's fixed thread count; None chooses per graph (see cpu_backend). Other
-        devices ignore it."""
+        """A new Backend on this device (`ggml_backend_dev_init`).
+
+        Args:
+            n_threads: a CPU device's fixed thread count; None chooses per graph (see `cpu_backend`). Other
+                devices ignore it.
+
+        Returns:
+            The backend.
+
+        Raises:
+            GGMLError: ggml cannot make a backend on the device.
+            ValueError: a thread count outside 1..4096.
+        """
         ptr = lib.ggml_backend_dev_init(self.ptr, ffi.NULL)
         if ptr == ffi.NULL:
             raise GGMLError(f"could not initialise a backend on device {self.name}")
         return Backend(ptr, self, n_threads)
 
     def supports_op(self, t: Tensor) -> bool:
-        """Whether the device can compute the node t, its op with its types and shapes
-        (ggml_backend_dev_supports_op)."""
+        """Whether the device can compute the node `t`, its op with its types and shapes (`ggml_backend_dev_supports_op`).
+
+        Args:
+            t: a node (a tensor made by an op).
+
+        Returns:
+            True when the device supports it.
+        """
         return bool(lib.ggml_backend_dev_supports_op(self.ptr, t.ptr))
 
     def __repr__(self):
@@ -101,14 +133,29 @@ class Device:
 
 
 def devices() -> list[Device]:
-    """Every device ggml registered on this machine, in its registry's order (ggml_backend_dev_get): GPUs
-    first, then the CPU, then RPC servers' devices as they are added."""
+    """Every device ggml registered on this machine (`ggml_backend_dev_get`).
+
+    Returns:
+        The devices in the registry's order: GPUs first, then the CPU, then RPC servers' devices as they
+        are added.
+    """
     return [Device(lib.ggml_backend_dev_get(i)) for i in range(lib.ggml_backend_dev_count())]
 
 
 def device(name: str) -> Device:
-    """The device of this name ('cpu', 'vulkan0', ..., in any case). ValueError listing this build's
-    devices when none matches (and how to get a missing Vulkan or CUDA one); TypeError for a non-str."""
+    """The device of this name.
+
+    Args:
+        name: 'cpu', 'vulkan0', 'cuda0', 'rpc0', ..., in any case.
+
+    Returns:
+        The device.
+
+    Raises:
+        ValueError: no device matches; the message lists this build's devices (and how to get a missing
+            Vulkan or CUDA one).
+        TypeError: `name` is not a str.
+    """
     text("device: name", name)
     for d in devices():
         if d.name.lower() == name.lower():
@@ -133,13 +180,23 @@ def device(name: str) -> Device:
 
 # --- backends ----------------------------------------------------------------------------
 class Backend:
-    """A ggml backend (ggml_backend_t in `ptr`): a device's stream that computes graphs; freed with the object.
+    """A ggml backend (`ggml_backend_t`): a device's stream that computes graphs; freed with the object.
 
     Made by `device.init(n_threads)`, `pyggml.backend(name)` or `pyggml.cpu_backend(n_threads)`.
     `compute(graph)` computes a graph whose tensors have memory this backend can use (`alloc_tensors`, a
-    Gallocr on its buffer_type). Most users want a Runner, which adds the scheduler, the CPU for inputs,
-    and the checks before compute. On a CPU backend `n_threads` is the thread count in force (None on
-    others) and `auto_threads` whether it is chosen per graph (made without n_threads; see auto_threads).
+    Gallocr on its `buffer_type`). Most users want a `Runner`, which adds the scheduler, the CPU for inputs,
+    and the checks before compute.
+
+    Args:
+        ptr: the `ggml_backend_t` (cffi cdata); the Backend frees it.
+        dev: its Device; None asks ggml.
+        n_threads: for a CPU backend, a fixed thread count; None chooses per graph (`auto_threads`).
+
+    Attributes:
+        ptr: the `ggml_backend_t`.
+        device: the Device it runs on.
+        n_threads: on a CPU backend the thread count in force (None on others).
+        auto_threads: whether the thread count is chosen per graph (made without `n_threads`).
     """
 
     def __init__(self, ptr: CData, dev: Device | None = None, n_threads: int | None = None) -> None:
@@ -154,17 +211,24 @@ class Backend:
 
     @property
     def name(self) -> str:
-        """The backend's ggml name ('CPU', 'Vulkan0', ...; ggml_backend_name)."""
+        """The backend's ggml name ('CPU', 'Vulkan0', ...; `ggml_backend_name`)."""
         return cstr(lib.ggml_backend_name(self.ptr))
 
     @property
     def is_cpu(self) -> bool:
-        """Whether this is ggml's CPU backend (ggml_backend_is_cpu), the only one with a thread count."""
+        """Whether this is ggml's CPU backend (`ggml_backend_is_cpu`), the only one with a thread count."""
         return bool(lib.ggml_backend_is_cpu(self.ptr))
 
     def set_n_threads(self, n: int) -> None:
-        """Compute with n threads from now on, n in 1..MAX_THREADS (ggml_backend_cpu_set_n_threads), instead
-        of choosing them per graph. ValueError on a backend that is not the CPU or for n out of range."""
+        """Compute with `n` threads from now on, instead of choosing them per graph (`ggml_backend_cpu_set_n_threads`).
+
+        Args:
+            n: the thread count, 1 to `MAX_THREADS` (4096).
+
+        Raises:
+            ValueError: the backend is not the CPU, or `n` is out of range.
+            TypeError: `n` is not an integer.
+        """
         n = integer("n_threads", n, 1, MAX_THREADS)
         if not self.is_cpu:
             raise ValueError(f"{self.name} is not a CPU backend; threads are set on CPU backends")
@@ -181,24 +245,58 @@ class Backend:
 
     @property
     def buffer_type(self) -> CData:
-        """The backend's default buffer type (a ggml_backend_buffer_type_t cdata;
-        ggml_backend_get_default_buffer_type), e.g. for `Gallocr(backend.buffer_type)`."""
+        """The backend's default buffer type (`ggml_backend_get_default_buffer_type`), a cffi cdata.
+
+        For example for `Gallocr(backend.buffer_type)`.
+        """
         return lib.ggml_backend_get_default_buffer_type(self.ptr)
 
     def supports_op(self, t: Tensor) -> bool:
-        """Whether the backend can compute the node t (ggml_backend_supports_op); TypeError for a non-Tensor."""
+        """Whether the backend can compute the node `t` (`ggml_backend_supports_op`).
+
+        Args:
+            t: a node (a tensor made by an op).
+
+        Returns:
+            True when the backend supports it.
+
+        Raises:
+            TypeError: `t` is not a Tensor.
+        """
         return bool(lib.ggml_backend_supports_op(self.ptr, instance("supports_op: t", t, Tensor).ptr))
 
     def unsupported(self, graph: Graph) -> list[Tensor]:
-        """Nodes of the graph this backend cannot compute."""
+        """The nodes of the graph this backend cannot compute (see `supports_op`).
+
+        Args:
+            graph: the graph to look through.
+
+        Returns:
+            The nodes, in compute order.
+
+        Raises:
+            TypeError: `graph` is not a Graph.
+        """
         instance("unsupported: graph", graph, Graph)
         return [n for n in graph.nodes if n.op.name != "NONE" and not self.supports_op(n)]
 
     def alloc_tensors(self, ctx: Context) -> "Buffer":
-        """Give every tensor of a no_alloc context memory in one new buffer of this backend
-        (ggml_backend_alloc_ctx_tensors) and return the Buffer; the context keeps it alive. The memory stays
-        the tensors' own (weights written once, `Tensor.view()` allowed). ValueError for a context made
-        with no_alloc=False; GGMLError when there is nothing to allocate or no memory for it."""
+        """Give every tensor of a `no_alloc` context memory in one new buffer of this backend (`ggml_backend_alloc_ctx_tensors`).
+
+        The context keeps the buffer alive, and the memory stays the tensors' own: weights are written once
+        (`Tensor.set`) and `Tensor.view()` is allowed. Graphs built in other contexts may read these tensors.
+
+        Args:
+            ctx: a Context made with `no_alloc=True` (the default).
+
+        Returns:
+            The new Buffer.
+
+        Raises:
+            TypeError: `ctx` is not a Context.
+            ValueError: a context made with `no_alloc=False` (it holds its data already).
+            GGMLError: there is nothing to allocate, or no memory for it.
+        """
         instance("alloc_tensors: ctx", ctx, Context)
         if not ctx.no_alloc:
             raise ValueError("alloc_tensors: the context already holds its tensors' data (no_alloc=False)")
@@ -219,14 +317,26 @@ class Backend:
 
     @property
     def runs_on_cpu(self) -> bool:
-        """A CPU device computes (some of) this backend's nodes: the CPU kernels' rules apply."""
+        """Whether a CPU device computes (some of) this backend's nodes, so that the CPU kernels' rules apply."""
         return self.is_cpu
 
     def compute(self, graph: Graph) -> None:
-        """Compute a graph whose tensors are all allocated in memory this backend can use.
+        """Compute a graph whose tensors are all allocated in memory this backend can use (`ggml_backend_graph_compute`).
 
-        The preflight (pyggml.preflight) checks the graph first; its structural part runs once
-        per graph and node count, not at every compute of a reused graph."""
+        The preflight (`pyggml.preflight`) checks the graph first; its structural part runs once per graph and
+        node count, not at every compute of a reused graph. A CPU backend made without `n_threads` chooses its
+        threads for the graph first.
+
+        Args:
+            graph: the graph, allocated (`Gallocr`, `alloc_tensors`, a context with `no_alloc=False`).
+
+        Raises:
+            TypeError: `graph` is not a Graph.
+            GraphError: the preflight refuses the graph (tensors without memory, unwritten inputs, kernels'
+                rules, index ranges).
+            GGMLError: ggml reports a failed compute.
+            pyggml.rpc.RpcError: an RPC server's connection failed.
+        """
         if not isinstance(graph, Graph):
             raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
         preflight.check(graph, on_cpu=self.runs_on_cpu, path=self, backend=self, on_vulkan=self.is_vulkan)
@@ -240,7 +350,7 @@ class Backend:
         _check_status(status, lambda: f"{self.name} graph compute")
 
     def synchronize(self) -> None:
-        """Wait until the backend has finished the work it was given (ggml_backend_synchronize)."""
+        """Wait until the backend has finished the work it was given (`ggml_backend_synchronize`)."""
         lib.ggml_backend_synchronize(self.ptr)
 
     def __repr__(self):
@@ -253,8 +363,20 @@ def _is_vulkan(backend_ptr) -> bool:
 
 
 def backend(name: str = "cpu", n_threads: int | None = None) -> Backend:
-    """A new backend on the device of that name (`cpu`, `vulkan0`, ..., any case; see device(), whose
-    errors it raises). n_threads: for the CPU, a fixed thread count, or None to choose per graph."""
+    """A new backend on the device of that name (see `device`).
+
+    Args:
+        name: 'cpu', 'vulkan0', ..., in any case.
+        n_threads: for the CPU, a fixed thread count, or None to choose per graph.
+
+    Returns:
+        The backend.
+
+    Raises:
+        ValueError: no device of that name (see `device`).
+        TypeError: `name` is not a str.
+        GGMLError: ggml cannot make a backend on the device.
+    """
     return device(name).init(n_threads)
 
 
@@ -266,9 +388,18 @@ _MATMUL_OPS = {int(Op.MUL_MAT), int(Op.MUL_MAT_ID), int(Op.OUT_PROD)}
 
 
 def graph_work(graph: Graph) -> int:
-    """A measure of a graph's compute in multiply-adds: a matrix product's (result elements times the
-    inner extent), and 8 per element of any other node (about what an element of an elementwise op
-    costs against a multiply-add of ggml's vectorized products, bench/cpu_threads.py)."""
+    """A measure of a graph's compute in multiply-adds, to choose a CPU backend's threads by.
+
+    A matrix product counts its result's elements times the inner extent, any other node 8 per element
+    (about what an element of an elementwise op costs against a multiply-add of ggml's vectorized products,
+    bench/cpu_threads.py). Computed once per graph and node count.
+
+    Args:
+        graph: the graph.
+
+    Returns:
+        The work, in multiply-adds.
+    """
 
     def count():
         work = 0
@@ -282,15 +413,32 @@ def graph_work(graph: Graph) -> int:
 
 
 def auto_threads(graph: Graph) -> int:
-    """The threads a CPU backend made without n_threads computes this graph with: 1 for a small
-    graph (work under SMALL_GRAPH_WORK), the machine's cores otherwise."""
+    """The threads a CPU backend made without `n_threads` computes this graph with.
+
+    Args:
+        graph: the graph.
+
+    Returns:
+        1 for a small graph (`graph_work` under `SMALL_GRAPH_WORK`), the machine's cores otherwise.
+    """
     return 1 if graph_work(graph) < SMALL_GRAPH_WORK else (os.cpu_count() or 1)
 
 
 def cpu_backend(n_threads: int | None = None) -> Backend:
-    """A new CPU backend (ggml_backend_cpu_init). n_threads: a fixed thread count; None (the default)
-    chooses per graph: one thread for a small graph, the machine's cores for a large one (`auto_threads`).
-    GGMLError when ggml cannot make it."""
+    """A new CPU backend (`ggml_backend_cpu_init`).
+
+    Args:
+        n_threads: a fixed thread count; None (the default) chooses per graph: one thread for a small graph,
+            the machine's cores for a large one (`auto_threads`).
+
+    Returns:
+        The backend.
+
+    Raises:
+        GGMLError: ggml cannot make it.
+        ValueError: a thread count outside 1..4096.
+        TypeError: a thread count that is not an integer.
+    """
     ptr = lib.ggml_backend_cpu_init()
     if ptr == ffi.NULL:
         raise GGMLError("could not initialise the CPU backend")
@@ -299,29 +447,47 @@ def cpu_backend(n_threads: int | None = None) -> Backend:
 
 # --- buffers and allocation -----------------------------------------------------------------
 class Buffer:
-    """A ggml backend buffer (ggml_backend_buffer_t in `ptr`): memory on a device that tensors are placed in,
-    freed (ggml_backend_buffer_free) when the last reference goes; `Backend.alloc_tensors` returns one."""
+    """A ggml backend buffer (`ggml_backend_buffer_t`): memory on a device that tensors are placed in.
+
+    Freed (`ggml_backend_buffer_free`) when the last reference goes; `Backend.alloc_tensors` returns one and
+    the context keeps it alive.
+
+    Args:
+        ptr: the `ggml_backend_buffer_t` (cffi cdata); the Buffer frees it.
+
+    Attributes:
+        ptr: the `ggml_backend_buffer_t`.
+    """
 
     def __init__(self, ptr: CData) -> None:
         self.ptr = ffi.gc(ptr, lib.ggml_backend_buffer_free)
 
     @property
     def size(self) -> int:
-        """The buffer's size in bytes (ggml_backend_buffer_get_size)."""
+        """The buffer's size in bytes (`ggml_backend_buffer_get_size`)."""
         return lib.ggml_backend_buffer_get_size(self.ptr)
 
     @property
     def name(self) -> str:
-        """The buffer's ggml name, its buffer type's (e.g. 'CPU', 'Vulkan0'; ggml_backend_buffer_name)."""
+        """The buffer's ggml name, its buffer type's (e.g. 'CPU', 'Vulkan0'; `ggml_backend_buffer_name`)."""
         return cstr(lib.ggml_backend_buffer_name(self.ptr))
 
     @property
     def is_host(self) -> bool:
-        """Whether the buffer is host memory, readable by NumPy without a copy (ggml_backend_buffer_is_host)."""
+        """Whether the buffer is host memory, readable by NumPy without a copy (`ggml_backend_buffer_is_host`)."""
         return bool(lib.ggml_backend_buffer_is_host(self.ptr))
 
     def clear(self, value: int = 0) -> None:
-        """Set every byte of the buffer to `value` (0..255)."""
+        """Set every byte of the buffer to `value` (`ggml_backend_buffer_clear`).
+
+        Args:
+            value: the byte, 0 to 255.
+
+        Raises:
+            ValueError: `value` outside 0..255.
+            TypeError: `value` is not an integer.
+            pyggml.rpc.RpcError: the buffer lives on an RPC server whose connection failed.
+        """
         lib.ggml_backend_buffer_clear(self.ptr, integer("Buffer.clear: value", value, 0, 255))
         transport.after_transfer(self.ptr)
 
@@ -353,10 +519,20 @@ def _gib(n: int) -> str:
 
 
 class Gallocr(Lender):
-    """ggml_gallocr: allocates a graph's tensors in one buffer type, reusing memory between nodes.
+    """ggml's graph allocator (`ggml_gallocr`): a graph's tensors in one buffer type, memory reused between nodes.
 
-    `Gallocr(buffer_type)`: a ggml_backend_buffer_type_t, e.g. `backend.buffer_type`; the graph is then
-    computed with that backend's `compute`. GGMLError when ggml cannot make the allocator."""
+    The graph is then computed with the backend's `compute`. The memory is lent to one graph at a time
+    (`pyggml.lifetime.Lender`): allocating another graph takes it back.
+
+    Args:
+        buffer_type: a `ggml_backend_buffer_type_t` (cffi cdata), e.g. `backend.buffer_type`.
+
+    Attributes:
+        ptr: the `ggml_gallocr_t`.
+
+    Raises:
+        GGMLError: ggml cannot make the allocator.
+    """
 
     def __init__(self, buffer_type: CData) -> None:
         ptr = lib.ggml_gallocr_new(buffer_type)
@@ -365,9 +541,19 @@ class Gallocr(Lender):
         self.ptr = ffi.gc(ptr, lib.ggml_gallocr_free)
 
     def reserve(self, graph: Graph) -> None:
-        """Plan graph's memory and size the buffer for it (ggml_gallocr_reserve), without giving the tensors
-        memory: the buffer grows when a plan needs more, never shrinks. alloc_graph does this itself when
-        the graph is not the one planned last. GGMLError, with the sizes, when the memory cannot be had."""
+        """Plan the graph's memory and size the buffer for it (`ggml_gallocr_reserve`), without giving the tensors memory.
+
+        The buffer grows when a plan needs more, never shrinks. `alloc_graph` does this itself when the graph
+        is not the one planned last.
+
+        Args:
+            graph: the graph to plan for.
+
+        Raises:
+            TypeError: `graph` is not a Graph.
+            GraphError: a graph that cannot be allocated (an expand that failed half-way, no nodes).
+            GGMLError: the memory cannot be had (the message gives the sizes).
+        """
         instance("gallocr reserve: graph", graph, Graph)
         preflight.check_allocatable(graph)
         if not lib.ggml_gallocr_reserve(self.ptr, graph.ptr):
@@ -375,10 +561,20 @@ class Gallocr(Lender):
         self._plan_made(graph)
 
     def alloc_graph(self, graph: Graph) -> None:
-        """Give every tensor of graph that has no memory a place in the allocator's buffer
-        (ggml_gallocr_alloc_graph), reusing memory between nodes whose lifetimes do not overlap (outputs
-        and inputs keep theirs). The memory is lent: the tensors lose it when this allocator allocates
-        another graph, and inputs must be written before compute. GGMLError when it fails."""
+        """Give every tensor of the graph that has no memory a place in the allocator's buffer (`ggml_gallocr_alloc_graph`).
+
+        Memory is reused between nodes whose lifetimes do not overlap (outputs and inputs keep theirs). The
+        memory is lent: the tensors lose it when this allocator allocates another graph, and inputs must be
+        written before compute.
+
+        Args:
+            graph: the graph to allocate.
+
+        Raises:
+            TypeError: `graph` is not a Graph.
+            GraphError: a graph that cannot be allocated.
+            GGMLError: the allocation fails.
+        """
         if not isinstance(graph, Graph):
             raise TypeError(f"alloc_graph: expected a Graph, got {type(graph).__name__}")
         preflight.check_allocatable(graph)
@@ -391,14 +587,27 @@ class Gallocr(Lender):
 
 
 class Scheduler(Lender):
-    """ggml_backend_sched over several backends; the last one must be the CPU.
+    """ggml's backend scheduler (`ggml_backend_sched`) over several backends; the last one must be the CPU.
 
-    Graph inputs (tensors flagged with set_input) are placed on the last backend, so they
-    are in host memory and filled there; the scheduler copies them to the devices.
+    Graph inputs (tensors flagged with `set_input`) are placed on the last backend, so they are in host
+    memory and filled there; the scheduler copies them to the devices. Its memory is lent to one graph at a
+    time (`pyggml.lifetime.Lender`). A `Runner` wraps one.
 
-    `Scheduler(backends, graph_size=GGML_DEFAULT_GRAPH_SIZE, parallel=False)`: backends, 1 to 16 Backends
-    in order of preference, the CPU last (ValueError otherwise); graph_size, the most nodes and leafs
-    together of a graph it allocates; parallel, ggml's pipeline parallelism (several copies of the inputs).
+    Args:
+        backends: 1 to 16 Backends in order of preference, the CPU last.
+        graph_size: the most nodes and leafs together of a graph it allocates.
+        parallel: ggml's pipeline parallelism (several copies of the inputs).
+
+    Attributes:
+        ptr: the `ggml_backend_sched_t`.
+        backends: the backends.
+        graph_size: the scheduler's graph size.
+
+    Raises:
+        ValueError: no backends, more than 16, or a last backend that is not the CPU; `graph_size` outside
+            1..2**24.
+        TypeError: a backend that is not a Backend.
+        GGMLError: ggml cannot make the scheduler.
     """
 
     def __init__(
@@ -426,9 +635,19 @@ class Scheduler(Lender):
         self._observer: EvalObserver | None = None  # observe()
 
     def reserve(self, graph: Graph) -> None:
-        """Plan graph's memory on every backend (ggml_backend_sched_reserve) without giving the tensors
-        memory; alloc_graph does this itself when the graph is not the one planned last. GraphError for a
-        graph with more nodes and leafs than graph_size; GGMLError when the plan fails."""
+        """Plan the graph's memory on every backend (`ggml_backend_sched_reserve`) without giving the tensors memory.
+
+        `alloc_graph` does this itself when the graph is not the one planned last.
+
+        Args:
+            graph: the graph to plan for.
+
+        Raises:
+            TypeError: `graph` is not a Graph.
+            GraphError: a graph with more nodes and leafs than `graph_size`, or one that cannot be allocated
+                or placed.
+            GGMLError: the plan fails.
+        """
         instance("scheduler reserve: graph", graph, Graph)
         self.restore(graph)
         preflight.check_allocatable(graph)
@@ -440,25 +659,48 @@ class Scheduler(Lender):
         self._plan_made(graph)
 
     def reset(self) -> None:
-        """Forget the assignment of nodes to backends and the allocation (ggml_backend_sched_reset);
-        alloc_graph resets the scheduler itself."""
+        """Forget the assignment of nodes to backends and the allocation (`ggml_backend_sched_reset`).
+
+        `alloc_graph` resets the scheduler itself.
+        """
         lib.ggml_backend_sched_reset(self.ptr)
 
     def restore(self, graph: Graph) -> None:
         """Give the graph back the sources it was built with.
 
-        The scheduler rewrites the graph it allocates: a node's source on another backend is
-        replaced by the scheduler's copy of it (ggml_backend_sched_split_graph), and ggml
-        expects a new graph for every allocation. Allocated again as it is, a graph kept
-        reading the first run's copies of its inputs (a meta runner returned the first run's
-        mul_mat result). The sources are recorded per context of the graph, at a tensor's
-        first allocation: graphs of one context share tensors."""
+        The scheduler rewrites the graph it allocates: a node's source on another backend is replaced by the
+        scheduler's copy of it (`ggml_backend_sched_split_graph`), and ggml expects a new graph for every
+        allocation. Allocated again as it is, a graph kept reading the first run's copies of its inputs (a meta
+        runner returned the first run's mul_mat result). The sources are recorded per context of the graph, at
+        a tensor's first allocation: graphs of one context share tensors.
+
+        Args:
+            graph: the graph.
+
+        Raises:
+            TypeError: `graph` is not a Graph.
+        """
         instance("scheduler restore: graph", graph, Graph)
         lifetime.restore_sources(graph)
 
     def alloc_graph(self, graph: Graph, pin: Backend | None = None) -> None:
-        """Allocate the graph; with `pin`, every node is computed by that backend (ggml otherwise
-        runs a node fed only by inputs, which live in host memory, on the CPU)."""
+        """Assign the graph's nodes to backends and give its tensors memory (`ggml_backend_sched_alloc_graph`).
+
+        The memory is lent until the scheduler allocates another graph. Inputs must be written (`Tensor.set`)
+        before `compute`.
+
+        Args:
+            graph: the graph to allocate.
+            pin: one of the scheduler's backends to compute every node (views stay with what they view); None
+                lets ggml choose, and ggml runs a node fed only by inputs, which live in host memory, on the CPU.
+
+        Raises:
+            TypeError: `graph` is not a Graph.
+            ValueError: `pin` is not one of the scheduler's backends.
+            GraphError: a graph larger than `graph_size`, or one that cannot be allocated or placed.
+            GGMLError: planning or allocating the memory fails (the message gives the sizes).
+            pyggml.rpc.RpcError: an RPC server's connection failed.
+        """
         instance("scheduler alloc_graph: graph", graph, Graph)
         if pin is not None and not any(pin is own for own in self.backends):
             raise ValueError("scheduler alloc_graph: pin must be one of the scheduler's backends")
@@ -499,10 +741,22 @@ class Scheduler(Lender):
             lib.ggml_backend_sched_set_tensor_backend(self.ptr, t.ptr, b.ptr)
 
     def compute(self, graph: Graph) -> None:
-        """Compute graph, split over the backends (ggml_backend_sched_graph_compute). It must be the graph
-        this scheduler allocated last: GraphError otherwise, or when the preflight checks refuse it (inputs
-        not written since the allocation among them); GGMLError when ggml reports a failed compute. CPU
-        backends made without n_threads choose their threads for this graph first."""
+        """Compute the graph, split over the backends (`ggml_backend_sched_graph_compute`).
+
+        It must be the graph this scheduler allocated last. CPU backends made without `n_threads` choose their
+        threads for this graph first.
+
+        Args:
+            graph: the graph `alloc_graph` was given last.
+
+        Raises:
+            TypeError: `graph` is not a Graph.
+            GraphError: another graph, or the preflight refuses it (inputs not written since the allocation
+                among the reasons).
+            GGMLError: ggml reports a failed compute.
+            pyggml.rpc.RpcError: an RPC server's connection failed.
+            Exception: what an observer (`observe`) raised, after ggml stopped the compute at that node.
+        """
         if not isinstance(graph, Graph):
             raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
         alloc = graph.state.allocation
@@ -525,17 +779,23 @@ class Scheduler(Lender):
         _check_status(status, "scheduler graph compute")
 
     def observe(self, fn: Callable[[Tensor, bool], bool] | None) -> None:
-        """Watch every node as ggml computes it (ggml_backend_sched_set_eval_callback); None stops.
+        """Watch every node as ggml computes it (`ggml_backend_sched_set_eval_callback`).
 
-        fn(node, ask) is called with ask=True before a node is computed (return True to see it computed)
-        and, for those it asked for, with ask=False once the node is computed (return False to stop the
-        compute there). ggml computes the nodes not asked for together with the next one asked for, after
-        fn was asked about it: a node's sources hold what it will read at ask=True only when fn asked for
-        every node before it (views compute nothing); an observer that asks for each node sees each one
-        with its sources as they were. On a meta device ggml computes the split whole (patch 0025: its
-        meta backend computed a split in pieces wrongly): fn is asked about every node first and told
-        about those it asked for afterwards, when their sources may hold later values. An exception fn
-        raises stops the compute and is raised by `compute`."""
+        `fn(node, ask)` is called with `ask=True` before a node is computed (return True to see it computed)
+        and, for those it asked for, with `ask=False` once the node is computed (return False to stop the
+        compute there). ggml computes the nodes not asked for together with the next one asked for, after fn
+        was asked about it: a node's sources hold what it will read at `ask=True` only when fn asked for every
+        node before it (views compute nothing); an observer that asks for each node sees each one with its
+        sources as they were. On a meta device ggml computes the split whole (patch 0025): fn is asked about
+        every node first and told about those it asked for afterwards, when their sources may hold later
+        values. An exception fn raises stops the compute and is raised by `compute`.
+
+        Args:
+            fn: the observer `fn(node: Tensor, ask: bool) -> bool`, or None to stop observing.
+
+        Raises:
+            TypeError: `fn` is neither callable nor None.
+        """
         if fn is None:
             lib.ggml_backend_sched_set_eval_callback(self.ptr, ffi.NULL, ffi.NULL)
             self._observer = None
@@ -559,10 +819,19 @@ class Scheduler(Lender):
         return True
 
     def set_tensor_backend(self, t: Tensor, b: Backend) -> None:
-        """Assign tensor t to backend b, one of the scheduler's (ggml_backend_sched_set_tensor_backend;
-        ValueError for another), for every later allocation (ggml clears assignments when the scheduler
-        resets, which allocating does: the scheduler makes them again each time). To compute every node
-        on one backend, use `alloc_graph(graph, pin=b)`."""
+        """Assign tensor `t` to backend `b` for every later allocation (`ggml_backend_sched_set_tensor_backend`).
+
+        ggml clears assignments when the scheduler resets, which allocating does: the scheduler makes them
+        again each time. To compute every node on one backend, use `alloc_graph(graph, pin=b)`.
+
+        Args:
+            t: the tensor.
+            b: one of the scheduler's backends.
+
+        Raises:
+            TypeError: `t` is not a Tensor.
+            ValueError: `b` is not one of the scheduler's backends.
+        """
         instance("set_tensor_backend: t", t, Tensor)
         if not any(b is own for own in self.backends):
             raise ValueError("set_tensor_backend: b must be one of the scheduler's backends")
@@ -570,24 +839,43 @@ class Scheduler(Lender):
         lib.ggml_backend_sched_set_tensor_backend(self.ptr, t.ptr, b.ptr)
 
     def tensor_backend(self, t: Tensor) -> str | None:
-        """The name of the backend tensor t is assigned to (ggml_backend_sched_get_tensor_backend), or None
-        when it has none (before the graph is allocated)."""
+        """The backend tensor `t` is assigned to (`ggml_backend_sched_get_tensor_backend`).
+
+        Args:
+            t: the tensor.
+
+        Returns:
+            The backend's name, or None when it has none (before the graph is allocated).
+
+        Raises:
+            TypeError: `t` is not a Tensor.
+        """
         instance("tensor_backend: t", t, Tensor)
         p = lib.ggml_backend_sched_get_tensor_backend(self.ptr, t.ptr)
         return cstr(lib.ggml_backend_name(p)) if p != ffi.NULL else None
 
     @property
     def n_splits(self) -> int:
-        """How many splits (runs of consecutive nodes on one backend) the last allocated graph was cut into
-        (ggml_backend_sched_get_n_splits)."""
+        """How many splits (runs of consecutive nodes on one backend) the last allocated graph was cut into (`ggml_backend_sched_get_n_splits`)."""
         return lib.ggml_backend_sched_get_n_splits(self.ptr)
 
 
 class EvalObserver:
-    """fn(node, ask) behind ggml's eval callback (`Scheduler.observe`, llama.cpp's `cb_eval` through
-    `pyggml.llama.Context(observe=)`). The C callback finds it by `handle`. An exception fn raises is kept,
-    never raised into ggml's C or llama.cpp's C++ code: the callback answers False, which stops the
-    compute, and `raise_pending` raises it once the compute has returned."""
+    """An observer `fn(node, ask)` behind ggml's eval callback.
+
+    Used by `Scheduler.observe` and llama.cpp's `cb_eval` through `pyggml.llama.Context(observe=)`. The C
+    callback finds it by `handle`. An exception fn raises is kept, never raised into ggml's C or llama.cpp's
+    C++ code: the callback answers False, which stops the compute, and `raise_pending` raises it once the
+    compute has returned.
+
+    Args:
+        fn: the observer, `fn(node: Tensor, ask: bool) -> bool` (see `Scheduler.observe`).
+
+    Attributes:
+        fn: the observer.
+        error: what fn raised during the compute, until `raise_pending`.
+        handle: the cffi handle the C callback is given.
+    """
 
     def __init__(self, fn: Callable[[Tensor, bool], bool]) -> None:
         self.fn = fn
@@ -604,7 +892,11 @@ class EvalObserver:
             return False
 
     def raise_pending(self) -> None:
-        """Raise what fn raised during the last compute, if anything."""
+        """Raise what fn raised during the last compute, if anything, and forget it.
+
+        Raises:
+            BaseException: whatever fn raised.
+        """
         error, self.error = self.error, None
         if error is not None:
             raise error
@@ -612,5 +904,14 @@ class EvalObserver:
 
 @ffi.def_extern()
 def pyggml_eval_callback(t: object, ask: bool, user_data: object) -> bool:
-    """ggml's scheduler calls this for every node while an observer is set (EvalObserver)."""
+    """The C callback ggml's scheduler calls for every node while an observer is set (see `EvalObserver`).
+
+    Args:
+        t: the node (`struct ggml_tensor *`).
+        ask: True before the node is computed, False after.
+        user_data: the observer's handle.
+
+    Returns:
+        The observer's answer.
+    """
     return ffi.from_handle(user_data)(t, ask)

@@ -24,15 +24,29 @@ MAX_TENSOR_BYTES = 2**62
 
 
 class Context(OpMethods):
-    """A ggml context (ggml_init): the memory pool that tensors, their op descriptions and graphs are made in.
+    """A ggml context (`ggml_init`): the memory pool that tensors, their op descriptions and graphs are made in.
 
-    `Context(mem_size=None, *, n_tensors=4096, no_alloc=True, graph_size=GGML_DEFAULT_GRAPH_SIZE)`:
-    mem_size is the pool's bytes, by default room for n_tensors tensor descriptions and one graph of
-    graph_size nodes. With no_alloc=True (the default) the pool holds descriptions only and the tensors'
-    data comes from a backend (a Runner, `Backend.alloc_tensors`, a Gallocr or a Scheduler); with
-    no_alloc=False the data lives in the pool too, in host memory (give a mem_size with room for it).
-    Every op of pyggml.ops is a method: `ctx.add(a, b)` is `ops.add(ctx, a, b)`. Freed (ggml_free)
+    With `no_alloc=True` (the default) the pool holds descriptions only and the tensors' data comes from a
+    backend (a `Runner`, `Backend.alloc_tensors`, a `Gallocr` or a `Scheduler`); with `no_alloc=False` the
+    data lives in the pool too, in host memory (give a `mem_size` with room for it). Every op of
+    `pyggml.ops` is a method: `ctx.add(a, b)` is `ops.add(ctx, a, b)`. The context is freed (`ggml_free`)
     when neither it nor any of its tensors is referenced.
+
+    Args:
+        mem_size: the pool's size in bytes, 1 to 2**48; None (the default) makes room for `n_tensors`
+            tensor descriptions and one graph of `graph_size` nodes (no room for data).
+        n_tensors: how many tensor descriptions the default `mem_size` holds.
+        no_alloc: True: descriptions only, data from a backend; False: data in the pool, on the host.
+        graph_size: the nodes of the one graph the default `mem_size` has room for.
+
+    Attributes:
+        ptr: the `struct ggml_context *` (cffi cdata), freed with the object.
+        no_alloc: whether the pool holds descriptions only.
+
+    Raises:
+        ValueError: `mem_size` outside 1..2**48.
+        TypeError: `mem_size` not an integer.
+        MemoryError: ggml could not allocate the pool.
     """
 
     def __init__(
@@ -43,7 +57,6 @@ class Context(OpMethods):
         no_alloc: bool = True,
         graph_size: int = lib.GGML_DEFAULT_GRAPH_SIZE,
     ) -> None:
-        """mem_size defaults to room for `n_tensors` tensor descriptions and one graph of `graph_size`."""
         if mem_size is None:
             mem_size = n_tensors * lib.ggml_tensor_overhead() + lib.ggml_graph_overhead_custom(graph_size, False)
         mem_size = integer("mem_size", mem_size, 1, MAX_MEM_SIZE)
@@ -59,40 +72,80 @@ class Context(OpMethods):
         self._keep: set = set()
 
     def keep_alive(self, obj: object) -> None:
-        """Hold a reference to obj for as long as this context lives (a buffer, an allocator, another
-        context, a NumPy array its tensors point into), so that it is not freed while a tensor still uses it."""
+        """Hold a reference to `obj` for as long as this context lives.
+
+        For what its tensors may point into: a buffer, an allocator, another context, a NumPy array; so that
+        it is not freed while a tensor still uses it (`pyggml.lifetime`).
+
+        Args:
+            obj: any object.
+        """
         lifetime.keep(self, obj)
 
     def adopt(self, t: Tensor) -> None:
-        """A tensor of this context refers to t: keep t's context (and so its memory) alive."""
+        """Record that a tensor of this context refers to `t`: keep `t`'s context (and so its memory) alive.
+
+        The op wrappers call it for every source that lives in another context.
+
+        Args:
+            t: the tensor referred to.
+
+        Raises:
+            TypeError: `t` is not a `Tensor`.
+        """
         if not isinstance(t, Tensor):
             raise TypeError(f"adopt: expected a Tensor, got {type(t).__name__}")
         if t.ctx is not None:
             lifetime.keep(self, t.ctx)
 
     def contexts(self) -> list["Context"]:
-        """This context and every context it keeps alive, transitively."""
+        """This context and every context it keeps alive, transitively.
+
+        Returns:
+            The contexts, this one first.
+        """
         return lifetime.contexts(self)
 
     @property
     def mem_size(self) -> int:
-        """The bytes of the context's memory pool (ggml_get_mem_size): tensor and graph descriptions, and
-        the data of tensors when the context was made with no_alloc=False."""
+        """The bytes of the context's memory pool (`ggml_get_mem_size`).
+
+        The pool holds tensor and graph descriptions, and the data of tensors when the context was made with
+        `no_alloc=False`.
+        """
         return lib.ggml_get_mem_size(self.ptr)
 
     @property
     def used_mem(self) -> int:
-        """The bytes of the pool used so far (ggml_used_mem). A tensor or graph that does not fit in what is
-        left raises: make the Context with more n_tensors, graph_size or mem_size."""
+        """The bytes of the pool used so far (`ggml_used_mem`).
+
+        A tensor or graph that does not fit in what is left raises `MemoryError`: make the Context with more
+        `n_tensors`, `graph_size` or `mem_size`.
+        """
         return lib.ggml_used_mem(self.ptr)
 
     # --- tensors -------------------------------------------------------------------
     def new_tensor(self, type: TypeLike, ne: Sequence[int], name: str | None = None) -> Tensor:
-        """A new tensor of ggml extents `ne` (1 to 4 of them, ne[0] innermost; ggml_new_tensor): its NumPy
-        shape is `ne` reversed, with len(ne) dims. type: a Type, its name ('f32', 'q8_0') or a NumPy dtype.
-        name: an optional name. ValueError for extents that are not positive, an ne[0] that is not a
-        multiple of the type's block size, or a tensor too large for ggml; TypeError for extents that are
-        not integers; MemoryError when the context is full."""
+        """A new tensor of ggml extents `ne` (`ggml_new_tensor`).
+
+        `ne` is ggml's order, innermost first; the tensor's NumPy `shape` is `ne` reversed, with `len(ne)`
+        dims (`new_tensor("f32", [3, 2]).shape == (2, 3)`). For a NumPy-order shape use `tensor`.
+
+        Args:
+            type: a `Type`, its name (`"f32"`, `"q8_0"`) or a NumPy dtype.
+            ne: 1 to 4 positive extents in ggml's order; `ne[0]` a multiple of the type's block size.
+            name: an optional name (see `Tensor.name`).
+
+        Returns:
+            The tensor, without data until it is allocated (with `no_alloc=True`).
+
+        Raises:
+            ValueError: extents that are not positive, not 1 to 4 of them, an `ne[0]` that is not a multiple
+                of the type's block size, a tensor too large for ggml to address, an unknown type name, a name
+                too long.
+            TypeError: extents that are not integers; a dtype with no ggml type.
+            MemoryError: the context is full.
+        """
         t = types.as_type(type)
         ne = list(ne)
         if not 1 <= len(ne) <= MAX_DIMS:
@@ -124,41 +177,113 @@ class Context(OpMethods):
         return out
 
     def new_tensor_1d(self, type: TypeLike, ne0: int, name: str | None = None) -> Tensor:
-        """A new 1-d tensor of ne0 elements (as ggml_new_tensor_1d); see new_tensor.
+        """A new 1-d tensor of `ne0` elements (as `ggml_new_tensor_1d`); NumPy shape `(ne0,)`.
 
-        type: a Type, its name ('f32') or a NumPy dtype. ne0: the extent. name: an optional name."""
+        Args:
+            type: a `Type`, its name (`"f32"`) or a NumPy dtype.
+            ne0: the extent.
+            name: an optional name.
+
+        Returns:
+            The tensor.
+
+        Raises:
+            ValueError: as `new_tensor`.
+            TypeError: as `new_tensor`.
+            MemoryError: the context is full.
+        """
         return self.new_tensor(type, [ne0], name)
 
     def new_tensor_2d(self, type: TypeLike, ne0: int, ne1: int, name: str | None = None) -> Tensor:
-        """A new tensor of ne [ne0, ne1] in ggml's order (as ggml_new_tensor_2d): NumPy shape (ne1, ne0),
-        kept 2-d even where ne1 is 1.
+        """A new tensor of `ne = [ne0, ne1]` in ggml's order (as `ggml_new_tensor_2d`).
 
-        type: a Type, its name ('f32') or a NumPy dtype. ne0: elements per row (innermost). ne1: rows.
-        name: an optional name. Errors as new_tensor."""
+        Its NumPy shape is `(ne1, ne0)`, kept 2-d even where `ne1` is 1.
+
+        Args:
+            type: a `Type`, its name (`"f32"`) or a NumPy dtype.
+            ne0: elements per row (innermost).
+            ne1: rows.
+            name: an optional name.
+
+        Returns:
+            The tensor.
+
+        Raises:
+            ValueError: as `new_tensor`.
+            TypeError: as `new_tensor`.
+            MemoryError: the context is full.
+        """
         return self.new_tensor(type, [ne0, ne1], name)
 
     def new_tensor_3d(self, type: TypeLike, ne0: int, ne1: int, ne2: int, name: str | None = None) -> Tensor:
-        """A new tensor of ne [ne0, ne1, ne2] in ggml's order (as ggml_new_tensor_3d): NumPy shape
-        (ne2, ne1, ne0), kept 3-d.
+        """A new tensor of `ne = [ne0, ne1, ne2]` in ggml's order (as `ggml_new_tensor_3d`).
 
-        type: a Type, its name or a NumPy dtype. ne0, ne1, ne2: the extents, innermost first. name: an
-        optional name. Errors as new_tensor."""
+        Its NumPy shape is `(ne2, ne1, ne0)`, kept 3-d.
+
+        Args:
+            type: a `Type`, its name or a NumPy dtype.
+            ne0: the innermost extent.
+            ne1: the second extent.
+            ne2: the outermost extent.
+            name: an optional name.
+
+        Returns:
+            The tensor.
+
+        Raises:
+            ValueError: as `new_tensor`.
+            TypeError: as `new_tensor`.
+            MemoryError: the context is full.
+        """
         return self.new_tensor(type, [ne0, ne1, ne2], name)
 
     def new_tensor_4d(self, type: TypeLike, ne0: int, ne1: int, ne2: int, ne3: int, name: str | None = None) -> Tensor:
-        """A new tensor of ne [ne0, ne1, ne2, ne3] in ggml's order (as ggml_new_tensor_4d): NumPy shape
-        (ne3, ne2, ne1, ne0).
+        """A new tensor of `ne = [ne0, ne1, ne2, ne3]` in ggml's order (as `ggml_new_tensor_4d`).
 
-        type: a Type, its name or a NumPy dtype. ne0, ne1, ne2, ne3: the extents, innermost first. name:
-        an optional name. Errors as new_tensor."""
+        Its NumPy shape is `(ne3, ne2, ne1, ne0)`.
+
+        Args:
+            type: a `Type`, its name or a NumPy dtype.
+            ne0: the innermost extent.
+            ne1: the second extent.
+            ne2: the third extent.
+            ne3: the outermost extent.
+            name: an optional name.
+
+        Returns:
+            The tensor.
+
+        Raises:
+            ValueError: as `new_tensor`.
+            TypeError: as `new_tensor`.
+            MemoryError: the context is full.
+        """
         return self.new_tensor(type, [ne0, ne1, ne2, ne3], name)
 
     def tensor(
         self, type: TypeLike, shape: int | Sequence[int], name: str | None = None, *, input: bool = False
     ) -> Tensor:
-        """A new tensor of NumPy shape `shape` (outermost first, up to 4 dims; an int is a 1-d shape, () a
-        scalar); it keeps that shape, leading 1s included. `type`: a `Type`, its name ("f32", "q8_0") or a
-        NumPy dtype. `input=True` marks it a graph input, to be given a value at every run."""
+        """A new tensor of NumPy shape `shape`: the usual way to make one.
+
+        `shape` is NumPy's order, outermost first; the tensor's `ne` is its reverse, padded with 1s
+        (`tensor("f32", (2, 3)).ne == (3, 2, 1, 1)`), and it keeps that shape, leading 1s included
+        (`tensor("f32", (1, 16)).shape == (1, 16)`).
+
+        Args:
+            type: a `Type`, its name (`"f32"`, `"q8_0"`) or a NumPy dtype.
+            shape: up to 4 positive extents, outermost first; an int is a 1-d shape, `()` a scalar.
+            name: an optional name.
+            input: mark it a graph input (`Tensor.set_input`), to be given a value at every run.
+
+        Returns:
+            The tensor.
+
+        Raises:
+            TypeError: a shape that is not an int or a sequence of ints (a str among them), a dtype with no
+                ggml type.
+            ValueError: as `new_tensor` (extents, block size, size, type name).
+            MemoryError: the context is full.
+        """
         if isinstance(shape, (str, bytes)) or not (hasattr(shape, "__iter__") or hasattr(shape, "__index__")):
             raise TypeError(
                 f"tensor: shape must be an int or a sequence of ints (NumPy order), "
@@ -170,8 +295,13 @@ class Context(OpMethods):
         return out.set_input() if input else out
 
     def tensors(self) -> list[Tensor]:
-        """Every tensor of the context in creation order (leaves, views and op results), as Tensors
-        (ggml_get_first_tensor / ggml_get_next_tensor)."""
+        """Every tensor of the context in creation order: leaves, views and op results.
+
+        Walks `ggml_get_first_tensor` / `ggml_get_next_tensor`.
+
+        Returns:
+            The tensors, as `Tensor` objects.
+        """
         out = []
         t = lib.ggml_get_first_tensor(self.ptr)
         while t != ffi.NULL:
@@ -180,8 +310,17 @@ class Context(OpMethods):
         return out
 
     def get_tensor(self, name: str) -> Tensor | None:
-        """The context's tensor with this name (ggml_get_tensor; the first one when several share it), or
-        None when there is none. TypeError when name is not a str."""
+        """The context's tensor with this name (`ggml_get_tensor`).
+
+        Args:
+            name: the name to look for.
+
+        Returns:
+            The first tensor of that name, or None when there is none.
+
+        Raises:
+            TypeError: `name` is not a str.
+        """
         if not isinstance(name, str):
             raise TypeError(f"get_tensor: name must be a str, got {type(name).__name__}")
         t = lib.ggml_get_tensor(self.ptr, name.encode())

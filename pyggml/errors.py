@@ -18,25 +18,52 @@ from __future__ import annotations
 
 
 class GGMLError(RuntimeError):
-    """A ggml call reported failure (a status, or a NULL where an object was expected)."""
+    """A ggml call reported failure: a status other than GGML_STATUS_SUCCESS, or a NULL where an object
+    was expected (a backend that cannot be made, memory that cannot be had, a failed compute).
+
+    The base of the failures ggml itself reports; `LlamaError`, `pyggml.gguf.GGUFError` and
+    `pyggml.rpc.RpcError` derive from it.
+    """
 
 
 class LlamaError(GGMLError):
-    """llama.cpp reported a failure (pyggml.llama): a model file it cannot load, a context it cannot
-    make, a decode that failed (the message says what its return code means)."""
+    """llama.cpp reported a failure (`pyggml.llama`).
+
+    Raised for a model file llama.cpp cannot load (the message names the file and the reason llama.cpp
+    logged), a context it cannot make, and a `llama_decode` that failed (the message says what its
+    return code means).
+    """
 
 
 class OpError(ValueError):
-    """A ggml op's precondition failed while building a graph."""
+    """A ggml op's precondition failed while a graph was being built.
+
+    ggml's `GGML_ASSERT` in the op's C function, turned into an exception: the message names the op,
+    ggml's condition and the source file it is in (`mul_mat: ggml requires ggml_can_mul_mat(a, b)
+    (ggml.c)`). Nothing was added to the context's graph.
+    """
 
 
 class GraphError(ValueError):
-    """A graph cannot be computed as it is; raised before ggml runs it."""
+    """A graph cannot be computed as it is; raised before ggml runs it.
+
+    Raised by the preflight every compute entry point runs (`Runner`, `Scheduler`, `Backend.compute`):
+    inputs not written since the allocation, a graph larger than the scheduler's size, node kinds or
+    layouts the backend's kernels abort on, index values out of range. The message names the node and
+    the reason.
+    """
 
 
 class Unsupported(GraphError):
-    """The backend cannot compute some node of the graph (ggml_backend_supports_op says no)."""
+    """The backend cannot compute some node of the graph (`ggml_backend_supports_op` says no).
+
+    The message names the unsupported nodes' ops; `Runner.unsupported(graph)` lists them beforehand.
+    """
 
 
 class Unsplittable(GraphError):
-    """A meta device cannot split this graph with these split states (ggml's reason in the message)."""
+    """A meta device cannot split this graph with these split states.
+
+    ggml's reason is in the message: a node its meta code cannot split, or a view pyggml knows ggml
+    would map onto the devices' shares wrongly (`pyggml.preflight.meta`).
+    """

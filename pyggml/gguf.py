@@ -64,11 +64,18 @@ _ENCODING = ("utf-8", "surrogateescape")
 
 
 class GGUFError(GGMLError):
-    """A GGUF file ggml cannot read (corrupt, truncated, unsupported), or one pyggml cannot load."""
+    """A GGUF file ggml cannot read (corrupt, truncated, unsupported), or one pyggml cannot load.
+
+    The message names the file and the reason ggml logged (or the check that failed).
+    """
 
 
 class GGUFType(enum.IntEnum):
-    """The GGUF value types (gguf.h's enum gguf_type); `str(t)` is ggml's short name (u8, f32, str...)."""
+    """The GGUF value types (gguf.h's `enum gguf_type`).
+
+    `str(t)` is ggml's short name (u8, i32, f32, bool, str, arr, ...), which `as_gguf_type` and `Value`
+    take too.
+    """
 
     UINT8 = lib.GGUF_TYPE_UINT8
     INT8 = lib.GGUF_TYPE_INT8
@@ -136,7 +143,19 @@ _SCALAR_SET = {
 
 
 def as_gguf_type(t: GGUFType | str | int) -> GGUFType:
-    """GGUFType, its name ("UINT8", any case) or ggml's short name ("u8", "f32", "str", "bool")."""
+    """The GGUFType a type argument names.
+
+    Args:
+        t: a GGUFType, its name ("UINT8", any case), ggml's short name ("u8", "f32", "str", "bool") or
+            its number.
+
+    Returns:
+        The GGUFType.
+
+    Raises:
+        ValueError: an unknown name or number, or ARRAY (give an array's element type instead).
+        TypeError: `t` is neither a GGUFType, a str nor an int.
+    """
     if isinstance(t, GGUFType):
         out = t
     elif isinstance(t, str):
@@ -158,7 +177,23 @@ def as_gguf_type(t: GGUFType | str | int) -> GGUFType:
 
 @dataclass(frozen=True)
 class Value:
-    """A metadata value with its GGUF type: a scalar, or an array (a list) of that element type."""
+    """A metadata value with its GGUF type: a scalar, or an array (a list) of that element type.
+
+    `save` infers a plain Python value's type (see the module's doc); a Value picks it exactly:
+    `Value("u64", 4096)`, `Value("f64", [0.1, 0.2])`. `GGUFFile.fields` holds what a file has as Values.
+
+    Args:
+        type: the scalar or element type: a GGUFType, its name or short name ("u8", "f32", "str").
+        value: a scalar, or a list, tuple or 1-d NumPy array for an array (checked by `save`).
+
+    Attributes:
+        type: the GGUFType (of the elements, for an array).
+        value: the value.
+
+    Raises:
+        ValueError: an unknown type, or ARRAY.
+        TypeError: a type that is neither a GGUFType, a str nor an int.
+    """
 
     type: GGUFType
     value: Any
@@ -174,13 +209,21 @@ class Value:
 
     @property
     def type_name(self) -> str:
-        """u32, str, arr[f32], ..."""
+        """The value's type as `python -m pyggml gguf` shows it: u32, str, arr[f32], ..."""
         return f"arr[{self.type}]" if self.is_array else str(self.type)
 
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """A tensor as the file describes it: `ne` in ggml order (4 dims), `offset` from the data section."""
+    """A tensor as the file describes it.
+
+    Attributes:
+        name: the tensor's name.
+        type: its ggml type.
+        ne: its extents in ggml's order, innermost first, 4 entries.
+        offset: where its bytes start, from the start of the data section.
+        nbytes: its size in bytes.
+    """
 
     name: str
     type: Type
@@ -190,7 +233,7 @@ class TensorInfo:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """NumPy order, trailing ggml dims of 1 dropped (as Tensor.shape)."""
+        """The extents in NumPy's order, trailing ggml dims of 1 dropped (the rank a loaded Tensor has)."""
         n = MAX_DIMS
         while n > 1 and self.ne[n - 1] == 1:
             n -= 1
@@ -198,13 +241,26 @@ class TensorInfo:
 
     @property
     def nelements(self) -> int:
-        """The number of elements: the product of ne."""
+        """The number of elements: the product of `ne`."""
         return math.prod(self.ne)
 
 
 @dataclass
 class GGUFFile:
-    """What `load` (or `read_info`, with `tensors` empty) found in a GGUF file."""
+    """What `load` (or `read_info`, with `tensors` empty) found in a GGUF file.
+
+    `metadata, tensors = gguf.load(path)` unpacks it into the two mappings `save` takes.
+
+    Attributes:
+        path: the file's path.
+        version: the GGUF version.
+        alignment: the data alignment in bytes.
+        data_offset: where the tensor data section starts in the file.
+        fields: the metadata with their GGUF types (`Value`s), in file order.
+        tensor_info: each tensor's description (`TensorInfo`), in file order.
+        tensors: the loaded tensors by name (empty after `read_info`), each of the file's ggml type and
+            NumPy shape, in a buffer its context keeps alive.
+    """
 
     path: str
     version: int
@@ -216,7 +272,7 @@ class GGUFFile:
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """Metadata as plain Python values (arrays as lists)."""
+        """The metadata as plain Python values (arrays as lists), in file order."""
         return {k: v.value for k, v in self.fields.items()}
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -297,15 +353,47 @@ def _read_header(path: str, size: int) -> GGUFFile:
 
 
 def read_info(path: str | os.PathLike[str]) -> GGUFFile:
-    """The header of a GGUF file (metadata, tensor descriptions), without reading tensor data."""
+    """The header of a GGUF file (metadata, tensor descriptions), without reading tensor data.
+
+    Args:
+        path: the file.
+
+    Returns:
+        A GGUFFile whose `tensors` is empty.
+
+    Raises:
+        GGUFError: a file ggml cannot read (corrupt, truncated, unknown types, nested arrays, duplicate
+            keys or tensor names).
+        OSError: the file is missing or unreadable.
+    """
     path = os.fspath(path)
     with open(path, "rb") as f:  # a missing or unreadable file is Python's OSError
         return _read_header(path, os.fstat(f.fileno()).st_size)
 
 
 def load(path: str | os.PathLike[str], backend: Backend | str | None = None) -> GGUFFile:
-    """Read a GGUF file: metadata and tensors. Tensors are allocated in one buffer of `backend`
-    (a Backend or a device name: "cpu", "vulkan0", ...), by default a CPU (host) buffer."""
+    """Read a GGUF file: its metadata and its tensors.
+
+    The tensors are allocated in one buffer of `backend` and keep their ggml type (quantized too), name and
+    shape; each tensor's bytes are read once, straight into host memory or through one staging buffer onto
+    the device.
+
+    Args:
+        path: the file.
+        backend: a Backend or a device name ("cpu", "vulkan0", ...) to hold the tensors, resident like
+            weights; None (the default): a CPU (host) buffer.
+
+    Returns:
+        A GGUFFile with `tensors` filled.
+
+    Raises:
+        GGUFError: a file ggml cannot read, a truncated one, or a tensor without elements.
+        OSError: the file is missing or unreadable.
+        TypeError: `backend` is neither a Backend, a str nor None.
+        ValueError: no device of that name.
+        MemoryError: no host memory for the tensors.
+        GGMLError: no device memory for the tensors.
+    """
     path = os.fspath(path)
     if backend is not None and not isinstance(backend, (Backend, str)):
         raise TypeError(f"load: backend must be a Backend, a device name or None, got {type(backend).__name__}")
@@ -601,8 +689,25 @@ def save(
     metadata: Mapping[str, Any] | None = None,
     tensors: Mapping[str, np.ndarray | Tensor] | None = None,
 ) -> None:
-    """Write a GGUF file (version 3): metadata (see the module's doc for the value types) and
-    tensors (name -> NumPy array or pyggml Tensor), in the mappings' order."""
+    """Write a GGUF file (version 3), byte for byte what ggml's `gguf_write_to_file` writes.
+
+    See the module's doc for how metadata values map to GGUF types.
+
+    Args:
+        path: the file to write.
+        metadata: key -> value: a bool, int, float, str, list, NumPy scalar or 1-d array, or a `Value`;
+            `general.alignment` a power of two up to 2**20. None: no metadata.
+        tensors: name -> NumPy array (float32/float16/float64/int8/int16/int32/int64, any layout) or pyggml
+            Tensor (any type; contiguous, with memory), in the order to write; NumPy arrays are stored in
+            their NumPy shape (ne reversed). None: no tensors.
+
+    Raises:
+        TypeError: a value or tensor of a kind GGUF cannot hold (nested lists, unsupported dtypes).
+        ValueError: a bad value (out of its type's range, NUL bytes in a string, a bad alignment), a name
+            longer than `GGML_MAX_NAME - 1` bytes, a duplicate name, a Tensor without memory or not
+            contiguous.
+        OSError: the file cannot be written.
+    """
     path = os.fspath(path)
     g, blobs, keep = _build({} if metadata is None else metadata, {} if tensors is None else tensors)
     meta = bytearray(lib.gguf_get_meta_size(g))
@@ -622,7 +727,15 @@ def save(
 
 # --- command line -----------------------------------------------------------------------------
 def describe(f: GGUFFile) -> dict[str, Any]:
-    """A JSON-ready summary of a file: header, metadata with types, tensors, totals."""
+    """A JSON-ready summary of a file, as `python -m pyggml gguf FILE --json` prints it.
+
+    Args:
+        f: what `read_info` or `load` returned.
+
+    Returns:
+        A dict with the header (path, version, alignment, data_offset), the metadata with their types, the
+        tensors (name, type, shape, ne, offset, nbytes) and totals.
+    """
     tensors = [
         {
             "name": i.name,
@@ -664,7 +777,14 @@ def _show(v: Any, limit: int = 8) -> str:
 
 
 def main(args: Any) -> int:
-    """`python -m pyggml gguf FILE [--json]`."""
+    """`python -m pyggml gguf FILE [--json]`: print a file's header, metadata and tensors.
+
+    Args:
+        args: the parsed command line (`file`, `json`).
+
+    Returns:
+        The exit status: 0, or 1 when the file cannot be read (the reason on stderr).
+    """
     try:
         f = read_info(args.file)
     except (OSError, GGUFError) as e:

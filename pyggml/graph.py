@@ -19,14 +19,28 @@ def _addr(ptr) -> int:
 
 
 class Graph:
-    """A ggml compute graph (ggml_new_graph_custom) made in a Context's memory.
+    """A ggml compute graph (`ggml_new_graph_custom`) made in a Context's memory.
 
-    `Graph(ctx, size=GGML_DEFAULT_GRAPH_SIZE)`: ctx, the Context it is made in (MemoryError when it has
-    no room left for it); size, the most nodes (and, separately, leafs) it can hold, 1 to 2**24 (ggml's
-    default 2048); an expand past it raises ValueError naming the size to ask for. Build it with
-    `Graph(ctx).build_forward_expand(out)` (out and every node it depends on, in compute order), then
-    compute it with a Runner (`Runner("cpu").run(graph, {a: A}, out)`), a Scheduler, or a Backend once
-    its tensors have memory. `Graph.with_grads` makes one that can hold a backward pass.
+    Build it with `Graph(ctx).build_forward_expand(out)` (out and every node it depends on, in compute
+    order), then compute it with a `Runner` (`Runner("cpu").run(graph, {a: A}, out)`), a `Scheduler`, or a
+    `Backend` once its tensors have memory. `Graph.with_grads` makes one that can hold a backward pass.
+
+    Args:
+        ctx: the Context the graph is made in (its tensors may live in others).
+        size: the most nodes (and, separately, leafs) it can hold, 1 to 2**24 (ggml's default 2048); an
+            expand past it raises ValueError naming the size to ask for.
+
+    Attributes:
+        ctx: the Context the graph lives in.
+        size: the graph's size.
+        ptr: the `struct ggml_cgraph *` (cffi cdata).
+        broken: why the graph must not be computed (an expand that failed half-way), or None.
+        state: what allocators and the preflight know of this graph (`pyggml.lifetime.GraphState`).
+
+    Raises:
+        TypeError: `ctx` is not a Context; `size` not an integer.
+        ValueError: `size` outside 1..2**24.
+        MemoryError: the context has no room left for the graph.
     """
 
     def __init__(self, ctx: Context, size: int = lib.GGML_DEFAULT_GRAPH_SIZE) -> None:
@@ -50,9 +64,23 @@ class Graph:
         self.state = GraphState()
 
     def build_forward_expand(self, *tensors: Tensor) -> "Graph":
-        """Add the tensors and every node they depend on, in compute order (ggml_build_forward_expand), and
-        return the graph. TypeError for a non-Tensor; ValueError naming the size needed when the graph is
-        full (the graph is then marked broken: computing it raises). Also spelled `expand`."""
+        """Add the tensors and every node they depend on, in compute order (`ggml_build_forward_expand`).
+
+        Also spelled `expand`. A tensor from another context is fine: the graph's context keeps that context
+        alive.
+
+        Args:
+            *tensors: the outputs to compute.
+
+        Returns:
+            This graph, for chaining: `graph = Graph(ctx).build_forward_expand(y)`.
+
+        Raises:
+            TypeError: an argument is not a Tensor.
+            ValueError: the graph is full; the message names the size needed (the graph is then marked
+                broken: computing it raises GraphError).
+            OpError: another failed ggml precondition (the graph is marked broken too).
+        """
         for t in tensors:
             if not isinstance(t, Tensor):
                 raise TypeError(f"build_forward_expand: expected a Tensor, got {type(t).__name__}")
@@ -96,13 +124,25 @@ class Graph:
 
     @property
     def n_nodes(self) -> int:
-        """The number of nodes, the tensors the graph computes (ggml_graph_n_nodes); leafs (inputs,
-        weights) are not nodes."""
+        """The number of nodes, the tensors the graph computes (`ggml_graph_n_nodes`).
+
+        Leafs (inputs, weights) are not nodes.
+        """
         return lib.ggml_graph_n_nodes(self.ptr)
 
     def node(self, i: int) -> Tensor:
-        """The i-th node in compute order (ggml_graph_node); a negative i counts from the end, as in a
-        list. IndexError outside the graph's nodes."""
+        """The i-th node in compute order (`ggml_graph_node`).
+
+        Args:
+            i: the index; a negative one counts from the end, as in a list.
+
+        Returns:
+            The node.
+
+        Raises:
+            IndexError: `i` outside the graph's nodes.
+            TypeError: `i` is not an integer.
+        """
         i = integer("Graph.node: i", i)
         n = self.n_nodes
         if not -n <= i < n:
@@ -112,11 +152,15 @@ class Graph:
 
     @property
     def nodes(self) -> list[Tensor]:
-        """Every node in compute order, as Tensors (see node)."""
+        """Every node in compute order, as Tensors (see `node`)."""
         return [self.node(i) for i in range(self.n_nodes)]
 
     def leafs(self) -> list[Tensor]:
-        """Tensors the nodes read that are not computed by the graph (weights, inputs, caches)."""
+        """The tensors the nodes read that the graph does not compute: weights, inputs, caches.
+
+        Returns:
+            The leafs, in the order the nodes first read them.
+        """
         nodes = {_addr(n.ptr) for n in self.nodes}
         out, seen = [], set()
         for n in self.nodes:
@@ -127,24 +171,53 @@ class Graph:
         return out
 
     def op_counts(self) -> Counter:
-        """How many nodes of each op (Op name -> count)."""
+        """How many nodes of each op the graph has.
+
+        Returns:
+            A Counter of op name (`Op` member name, e.g. "MUL_MAT") to count.
+        """
         return Counter(Op(n.op).name for n in (lib.ggml_graph_node(self.ptr, i) for i in range(self.n_nodes)))
 
     def get_tensor(self, name: str) -> Tensor | None:
-        """The graph's node or leaf with this name (ggml_graph_get_tensor), or None when there is none.
-        TypeError when name is not a str."""
+        """The graph's node or leaf with this name (`ggml_graph_get_tensor`).
+
+        Args:
+            name: the name to look for.
+
+        Returns:
+            The tensor, or None when there is none.
+
+        Raises:
+            TypeError: `name` is not a str.
+        """
         p = lib.ggml_graph_get_tensor(self.ptr, text("Graph.get_tensor: name", name).encode())
         return Tensor(p, self.ctx) if p != ffi.NULL else None
 
     def inputs(self) -> list[Tensor]:
-        """Every tensor of the graph (node or leaf) flagged as an input."""
+        """Every tensor of the graph (node or leaf) flagged as an input.
+
+        Returns:
+            The inputs: leafs first, then nodes.
+        """
         return [t for t in self.leafs() + self.nodes if t.is_input]
 
     # --- gradients ---------------------------------------------------------------------------------
     @classmethod
     def with_grads(cls, ctx: Context, size: int = lib.GGML_DEFAULT_GRAPH_SIZE) -> "Graph":
-        """A graph that can hold gradients (ggml_new_graph_custom(ctx, size, true)), for
-        build_backward_expand."""
+        """A graph that can hold gradients (`ggml_new_graph_custom(ctx, size, true)`), for `build_backward_expand`.
+
+        Args:
+            ctx: the Context it is made in.
+            size: the most nodes (and leafs) it can hold, 1 to 2**24.
+
+        Returns:
+            The new, empty graph.
+
+        Raises:
+            TypeError: `ctx` is not a Context; `size` not an integer.
+            ValueError: `size` outside 1..2**24.
+            MemoryError: the context has no room left for the graph.
+        """
         instance("Graph: ctx", ctx, Context)
         size = integer("Graph: size", size, 1, MAX_GRAPH_SIZE)
         need = lib.ggml_graph_overhead_custom(size, True)
@@ -163,9 +236,18 @@ class Graph:
         return g
 
     def build_backward_expand(self) -> "Graph":
-        """Add the backward pass (ggml_build_backward_expand): the gradient of the loss (a scalar
-        flagged with ggml_set_loss) with respect to every tensor flagged with ggml_set_param. The
-        loss's gradient is a leaf to fill with 1 (see `grad_acc`)."""
+        """Add the backward pass (`ggml_build_backward_expand`).
+
+        The gradient of the loss (a scalar flagged with `ggml_set_loss`) with respect to every tensor flagged
+        with `ggml_set_param`. The loss's gradient is a leaf to fill with 1 (see `grad_acc`). Build the forward
+        pass first, in a graph made by `with_grads`.
+
+        Returns:
+            This graph.
+
+        Raises:
+            OpError: a ggml precondition failed (the graph is then marked broken).
+        """
         if lib.pyggml_guarded_ggml_build_backward_expand(self.ctx.ptr, self.ptr, ffi.NULL):
             err = guard_error("build_backward_expand")
             assert err is not None  # the guarded call failed, so it left its message
@@ -174,13 +256,33 @@ class Graph:
         return self
 
     def grad(self, t: Tensor) -> Tensor | None:
-        """The gradient of the loss with respect to t in this graph (ggml_graph_get_grad), or None."""
+        """The gradient of the loss with respect to `t` in this graph (`ggml_graph_get_grad`).
+
+        Args:
+            t: a tensor of the forward pass.
+
+        Returns:
+            The gradient tensor, or None when `t` has none (or the graph holds no gradients).
+
+        Raises:
+            TypeError: `t` is not a Tensor.
+        """
         instance("Graph.grad: t", t, Tensor)
         p = lib.pyggml_guarded_ggml_graph_get_grad(self.ptr, t.ptr)
         return Tensor(p, self.ctx) if p != ffi.NULL else None
 
     def grad_acc(self, t: Tensor) -> Tensor | None:
-        """t's gradient accumulator (ggml_graph_get_grad_acc): for the loss, the leaf its gradient starts from."""
+        """`t`'s gradient accumulator (`ggml_graph_get_grad_acc`); for the loss, the leaf its gradient starts from.
+
+        Args:
+            t: a tensor of the forward pass.
+
+        Returns:
+            The accumulator tensor, or None when `t` has none (or the graph holds no gradients).
+
+        Raises:
+            TypeError: `t` is not a Tensor.
+        """
         instance("Graph.grad_acc: t", t, Tensor)
         p = lib.pyggml_guarded_ggml_graph_get_grad_acc(self.ptr, t.ptr)
         return Tensor(p, self.ctx) if p != ffi.NULL else None

@@ -25,7 +25,16 @@ from pyggml.tensor import Tensor
 
 @dataclass(frozen=True)
 class GraphNode:
-    """One node as the recorder saw it."""
+    """One node as the recorder saw it.
+
+    Attributes:
+        id: the tensor's address while its graph lives: what the sources of later nodes refer to.
+        index: its place in compute order.
+        kind: `ggml_op_desc`: MUL_MAT, RMS_NORM, SILU (unary and GLU ops by their own names), VIEW, ...
+        name: the tensor's name.
+        src: its sources' ids (recorded nodes, or leaves: weights, inputs).
+        through: after `select`, the sources reached through nodes left out (drawn dashed).
+    """
 
     id: int  # the tensor's address while its graph lives: what the sources of later nodes refer to
     index: int  # its place in compute order
@@ -40,9 +49,14 @@ def _addr(p: Any) -> int:
 
 
 class GraphRecorder:
-    """An observer for `Scheduler.observe` or `pyggml.llama.Context(observe=)` that records every node (views
-    included) with its sources, in compute order, into `nodes`; it asks to see none computed, so ggml computes
-    as it would without it."""
+    """An observer that records every node ggml computes, with its sources, in compute order.
+
+    For `pyggml.backend.Scheduler.observe` or `pyggml.llama.Context(observe=)`. Views are included. It
+    asks to see none computed, so ggml computes as it would without it.
+
+    Attributes:
+        nodes: the recorded `GraphNode`s.
+    """
 
     def __init__(self) -> None:
         self.nodes: list[GraphNode] = []
@@ -56,9 +70,18 @@ class GraphRecorder:
 
 
 def select(nodes: Sequence[GraphNode], keep: Callable[[GraphNode], bool]) -> list[GraphNode]:
-    """The nodes `keep` chooses, their sources narrowed to chosen nodes: a source left out is followed up
-    through its own sources to the chosen nodes it depends on (those edges are in `through`); leaves are
-    dropped."""
+    """The nodes `keep` chooses, their sources narrowed to chosen nodes.
+
+    A source left out is followed up through its own sources to the chosen nodes it depends on (those
+    edges are in `through`); leaves are dropped.
+
+    Args:
+        nodes: recorded nodes (`GraphRecorder.nodes`).
+        keep: says which nodes to keep.
+
+    Returns:
+        The kept nodes, in their order.
+    """
     by_id = {n.id: n for n in nodes}
     kept = {n.id for n in nodes if keep(n)}
     reach: dict[int, frozenset[int]] = {}  # a node left out -> the chosen nodes it depends on
@@ -87,7 +110,14 @@ def select(nodes: Sequence[GraphNode], keep: Callable[[GraphNode], bool]) -> lis
 
 
 def depths(nodes: Sequence[GraphNode]) -> dict[int, int]:
-    """Each node's depth: 0 without a source among `nodes`, else one more than its deepest source's."""
+    """Each node's depth: 0 without a source among `nodes`, else one more than its deepest source's.
+
+    Args:
+        nodes: the nodes.
+
+    Returns:
+        node id -> depth.
+    """
     out: dict[int, int] = {}
     for n in sorted(nodes, key=lambda n: n.index):
         out[n.id] = 1 + max((out[s] for s in n.src if s in out), default=-1)
@@ -95,9 +125,22 @@ def depths(nodes: Sequence[GraphNode]) -> dict[int, int]:
 
 
 def draw(nodes: Sequence[GraphNode], ax: Any = None, title: str | None = None) -> Any:
-    """Draw the nodes (e.g. `select`'s) in rows by depth, top down, each row in compute order: a box per node
-    with its op and name (`ax.texts`), an arrow from each source (`ax.patches`; dashed through nodes left out).
-    Returns the matplotlib Axes (a new figure's when ax is None)."""
+    """Draw the nodes (e.g. `select`'s) in rows by depth, top down, each row in compute order.
+
+    A box per node with its op and name (`ax.texts`), an arrow from each source (`ax.patches`; dashed
+    through nodes left out). Needs matplotlib.
+
+    Args:
+        nodes: the nodes to draw.
+        ax: a matplotlib Axes to draw on; None: a new figure's.
+        title: the Axes' title.
+
+    Returns:
+        The matplotlib Axes.
+
+    Raises:
+        ImportError: matplotlib is not installed.
+    """
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyArrowPatch
 

@@ -45,12 +45,24 @@ def _addr(p: Any) -> int:
 
 # --- keep-alive -------------------------------------------------------------------------------------
 def keep(owner: Any, obj: Any) -> None:
-    """owner (a Context) holds obj for as long as it lives."""
+    """Make `owner` (a Context) hold `obj` for as long as it lives.
+
+    Args:
+        owner: an object with a `_keep` set (a Context).
+        obj: what it must outlive: a buffer, an allocator, another context, an array.
+    """
     owner._keep.add(obj)
 
 
 def contexts(ctx: Any) -> list[Any]:
-    """ctx and every context it keeps alive, transitively (an owner is an object with a `_keep` set)."""
+    """`ctx` and every context it keeps alive, transitively.
+
+    Args:
+        ctx: a Context (an owner is an object with a `_keep` set).
+
+    Returns:
+        The owners, `ctx` first.
+    """
     out, stack, seen = [], [ctx], set()
     while stack:
         c = stack.pop()
@@ -66,7 +78,11 @@ _FOREVER: list[Any] = []
 
 
 def keep_forever(obj: Any) -> None:
-    """Hold obj for the life of the process (a meta device ggml keeps calling back into)."""
+    """Hold `obj` for the life of the process (a meta device ggml keeps calling back into).
+
+    Args:
+        obj: the object.
+    """
     _FOREVER.append(obj)
 
 
@@ -74,16 +90,17 @@ def keep_forever(obj: Any) -> None:
 class GraphState:
     """What pyggml knows of one graph beyond ggml's cgraph, held by it as `graph.state`.
 
-    allocation: (allocator, its generation) that gave the graph its memory; stale once the
-        allocator's generation moves on (it lent the memory to another graph).
-    index_inputs: the index tensors a scheduler recorded before it rewired the graph's sources.
-    sources_as_built: the node count at a scheduler's last restore; None once it rewired them.
-    marks: pyggml.preflight's once(): what -> (node count, value).
-    paths: compute path (a Backend, a Scheduler) -> (version, node count) of its structural check,
-        held weakly: a freed path's entry goes with it, and a new object never meets an old entry.
-    memory: the (allocation, node count) whose memory the preflight checked last.
-    found_index_inputs: the index inputs the structural check found.
-    split_checked: meta device -> {(node count, policy version)} its split check passed for.
+    Attributes:
+        allocation: (allocator, its generation) that gave the graph its memory; stale once the allocator's
+            generation moves on (it lent the memory to another graph).
+        index_inputs: the index tensors a scheduler recorded before it rewired the graph's sources.
+        sources_as_built: the node count at a scheduler's last restore; None once it rewired them.
+        marks: `pyggml.preflight`'s once(): what -> (node count, value).
+        paths: compute path (a Backend, a Scheduler) -> (version, node count) of its structural check,
+            held weakly: a freed path's entry goes with it, and a new object never meets an old entry.
+        memory: the (allocation, node count) whose memory the preflight checked last.
+        found_index_inputs: the index inputs the structural check found.
+        split_checked: meta device -> {(node count, policy version)} its split check passed for.
     """
 
     __slots__ = (
@@ -114,8 +131,14 @@ _PRISTINE_SOURCES: weakref.WeakKeyDictionary[Any, dict[int, tuple]] = weakref.We
 
 
 def restore_sources(graph: Graph) -> None:
-    """Give the graph back the sources it was built with (see Scheduler.restore). The first time a
-    node is seen its sources are recorded; its context keeps the node, so its address stays its own."""
+    """Give the graph back the sources it was built with (see `pyggml.backend.Scheduler.restore`).
+
+    The first time a node is seen its sources are recorded; its context keeps the node, so its address
+    stays its own.
+
+    Args:
+        graph: the graph.
+    """
     st = graph.state
     if st.sources_as_built == graph.n_nodes:  # not rewired (nor expanded) since the last restore
         return
@@ -138,7 +161,14 @@ _unwritten: dict[int, object] = {}  # address of a leaf given lent memory, not w
 
 
 def graph_tensors(graph: Graph) -> list:
-    """Every tensor of the graph: nodes, what they read and what they view (C pointers, once each)."""
+    """Every tensor of the graph: nodes, what they read and what they view.
+
+    Args:
+        graph: the graph.
+
+    Returns:
+        The C tensors (`struct ggml_tensor *`), once each.
+    """
     seen, out = set(), []
     for i in range(graph.n_nodes):
         stack = [lib.ggml_graph_node(graph.ptr, i)]
@@ -156,33 +186,58 @@ def graph_tensors(graph: Graph) -> list:
 
 
 def written(p: Any) -> None:
-    """The tensor was written from the host; a view counts as a write of the tensor it views only
-    when it covers all of it (half an input written is still an input left with old values)."""
+    """Record that the C tensor `p` was written from the host.
+
+    A view counts as a write of the tensor it views only when it covers all of it (half an input written
+    is still an input left with old values).
+
+    Args:
+        p: the `struct ggml_tensor *`.
+    """
     _unwritten.pop(_addr(p), None)
     if p.view_src != _NULL and lib.ggml_nbytes(p) == lib.ggml_nbytes(p.view_src):
         _unwritten.pop(_addr(p.view_src), None)
 
 
 def is_lent(p: Any) -> bool:
-    """Whether the tensor (or the tensor it views) holds memory an allocator lent it."""
+    """Whether the C tensor `p` (or the tensor it views) holds memory an allocator lent it.
+
+    Args:
+        p: the `struct ggml_tensor *`.
+
+    Returns:
+        True for lent memory (a zero-copy view of it is refused).
+    """
     return _addr(p) in _lent or (p.view_src != _NULL and _addr(p.view_src) in _lent)
 
 
 def unwritten(leaves: list) -> list:
-    """The leaves among these that still hold what an earlier graph left in their memory."""
+    """The leaves among these that still hold what an earlier graph left in their memory.
+
+    Args:
+        leaves: C tensors (`struct ggml_tensor *`).
+
+    Returns:
+        Those not written from the host since they got lent memory.
+    """
     if not _unwritten:
         return []
     return [p for p in leaves if _addr(p) in _unwritten]
 
 
 class Lender:
-    """An allocator that lends its memory to one graph at a time (Gallocr, Scheduler).
+    """An allocator that lends its memory to one graph at a time (`Gallocr`, `Scheduler`).
 
-    Allocating a graph gives memory to the graph's tensors that had none. When the allocator
-    then allocates another graph (or the graph is allocated elsewhere), that memory is reused
-    or freed, so those tensors are given back first: their data pointers are cleared, and
-    reading or computing them raises instead of touching memory that is no longer theirs.
-    Every context of the graph keeps the allocator alive while its tensors may use it.
+    Allocating a graph gives memory to the graph's tensors that had none. When the allocator then
+    allocates another graph (or the graph is allocated elsewhere), that memory is reused or freed, so those
+    tensors are given back first: their data pointers are cleared, and reading or computing them raises
+    instead of touching memory that is no longer theirs. Every context of the graph keeps the allocator
+    alive while its tensors may use it.
+
+    Attributes:
+        generation: moves on with every allocation and release: a graph's `state.allocation` is current
+            while it matches.
+        leaves: the leaves of the lent graph that must be written before it is computed.
     """
 
     generation = 0
@@ -246,7 +301,7 @@ class Lender:
         return leaves
 
     def release(self) -> None:
-        """Take the memory back from the graph allocated last (its tensors lose their data)."""
+        """Take the memory back from the graph allocated last: its tensors lose their data and buffer."""
         if self._lent is not None:
             _, fresh = self._lent
             for p in fresh:

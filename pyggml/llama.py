@@ -75,12 +75,20 @@ lib.llama_backend_init()
 
 
 def max_devices() -> int:
-    """The most devices llama.cpp splits a model over (llama_max_devices)."""
+    """The most devices llama.cpp splits a model over (`llama_max_devices`).
+
+    Returns:
+        The count.
+    """
     return int(lib.llama_max_devices())
 
 
 def system_info() -> str:
-    """llama.cpp's summary of the CPU features and backends of this build (llama_print_system_info)."""
+    """llama.cpp's summary of the CPU features and backends of this build (`llama_print_system_info`).
+
+    Returns:
+        The text.
+    """
     return ffi.string(lib.llama_print_system_info()).decode("utf-8", "replace")
 
 
@@ -93,13 +101,26 @@ def _c_str(text: str) -> bytes:
 
 
 class Model:
-    """A llama.cpp model (llama_model *), loaded from a GGUF file with `Model.load`; freed when the
-    last reference goes (contexts made from it hold it)."""
+    """A llama.cpp model (`llama_model *`), loaded from a GGUF file with `Model.load`.
+
+    Freed when the last reference goes; the contexts made from it hold it.
+
+    Args:
+        ptr: a loaded `llama_model *` (cffi cdata); use `Model.load` instead.
+        path: the file it came from.
+
+    Attributes:
+        ptr: the `llama_model *`.
+        path: the file it was loaded from.
+        vocab: its `llama_vocab *`.
+
+    Raises:
+        LlamaError: `ptr` is NULL.
+    """
 
     ptr: CData
 
     def __init__(self, ptr: CData, path: str) -> None:
-        """Wrap a loaded llama_model pointer (use `Model.load`)."""
         if ptr == ffi.NULL:
             raise LlamaError(f"{path}: no model")
         self.ptr = ptr
@@ -118,17 +139,28 @@ class Model:
         vocab_only: bool = False,
         use_mmap: bool = True,
     ) -> Model:
-        """Load a GGUF model (llama_model_load_from_file).
+        """Load a GGUF model (`llama_model_load_from_file`).
 
-        n_gpu_layers: layers to put on GPU devices (-1: all; 0: the CPU only). split_mode: how to
-        split over several devices ("none": all on `main_gpu`, "layer", "row", "tensor").
-        devices: the devices to offload to (pyggml Devices or their names; None: every GPU llama.cpp
-        finds). vocab_only: the vocabulary without the weights. use_mmap: map the file instead of
-        reading it.
+        Args:
+            path: the GGUF file.
+            n_gpu_layers: layers to put on GPU devices (-1: all; 0: the CPU only).
+            split_mode: how to split over several devices: "none" (all on `main_gpu`), "layer", "row",
+                "tensor" (llama.cpp's tensor split, a meta device).
+            devices: the devices to offload to (pyggml Devices or their names); None: every GPU llama.cpp
+                finds.
+            main_gpu: the device used with split_mode "none".
+            vocab_only: load the vocabulary without the weights.
+            use_mmap: map the file instead of reading it.
 
-        FileNotFoundError when there is no such file (checked before llama.cpp sees the path);
-        LlamaError naming the file and llama.cpp's logged reason when it cannot load it; ValueError
-        for an unknown split mode or more devices than llama.cpp takes.
+        Returns:
+            The model.
+
+        Raises:
+            FileNotFoundError: there is no such file (checked before llama.cpp sees the path).
+            IsADirectoryError: the path is a folder.
+            TypeError: a path that is neither a str nor an os.PathLike of str.
+            ValueError: an unknown split mode, more devices than llama.cpp takes, or no device of a name.
+            LlamaError: llama.cpp cannot load the file (its logged reason in the message).
         """
         fspath = os.fspath(path)
         if not isinstance(fspath, str):
@@ -162,39 +194,53 @@ class Model:
 
     @property
     def n_vocab(self) -> int:
-        """Tokens in the vocabulary (llama_vocab_n_tokens)."""
+        """The number of tokens in the vocabulary (`llama_vocab_n_tokens`)."""
         return int(lib.llama_vocab_n_tokens(self.vocab))
 
     @property
     def n_embd(self) -> int:
-        """The embedding width (llama_model_n_embd)."""
+        """The embedding width (`llama_model_n_embd`)."""
         return int(lib.llama_model_n_embd(self.ptr))
 
     @property
     def n_layer(self) -> int:
-        """Layers (llama_model_n_layer)."""
+        """The number of layers (`llama_model_n_layer`)."""
         return int(lib.llama_model_n_layer(self.ptr))
 
     @property
     def n_params(self) -> int:
-        """Parameters (llama_model_n_params)."""
+        """The number of parameters (`llama_model_n_params`)."""
         return int(lib.llama_model_n_params(self.ptr))
 
     @property
     def size(self) -> int:
-        """Bytes of all the weights (llama_model_size)."""
+        """The bytes of all the weights (`llama_model_size`)."""
         return int(lib.llama_model_size(self.ptr))
 
     @property
     def arch(self) -> str:
-        """The architecture's name, the GGUF key general.architecture ("llama", "qwen3", ...)."""
+        """The architecture's name, the GGUF key `general.architecture` ("llama", "qwen3", ...).
+
+        Raises:
+            LlamaError: the model has no such key.
+        """
         value = self.meta("general.architecture")
         if value is None:
             raise LlamaError(f"{self.path}: no general.architecture")
         return value
 
     def meta(self, key: str) -> str | None:
-        """A metadata value as a string (llama_model_meta_val_str), None when the model has no such key."""
+        """A metadata value as a string (`llama_model_meta_val_str`).
+
+        Args:
+            key: the GGUF key, e.g. "general.name".
+
+        Returns:
+            The value as llama.cpp formats it, or None when the model has no such key.
+
+        Raises:
+            TypeError: `key` is not a str.
+        """
         if not isinstance(key, str):
             raise TypeError(f"Model.meta: key must be a str, not {type(key).__name__}")
         size = 256
@@ -208,13 +254,17 @@ class Model:
             size = n + 1
 
     def description(self) -> str:
-        """llama.cpp's one-line description: architecture, size, type (llama_model_desc)."""
+        """llama.cpp's one-line description of the model: architecture, size, type (`llama_model_desc`).
+
+        Returns:
+            The text.
+        """
         buf = ffi.new("char[]", 256)
         n = lib.llama_model_desc(self.ptr, buf, 256)
         return ffi.string(buf, max(0, min(n, 255))).decode("utf-8", "replace")
 
     def close(self) -> None:
-        """Free the model now (contexts made from it hold it: it is freed when the last one goes)."""
+        """Free the model now; the contexts made from it hold it, so it is freed when the last one goes."""
         self._finalizer()
 
     def __repr__(self) -> str:
@@ -222,8 +272,44 @@ class Model:
 
 
 class Context:
-    """An inference context over a Model (llama_init_from_model): the KV cache (memory), the
-    batch's buffers, the last decode's logits. It holds its model."""
+    """An inference context over a Model (`llama_init_from_model`): the memory (KV cache), the batch's buffers, the last decode's logits.
+
+    It holds its model.
+
+    Args:
+        model: the Model.
+        n_ctx: the context length in tokens (0: the model's training length).
+        n_batch: the most tokens one `decode` takes.
+        n_ubatch: the most tokens computed at once (at most `n_batch`).
+        n_seq_max: distinct sequences: seq ids are 0 .. n_seq_max - 1.
+        n_threads: CPU threads for single tokens (None: llama.cpp's default).
+        n_threads_batch: CPU threads for batches (None: `n_threads`, or llama.cpp's default).
+        embeddings: also extract embeddings.
+        offload_kqv: keep the KV cache on the GPU.
+        observe: called for every node llama.cpp's scheduler computes (its `cb_eval`), as
+            `pyggml.backend.Scheduler.observe` calls it: `observe(node, ask=True)` before the node is
+            computed (True: show it computed), `observe(node, ask=False)` once it is.
+            `pyggml.testing.nodes.NodeChecker` is one. An exception it raises stops the decode and is raised
+            by `decode`. On llama.cpp's tensor split (a meta device) ggml aborts reading some nodes back:
+            NodeChecker leaves those unread (docs/llama.md).
+        n_rs_seq: recurrent-state snapshots each sequence keeps for rollback (llama.cpp's n_rs_seq, 0 to
+            64; 0: none): with n_rs_seq = K-1 the last K-1 tokens of a sequence can be removed again
+            (`memory_seq_rm`) on architectures that support it (qwen35, qwen35moe, lfm2); llama.cpp clamps
+            it to 0 for the others (read `n_rs_seq`).
+        tensors: name prefixes of tensors of llama.cpp's graph (the memory's caches: "cache_r_l",
+            "cache_s_l", "cache_k_l", "cache_v_l") to read back by name with `tensor(name)` after a decode;
+            they are found through the eval callback, as `observe`.
+
+    Attributes:
+        ptr: the `llama_context *`.
+        model: the Model.
+
+    Raises:
+        TypeError: `model` is not a Model, `observe` is not callable, `tensors` is not a sequence of
+            non-empty str.
+        ValueError: a negative or zero size, `n_seq_max` beyond llama.cpp's limit, `n_rs_seq` outside 0..64.
+        LlamaError: llama.cpp cannot make the context (its logged reason in the message).
+    """
 
     ptr: CData
 
@@ -242,27 +328,6 @@ class Context:
         n_rs_seq: int = 0,
         tensors: Sequence[str] = (),
     ) -> None:
-        """A context for `model` (llama_init_from_model).
-
-        n_ctx: context length in tokens (0: the model's training length); n_batch: the most tokens
-        one `decode` takes; n_ubatch: the most computed at once; n_seq_max: distinct sequences
-        (seq ids 0 .. n_seq_max - 1); n_threads / n_threads_batch: CPU threads (None: llama.cpp's
-        default); embeddings: also extract embeddings; offload_kqv: the KV cache on the GPU.
-        observe: called for every node llama.cpp's scheduler computes (its `cb_eval`), as
-        `Scheduler.observe` calls it: observe(node, ask=True) before the node is computed (True: show it
-        computed), observe(node, ask=False) once it is. pyggml.testing.nodes.NodeChecker is one. An
-        exception it raises stops the decode and is raised by `decode`. On llama.cpp's tensor split (a
-        meta device) ggml aborts reading some nodes back: NodeChecker leaves those unread (docs/llama.md).
-        n_rs_seq: recurrent-state snapshots each sequence keeps for rollback (llama.cpp's n_rs_seq, 0:
-        none): with n_rs_seq = K-1 the last K-1 tokens of a sequence can be removed again
-        (`memory_seq_rm`) on architectures that support it (qwen35, qwen35moe); llama.cpp clamps it to 0
-        for the others (read `n_rs_seq`). tensors: name prefixes of tensors of llama.cpp's graph (the
-        memory's caches: "cache_r_l", "cache_s_l", "cache_k_l", "cache_v_l") to read back by name with
-        `tensor(name)` after a decode; they are found through the eval callback, as `observe`.
-
-        ValueError for a negative or zero size, LlamaError (with llama.cpp's logged reason) when
-        llama.cpp cannot make the context.
-        """
         if not isinstance(model, Model):
             raise TypeError(f"Context: model must be a pyggml.llama.Model, not {type(model).__name__}")
         for name, value, least in (("n_ctx", n_ctx, 0), ("n_batch", n_batch, 1), ("n_ubatch", n_ubatch, 1)):
@@ -307,19 +372,30 @@ class Context:
 
     @property
     def n_ctx(self) -> int:
-        """The context length in tokens (llama_n_ctx)."""
+        """The context length in tokens (`llama_n_ctx`)."""
         return int(lib.llama_n_ctx(self.ptr))
 
     @property
     def n_rs_seq(self) -> int:
-        """Rollback snapshots per sequence llama.cpp took (llama_n_rs_seq): 0 where the architecture
-        does not support rollback."""
+        """The rollback snapshots per sequence llama.cpp keeps (`llama_n_rs_seq`): 0 where the architecture does not support rollback."""
         return int(lib.llama_n_rs_seq(self.ptr))
 
     def tensor(self, name: str) -> np.ndarray:
-        """The values of a tensor of llama.cpp's graph, by name, as they are now (after the last decode);
-        only names matching the context's `tensors` prefixes that a graph has used. A recurrent cache
-        (cache_r_l<il>, cache_s_l<il>) comes back as (rows, row size): row `slot * mem_size + cell`."""
+        """The values of a tensor of llama.cpp's graph, by name, as they are now (after the last decode).
+
+        Only names matching the context's `tensors` prefixes that a graph has used. A recurrent cache
+        (cache_r_l<il>, cache_s_l<il>) comes back as (rows, row size): row `slot * mem_size + cell`.
+
+        Args:
+            name: the tensor's name in llama.cpp's graph, e.g. "cache_r_l0".
+
+        Returns:
+            A copy of its values, in NumPy order (ggml's ne reversed).
+
+        Raises:
+            ValueError: the context was made without `tensors`.
+            KeyError: no tensor of that name was seen (the message lists those seen).
+        """
         if self._tensors is None:
             raise ValueError("tensor: make the Context with tensors=(name prefixes,) to read its tensors by name")
         ptr = self._tensors.found.get(name)
@@ -330,12 +406,12 @@ class Context:
 
     @property
     def n_batch(self) -> int:
-        """The most tokens one decode takes (llama_n_batch)."""
+        """The most tokens one decode takes (`llama_n_batch`)."""
         return int(lib.llama_n_batch(self.ptr))
 
     @property
     def n_seq_max(self) -> int:
-        """Distinct sequences (llama_n_seq_max): seq ids are 0 .. n_seq_max - 1."""
+        """The number of distinct sequences (`llama_n_seq_max`): seq ids are 0 .. n_seq_max - 1."""
         return int(lib.llama_n_seq_max(self.ptr))
 
     def decode(
@@ -345,17 +421,27 @@ class Context:
         seq_ids: Sequence[int | Sequence[int]] | None = None,
         logits: Literal["last", "all", "none"] | Sequence[bool] = "last",
     ) -> None:
-        """Run the model over a batch of tokens (llama_batch, llama_decode), adding them to the memory.
+        """Run the model over a batch of tokens (`llama_batch`, `llama_decode`), adding them to the memory.
 
-        positions: each token's position (None: llama.cpp continues each sequence where its memory
-        ends); seq_ids: each token's sequence id, or several ids for a token shared by sequences
-        (None: all sequence 0); logits: which tokens output logits, "last" (the batch's last
-        token), "all", "none", or one bool per token. Read them with `logits(i)` / `all_logits()`.
+        Read the logits afterwards with `logits(i)` / `all_logits()`.
 
-        ValueError, before llama.cpp runs, for an empty batch or one larger than n_batch, a token
-        id outside the vocabulary, positions / seq_ids / logits of another length than tokens, a
-        seq id outside 0 .. n_seq_max - 1. LlamaError for llama_decode's failures: 1 (no KV slot
-        for the batch: the context is full), 2 (aborted), negative (invalid batch, or an error).
+        Args:
+            tokens: the token ids, each in the vocabulary; 1 to `n_batch` of them.
+            positions: each token's position (>= 0); None: llama.cpp continues each sequence where its memory
+                ends.
+            seq_ids: each token's sequence id, or several ids for a token shared by sequences; None: all
+                sequence 0.
+            logits: which tokens output logits: "last" (the batch's last token), "all", "none", or one bool
+                per token.
+
+        Raises:
+            ValueError: before llama.cpp runs, for an empty batch or one larger than `n_batch`, a token id
+                outside the vocabulary, positions / seq_ids / logits of another length than tokens, a negative
+                position, a seq id outside 0 .. n_seq_max - 1, an unknown logits word.
+            TypeError: ids that are not integers; seq_ids that are not a sequence.
+            LlamaError: `llama_decode` failed: 1 (no KV slot for the batch: the context is full), 2 (aborted),
+                negative (invalid batch, or an error).
+            Exception: what `observe` raised, once llama.cpp has stopped.
         """
         toks = _int_list("decode: tokens", tokens)
         n = len(toks)
@@ -437,8 +523,19 @@ class Context:
         self._outputs = [i for i, o in enumerate(out) if o]
 
     def logits(self, i: int = -1) -> np.ndarray:
-        """The logits of token i of the last decoded batch (negative: from its end), a float32 array
-        of n_vocab (llama_get_logits_ith). ValueError when that token produced no logits."""
+        """The logits of token `i` of the last decoded batch (`llama_get_logits_ith`).
+
+        Args:
+            i: the token's index in the batch; negative: counts the batch's outputs from the end.
+
+        Returns:
+            A float32 array of `n_vocab` values (a copy).
+
+        Raises:
+            TypeError: `i` is not an int.
+            ValueError: that token produced no logits (or the last decode produced none).
+            LlamaError: llama.cpp returned no logits.
+        """
         if not _is_int(i):
             raise TypeError(f"logits: i must be an int, not {type(i).__name__}")
         if not self._outputs:
@@ -452,8 +549,14 @@ class Context:
         return np.frombuffer(ffi.buffer(ptr, 4 * n_vocab), dtype=np.float32).copy()
 
     def all_logits(self) -> np.ndarray:
-        """The logits of every token of the last batch that produced them, in batch order: float32,
-        shape (outputs, n_vocab) (llama_get_logits)."""
+        """The logits of every token of the last batch that produced them, in batch order (`llama_get_logits`).
+
+        Returns:
+            A float32 array of shape (outputs, n_vocab) (a copy); (0, n_vocab) when none were produced.
+
+        Raises:
+            LlamaError: llama.cpp returned no logits.
+        """
         if not self._outputs:
             return np.zeros((0, self.model.n_vocab), np.float32)
         ptr = lib.llama_get_logits(self.ptr)
@@ -477,9 +580,22 @@ class Context:
         return i
 
     def memory_seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
-        """Remove the tokens of sequence `seq` at positions [p0, p1) from the memory (KV cache)
-        (llama_memory_seq_rm). seq < 0: every sequence; p0 < 0: from 0; p1 < 0: to the end.
-        False when the memory cannot remove part of a sequence (a recurrent model's state)."""
+        """Remove the tokens of sequence `seq` at positions [p0, p1) from the memory (`llama_memory_seq_rm`).
+
+        Args:
+            seq: the sequence id; negative: every sequence.
+            p0: the first position removed; negative: from 0.
+            p1: the position after the last removed; negative: to the end.
+
+        Returns:
+            False when the memory cannot remove that part of a sequence (a recurrent model's state without
+            rollback snapshots), True otherwise.
+
+        Raises:
+            TypeError: an argument is not an int.
+            ValueError: `seq` >= `n_seq_max`.
+            LlamaError: the context has no memory.
+        """
         for name, v in (("seq", seq), ("p0", p0), ("p1", p1)):
             if not _is_int(v):
                 raise TypeError(f"memory_seq_rm: {name} must be an int, not {type(v).__name__}")
@@ -491,15 +607,27 @@ class Context:
         return bool(lib.llama_memory_seq_rm(mem, int(seq), int(p0), int(p1)))
 
     def memory_clear(self) -> None:
-        """Empty the memory (KV cache) of every sequence (llama_memory_clear)."""
+        """Empty the memory (KV cache) of every sequence (`llama_memory_clear`)."""
         mem = lib.llama_get_memory(self.ptr)
         if mem != ffi.NULL:
             lib.llama_memory_clear(mem, True)
         self._outputs = []
 
     def state_save(self, seq: int | None = None) -> bytes:
-        """The context's whole state (memory, logits, RNG) as bytes (llama_state_get_data), or one
-        sequence's memory (seq: llama_state_seq_get_data; a recurrent model's pending rollback included)."""
+        """The context's state as bytes.
+
+        Args:
+            seq: None: the whole state, memory, logits and RNG (`llama_state_get_data`); a sequence id: that
+                sequence's memory (`llama_state_seq_get_data`; a recurrent model's pending rollback included).
+
+        Returns:
+            The bytes, for `state_load`.
+
+        Raises:
+            TypeError: `seq` is not an int.
+            ValueError: `seq` outside 0 .. n_seq_max - 1.
+            LlamaError: llama.cpp could not save it.
+        """
         if seq is not None:
             seq = self._seq("state_save", seq)
             size = int(lib.llama_state_seq_get_size(self.ptr, seq))
@@ -516,9 +644,18 @@ class Context:
         return bytes(ffi.buffer(buf, n))
 
     def state_load(self, data: bytes, seq: int | None = None) -> None:
-        """Restore a state saved by `state_save` of a context of the same model and sizes
-        (llama_state_set_data), or a sequence's memory saved by `state_save(seq=...)` into sequence `seq`
-        (llama_state_seq_set_data). LlamaError with llama.cpp's reason when it does not fit."""
+        """Restore a state saved by `state_save` of a context of the same model and sizes.
+
+        Args:
+            data: what `state_save` returned.
+            seq: None: the whole state (`llama_state_set_data`); a sequence id: load a sequence's memory saved
+                by `state_save(seq=...)` into sequence `seq` (`llama_state_seq_set_data`).
+
+        Raises:
+            TypeError: data that is not bytes-like, a `seq` that is not an int.
+            ValueError: `seq` outside 0 .. n_seq_max - 1.
+            LlamaError: the state does not fit (llama.cpp's reason in the message).
+        """
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"state_load: data must be bytes, not {type(data).__name__}")
         raw = bytes(data)
@@ -539,7 +676,7 @@ class Context:
         return int(seq)  # type: ignore[call-overload]
 
     def close(self) -> None:
-        """Free the context now."""
+        """Free the context now (`llama_free`)."""
         self._finalizer()
 
     def __repr__(self) -> str:

@@ -45,13 +45,17 @@ _AXES = {MIRRORED: lib.GGML_BACKEND_SPLIT_AXIS_MIRRORED, PARTIAL: lib.GGML_BACKE
 class Split:
     """How a static tensor is spread over the meta device's devices.
 
-    axis: 0..3 (ggml order), "mirrored" or "partial".
-    sizes: for a split axis, the extent each device holds, one list per segment
-    (a single flat list is one segment); repeats: how often each segment repeats.
-    Along the axis come the segments in order, each repeated, each repetition split over the
-    devices in order: Split(1, ((2, 2), (4, 4)), (2, 1)) gives device 0 indices 0-1, 4-5 and 8-11
-    of 16 (llama.cpp's [q | k | v] split: q's and k's heads, then v's, of each device). Computed
-    tensors keep such a layout (patch 0026) or ggml refuses the graph, saying why.
+    Along the axis come the segments in order, each repeated, each repetition split over the devices in
+    order: `Split(1, ((2, 2), (4, 4)), (2, 1))` gives device 0 indices 0-1, 4-5 and 8-11 of 16 (llama.cpp's
+    [q | k | v] split: q's and k's heads, then v's, of each device). Computed tensors keep such a layout
+    (patch 0026) or ggml refuses the graph, saying why.
+
+    Args:
+        axis: 0..2 in ggml's order (`ne[axis]` is split), "mirrored" (every device holds the whole tensor)
+            or "partial" (every device holds a partial sum).
+        sizes: for a split axis, the extent each device holds: one flat list (one segment), or one list per
+            segment.
+        repeats: how often each segment repeats along the axis; empty: once each.
     """
 
     axis: int | str
@@ -60,7 +64,22 @@ class Split:
 
     @staticmethod
     def even(axis: int, extent: int, n_devices: int, granularity: int = 1) -> "Split":
-        """Split `extent` over the devices as evenly as `granularity` allows (earlier devices get more)."""
+        """Split `extent` over the devices as evenly as `granularity` allows (earlier devices get more).
+
+        Args:
+            axis: the axis to split, in ggml's order (0..2).
+            extent: the tensor's extent along it, `t.ne[axis]`.
+            n_devices: the meta device's device count.
+            granularity: each device's share is a multiple of it (a quantized type's block size along axis 0,
+                a head's size).
+
+        Returns:
+            A one-segment Split.
+
+        Raises:
+            ValueError: `extent` is not a multiple of `granularity`, or an argument is out of range.
+            TypeError: an argument is not an integer.
+        """
         extent = integer("Split.even: extent", extent, 0, 2**62)
         n_devices = integer("Split.even: n_devices", n_devices, 1, MAX_DEVICES)
         granularity = integer("Split.even: granularity", granularity, 1, 2**62)
@@ -71,6 +90,11 @@ class Split:
         return Split(axis, tuple(sizes))
 
     def segments(self) -> list[list[int]]:
+        """The per-device sizes of each segment.
+
+        Returns:
+            One list of sizes (one per device) per segment; `[]` for a mirrored or partial split.
+        """
         if not self.sizes:
             return []
         if isinstance(self.sizes[0], (list, tuple)):
@@ -78,6 +102,19 @@ class Split:
         return [list(self.sizes)]
 
     def validate(self, tensor: Tensor, n_devices: int) -> None:
+        """Check that this split can be right for `tensor` on `n_devices` devices, before ggml sees it.
+
+        Args:
+            tensor: the tensor it splits.
+            n_devices: the meta device's device count.
+
+        Raises:
+            ValueError: a bad axis (axis 3 included: ggml's meta buffer cannot set or get it), missing sizes,
+                more than 16 segments, repeats that do not match the segments, a segment without one size per
+                device, negative sizes, sizes that do not add up to the tensor's extent, or sizes along axis 0
+                that cut through quantized blocks.
+            TypeError: `tensor` is not a Tensor; a size or count that is not an integer.
+        """
         instance("Split.validate: tensor", tensor, Tensor)
         n_devices = integer("Split.validate: n_devices", n_devices, 1, MAX_DEVICES)
         where = f"split of tensor {tensor.name or '(unnamed)'} ne={tensor.ne}"
@@ -117,7 +154,14 @@ class Split:
             )
 
     def to_c(self, out: CData) -> None:
-        """Fill a struct ggml_backend_meta_split_state (validate first)."""
+        """Fill a `struct ggml_backend_meta_split_state` with this split (call `validate` first).
+
+        Args:
+            out: a `struct ggml_backend_meta_split_state *` (cffi cdata).
+
+        Raises:
+            TypeError: `out` is not such a pointer.
+        """
         if not isinstance(out, ffi.CData) or ffi.typeof(out) is not ffi.typeof(
             "struct ggml_backend_meta_split_state *"
         ):
@@ -159,7 +203,25 @@ def _as_callable(policy) -> Callable[[Tensor], Split | None]:
 
 
 class MetaDevice:
-    """A meta device over `devices` (names or Device objects) with a split policy."""
+    """A meta device over several devices with a split policy: one graph spread over them.
+
+    The device is made once per set of devices and callback (ggml caches it) and kept for the life of the
+    process. `init()` makes its backend; `Runner("meta:dev1,dev2")` makes one for you.
+
+    Args:
+        devices: 1 to `MAX_DEVICES` devices, by name ('cpu', 'vulkan0', ...) or as Device objects.
+        policy: the split policy (see `set_policy`); None: everything mirrored.
+
+    Attributes:
+        devices: the devices, as Device objects.
+        device: the meta device itself, a Device.
+        policy: the split policy as a callable `policy(tensor) -> Split | None`.
+        policy_version: how often the policy was set (a graph checked under one policy is checked again).
+
+    Raises:
+        ValueError: no device of a name, or not 1 to `MAX_DEVICES` of them.
+        GGMLError: ggml cannot make the meta device.
+    """
 
     def __init__(self, devices: Sequence[str | Device], policy: Policy | None = None) -> None:
         devs = [d if isinstance(d, Device) else device(d) for d in devices]
@@ -181,19 +243,38 @@ class MetaDevice:
 
     @property
     def name(self) -> str:
+        """The meta device's ggml name."""
         return self.device.name
 
     def set_policy(self, policy: Policy | None) -> None:
-        """Replace the split policy; it applies to static tensors allocated from now on."""
+        """Replace the split policy; it applies to static tensors allocated from now on.
+
+        Args:
+            policy: a callable `policy(tensor) -> Split | None`, or a list of `(name pattern, Split or callable)`
+                pairs whose fnmatch pattern is matched against the tensor's name (first match wins), or None.
+                None, and no match, mean mirrored.
+        """
         self.policy = _as_callable(policy)
         self.policy_version += 1
 
     @property
     def n_devices(self) -> int:
+        """How many devices the meta device spreads over."""
         return len(self.devices)
 
     def split_of(self, t: Tensor) -> Split:
-        """The policy's split for a static tensor, checked."""
+        """The policy's split for a static tensor, checked.
+
+        Args:
+            t: the tensor.
+
+        Returns:
+            Its Split (mirrored when the policy gives None).
+
+        Raises:
+            TypeError: the policy returned something other than a Split or None.
+            ValueError: the split cannot be right for the tensor (see `Split.validate`).
+        """
         split = self.policy(t)
         if split is None:
             split = Split(MIRRORED)
@@ -203,15 +284,34 @@ class MetaDevice:
         return split
 
     def check_graph(self, graph: Graph) -> None:
-        """Raise Unsplittable, with ggml's reason, if ggml's meta code cannot split some node of graph
-        (pyggml.preflight.meta: ggml's own check, then the views it would split wrongly).
-        Run once per graph, node count and policy: a reused graph costs one dictionary lookup.
+        """Raise Unsplittable, with ggml's reason, if ggml's meta code cannot split some node of `graph`.
+
+        `pyggml.preflight.meta`: ggml's own check, then the views it would split wrongly. Run once per graph,
+        node count and policy: a reused graph costs one dictionary lookup.
+
+        Args:
+            graph: the graph.
+
+        Raises:
+            TypeError: `graph` is not a Graph.
+            Unsplittable: a node cannot be split (the message names it and why).
         """
         instance("MetaDevice.check_graph: graph", graph, Graph)
         preflight.meta.check_graph(self, graph)
 
     def check(self, ctx: Context) -> dict[str, Split]:
-        """Run the policy over every tensor of a context; raises on the first impossible split."""
+        """Run the policy over every tensor of a context.
+
+        Args:
+            ctx: the context whose tensors are to be allocated on the meta device.
+
+        Returns:
+            Each tensor's name and its Split.
+
+        Raises:
+            TypeError: `ctx` is not a Context, or the policy returned something other than a Split or None.
+            ValueError: the first impossible split.
+        """
         instance("MetaDevice.check: ctx", ctx, Context)
         return {t.name: self.split_of(t) for t in ctx.tensors()}
 
@@ -224,13 +324,25 @@ class MetaDevice:
             Split(MIRRORED).to_c(out)
 
     def raise_pending(self) -> None:
-        """Re-raise an error the policy raised while ggml called it."""
+        """Re-raise the first error the policy raised while ggml called it, and forget the rest.
+
+        Raises:
+            BaseException: whatever the policy raised.
+        """
         with self._lock:
             errors, self._errors = self._errors, []
         if errors:
             raise errors[0]
 
     def init(self) -> "MetaBackend":
+        """A new backend on the meta device (`ggml_backend_dev_init`).
+
+        Returns:
+            The MetaBackend.
+
+        Raises:
+            GGMLError: ggml cannot make it.
+        """
         ptr = lib.ggml_backend_dev_init(self.device.ptr, ffi.NULL)
         if ptr == ffi.NULL:
             raise GGMLError(f"could not initialise a backend on {self.name}")
@@ -242,13 +354,31 @@ class MetaDevice:
 
 @ffi.def_extern()
 def pyggml_meta_split_state(tensor: CData, userdata: CData) -> CData:
+    """The C callback ggml's meta code calls for the split state of each static tensor (see `MetaDevice`).
+
+    Args:
+        tensor: the `struct ggml_tensor *`.
+        userdata: the MetaDevice's handle.
+
+    Returns:
+        The `struct ggml_backend_meta_split_state`: the policy's split, or mirrored when the policy raised
+        (the error is raised later in Python, `MetaDevice.raise_pending`).
+    """
     out = ffi.new("struct ggml_backend_meta_split_state *")
     ffi.from_handle(userdata)._split_state(tensor, out)
     return out[0]
 
 
 class MetaBackend(Backend):
-    """The backend of a meta device; the policy's errors surface as Python exceptions."""
+    """The backend of a meta device; the policy's errors surface as Python exceptions.
+
+    Args:
+        ptr: the `ggml_backend_t` (cffi cdata).
+        meta: its MetaDevice.
+
+    Attributes:
+        meta: the MetaDevice.
+    """
 
     def __init__(self, ptr: CData, meta: MetaDevice) -> None:
         self.meta = meta
@@ -256,16 +386,39 @@ class MetaBackend(Backend):
 
     @property
     def runs_on_cpu(self) -> bool:
-        """The CPU kernels' rules apply when any device of the meta device is a CPU."""
+        """Whether the CPU kernels' rules apply: when any device of the meta device is a CPU."""
         return any(d.type == DeviceType.CPU for d in self.meta.devices)
 
     def alloc_tensors(self, ctx: Context) -> Buffer:
+        """Check the policy over the context's tensors, then allocate them as `Backend.alloc_tensors` does.
+
+        Args:
+            ctx: a Context made with `no_alloc=True`.
+
+        Returns:
+            The new Buffer.
+
+        Raises:
+            ValueError: an impossible split (see `Split.validate`), or a context made with `no_alloc=False`.
+            TypeError: the policy returned something other than a Split or None.
+            GGMLError: there is nothing to allocate, or no memory for it.
+        """
         self.meta.check(ctx)
         buf = super().alloc_tensors(ctx)
         self.meta.raise_pending()
         return buf
 
     def compute(self, graph: Graph) -> None:
+        """Check that ggml can split the graph, then compute it as `Backend.compute` does.
+
+        Args:
+            graph: the allocated graph.
+
+        Raises:
+            Unsplittable: a node cannot be split.
+            GraphError: the preflight refuses the graph.
+            GGMLError: ggml reports a failed compute.
+        """
         self.meta.check_graph(graph)
         try:
             super().compute(graph)

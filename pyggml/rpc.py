@@ -58,16 +58,26 @@ _REGISTERED: dict[str, list] = {}  # endpoint -> its Devices (ggml caches the re
 
 
 class RpcError(GGMLError):
-    """A connection to an RPC server failed: refused, closed, timed out, or answered nonsense."""
+    """A connection to an RPC server failed: refused, closed, timed out, or answered nonsense.
+
+    The message names the server's endpoint and the reason. The client goes on with its other backends;
+    the failed server's devices stay failed.
+    """
 
 
 class RpcRefused(RpcError):
-    """An RPC server refused a graph (its checks found it unsafe to compute), or its device failed to
-    compute one. The connection still works."""
+    """An RPC server refused a graph (its checks found it unsafe to compute), or its device failed to compute one.
+
+    The message gives the server's reason. The connection still works: the next graph is computed as usual.
+    """
 
 
 def available() -> bool:
-    """Whether this pyggml was built with ggml's RPC backend (-DGGML_RPC=ON)."""
+    """Whether this pyggml was built with ggml's RPC backend (`-DGGML_RPC=ON`, the default).
+
+    Returns:
+        True when the RPC functions are there.
+    """
     return hasattr(lib, "ggml_backend_rpc_add_server")
 
 
@@ -77,7 +87,18 @@ def _require():
 
 
 def parse_endpoint(endpoint: str) -> tuple[str, int]:
-    """(host, port) of a 'host:port' endpoint; ValueError for anything else (a port outside 1..65535)."""
+    """Split a 'host:port' endpoint.
+
+    Args:
+        endpoint: 'host:port', with a port in 1..65535.
+
+    Returns:
+        `(host, port)`.
+
+    Raises:
+        ValueError: anything else.
+        TypeError: `endpoint` is not a str.
+    """
     if not isinstance(endpoint, str):
         raise TypeError(f"an RPC endpoint is a 'host:port' string, got {type(endpoint).__name__}")
     host, sep, port = endpoint.rpartition(":")
@@ -87,7 +108,18 @@ def parse_endpoint(endpoint: str) -> tuple[str, int]:
 
 
 def set_timeout(seconds: float) -> None:
-    """Bound connect, send and receive of RPC connections opened from now on (0: wait forever)."""
+    """Bound connect, send and receive of RPC connections opened from now on.
+
+    A receive waits for the server's compute: the timeout must exceed the longest graph. The default is 60 s
+    (`PYGGML_RPC_TIMEOUT` overrides it, read by the first `add_server`).
+
+    Args:
+        seconds: the bound, 0 to 86400; 0 waits forever.
+
+    Raises:
+        ValueError: `seconds` is not a number in range.
+        RuntimeError: this pyggml was built without the RPC backend.
+    """
     _require()
     if not isinstance(seconds, (int, float)) or not 0 <= seconds <= 24 * 3600:
         raise ValueError(f"set_timeout: seconds must be in 0..86400, got {seconds!r}")
@@ -95,7 +127,14 @@ def set_timeout(seconds: float) -> None:
 
 
 def error(endpoint: str) -> str | None:
-    """Why the connection to endpoint failed, or None while it is fine."""
+    """Why the connection to `endpoint` failed.
+
+    Args:
+        endpoint: a 'host:port' given to `add_server`.
+
+    Returns:
+        The reason, or None while the connection is fine.
+    """
     buf = ffi.new("char[]", 512)
     if lib.ggml_backend_rpc_get_error(endpoint.encode(), buf, len(buf)):
         return ffi.string(buf).decode(errors="replace")
@@ -103,7 +142,14 @@ def error(endpoint: str) -> str | None:
 
 
 def take_refusal(endpoint: str) -> str | None:
-    """Why the server at endpoint refused a graph since the last call (the first such reason), or None."""
+    """Why the server at `endpoint` refused a graph since the last call, and forget it.
+
+    Args:
+        endpoint: a 'host:port' given to `add_server`.
+
+    Returns:
+        The first such reason, or None.
+    """
     if not hasattr(lib, "ggml_backend_rpc_take_refusal"):
         return None
     buf = ffi.new("char[]", 512)
@@ -113,8 +159,15 @@ def take_refusal(endpoint: str) -> str | None:
 
 
 def raise_if_failed(endpoints: Iterable[str]) -> None:
-    """Raise RpcError for the first of these endpoints whose server has failed (its reason in the message),
-    RpcRefused for one that refused a graph since the last check."""
+    """Raise for the first of these endpoints whose server has failed, or that refused a graph since the last check.
+
+    Args:
+        endpoints: 'host:port' endpoints.
+
+    Raises:
+        RpcError: a failed connection (its reason in the message).
+        RpcRefused: refused graphs (every endpoint's reason in the message).
+    """
     eps = list(endpoints)
     for ep in eps:
         why = error(ep)
@@ -126,9 +179,24 @@ def raise_if_failed(endpoints: Iterable[str]) -> None:
 
 
 def add_server(endpoint: str, timeout: float | None = None) -> list:
-    """Connect to an RPC server and register its devices with ggml; returns them (pyggml Devices).
-    Raises RpcError when it cannot be reached or is not an RPC server. Adding the same endpoint again
-    returns the same devices."""
+    """Connect to an RPC server and register its devices with ggml.
+
+    The devices are named `RPC0`, `RPC1`, ... in the order servers are added (`rpc0` for `Runner`,
+    `MetaDevice`, `check --backend`). Adding the same endpoint again returns the same devices.
+
+    Args:
+        endpoint: the server's 'host:port'.
+        timeout: seconds for connect, send and receive of this and later connections (see `set_timeout`);
+            None keeps the one in force (the first server: `PYGGML_RPC_TIMEOUT`, else 60 s).
+
+    Returns:
+        The server's devices, as `pyggml.backend.Device` objects.
+
+    Raises:
+        RpcError: the server cannot be reached, is not an RPC server, or reports no device.
+        ValueError: a malformed endpoint or timeout.
+        RuntimeError: this pyggml was built without the RPC backend.
+    """
     _require()
     from pyggml.backend import Device
 
@@ -155,7 +223,18 @@ def add_server(endpoint: str, timeout: float | None = None) -> list:
 
 
 def add_servers(spec: str) -> list:
-    """add_server for each of a comma-separated list; returns all their devices."""
+    """`add_server` for each endpoint of a comma-separated list.
+
+    Args:
+        spec: 'host:port,host:port,...'; empty entries are skipped.
+
+    Returns:
+        All their devices, in order.
+
+    Raises:
+        RpcError: a server cannot be reached (see `add_server`).
+        ValueError: a malformed endpoint.
+    """
     out = []
     for ep in (s.strip() for s in spec.split(",")):
         if ep:
@@ -164,7 +243,12 @@ def add_servers(spec: str) -> list:
 
 
 def register_meta(meta_dev_ptr: CData, device_ptrs: Iterable[CData]) -> None:
-    """A meta device made of RPC devices: its faults are theirs."""
+    """Record that a meta device is made of these devices: its faults are those of their RPC servers.
+
+    Args:
+        meta_dev_ptr: the meta device's `ggml_backend_dev_t`.
+        device_ptrs: its devices' `ggml_backend_dev_t`s.
+    """
     eps = tuple(
         dict.fromkeys(
             _ENDPOINT_OF_DEVICE[k]
@@ -177,8 +261,15 @@ def register_meta(meta_dev_ptr: CData, device_ptrs: Iterable[CData]) -> None:
 
 
 def endpoints_of_device(dev_ptr: CData) -> tuple[str, ...]:
-    """The RPC endpoints a device reaches: its own for an RPC device, its parts' for a meta device over RPC
-    devices, () for any other device."""
+    """The RPC endpoints a device reaches.
+
+    Args:
+        dev_ptr: a `ggml_backend_dev_t` (cffi cdata).
+
+    Returns:
+        Its own endpoint for an RPC device, its parts' for a meta device over RPC devices, `()` for any
+        other device.
+    """
     if not _ENDPOINT_OF_DEVICE or dev_ptr == ffi.NULL:
         return ()
     k = int(ffi.cast("uintptr_t", dev_ptr))
@@ -204,9 +295,26 @@ def serve(
     threads: int | None = None,
     trust_clients: bool = False,
 ) -> int:
-    """Serve one local device until killed (ggml_backend_rpc_start_server). Returns 1 if it could not start.
-    trust_clients: compute CUSTOM and MAP_CUSTOM nodes (they make the server call an address the client
-    gives); refused otherwise."""
+    """Serve one local device over TCP until killed (`ggml_backend_rpc_start_server`); `python -m pyggml rpc-server`.
+
+    One client connection at a time. A host other than loopback prints a warning: the server has no
+    authentication and no encryption.
+
+    Args:
+        host: the address to bind.
+        port: the TCP port.
+        device: the local device to serve ('cpu', 'vulkan0', ...).
+        threads: the CPU backend's threads; None: the machine's cores.
+        trust_clients: compute CUSTOM and MAP_CUSTOM nodes (they make the server call an address the client
+            gives); refused otherwise.
+
+    Returns:
+        1, when the server could not start (it returns only then).
+
+    Raises:
+        ValueError: no device of that name, or a malformed host or port.
+        RuntimeError: this pyggml was built without the RPC backend.
+    """
     _require()
     from pyggml.backend import device as find_device
 
@@ -224,16 +332,30 @@ def serve(
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 free at the time of the call (for a local rpc-server)."""
+    """A TCP port on 127.0.0.1 free at the time of the call (for a local rpc-server).
+
+    Returns:
+        The port number.
+    """
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 def await_server(host: str, port: int, timeout: float, running: Callable[[], bool]) -> str:
-    """Poll until a server starting on host:port accepts a connection: "accepting"; "ended" when
-    `running()` says it has stopped first; "timeout" after `timeout` seconds. The probe connection closes
-    without a command: the server moves on."""
+    """Poll until a server starting on host:port accepts a connection.
+
+    The probe connection closes without a command: the server moves on.
+
+    Args:
+        host: the server's address.
+        port: its port.
+        timeout: seconds to wait.
+        running: tells whether the server process still runs.
+
+    Returns:
+        "accepting"; "ended" when `running()` says it stopped first; "timeout" after `timeout` seconds.
+    """
     deadline = time.monotonic() + timeout
     while running():
         try:
@@ -253,12 +375,35 @@ def _end_process(proc: subprocess.Popen) -> None:
 
 
 class Server:
-    """An RPC server in a child process (`python -m pyggml rpc-server`), for tests and notebooks:
+    """An RPC server in a child process (`python -m pyggml rpc-server`), for tests and notebooks.
+
+    A context manager that stops the server on exit:
 
         with Server(device="cpu") as srv:
             [dev] = add_server(srv.endpoint)
 
-    Waits until the server accepts connections (or raises RpcError with its output)."""
+    It binds 127.0.0.1, and the constructor waits until the server accepts connections. The server is
+    killed when the Server object is collected, if not stopped before.
+
+    Args:
+        device: the device to serve.
+        port: the port; None: a free one.
+        threads: the server's CPU threads; None: the machine's cores.
+        startup_timeout: seconds to wait for it to accept.
+        env: variables added to the child's environment.
+        trust_clients: let it compute CUSTOM and MAP_CUSTOM nodes (see `serve`).
+        python: another interpreter to run it with (a server of another pyggml build); None: this one.
+        cwd: the child's working folder.
+
+    Attributes:
+        host: '127.0.0.1'.
+        port: the port.
+        endpoint: 'host:port', for `add_server`.
+        proc: the child process (`subprocess.Popen`).
+
+    Raises:
+        RpcError: the server exited before accepting (with its output), or did not accept in time.
+    """
 
     def __init__(
         self,
@@ -304,18 +449,22 @@ class Server:
             raise RpcError(f"the RPC server on {self.endpoint} did not accept within {startup_timeout} s")
 
     def output(self) -> str:
-        """What the server printed so far."""
+        """What the server printed so far (stdout and stderr).
+
+        Returns:
+            The text.
+        """
         self.log.seek(0)
         return self.log.read().decode(errors="replace")
 
     def kill(self) -> None:
-        """Kill it at once (SIGKILL): what a crash looks like to its clients."""
+        """Kill the server at once (SIGKILL): what a crash looks like to its clients."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
 
     def pause(self) -> None:
-        """Stop it without closing its connections (SIGSTOP): a server that stops answering."""
+        """Stop the server without closing its connections (SIGSTOP): a server that stops answering."""
         import signal
 
         self.proc.send_signal(signal.SIGSTOP)
@@ -327,7 +476,7 @@ class Server:
         self.proc.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
-        """End the server process: resumed, terminated, killed if it has not ended within 5 s."""
+        """End the server process: resumed, terminated, killed if it has not ended within 5 s; its log is closed."""
         if self.proc.poll() is None:
             self.resume()
             self.proc.terminate()

@@ -31,19 +31,32 @@ META_PREFIX = "meta:"
 class Runner:
     """Run graphs on a named backend the way llama.cpp does: through ggml's scheduler.
 
-    `Runner(name="cpu", n_threads=None, graph_size=8192)`.
-    name: 'cpu', a device name in any case ('vulkan0', 'cuda0', 'rpc0': see pyggml.devices()), or
-        'meta:dev1,dev2' for ggml's meta device that splits one graph over several devices (split
-        policy set with set_policy; mirrored by default). ValueError for a device this build lacks.
-    n_threads: the threads of the Runner's CPU backend (which computes the graph of Runner('cpu'), and
-        beside a device holds the inputs). None (the default) chooses per graph: one thread for a small
-        graph, the machine's cores for a large one (pyggml.backend.auto_threads); an int fixes the count.
-    graph_size: the most nodes and leafs, together, that a graph run here may have (the scheduler's
-        size); a larger graph raises GraphError.
     `run(graph, inputs, outputs)` allocates, writes the inputs, computes and returns the outputs as NumPy
     arrays; `allocate`, `Tensor.set` on each input, then `compute` do the same in steps. Weights kept
     between runs live in a buffer of their own (`runner.backend.alloc_tensors(weights_ctx)`). Results
     differ from NumPy where the backend computes in lower precision: see docs/precision.md.
+
+    Args:
+        name: 'cpu', a device name in any case ('vulkan0', 'cuda0', 'rpc0': see `pyggml.devices()`), or
+            'meta:dev1,dev2' for ggml's meta device that splits one graph over several devices (split
+            policy set with `set_policy`; mirrored by default).
+        n_threads: the threads of the Runner's CPU backend (which computes the graph of Runner('cpu'), and
+            beside a device holds the inputs). None (the default) chooses per graph: one thread for a small
+            graph, the machine's cores for a large one (`pyggml.backend.auto_threads`); an int fixes the count.
+        graph_size: the most nodes and leafs, together, that a graph run here may have (the scheduler's
+            size); a larger graph raises GraphError.
+
+    Attributes:
+        name: the backend name, lower case.
+        backend: the Backend graphs are computed on (a `pyggml.meta.MetaBackend` for a meta runner).
+        backends: the scheduler's backends: `[backend]` for the CPU, `[backend, CPU backend]` otherwise.
+        meta: the `pyggml.meta.MetaDevice` of a meta runner, else None.
+        sched: the `Scheduler`.
+
+    Raises:
+        ValueError: a device this build lacks (the message lists those it has), a bad thread count.
+        TypeError: a name that is not a str.
+        GGMLError: ggml could not make a backend or the scheduler.
     """
 
     def __init__(self, name: str = "cpu", n_threads: int | None = None, graph_size: int = 8192) -> None:
@@ -69,23 +82,49 @@ class Runner:
         return self.meta.n_devices if self.meta else 1
 
     def set_policy(self, policy: Policy | None) -> None:
-        """The split policy of a meta runner's static tensors (None: all mirrored); no-op otherwise."""
+        """Set the split policy of a meta runner's static tensors; no-op on other runners.
+
+        The policy applies to tensors allocated from now on (`runner.backend.alloc_tensors(ctx)`): set it
+        first.
+
+        Args:
+            policy: a callable `policy(tensor) -> Split | None`, a list of `(name pattern, Split or callable)`
+                rules (first match wins), or None: everything mirrored (see `pyggml.meta`).
+        """
         if self.meta is not None:
             self.meta.set_policy(policy)
 
     def unsupported(self, graph: Graph) -> list[Tensor]:
-        """The nodes of graph the runner's device cannot compute (ggml_backend_supports_op says no), in
-        compute order; allocate and run raise Unsupported naming their ops."""
+        """The nodes of `graph` the runner's device cannot compute (`ggml_backend_supports_op` says no).
+
+        Args:
+            graph: the graph to look through.
+
+        Returns:
+            The nodes, in compute order; `allocate` and `run` raise Unsupported naming their ops.
+
+        Raises:
+            TypeError: `graph` is not a Graph.
+        """
         return self.backend.unsupported(graph)
 
     def allocate(self, graph: Graph, outputs: Tensor | Sequence[Tensor] = ()) -> None:
-        """Give the graph's tensors memory through the scheduler, ready for `Tensor.set` on every input
-        and then `compute`. outputs: a tensor or tensors to flag as outputs, whose memory no other node reuses.
+        """Give the graph's tensors memory through the scheduler, ready for `Tensor.set` on every input and then `compute`.
 
-        The memory is lent until this runner allocates another graph (then these tensors lose it);
-        inputs hold no value until written. TypeError for a non-Graph or non-Tensor outputs; Unsupported
-        naming the ops the device cannot compute; GraphError for a graph larger than graph_size;
-        GGMLError when the memory cannot be had."""
+        The memory is lent until this runner allocates another graph (then these tensors lose it); inputs
+        hold no value until written.
+
+        Args:
+            graph: the graph to allocate.
+            outputs: a tensor or tensors to flag as outputs, whose memory no other node reuses.
+
+        Raises:
+            TypeError: `graph` is not a Graph; outputs that are not Tensors.
+            Unsupported: the device cannot compute some nodes (their ops named).
+            Unsplittable: a meta device cannot split the graph.
+            GraphError: a graph larger than `graph_size`, or one the preflight refuses.
+            GGMLError: the memory cannot be had.
+        """
         if not isinstance(graph, Graph):
             raise TypeError(f"allocate: expected a Graph, got {type(graph).__name__}")
         self.sched.restore(graph)  # supports_op and the meta check must see the graph as built
@@ -101,9 +140,20 @@ class Runner:
         self.sched.alloc_graph(graph, pin=self.backend if self.meta is None else None)
 
     def compute(self, graph: Graph) -> None:
-        """Compute the graph this runner allocated last (ggml_backend_sched_graph_compute); read results
-        with `Tensor.numpy()`. GraphError for another graph, or naming the inputs not written since the
-        allocation; GGMLError when ggml reports a failed compute."""
+        """Compute the graph this runner allocated last (`ggml_backend_sched_graph_compute`).
+
+        Read the results with `Tensor.numpy()`.
+
+        Args:
+            graph: the graph `allocate` was given last.
+
+        Raises:
+            TypeError: `graph` is not a Graph.
+            GraphError: another graph, inputs not written since the allocation (named), or a graph the
+                preflight refuses.
+            GGMLError: ggml reports a failed compute.
+            pyggml.rpc.RpcError: an RPC server's connection failed.
+        """
         try:
             self.sched.compute(graph)
         finally:
@@ -113,16 +163,28 @@ class Runner:
     def run(self, graph: Graph, inputs: dict[Tensor, Any], outputs: Tensor | Sequence[Tensor]) -> Any:
         """Allocate the graph, write its inputs, compute it and read the outputs.
 
-        inputs: {tensor: values} for every input of the graph (tensors made with `input=True` and any
-        other tensor no op computes that lives in the graph's memory), at every run: the graph's memory
-        is allocated anew each time, so values given to an earlier run are gone, and a missing input
-        raises `GraphError` naming it. Values are converted exactly or raise (`Tensor.set`).
-        outputs: a tensor of the graph (one NumPy array is returned) or a list of them (a list of arrays,
-        each in its tensor's `shape`; copies). Weights that stay between runs live in a buffer of their
-        own (`runner.backend.alloc_tensors(weights_ctx)`), written once, and are not given as inputs.
-        A key that is a computed node or a view raises ValueError (give the tensor it is computed from or
-        views), as does an input or output that is not part of the graph; TypeError for inputs that are
-        not a dict of Tensors or outputs that are not Tensors; the errors of `allocate` and `compute`."""
+        The graph's memory is allocated anew at each run, so values given to an earlier run are gone: give
+        every input every time. Weights that stay between runs live in a buffer of their own
+        (`runner.backend.alloc_tensors(weights_ctx)`), written once, and are not given as inputs.
+
+        Args:
+            graph: the graph to run.
+            inputs: `{tensor: values}` for every input of the graph (tensors made with `input=True` and any
+                other tensor no op computes that lives in the graph's memory); each value is an array of the
+                tensor's NumPy `shape`, converted exactly or refused (`Tensor.set`).
+            outputs: a tensor of the graph, or a list of them.
+
+        Returns:
+            For one output tensor, one NumPy array of its `shape`; for a list, a list of arrays. Copies.
+
+        Raises:
+            TypeError: inputs that are not a dict of Tensors; outputs that are not Tensors.
+            ValueError: a key that is a computed node or a view (give the tensor it is computed from or
+                views); an input or output that is not part of the graph; values that do not convert exactly.
+            GraphError: a missing input (named), and the other errors of `allocate` and `compute`.
+            Unsupported: the device cannot compute some nodes.
+            GGMLError: the memory cannot be had, or ggml reports a failed compute.
+        """
         if not isinstance(inputs, dict):
             raise TypeError(f"run: inputs must be a dict of Tensor -> values, got {type(inputs).__name__}")
         outs = _output_list("run", outputs)

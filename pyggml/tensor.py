@@ -39,7 +39,12 @@ _OWN_DIMS = {int(o) for o in (Op.VIEW, Op.RESHAPE, Op.ARGMAX, Op.SUM, Op.COUNT_E
 
 
 def set_rank(p: CData, n: int) -> None:
-    """Record that the tensor p has n NumPy dims (0 to 4)."""
+    """Record that the C tensor `p` has `n` NumPy dims, in its first padding byte (which ggml never reads).
+
+    Args:
+        p: a `struct ggml_tensor *` (cffi cdata).
+        n: the rank, 0 to 4.
+    """
     p.padding[0] = RANK_BYTE[n]
 
 
@@ -51,7 +56,17 @@ def _extent_rank(p) -> int:
 
 
 def rank(p: CData) -> int:
-    """The NumPy rank of tensor p (see Tensor.shape); derived once from its sources, then recorded."""
+    """The NumPy rank of the C tensor `p` (see `Tensor.shape`).
+
+    Derived once from its sources (where ggml keeps their outer dims in place, the largest of their
+    ranks), then recorded in the tensor.
+
+    Args:
+        p: a `struct ggml_tensor *` (cffi cdata).
+
+    Returns:
+        The number of NumPy dims, 0 to 4.
+    """
     stored = p.padding[0][0]
     if stored:
         return stored - 1
@@ -87,15 +102,24 @@ def _derived_rank(q) -> int:
 
 
 class Tensor:
-    """A ggml tensor: a view of a `struct ggml_tensor` owned by its Context (`t.ctx`), which it keeps alive.
+    """A ggml tensor: a view of a `struct ggml_tensor` owned by its `Context` (`t.ctx`), which it keeps alive.
 
     Made by `ctx.tensor(type, shape)` (a NumPy-order shape), `ctx.new_tensor(type, ne)` /
-    `ctx.new_tensor_2d(type, ne0, ne1)`... (ggml order) or an op (`ctx.add(a, b)`). Its extents are `t.ne`
-    in ggml's order (ne[0] innermost, always 4 entries) and `t.shape` in NumPy's (the reverse, with the
-    rank the tensor was made with, leading 1s kept): a contiguous tensor and its NumPy array share their
-    memory layout. Values move with `t.set(array)` and `t.numpy()` once the tensor has memory (from a
-    Runner, a Gallocr, a Scheduler, `Backend.alloc_tensors`, or a Context made with `no_alloc=False`).
-    Two Tensor objects are equal when they wrap the same C tensor.
+    `ctx.new_tensor_2d(type, ne0, ne1)`, ... (ggml order) or an op (`ctx.add(a, b)`); not constructed
+    directly. Its extents are `t.ne` in ggml's order (`ne[0]` innermost, always 4 entries) and `t.shape` in
+    NumPy's (the reverse, with the rank the tensor was made with, leading 1s kept): a contiguous tensor and
+    its NumPy array share their memory layout. Values move with `t.set(array)` and `t.numpy()` once the
+    tensor has memory (from a `Runner`, a `Gallocr`, a `Scheduler`, `Backend.alloc_tensors`, or a Context
+    made with `no_alloc=False`). Two Tensor objects are equal (and hash alike) when they wrap the same C
+    tensor, so tensors work as dict keys (`Runner.run`'s inputs).
+
+    Args:
+        ptr: the `struct ggml_tensor *` (cffi cdata).
+        ctx: the Context that owns it; None for the tensors ggml's callbacks hand over.
+
+    Attributes:
+        ptr: the `struct ggml_tensor *`.
+        ctx: the owning Context (kept alive), or None.
     """
 
     __slots__ = ("ptr", "ctx", "__weakref__")
@@ -120,52 +144,64 @@ class Tensor:
     # --- description ---------------------------------------------------------------
     @property
     def ne(self) -> tuple[int, ...]:
-        """The extents in ggml's order, innermost first: (ne0, ne1, ne2, ne3), always 4 entries
-        (`shape` reversed, padded with 1s)."""
+        """The extents in ggml's order, innermost first: `(ne0, ne1, ne2, ne3)`, always 4 entries.
+
+        `shape` reversed and padded with 1s: a tensor of NumPy shape `(2, 3)` has `ne == (3, 2, 1, 1)`.
+        """
         return tuple(self.ptr.ne)
 
     @property
     def nb(self) -> tuple[int, ...]:
-        """The byte strides in ggml's order: nb[0] is the element (or quantized block) size, nb[i] the
-        bytes between consecutive indices along ne[i]. Bytes, like NumPy's strides, but in reverse order."""
+        """The byte strides in ggml's order (`nb[0]` first).
+
+        `nb[0]` is the element (or quantized block) size, `nb[i]` the bytes between consecutive indices along
+        `ne[i]`. Bytes, like NumPy's strides, but in reverse order.
+        """
         return tuple(self.ptr.nb)
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """NumPy order (outermost first), with the rank the tensor was made with.
+        """The extents in NumPy's order, outermost first, with the rank the tensor was made with.
 
-        A tensor made from a NumPy shape (`Context.tensor`) or a list of ggml extents keeps that
-        many dims, leading 1s included: `ctx.tensor("f32", (1, 16)).shape == (1, 16)`. An op's
-        result keeps the largest rank of its sources where ggml keeps their outer dims in place
-        (elementwise ops, mul_mat, norms, rope, get_rows, ...): `mul_mat(w, x)` of an x of shape
-        (1, E) has shape (1, rows). Views, reshapes and ops that define their own dims (argmax,
-        sum, count_equal, the losses) take the rank their extents show (trailing ggml 1s
-        dropped, at least one dim)."""
+        A tensor made from a NumPy shape (`Context.tensor`) or a list of ggml extents keeps that many dims,
+        leading 1s included: `ctx.tensor("f32", (1, 16)).shape == (1, 16)`. An op's result keeps the largest
+        rank of its sources where ggml keeps their outer dims in place (elementwise ops, mul_mat, norms, rope,
+        get_rows, ...): `mul_mat(w, x)` of an x of shape (1, E) has shape (1, rows). Views, reshapes and ops that
+        define their own dims (argmax, sum, count_equal, the losses) take the rank their extents show (trailing
+        ggml 1s dropped, at least one dim).
+        """
         ne = self.ptr.ne
         return tuple(ne[i] for i in range(rank(self.ptr) - 1, -1, -1))
 
     @property
     def ndim(self) -> int:
-        """The number of NumPy dims, len(shape): the rank the tensor was made with, leading 1s counted
-        (`ctx.tensor("f32", (1, 16)).ndim == 2`). Not ggml_n_dims, which drops trailing ggml 1s."""
+        """The number of NumPy dims, `len(shape)`: the rank the tensor was made with, leading 1s counted.
+
+        `ctx.tensor("f32", (1, 16)).ndim == 2`. Not `ggml_n_dims`, which drops trailing ggml 1s.
+        """
         return rank(self.ptr)
 
     @property
     def type(self) -> Type:
-        """The tensor's ggml type (pyggml.types.Type, an IntEnum: F32, F16, Q8_0, ...)."""
+        """The tensor's ggml type (`pyggml.types.Type`, an IntEnum: F32, F16, Q8_0, ...)."""
         return _TYPE_OF[self.ptr.type]
 
     @property
     def op(self) -> Op:
-        """The op that computes this tensor (pyggml.types.Op): NONE for a leaf (an input, a weight),
-        VIEW, RESHAPE, PERMUTE, TRANSPOSE for views, ADD, MUL_MAT, ... for nodes."""
+        """The op that computes this tensor (`pyggml.types.Op`).
+
+        NONE for a leaf (an input, a weight); VIEW, RESHAPE, PERMUTE, TRANSPOSE for views; ADD, MUL_MAT, ...
+        for nodes.
+        """
         return _OP_OF[self.ptr.op]
 
     @property
     def name(self) -> str:
-        """The tensor's name ('' when unnamed; ggml_get_name / ggml_set_name): shown in errors and graphs,
-        saved in GGUF files. Settable to a str of at most GGML_MAX_NAME - 1 bytes (TypeError for
-        another type, ValueError for a longer name)."""
+        """The tensor's name, '' when unnamed (`ggml_get_name` / `ggml_set_name`).
+
+        Shown in errors and graphs, saved in GGUF files. Settable to a str of at most `GGML_MAX_NAME - 1`
+        bytes: another type raises TypeError, a longer name ValueError.
+        """
         return cstr(lib.ggml_get_name(self.ptr))
 
     @name.setter
@@ -178,77 +214,115 @@ class Tensor:
         lib.ggml_set_name(self.ptr, raw)
 
     def set_name(self, value: str) -> "Tensor":
-        """Set the name to value (see `name`; same errors) and return the tensor, for chaining:
-        `ctx.add(a, b).set_name("h")`."""
+        """Set the name and return the tensor, for chaining: `ctx.add(a, b).set_name("h")`.
+
+        Args:
+            value: the name (see `name`).
+
+        Returns:
+            This tensor.
+
+        Raises:
+            TypeError: `value` is not a str.
+            ValueError: `value` is longer than `GGML_MAX_NAME - 1` bytes.
+        """
         self.name = value
         return self
 
     @property
     def src(self) -> list["Tensor"]:
-        """The op's source tensors (ggml's src[], without the NULL ones), in order: [] for a leaf."""
+        """The op's source tensors (ggml's `src[]` without the NULL ones), in order; `[]` for a leaf."""
         return [Tensor(s, self.ctx) for s in self.ptr.src if s != ffi.NULL]
 
     @property
     def view_src(self) -> "Tensor | None":
-        """The tensor whose memory this one views (ggml's view_src), or None when it is not a view."""
+        """The tensor whose memory this one views (ggml's `view_src`), or None when it is not a view."""
         return Tensor(self.ptr.view_src, self.ctx) if self.ptr.view_src != ffi.NULL else None
 
     @property
     def view_offs(self) -> int:
-        """A view's byte offset into view_src's data (0 for a tensor that is not a view)."""
+        """A view's byte offset into `view_src`'s data; 0 for a tensor that is not a view."""
         return self.ptr.view_offs
 
     @property
     def nelements(self) -> int:
-        """The number of elements, the product of ne (ggml_nelements)."""
+        """The number of elements, the product of `ne` (`ggml_nelements`)."""
         return lib.ggml_nelements(self.ptr)
 
     @property
     def nrows(self) -> int:
-        """The number of rows, ne1 * ne2 * ne3 (ggml_nrows); a row is ne0 elements along the innermost dim."""
+        """The number of rows, `ne1 * ne2 * ne3` (`ggml_nrows`); a row is `ne0` elements along the innermost dim."""
         return lib.ggml_nrows(self.ptr)
 
     @property
     def nbytes(self) -> int:
-        """The bytes the tensor spans in memory with its strides (ggml_nbytes): for a contiguous tensor,
-        nelements times the element size (rows of blocks for a quantized type)."""
+        """The bytes the tensor spans in memory with its strides (`ggml_nbytes`).
+
+        For a contiguous tensor, `nelements` times the element size (rows of blocks for a quantized type).
+        """
         return lib.ggml_nbytes(self.ptr)
 
     @property
     def element_size(self) -> int:
-        """The bytes of one element, of one block for a quantized type (ggml_element_size; see
-        pyggml.types.type_size and block_size)."""
+        """The bytes of one element, of one block for a quantized type (`ggml_element_size`).
+
+        See `pyggml.types.type_size` and `block_size`.
+        """
         return lib.ggml_element_size(self.ptr)
 
     def is_contiguous(self) -> bool:
-        """Whether the elements lie packed in ggml's order, no gaps (ggml_is_contiguous): what set(),
-        set_raw() and view() need, and many ops; `ctx.cont(t)` makes a contiguous copy."""
+        """Whether the elements lie packed in ggml's order, without gaps (`ggml_is_contiguous`).
+
+        What `set`, `set_raw` and `view` need, and many ops; `ctx.cont(t)` makes a contiguous copy.
+
+        Returns:
+            True for a contiguous tensor.
+        """
         return bool(lib.ggml_is_contiguous(self.ptr))
 
     def is_permuted(self) -> bool:
-        """Whether some byte stride is larger than the next dim's (ggml_is_permuted): a permute() or
-        transpose() view."""
+        """Whether some byte stride is larger than the next dim's (`ggml_is_permuted`): a permute() or transpose() view.
+
+        Returns:
+            True for a permuted tensor.
+        """
         return bool(lib.ggml_is_permuted(self.ptr))
 
     def is_transposed(self) -> bool:
-        """Whether dims 0 and 1 are swapped in memory, nb[0] > nb[1] (ggml_is_transposed): a transpose() view."""
+        """Whether dims 0 and 1 are swapped in memory, `nb[0] > nb[1]` (`ggml_is_transposed`): a transpose() view.
+
+        Returns:
+            True for a transposed tensor.
+        """
         return bool(lib.ggml_is_transposed(self.ptr))
 
     @property
     def is_input(self) -> bool:
-        """Whether the tensor is flagged as a graph input (ggml_set_input; `set_input()`,
-        `ctx.tensor(..., input=True)`): schedulers place inputs in host memory, to be written after each
-        allocation, before compute."""
+        """Whether the tensor is flagged as a graph input (`ggml_set_input`).
+
+        Set by `set_input()` or `ctx.tensor(..., input=True)`: schedulers place inputs in host memory, to be
+        written after each allocation, before compute.
+        """
         return bool(self.ptr.flags & lib.GGML_TENSOR_FLAG_INPUT)
 
     @property
     def is_output(self) -> bool:
-        """Whether the tensor is flagged as a graph output (ggml_set_output): the graph allocator never
-        reuses its memory for another node, so its value can be read after compute."""
+        """Whether the tensor is flagged as a graph output (`ggml_set_output`).
+
+        The graph allocator never reuses an output's memory for another node, so its value can be read after
+        compute.
+        """
         return bool(self.ptr.flags & lib.GGML_TENSOR_FLAG_OUTPUT)
 
     def set_input(self) -> "Tensor":
-        """Mark a graph input (filled on the host); only tensors no op computes can be inputs."""
+        """Flag the tensor as a graph input (`ggml_set_input`), filled on the host at every run.
+
+        Returns:
+            This tensor.
+
+        Raises:
+            ValueError: the tensor is computed by an op: only tensors no op computes can be inputs.
+        """
         if self.ptr.op != lib.GGML_OP_NONE:  # ggml asserts it
             raise ValueError(
                 f"set_input: {self.name or 'the tensor'} is computed by a {self.op.name} node; "
@@ -258,27 +332,34 @@ class Tensor:
         return self
 
     def set_output(self) -> "Tensor":
-        """Flag the tensor as a graph output (ggml_set_output; see is_output) and return it. Runner.run
-        and Runner.allocate flag the outputs they are given."""
+        """Flag the tensor as a graph output (`ggml_set_output`; see `is_output`).
+
+        `Runner.run` and `Runner.allocate` flag the outputs they are given.
+
+        Returns:
+            This tensor.
+        """
         lib.ggml_set_output(self.ptr)
         return self
 
     # --- memory --------------------------------------------------------------------
     @property
     def buffer(self) -> CData:
-        """The ggml_backend_buffer_t holding the data (NULL for context memory or none)."""
+        """The `ggml_backend_buffer_t` holding the data (cffi cdata): NULL for context memory or none."""
         return self.ptr.buffer
 
     @property
     def is_allocated(self) -> bool:
-        """Whether the tensor has memory (its data pointer is set). Not before a Runner, an allocator or
-        `Backend.alloc_tensors` has placed it, nor after a graph allocator took lent memory back to
-        allocate another graph: then set(), numpy() and view() raise ValueError."""
+        """Whether the tensor has memory (its data pointer is set).
+
+        Not before a Runner, an allocator or `Backend.alloc_tensors` has placed it, nor after a graph allocator
+        took lent memory back to allocate another graph: then `set`, `numpy` and `view` raise ValueError.
+        """
         return self.ptr.data != ffi.NULL
 
     @property
     def is_host(self) -> bool:
-        """True when the data is in host memory, directly readable and writable."""
+        """Whether the data is in host memory, directly readable and writable (False without memory)."""
         if self.ptr.data == ffi.NULL:
             return False
         return self.ptr.buffer == ffi.NULL or bool(lib.ggml_backend_buffer_is_host(self.ptr.buffer))
@@ -291,16 +372,28 @@ class Tensor:
             )
 
     def set(self, values: ArrayLike, *, cast: bool = False) -> "Tensor":
-        """Write values: an array of the tensor's NumPy shape (leading 1s may be left out) or any
-        array with as many elements, converted to the tensor's type.
+        """Write values into the tensor, converted to its type.
 
-        Values go in exactly or raise `ValueError`: into an integer type (I32 row indices, ...) only
-        whole numbers in its range (`cast=True` rounds fractions toward zero, as NumPy's astype);
-        into a float type, values are rounded to its precision (F16: 11 bits), and finite values
-        beyond its range (F16: 65504) raise unless `cast=True` (then they become inf). Quantized
-        types quantize (lossy by design; `pyggml.types.decode(encode(...))` shows the values held).
-        Also ValueError for a tensor without memory or not contiguous, or a wrong number of values or
-        shape; TypeError for values that are not numbers. Returns the tensor."""
+        Values go in exactly or raise: into an integer type (I32 row indices, ...) only whole numbers in its
+        range (`cast=True` rounds fractions toward zero, as NumPy's astype); into a float type, values are
+        rounded to its precision (F16: 11 bits), and finite values beyond its range (F16: 65504) raise unless
+        `cast=True` (then they become inf). Quantized types quantize (lossy by design;
+        `pyggml.types.decode(encode(...))` shows the values held).
+
+        Args:
+            values: an array (or anything `np.asarray` takes) of the tensor's NumPy `shape` (leading 1s may be
+                left out), or a 1-d array of `nelements` values, in NumPy (C) order.
+            cast: accept fractions into integer types (rounded toward zero) and overflow into float types.
+
+        Returns:
+            This tensor.
+
+        Raises:
+            ValueError: a tensor without memory or not contiguous; a wrong number of values or shape; a value
+                that does not convert exactly (see above).
+            TypeError: values that are not numbers (strings, objects); a type ggml cannot quantize to.
+            pyggml.rpc.RpcError: the tensor lives on an RPC server whose connection failed.
+        """
         p = self.ptr
         if p.data == ffi.NULL:
             self._require_allocated("set")
@@ -331,10 +424,20 @@ class Tensor:
         return self
 
     def set_raw(self, data: Buffer | np.ndarray) -> "Tensor":
-        """Write the tensor's bytes as they are (ggml's own encoding of its type: quantized blocks
-        and all), e.g. what `raw_bytes` or `pyggml.types.encode` gave; data: any bytes-like object of
-        exactly nbytes bytes (ValueError otherwise, or when the tensor has no memory or is not contiguous).
-        Returns the tensor."""
+        """Write the tensor's bytes as they are, in ggml's own encoding of its type (quantized blocks and all).
+
+        For example what `raw_bytes` or `pyggml.types.encode` gave.
+
+        Args:
+            data: any bytes-like object (bytes, a NumPy array, a memoryview) of exactly `nbytes` bytes.
+
+        Returns:
+            This tensor.
+
+        Raises:
+            ValueError: a tensor without memory or not contiguous; data of another size.
+            pyggml.rpc.RpcError: the tensor lives on an RPC server whose connection failed.
+        """
         p = self.ptr
         if p.data == ffi.NULL:
             self._require_allocated("set_raw")
@@ -353,8 +456,15 @@ class Tensor:
         return self
 
     def raw_bytes(self) -> np.ndarray:
-        """A copy of the tensor's nbytes bytes from its data, as a uint8 array (ggml's own encoding; for
-        contiguous tensors). ValueError when the tensor has no memory."""
+        """A copy of the tensor's `nbytes` bytes, in ggml's own encoding (for contiguous tensors).
+
+        Returns:
+            A uint8 array of `nbytes` bytes.
+
+        Raises:
+            ValueError: the tensor has no memory.
+            pyggml.rpc.RpcError: the tensor lives on an RPC server whose connection failed.
+        """
         self._require_allocated("read")
         out = np.empty(self.nbytes, dtype=np.uint8)
         if self.ptr.buffer == ffi.NULL:
@@ -365,10 +475,20 @@ class Tensor:
         return out
 
     def numpy(self) -> np.ndarray:
-        """A copy of the values as a NumPy array of shape `t.shape` in the type's host dtype
-        (pyggml.types.host_dtype: float16 for F16; float32 for types NumPy has no dtype for, quantized ones
-        decoded). A strided view is read through its strides when it is of a raw type and in
-        host memory; otherwise, and when the tensor has no memory, it raises ValueError (`cont()` first)."""
+        """A copy of the values as a NumPy array of shape `t.shape` (NumPy order).
+
+        The dtype is the type's host dtype (`pyggml.types.host_dtype`: float16 for F16; float32 for types NumPy
+        has no dtype for, quantized ones decoded). A strided view is read through its strides when it is of a
+        raw type and in host memory.
+
+        Returns:
+            The values, a new array.
+
+        Raises:
+            ValueError: the tensor has no memory; a non-contiguous view of a quantized or BF16 type, or
+                outside host memory (make it contiguous with `cont()` first).
+            pyggml.rpc.RpcError: the tensor lives on an RPC server whose connection failed.
+        """
         p = self.ptr
         if lib.ggml_is_contiguous(p):
             t = _TYPE_OF[p.type]
@@ -400,14 +520,21 @@ class Tensor:
         return arr.reshape(self.shape).copy()
 
     def view(self) -> np.ndarray:
-        """A zero-copy NumPy array of shape `t.shape` over a contiguous host tensor of a raw type (F32, F16,
-        I32, ...): writes through it change the tensor; the array keeps the tensor alive.
+        """A zero-copy NumPy array of shape `t.shape` over the tensor's host memory.
 
-        Only for memory the tensor keeps: a context's own memory (`no_alloc=False`) or a buffer from
-        `Backend.alloc_tensors`. Memory a Runner, Scheduler or Gallocr lends to one graph is taken back
-        at its next allocation, and a view would then read what the next graph put there, so viewing
-        it raises ValueError; `numpy()` copies. ValueError too for a tensor without memory, outside host
-        memory, not contiguous or of a quantized type."""
+        Writes through it change the tensor; the array keeps the tensor (and so its memory) alive. Only for a
+        contiguous host tensor of a raw type (F32, F16, I32, ...) whose memory it keeps: a context's own memory
+        (`no_alloc=False`) or a buffer from `Backend.alloc_tensors`. Memory a Runner, Scheduler or Gallocr lends
+        to one graph is taken back at its next allocation, and a view would then read what the next graph put
+        there, so viewing it raises; `numpy()` copies.
+
+        Returns:
+            The array.
+
+        Raises:
+            ValueError: the tensor has no memory, is outside host memory, its memory is lent by a graph
+                allocator, or it is not contiguous or of a quantized type.
+        """
         self._require_allocated("view")
         if not self.is_host:
             raise ValueError("view: the tensor is not in host memory; use numpy() to copy it")

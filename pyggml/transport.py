@@ -25,13 +25,24 @@ _hooks: list[Hook] = []
 
 
 def register(hook: Hook) -> None:
-    """Call hook(device) after every transfer and device call from now on (once, however often registered)."""
+    """Call `hook(device)` after every transfer and device call from now on (once, however often registered).
+
+    Args:
+        hook: a callable taking the `ggml_backend_dev_t` a call talked to; it raises if that call failed.
+    """
     if hook not in _hooks:
         _hooks.append(hook)
 
 
 def after_transfer(buffer: Any) -> None:
-    """Data went into or out of `buffer` (a ggml_backend_buffer_t): let the hooks check its device."""
+    """Report that data went into or out of `buffer`: let the hooks check its device.
+
+    Args:
+        buffer: a `ggml_backend_buffer_t` (cffi cdata); NULL is ignored.
+
+    Raises:
+        Exception: what a hook raises (`pyggml.rpc.RpcError` for a failed RPC connection).
+    """
     if _hooks and buffer != ffi.NULL:
         dev = lib.ggml_backend_buft_get_device(lib.ggml_backend_buffer_get_type(buffer))
         for hook in _hooks:
@@ -39,7 +50,14 @@ def after_transfer(buffer: Any) -> None:
 
 
 def after_device_call(devices: Iterable[Any]) -> None:
-    """A compute or an allocation ran on these devices (ggml_backend_dev_t): let the hooks check each."""
+    """Report that a compute or an allocation ran on these devices: let the hooks check each.
+
+    Args:
+        devices: `ggml_backend_dev_t`s (cffi cdata).
+
+    Raises:
+        Exception: what a hook raises (`pyggml.rpc.RpcError` for a failed RPC connection).
+    """
     for dev in devices:
         for hook in _hooks:
             hook(dev)

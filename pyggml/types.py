@@ -32,7 +32,19 @@ _DTYPES = {
 
 
 def as_type(t: TypeLike) -> Type:
-    """Accept Type, its name ('f32', 'Q8_0') or a NumPy dtype."""
+    """The ggml `Type` a type argument names.
+
+    Args:
+        t: a `Type`, its name ('f32', 'Q8_0', any case), its number, or a NumPy dtype (float32, float16,
+            float64, int8, int16, int32, int64).
+
+    Returns:
+        The Type.
+
+    Raises:
+        ValueError: an unknown name or number.
+        TypeError: a NumPy dtype with no ggml type.
+    """
     if type(t) is Type:
         return t
     if isinstance(t, str):
@@ -54,18 +66,40 @@ _TYPE_SIZE = {t: lib.ggml_type_size(t) for t in Type}
 
 
 def block_size(t: TypeLike) -> int:
-    """How many values one block of type t holds (1 for F32, F16, the integers; 32 for Q8_0, 256 for Q4_K...).
-    A row's ne0 must be a multiple of it."""
+    """How many values one block of type `t` holds: 1 for F32, F16 and the integers; 32 for Q8_0, 256 for Q4_K.
+
+    A row's `ne0` must be a multiple of it.
+
+    Args:
+        t: a type (see `as_type`).
+
+    Returns:
+        The block size.
+    """
     return _BLOCK_SIZE[as_type(t)]
 
 
 def type_size(t: TypeLike) -> int:
-    """The bytes of one block of type t (4 for F32, 34 for Q8_0's 32 values): ggml_type_size."""
+    """The bytes of one block of type `t` (`ggml_type_size`): 4 for F32, 34 for Q8_0's 32 values.
+
+    Args:
+        t: a type (see `as_type`).
+
+    Returns:
+        The size in bytes.
+    """
     return _TYPE_SIZE[as_type(t)]
 
 
 def is_quantized(t: TypeLike) -> bool:
-    """Whether t is a block-quantized type (Q8_0, Q4_K, IQ4_NL, ...): ggml_is_quantized."""
+    """Whether `t` is a block-quantized type (Q8_0, Q4_K, IQ4_NL, ...; `ggml_is_quantized`).
+
+    Args:
+        t: a type (see `as_type`).
+
+    Returns:
+        True for a quantized type.
+    """
     return bool(lib.ggml_is_quantized(as_type(t)))
 
 
@@ -73,12 +107,26 @@ _INTEGER = {Type.I8, Type.I16, Type.I32, Type.I64}
 
 
 def is_integer(t: TypeLike) -> bool:
-    """Whether t is one of ggml's integer types (I8, I16, I32, I64)."""
+    """Whether `t` is one of ggml's integer types (I8, I16, I32, I64).
+
+    Args:
+        t: a type (see `as_type`).
+
+    Returns:
+        True for an integer type.
+    """
     return as_type(t) in _INTEGER
 
 
 def can_quantize(t: TypeLike) -> str | None:
-    """None if ggml_quantize_chunk can write type t from floats, else the reason it cannot."""
+    """Whether `ggml_quantize_chunk` can write type `t` from floats.
+
+    Args:
+        t: a type (see `as_type`).
+
+    Returns:
+        None when it can, else the reason it cannot (an importance matrix needed, no quantizer).
+    """
     t = as_type(t)
     if lib.ggml_quantize_requires_imatrix(t):
         return f"{t.name} needs an importance matrix to be quantized"
@@ -104,22 +152,59 @@ def _quantize_chunk_writes(t: Type) -> bool:
 
 
 def host_dtype(t: TypeLike) -> np.dtype:
-    """The NumPy dtype values of this type are read and written as."""
+    """The NumPy dtype values of type `t` are read and written as.
+
+    Args:
+        t: a type (see `as_type`).
+
+    Returns:
+        The type's own dtype for F32, F16, F64 and the integers; float32 for BF16 and the quantized types.
+    """
     return np.dtype(_DTYPES.get(as_type(t), np.float32))
 
 
 def has_raw_dtype(t: TypeLike) -> bool:
-    """True when NumPy can view this type's bytes directly (zero-copy reads)."""
+    """Whether NumPy can view this type's bytes directly (zero-copy reads; `Tensor.view`).
+
+    Args:
+        t: a type (see `as_type`).
+
+    Returns:
+        True for F32, F16, F64, I8, I16, I32, I64.
+    """
     return as_type(t) in _DTYPES
 
 
 def row_size(t: TypeLike, n: int) -> int:
-    """The bytes of a row of n values of type t (n a multiple of its block size): ggml_row_size."""
+    """The bytes of a row of `n` values of type `t` (`ggml_row_size`).
+
+    Args:
+        t: a type (see `as_type`).
+        n: the values in the row, a multiple of the type's block size.
+
+    Returns:
+        The size in bytes.
+    """
     return lib.ggml_row_size(as_type(t), n)
 
 
 def encode(t: TypeLike, values: np.ndarray) -> np.ndarray:
-    """Values (host dtype, any shape) -> the tensor's bytes, row-major, innermost dim last."""
+    """Values to a tensor's bytes, row-major with the innermost dim last (NumPy order).
+
+    Raw types are cast (exactness is `Tensor.set`'s check), BF16 converted by ggml, quantized types
+    quantized by ggml's `ggml_quantize_chunk` row by row (the last axis is a row).
+
+    Args:
+        t: the tensor's type (see `as_type`).
+        values: the values (host dtype, any shape, NumPy order).
+
+    Returns:
+        The bytes: an array of the raw dtype, uint16 for BF16, uint8 for quantized types.
+
+    Raises:
+        TypeError: a type ggml cannot quantize to.
+        ValueError: a row length that is not a multiple of the block size.
+    """
     t = as_type(t)
     if has_raw_dtype(t):
         return np.ascontiguousarray(values, dtype=_DTYPES[t])
@@ -154,7 +239,19 @@ def encode(t: TypeLike, values: np.ndarray) -> np.ndarray:
 
 
 def decode(t: TypeLike, raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """The tensor's bytes (uint8 or its raw dtype) -> values of the host dtype, in `shape`."""
+    """A tensor's bytes to values of the host dtype.
+
+    Args:
+        t: the tensor's type (see `as_type`).
+        raw: the bytes (uint8, or the raw dtype).
+        shape: the NumPy shape of the result.
+
+    Returns:
+        The values, in `shape` (a view of `raw` for raw types, a new float32 array otherwise).
+
+    Raises:
+        TypeError: a type ggml cannot convert to float.
+    """
     t = as_type(t)
     if has_raw_dtype(t):
         return raw.view(_DTYPES[t]).reshape(shape)

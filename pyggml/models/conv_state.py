@@ -48,8 +48,35 @@ SLOT_INDEX_NAME = "rs_s_slot_rev"
 
 
 class RecurrentMemory:
-    """The conv caches of every layer (and, with n_embd_s > 0, the recurrent-state caches
-    `cache_ssm_l{il}` [n_embd_s, mem_size*K], same rows), allocated once in a buffer of `backend`."""
+    """The conv caches of every layer, allocated once in a buffer of `backend` and cleared to 0.
+
+    Each layer's conv cache `cache_conv_l{il}` has ne `[n_embd_r, mem_size*K]` (ggml order; NumPy shape
+    `(mem_size*K, n_embd_r)`), `n_embd_r = (d_conv-1)*channels`, K = n_rs_seq + 1: row `slot*mem_size +
+    cell`. With `n_embd_s > 0`, the recurrent-state caches `cache_ssm_l{il}` `[n_embd_s, mem_size*K]` too,
+    same rows.
+
+    Args:
+        backend: the backend whose buffer holds the caches.
+        n_layer: layers (>= 1).
+        d_conv: the convolution's width (>= 2); a window holds d_conv - 1 columns.
+        channels: conv channels (>= 1).
+        mem_size: cells, one per sequence (>= 1).
+        n_rs_seq: rollback snapshots (>= 0): K = n_rs_seq + 1 slots per cell.
+        type: the caches' type, F32 or F16.
+        n_embd_s: the recurrent state's row size (0: no state caches).
+
+    Attributes:
+        conv_states_all: each layer's conv cache (Tensor).
+        ssm_states_all: each layer's state cache (Tensor), or [].
+        K: rollback slots per cell.
+        n_embd_r: a conv cache row's size, (d_conv - 1) * channels.
+        buffer: the Buffer holding them.
+
+    Raises:
+        ValueError: a size out of range.
+        TypeError: a type other than F32 or F16.
+        GGMLError: no memory for the caches.
+    """
 
     def __init__(
         self,
@@ -93,15 +120,30 @@ class RecurrentMemory:
 
     @property
     def n_rows(self) -> int:
-        """Rows of each layer's conv cache: mem_size cells times K rollback slots."""
+        """Rows of each layer's conv cache: `mem_size` cells times K rollback slots."""
         return self.mem_size * self.K
 
     def read(self, il: int) -> np.ndarray:
-        """Layer il's cache as stored: (mem_size*K, n_embd_r) of the cache dtype."""
+        """Layer `il`'s conv cache as stored.
+
+        Args:
+            il: the layer.
+
+        Returns:
+            A copy of NumPy shape (mem_size*K, n_embd_r), of the cache's dtype.
+        """
         return self.conv_states_all[il].numpy()
 
     def write(self, il: int, values: np.ndarray) -> None:
-        """Overwrite layer il's cache with values of NumPy shape (mem_size*K, n_embd_r)."""
+        """Overwrite layer `il`'s conv cache.
+
+        Args:
+            il: the layer.
+            values: an array of NumPy shape (mem_size*K, n_embd_r).
+
+        Raises:
+            ValueError: values of another size, or that do not convert exactly (`Tensor.set`).
+        """
         self.conv_states_all[il].set(values)
 
 
@@ -109,9 +151,11 @@ class RecurrentMemory:
 class Ubatch:
     """One ubatch: n_seqs sequences of n_seq_tokens new tokens each.
 
-    qkv[il] has NumPy shape (n_seqs, n_seq_tokens, channels) (ggml's qkv_mixed
-    [channels, n_seq_tokens, n_seqs]); s_copy[s] is the cache row sequence s's state is
-    read from; the windows are written to cells kv_head .. kv_head+n_seqs-1.
+    Attributes:
+        qkv: per layer, the new tokens' conv channels, NumPy shape (n_seqs, n_seq_tokens, channels)
+            (ggml's qkv_mixed, ne `[channels, n_seq_tokens, n_seqs]`).
+        s_copy: per sequence, the cache row its state is read from.
+        kv_head: the first cell written: the windows go to cells kv_head .. kv_head+n_seqs-1.
     """
 
     qkv: list[np.ndarray]
@@ -131,7 +175,15 @@ class Ubatch:
 
 @dataclass
 class GraphInputs:
-    """llm_graph_input_rs: the per-ubatch inputs, and the slot index created by the first layer."""
+    """llama.cpp's `llm_graph_input_rs`: the per-ubatch inputs, and the slot index created by the first layer.
+
+    Attributes:
+        s_copy: I32 ne `[n_seqs]`: the cache row each sequence's state is read from.
+        s_slot_rev: `host_index`'s I32 index `rs_s_slot_rev` `{Kw-1, ..., 0}`, filled on the host, shared
+            by the layers; None until the first layer makes it.
+        device_slot_rev: `device_index`'s index, argsort(arange(Kw), DESC) on the device, shared by the
+            layers.
+    """
 
     s_copy: Tensor
     s_slot_rev: Tensor | None = None
@@ -139,7 +191,15 @@ class GraphInputs:
 
 
 def windows_written(n_seq_tokens: int, K: int) -> int:
-    """Kw: the windows that exist in this ubatch."""
+    """Kw: how many rollback windows exist in a ubatch, `min(n_seq_tokens + 1, K)`.
+
+    Args:
+        n_seq_tokens: new tokens per sequence.
+        K: rollback slots.
+
+    Returns:
+        Kw.
+    """
     return min(n_seq_tokens + 1, K)
 
 
@@ -153,7 +213,27 @@ def build_conv_state(
     il: int,
     strategy: str,
 ) -> Tensor:
-    """What llm_build_delta_net_base::build_conv_state builds, for one layer."""
+    """What llama.cpp's `llm_build_delta_net_base::build_conv_state` builds, for one layer.
+
+    Gathers each sequence's state (get_rows by `s_copy`), concatenates it with the new tokens, writes the
+    rollback windows into the cache (`build_conv_write`, added to `graph`) and returns the conv input.
+
+    Args:
+        ctx: the graph's context.
+        graph: the graph the cache write is added to.
+        inp: the graph's inputs (the slot index is made by the first layer).
+        mem: the recurrent memory.
+        qkv_mixed: ne `[channels, n_seq_tokens, n_seqs]` (ggml order): the new tokens.
+        kv_head: the first cell written.
+        il: the layer.
+        strategy: "host_index" (the seed), "device_index" or "copies" (see the module's doc).
+
+    Returns:
+        The conv input, ne `[d_conv-1+n_seq_tokens, channels, n_seqs]`.
+
+    Raises:
+        ValueError: an unknown strategy, or cells outside `mem_size`.
+    """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     conv_states_all = mem.conv_states_all[il]
@@ -181,7 +261,18 @@ def build_conv_write(
     il: int,
     strategy: str,
 ) -> None:
-    """The rollback write alone: conv_input [d_conv-1+n, channels, n_seqs] -> layer il's cache."""
+    """The rollback write alone: the conv input's windows into layer `il`'s cache, added to `graph`.
+
+    Args:
+        ctx: the graph's context.
+        graph: the graph the write is added to.
+        inp: the graph's inputs (the slot index is made by the first layer).
+        mem: the recurrent memory.
+        conv_input: ne `[d_conv-1+n, channels, n_seqs]` (ggml order).
+        kv_head: the first cell written.
+        il: the layer.
+        strategy: "host_index", "device_index" or "copies".
+    """
     conv_states_all = mem.conv_states_all[il]
     d, C, n_seqs = mem.d_conv, mem.channels, conv_input.ne[2]
     row_count = (d - 1) * C
@@ -238,11 +329,20 @@ def build_conv_write(
 
 
 class QkvProjection:
-    """Identity projection weights w_qkv-{il} [channels, channels], one per layer.
+    """Identity projection weights `w_qkv-{il}`, ne `[channels, channels]`, one per layer.
 
-    In the model, qkv_mixed comes out of a projection whose weight is split by output
-    channels over a meta device's devices, so qkv_mixed arrives split like the conv cache.
-    With identity weights the projection is exact, so the NumPy model stays bit-exact.
+    In the model, qkv_mixed comes out of a projection whose weight is split by output channels over a meta
+    device's devices, so qkv_mixed arrives split like the conv cache. With identity weights the projection
+    is exact, so the NumPy model stays bit-exact.
+
+    Args:
+        backend: the backend whose buffer holds the weights.
+        n_layer: layers.
+        channels: conv channels.
+
+    Attributes:
+        w_qkv: the weights, one Tensor per layer.
+        buffer: the Buffer holding them.
     """
 
     def __init__(self, backend: Backend, n_layer: int, channels: int) -> None:
@@ -254,8 +354,18 @@ class QkvProjection:
 
 
 def split_policy(d_conv: int, n_devices: int) -> list[tuple[str, Callable[[Tensor], Split]]]:
-    """llama.cpp-like meta split of the seed's static tensors: the conv caches by channels
-    (whole windows of d_conv-1 values) on axis 0, the qkv projections by output channel."""
+    """A llama.cpp-like meta split of the seed's static tensors.
+
+    The conv caches by channels (whole windows of d_conv-1 values) on axis 0, the qkv projections by output
+    channel (axis 1).
+
+    Args:
+        d_conv: the convolution's width.
+        n_devices: the meta device's device count.
+
+    Returns:
+        `(name pattern, rule)` pairs for `Runner.set_policy`.
+    """
     from pyggml.meta import Split
 
     return [
@@ -265,10 +375,29 @@ def split_policy(d_conv: int, n_devices: int) -> list[tuple[str, Callable[[Tenso
 
 
 class ConvStateGraph:
-    """The graph of one ubatch shape: every layer's build_conv_state, its inputs and outputs.
+    """The graph of one ubatch shape: every layer's `build_conv_state`, its inputs and outputs.
 
-    qkv_mixed is an input per layer, or, with a QkvProjection, the projection of an input
-    `x_mixed` (the values of the ubatch's qkv either way)."""
+    qkv_mixed is an input per layer, or, with a QkvProjection, the projection of an input `x_mixed` (the
+    values of the ubatch's qkv either way).
+
+    Args:
+        mem: the recurrent memory.
+        n_seq_tokens: new tokens per sequence.
+        n_seqs: sequences.
+        kv_head: the first cell written.
+        strategy: "host_index", "device_index" or "copies".
+        projection: identity weights to project through, or None.
+
+    Attributes:
+        key: `(n_seq_tokens, n_seqs, kv_head)`: the shape the graph serves.
+        graph: the Graph.
+        inp: its GraphInputs.
+        qkv: the per-layer input tensors.
+        conv_input: the per-layer outputs.
+
+    Raises:
+        ValueError: an unknown strategy, or cells outside `mem_size`.
+    """
 
     def __init__(
         self,
@@ -299,7 +428,15 @@ class ConvStateGraph:
             self.conv_input.append(out.set_output())
 
     def set_inputs(self, ub: Ubatch) -> None:
-        """llm_graph_input_rs::set_input: s_copy, and rs_s_slot_rev filled on the host."""
+        """llama.cpp's `llm_graph_input_rs::set_input`: write s_copy, the layers' qkv, and `rs_s_slot_rev` on the host.
+
+        Args:
+            ub: the ubatch (of this graph's shape).
+
+        Raises:
+            RuntimeError: `rs_s_slot_rev` is not in host memory.
+            ValueError: values that do not fit the inputs.
+        """
         self.inp.s_copy.set(np.asarray(ub.s_copy, dtype=np.int32))
         for t, x in zip(self.qkv, ub.qkv):
             t.set(np.asarray(x, dtype=np.float32))
@@ -314,7 +451,20 @@ class ConvStateGraph:
 
 @dataclass
 class DeltaNetConv:
-    """Runs ubatches through the conv-state graphs with llama.cpp's graph reuse."""
+    """Runs ubatches through the conv-state graphs with llama.cpp's graph reuse.
+
+    A graph built for one ubatch shape (n_seq_tokens, n_seqs, kv_head) is reused for the next ubatch of
+    that shape by setting its inputs again, and rebuilt when the shape changes.
+
+    Attributes:
+        mem: the recurrent memory.
+        runner: the Runner that computes.
+        strategy: "host_index", "device_index" or "copies".
+        projection: identity weights to project through, or None.
+        graph: the current ConvStateGraph.
+        builds: graphs built so far.
+        reuses: ubatches that reused the current graph.
+    """
 
     mem: RecurrentMemory
     runner: Runner
@@ -325,7 +475,18 @@ class DeltaNetConv:
     reuses: int = 0
 
     def step(self, ub: Ubatch) -> list[np.ndarray]:
-        """Process one ubatch; returns each layer's conv input, NumPy (n_seqs, channels, d_conv-1+n_seq_tokens)."""
+        """Process one ubatch: write its rollback windows into the caches.
+
+        Args:
+            ub: the ubatch.
+
+        Returns:
+            Each layer's conv input, NumPy shape (n_seqs, channels, d_conv-1+n_seq_tokens).
+
+        Raises:
+            ValueError: qkv for another number of layers, or s_copy rows out of range.
+            GraphError: the runner refuses the graph.
+        """
         if len(ub.qkv) != self.mem.n_layer:
             raise ValueError(f"ubatch has qkv for {len(ub.qkv)} layers, memory has {self.mem.n_layer}")
         if len(ub.s_copy) != ub.n_seqs or not all(0 <= c < self.mem.n_rows for c in ub.s_copy):

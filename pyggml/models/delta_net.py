@@ -71,6 +71,26 @@ LAYOUTS = ("grouped", "qwen3next", "qwen35")
 
 @dataclass(frozen=True)
 class DeltaNetConfig:
+    """The sizes and layout of a gated delta-net model.
+
+    Frozen; checked when made.
+
+    Attributes:
+        n_embd: the embedding width.
+        n_layer: layers.
+        head_dim: S, the key and value head size (Vulkan computes S in {16, 32, 64, 128}).
+        n_k_heads: key heads.
+        n_v_heads: value heads, a multiple of n_k_heads.
+        d_conv: the short convolution's width (>= 2).
+        eps: the norms' epsilon, a float in (0, 1).
+        layout: the channel order and head broadcast: one of `LAYOUTS` ("grouped", "qwen3next",
+            "qwen35"; see the module's doc).
+
+    Raises:
+        ValueError: a size out of range, n_v_heads not a multiple of n_k_heads, a bad eps or layout.
+        TypeError: a size that is not an integer.
+    """
+
     n_embd: int = 32
     n_layer: int = 2
     head_dim: int = 16  # S: key and value head size (Vulkan computes S in {16, 32, 64, 128})
@@ -106,12 +126,12 @@ class DeltaNetConfig:
 
     @property
     def group(self) -> int:
-        """Conv channels of one key head: its q and k (S each) and its r value heads."""
+        """The conv channels of one key head: its q and k (S each) and its r value heads."""
         return (2 + self.ratio) * self.head_dim
 
     @property
     def conv_channels(self) -> int:
-        """Channels the short conv runs over (the width of qkv_mixed): n_k_heads * group."""
+        """The channels the short conv runs over (the width of qkv_mixed): n_k_heads * group."""
         return self.n_k_heads * self.group
 
     @property
@@ -130,7 +150,11 @@ class DeltaNetConfig:
         return self.head_dim * self.head_dim * self.n_v_heads
 
     def weight_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Each layer's weights, NumPy shapes (ggml's ne reversed)."""
+        """Each layer's weights and their shapes.
+
+        Returns:
+            name -> NumPy shape (ggml's ne reversed), e.g. "attn_qkv": (conv_channels, n_embd).
+        """
         E, C, V, nv = self.n_embd, self.conv_channels, self.value_dim, self.n_v_heads
         if self.layout == "qwen35":  # separate beta and alpha projections
             ba = {"ssm_beta": (nv, E), "ssm_alpha": (nv, E)}
@@ -150,12 +174,28 @@ class DeltaNetConfig:
 
 
 def weight_name(il: int, name: str) -> str:
-    """Layer il's tensor name as GGUF files spell it: blk.<il>.<name>."""
+    """Layer `il`'s tensor name as GGUF files spell it: `blk.<il>.<name>`.
+
+    Args:
+        il: the layer.
+        name: the weight's name, e.g. "attn_qkv".
+
+    Returns:
+        The tensor name.
+    """
     return f"blk.{il}.{name}"
 
 
 def random_weights(config: DeltaNetConfig, seed: int = 0) -> list[dict[str, np.ndarray]]:
-    """Weights of every layer, F32, scaled so activations stay of order one (ssm_a < 0: a decay)."""
+    """Random weights of every layer, F32, scaled so activations stay of order one (ssm_a < 0: a decay).
+
+    Args:
+        config: the model's config.
+        seed: the NumPy generator's seed.
+
+    Returns:
+        One dict per layer: name -> array of `weight_shapes`' NumPy shape.
+    """
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(config.n_layer):
@@ -175,7 +215,20 @@ def random_weights(config: DeltaNetConfig, seed: int = 0) -> list[dict[str, np.n
 
 
 class DeltaNetWeights:
-    """The layers' weights in a buffer of `backend`, named llama.cpp's way (blk.{il}.attn_qkv, ...)."""
+    """The layers' weights in a buffer of `backend`, named llama.cpp's way (blk.{il}.attn_qkv, ...).
+
+    Args:
+        backend: the backend whose buffer holds them (a meta backend splits them by its policy).
+        config: the model's config.
+        values: one dict per layer, name -> array of `weight_shapes`' NumPy shape.
+
+    Attributes:
+        layers: one dict per layer, name -> Tensor.
+        buffer: the Buffer holding them.
+
+    Raises:
+        ValueError: values for another number of layers, other names, or other shapes.
+    """
 
     def __init__(self, backend: Backend, config: DeltaNetConfig, values: list[dict[str, np.ndarray]]) -> None:
         if len(values) != config.n_layer:
@@ -197,9 +250,22 @@ class DeltaNetWeights:
 
 
 def split_policy(config: DeltaNetConfig, n_devices: int) -> list[tuple[str, Callable[[Tensor], Split]]]:
-    """Tensor parallelism for a meta device. The "grouped" layout: key-head groups across devices (with
-    their value heads) for the projections, the conv weights and cache, the recurrent-state cache; norms
-    mirrored. llama.cpp's layouts: llama.cpp's own split (`llama_split_policy`)."""
+    """Tensor parallelism of the layer for a meta device.
+
+    The "grouped" layout: key-head groups across devices (with their value heads) for the projections,
+    the conv weights and cache, the recurrent-state cache; norms mirrored. llama.cpp's layouts: llama.cpp's
+    own split (`llama_split_policy`).
+
+    Args:
+        config: the model's config.
+        n_devices: the meta device's device count.
+
+    Returns:
+        `(name pattern, rule)` pairs for `Runner.set_policy`.
+
+    Raises:
+        ValueError: fewer key heads than devices ("grouped").
+    """
     from pyggml.meta import Split
 
     if config.layout != "grouped":
@@ -227,9 +293,20 @@ def split_policy(config: DeltaNetConfig, n_devices: int) -> list[tuple[str, Call
 
 
 def llama_shares(extent: int, granularity: int, n_devices: int, rotation: int) -> list[int]:
-    """One segment's share of each device as llama.cpp cuts it (`llama_meta_device_get_split_state`, no
-    tensor_split given): device (j + rotation) % n gets up to extent * (j+1) / n, rounded down to the
-    granularity, the last one the rest."""
+    """One segment's share of each device as llama.cpp cuts it (`llama_meta_device_get_split_state`, no tensor_split given).
+
+    Device (j + rotation) % n gets up to extent * (j+1) / n, rounded down to the granularity, the last one
+    the rest.
+
+    Args:
+        extent: the segment's extent.
+        granularity: shares are multiples of it (but the last).
+        n_devices: the device count.
+        rotation: how far the shares are rotated over the devices.
+
+    Returns:
+        Each device's share, in device order.
+    """
     sizes, low = [0] * n_devices, 0
     for j in range(n_devices - 1):
         high = extent * (j + 1) // n_devices
@@ -241,11 +318,21 @@ def llama_shares(extent: int, granularity: int, n_devices: int, rotation: int) -
 
 
 def llama_split_table(config: DeltaNetConfig) -> dict[str, tuple[int, list[tuple[int, int]], int]]:
-    """llama.cpp's split of one recurrent layer of Qwen3-Next ("qwen3next") or Qwen3.5 ("qwen35"), by
-    pyggml's tensor names (llama.cpp's `cache_r_l*` is `cache_conv_l*`, `cache_s_l*` is `cache_ssm_l*`):
-    name -> (axis, segments [(extent, repeats)], granularity of each segment's shares). From
+    """llama.cpp's split of one recurrent layer of Qwen3-Next ("qwen3next") or Qwen3.5 ("qwen35"), by pyggml's tensor names.
+
+    llama.cpp's `cache_r_l*` is `cache_conv_l*` here, `cache_s_l*` is `cache_ssm_l*`. From
     src/llama-model.cpp: get_tensor_config (the axes), get_split_segments, get_split_granularity (F32
-    weights: llama.cpp rounds shares to lcm(128, head_dim) channels)."""
+    weights: llama.cpp rounds shares to lcm(128, head_dim) channels).
+
+    Args:
+        config: the model's config, of layout "qwen3next" or "qwen35".
+
+    Returns:
+        name -> (axis in ggml's order, segments [(extent, repeats)], granularity of each segment's shares).
+
+    Raises:
+        ValueError: another layout.
+    """
     c, S, nk, r, dm1 = config, config.head_dim, config.n_k_heads, config.ratio, config.d_conv - 1
     kd, vd, nv = nk * S, config.value_dim, config.n_v_heads
     g = math.lcm(128, S)
@@ -282,9 +369,21 @@ def llama_split_table(config: DeltaNetConfig) -> dict[str, tuple[int, list[tuple
 
 
 def llama_split_policy(config: DeltaNetConfig, n_devices: int) -> list[tuple[str, Callable[[Tensor], Split]]]:
-    """llama.cpp's tensor split of the layer (`llama_split_table`) as a pyggml policy: layer il's shares are
-    rotated by il % n_devices, as llama.cpp rotates them by the number of recurrent layers before il (all of
-    this model's layers are recurrent); norms mirrored."""
+    """llama.cpp's tensor split of the layer (`llama_split_table`) as a pyggml policy.
+
+    Layer il's shares are rotated by il % n_devices, as llama.cpp rotates them by the number of recurrent
+    layers before il (all of this model's layers are recurrent); norms mirrored.
+
+    Args:
+        config: the model's config, of layout "qwen3next" or "qwen35".
+        n_devices: the meta device's device count.
+
+    Returns:
+        `(name pattern, rule)` pairs for `Runner.set_policy`.
+
+    Raises:
+        ValueError: another layout.
+    """
     from pyggml.meta import Split
 
     table = llama_split_table(config)
@@ -306,7 +405,16 @@ def llama_split_policy(config: DeltaNetConfig, n_devices: int) -> list[tuple[str
 
 
 def l2_norm(ctx: Context, x: Tensor, eps: float) -> Tensor:
-    """llama.cpp's build_gdn_l2_norm: x / sqrt(sum(x^2) + eps) as rms_norm(x, eps/n) / sqrt(n)."""
+    """llama.cpp's `build_gdn_l2_norm`: x / sqrt(sum(x^2) + eps) along ne[0], as rms_norm(x, eps/n) / sqrt(n).
+
+    Args:
+        ctx: the graph's context.
+        x: the tensor, normalized along ne[0] (NumPy's last axis).
+        eps: the epsilon.
+
+    Returns:
+        The normalized tensor, x's shape.
+    """
     n = x.ne[0]
     return ctx.scale(ctx.rms_norm(x, eps / n), 1.0 / float(np.sqrt(n)))
 
@@ -323,8 +431,25 @@ def build_layer(
     il: int,
     strategy: str,
 ) -> Tensor:
-    """One gated delta-net layer with residual, x [n_embd, n_seq_tokens, n_seqs] -> the same shape; writes
-    both caches' rollback slots of cells kv_head .. kv_head+n_seqs-1."""
+    """One gated delta-net layer with residual, added to `graph`.
+
+    Writes both caches' rollback slots of cells kv_head .. kv_head+n_seqs-1.
+
+    Args:
+        ctx: the graph's context.
+        graph: the graph the cache writes are added to.
+        inp: the graph's inputs (`s_copy`, the slot index).
+        mem: the recurrent memory (conv and state caches).
+        w: the layer's weights, name -> Tensor.
+        config: the model's config.
+        x: ne `[n_embd, n_seq_tokens, n_seqs]` (ggml order): the layer's input.
+        kv_head: the first cell written.
+        il: the layer.
+        strategy: the conv-state write's strategy (`pyggml.models.conv_state.STRATEGIES`).
+
+    Returns:
+        The layer's output, x's shape.
+    """
     c = config
     S, nk, nv, r, G = c.head_dim, c.n_k_heads, c.n_v_heads, c.ratio, c.group
     nt, ns = x.ne[1], x.ne[2]
@@ -389,7 +514,24 @@ def build_layer(
 
 
 class DeltaNetGraph:
-    """The graph of one ubatch shape (n_seq_tokens, n_seqs, kv_head): every layer, input x, output."""
+    """The graph of one ubatch shape (n_seq_tokens, n_seqs, kv_head): every layer, input x, output.
+
+    Args:
+        config: the model's config.
+        mem: the recurrent memory.
+        weights: the layers' weights.
+        n_seq_tokens: new tokens per sequence.
+        n_seqs: sequences.
+        kv_head: the first cell written.
+        strategy: the conv-state write's strategy.
+
+    Attributes:
+        key: `(n_seq_tokens, n_seqs, kv_head)`.
+        graph: the Graph.
+        inp: its inputs (`s_copy`, the slot index).
+        x: the input, ne `[n_embd, n_seq_tokens, n_seqs]`.
+        out: the last layer's output, x's shape.
+    """
 
     def __init__(
         self,
@@ -416,8 +558,15 @@ class DeltaNetGraph:
         self.graph.build_forward_expand(self.out)
 
     def set_inputs(self, x: np.ndarray, s_copy: list[int]) -> None:
-        """Fill the graph's inputs: the layer input x, the cells each sequence reads (s_copy), and the
-        rollback slot index when the graph has one (Kw-1, ..., 0, filled on the host)."""
+        """Fill the graph's inputs: x, s_copy, and the rollback slot index when the graph has one (Kw-1, ..., 0, on the host).
+
+        Args:
+            x: NumPy shape (n_seqs, n_seq_tokens, n_embd).
+            s_copy: per sequence, the cache row its states are read from.
+
+        Raises:
+            ValueError: values that do not fit the inputs.
+        """
         self.inp.s_copy.set(np.asarray(s_copy, dtype=np.int32))
         self.x.set(x)
         s = self.inp.s_slot_rev
@@ -428,8 +577,35 @@ class DeltaNetGraph:
 class DeltaNet:
     """Layers of gated delta-net over a runner, with both caches and llama.cpp-style graph reuse.
 
-    step(x, s_copy, kv_head): x NumPy (n_seqs, n_seq_tokens, n_embd); sequence s reads its states from
-    row s_copy[s] of both caches (`row(cell, rollback)`) and writes them to cell kv_head+s."""
+    `step(x, s_copy, kv_head)`: x has NumPy shape (n_seqs, n_seq_tokens, n_embd); sequence s reads its
+    states from row s_copy[s] of both caches (`row(cell, rollback)`) and writes them to cell kv_head+s. On
+    a meta runner the split policy is set first (`split_policy`).
+
+    Args:
+        runner: the Runner to compute on.
+        config: the model's config.
+        K: rollback slots per cell, 1 to 64 (n_rs_seq + 1).
+        mem_size: cells, 1 to 65536.
+        cache_type: the caches' type, F32 or F16.
+        strategy: the conv-state write's strategy (`pyggml.models.conv_state.STRATEGIES`).
+        weights: one dict per layer, name -> array; None: `random_weights(config, seed)`.
+        seed: the seed of the random weights.
+
+    Attributes:
+        config: the config.
+        runner: the Runner.
+        weights: the weights on the runner's device.
+        weight_values: the weights as arrays.
+        mem: the recurrent memory.
+        K: rollback slots per cell.
+        valid: per cell, how many slots hold a state in both caches.
+        builds: graphs built so far.
+        reuses: ubatches that reused the current graph.
+
+    Raises:
+        TypeError: `config` is not a DeltaNetConfig.
+        ValueError: K, mem_size or strategy out of range, weights that do not fit.
+    """
 
     def __init__(
         self,
@@ -474,7 +650,19 @@ class DeltaNet:
         return self.mem.mem_size
 
     def row(self, cell: int, rollback: int = 0) -> int:
-        """The cache row holding `cell`'s state with its last `rollback` tokens dropped."""
+        """The cache row holding `cell`'s state with its last `rollback` tokens dropped.
+
+        Args:
+            cell: the cell, 0 .. mem_size - 1.
+            rollback: tokens to drop, 0 .. K - 1.
+
+        Returns:
+            `rollback * mem_size + cell`.
+
+        Raises:
+            ValueError: an argument out of range, or a rollback deeper than the last ubatch at that cell wrote
+                in both caches.
+        """
         cell = integer("DeltaNet.row: cell", cell, 0, self.mem_size - 1)
         rollback = integer("DeltaNet.row: rollback", rollback, 0, self.K - 1)
         if rollback >= self.valid[cell]:
@@ -486,7 +674,19 @@ class DeltaNet:
         return rollback * self.mem_size + cell
 
     def step(self, x: np.ndarray, s_copy: list[int], kv_head: int) -> np.ndarray:
-        """One ubatch through every layer; returns the last layer's output (n_seqs, n_seq_tokens, n_embd)."""
+        """One ubatch through every layer.
+
+        Args:
+            x: NumPy shape (n_seqs, n_seq_tokens, n_embd).
+            s_copy: per sequence, the cache row its states are read from (see `row`).
+            kv_head: the first cell written.
+
+        Returns:
+            The last layer's output, NumPy shape (n_seqs, n_seq_tokens, n_embd).
+
+        Raises:
+            ValueError: x of another shape, kv_head or s_copy out of range, a row whose slot either cache lacks.
+        """
         x = np.asarray(x, dtype=np.float32)
         if x.ndim != 3 or x.shape[2] != self.config.n_embd or 0 in x.shape:
             raise ValueError(f"DeltaNet.step: x must be (n_seqs, n_seq_tokens, {self.config.n_embd}), got {x.shape}")
@@ -511,8 +711,19 @@ class DeltaNet:
         return self.graph.out.numpy().reshape(n_seqs, n_seq_tokens, self.config.n_embd)
 
     def states(self, il: int, row: int) -> tuple[np.ndarray, np.ndarray]:
-        """Layer il's states at a cache row, as float32: conv (conv_channels, d_conv-1) and recurrent
-        (n_v_heads, S, S) in ggml's layout (element [h, j, i] is the memory's M[i, j])."""
+        """Layer `il`'s states at a cache row, as float32.
+
+        Args:
+            il: the layer.
+            row: the cache row (see `row`).
+
+        Returns:
+            `(conv, recurrent)`: conv of NumPy shape (conv_channels, d_conv-1) and recurrent (n_v_heads, S, S)
+            in ggml's layout (element [h, j, i] is the memory's M[i, j]).
+
+        Raises:
+            ValueError: `row` out of range.
+        """
         c = self.config
         row = integer("DeltaNet.states: row", row, 0, self.mem_size * self.K - 1)
         # numpy() drops trailing extents of 1: a one-row cache would come back one-dimensional

@@ -78,14 +78,28 @@ TWIN_NMSE_OTHER = 1e-5  # backends not measured here (CUDA, RPC): the Vulkan mat
 
 
 def twin_bound(backend: str) -> float:
-    """The NMSE the twin may show against llama.cpp on `backend` (a device name: its kind's bound)."""
+    """The NMSE the twin may show against llama.cpp on a backend: its kind's bound in `TWIN_NMSE`.
+
+    Args:
+        backend: a device name ('cpu', 'vulkan0', 'meta:cpu,cpu', ...).
+
+    Returns:
+        The bound; `TWIN_NMSE_OTHER` for kinds not measured here (CUDA, RPC).
+    """
     return next((b for kind, b in TWIN_NMSE.items() if backend.startswith(kind)), TWIN_NMSE_OTHER)
 
 
 @dataclass
 class TwinFile:
-    """What the twin takes from a model file: the layer's config (one layer), llama.cpp's recurrent
-    layers, and each one's weights under the twin's names (float32, NumPy shapes)."""
+    """What the twin takes from a model file.
+
+    Attributes:
+        path: the file.
+        arch: its architecture (qwen3next, qwen35, qwen35moe).
+        config: the layer's config (one layer, the file's layout).
+        layers: llama.cpp's recurrent layers.
+        weights: each recurrent layer's weights under the twin's names, float32, NumPy shapes.
+    """
 
     path: str
     arch: str
@@ -101,9 +115,21 @@ def _meta_int(meta: dict, key: str, path: str) -> int:
 
 
 def recurrent_layers(meta: dict, arch: str) -> list[int]:
-    """llama.cpp's `is_recr` per layer (qwen3next.cpp / qwen35.cpp `load_arch_hparams`): the
-    `attention.recurrent_layers` array, else every layer but each `full_attention_interval`-th (4 by
-    default); MTP layers (`nextn_predict_layers`) are never run in the main pass."""
+    """llama.cpp's `is_recr` per layer (qwen3next.cpp / qwen35.cpp `load_arch_hparams`).
+
+    The `attention.recurrent_layers` array, else every layer but each `full_attention_interval`-th (4 by
+    default); MTP layers (`nextn_predict_layers`) are never run in the main pass.
+
+    Args:
+        meta: the file's metadata (`GGUFFile.metadata`).
+        arch: its architecture.
+
+    Returns:
+        The indices of the recurrent layers.
+
+    Raises:
+        KeyError: no `<arch>.block_count`.
+    """
     n_all = int(meta[f"{arch}.block_count"])
     n_layer = n_all - int(meta.get(f"{arch}.nextn_predict_layers", 0))
     given = meta.get(f"{arch}.attention.recurrent_layers")
@@ -116,11 +142,21 @@ def recurrent_layers(meta: dict, arch: str) -> list[int]:
 
 
 def load_twin(path: str | os.PathLike[str]) -> TwinFile:
-    """Read a qwen3next / qwen35 / qwen35moe file's delta-net layers for the twin (module docstring).
+    """Read a qwen3next / qwen35 / qwen35moe file's delta-net layers for the twin (see the module's doc).
 
-    ValueError naming the file and what is missing: another architecture, a metadata key llama.cpp
-    needs, a layer without llama.cpp's tensors (a legacy `ssm_in` Qwen3-Next file), sizes the twin
-    cannot take (value head size != key head size)."""
+    Args:
+        path: the GGUF file.
+
+    Returns:
+        The TwinFile.
+
+    Raises:
+        ValueError: naming the file and what is missing: another architecture, a metadata key llama.cpp
+            needs, a layer without llama.cpp's tensors (a legacy `ssm_in` Qwen3-Next file), sizes the twin
+            cannot take (value head size != key head size).
+        GGUFError: a file ggml cannot read.
+        OSError: the file is missing or unreadable.
+    """
     path = os.fspath(path)
     info = gguf.read_info(path)
     meta = info.metadata
@@ -168,8 +204,14 @@ def load_twin(path: str | os.PathLike[str]) -> TwinFile:
 
 @dataclass
 class LayerValues:
-    """One recurrent layer of one decode, as llama.cpp computed it: input x and output y
-    (n_tokens, n_embd), both whole caches (rows, row size) after the layer wrote them."""
+    """One recurrent layer of one decode, as llama.cpp computed it.
+
+    Attributes:
+        x: the layer's input, (n_tokens, n_embd).
+        y: its output (`attn_residual-<il>`), (n_tokens, n_embd).
+        conv: the whole conv cache after the layer wrote it, (rows, row size).
+        ssm: the whole recurrent-state cache after the layer wrote it, (rows, row size).
+    """
 
     x: np.ndarray
     y: np.ndarray
@@ -178,8 +220,17 @@ class LayerValues:
 
 
 class LayerCapture:
-    """An observer for `llama.Context(observe=...)`: for each of `layers`, each decode, LayerValues in
-    `taken[il]` (one per ubatch, in order)."""
+    """An observer for `pyggml.llama.Context(observe=...)` that captures recurrent layers' values.
+
+    For each of `layers` and each decode, a LayerValues in `taken[il]` (one per ubatch, in order).
+
+    Args:
+        layers: the recurrent layers to capture.
+
+    Attributes:
+        taken: layer -> its LayerValues, one per ubatch.
+        caches: llama.cpp's cache tensors (`cache_r_l<il>`, `cache_s_l<il>`) by name, as seen.
+    """
 
     def __init__(self, layers: list[int]) -> None:
         self.layers = set(layers)
@@ -218,7 +269,17 @@ class LayerCapture:
 
 @dataclass
 class TwinRecord:
-    """The twin against llama.cpp for one layer and one decode: NMSE of the output and both states."""
+    """The twin against llama.cpp for one layer and one decode.
+
+    Attributes:
+        layer: the layer.
+        step: the decode's index.
+        n_tokens: its tokens.
+        output: NMSE of the layer's output.
+        conv: NMSE of the conv state.
+        ssm: NMSE of the recurrent state.
+        bound: the NMSE allowed (`twin_bound`).
+    """
 
     layer: int
     step: int
@@ -230,7 +291,7 @@ class TwinRecord:
 
     @property
     def ok(self) -> bool:
-        """All three within the backend's bound."""
+        """Whether the output and both states are within the backend's bound."""
         return max(self.output, self.conv, self.ssm) <= self.bound
 
 
@@ -242,12 +303,29 @@ def compare_with_llama(
     twin: TwinFile | None = None,
     twin_backend: str | None = None,
 ) -> list[TwinRecord]:
-    """Decode sum(chunks) tokens of one sequence with llama.cpp on `backend` (one decode per chunk), and
-    the twin of every recurrent layer over the inputs llama.cpp's layer received, on `twin_backend`
-    (default: the same backend; a meta device splits the twin with llama.cpp's own policy,
-    delta_net.llama_split_policy); one TwinRecord per layer and decode (module docstring). `twin`: what
-    load_twin(path) gives, or a changed copy of it (another layout, other weights) to see the comparison
-    fail."""
+    """The seed's layer in Python against llama.cpp's own, decode by decode.
+
+    Decodes sum(chunks) tokens of one sequence with llama.cpp on `backend` (one decode per chunk), and
+    steps the twin of every recurrent layer over the inputs llama.cpp's layer received (see the module's
+    doc).
+
+    Args:
+        path: a qwen3next / qwen35 / qwen35moe GGUF file.
+        backend: the device llama.cpp runs on.
+        chunks: the tokens of each decode, each >= 1.
+        seed: the seed of the random tokens.
+        twin: what `load_twin(path)` gives, or a changed copy of it (another layout, other weights) to see
+            the comparison fail; None: load it.
+        twin_backend: the device the twin runs on; None: the same backend. A meta device splits the twin
+            with llama.cpp's own policy (`delta_net.llama_split_policy`).
+
+    Returns:
+        One TwinRecord per layer and decode.
+
+    Raises:
+        ValueError: bad chunks, or a file the twin cannot take (see `load_twin`).
+        LlamaError: llama.cpp cannot load the file or decode.
+    """
     from pyggml import llama
     from pyggml.testing.model_check import tokens_for
 

@@ -34,7 +34,22 @@ STDEV = 0.1  # as test-llama-archs.cpp's default
 
 @dataclass(frozen=True)
 class Dims:
-    """The sizes a model is made with. `n_head_kv` < `n_head` gives grouped-query attention."""
+    """The sizes a model is made with; `n_head_kv` < `n_head` gives grouped-query attention.
+
+    Attributes:
+        n_vocab: tokens in the vocabulary.
+        n_ctx: the training context length the file states.
+        n_embd: the embedding width.
+        n_head: attention heads.
+        n_head_kv: key/value heads.
+        n_ff: the feed-forward length.
+        n_layer: blocks.
+        n_expert: experts (MoE architectures).
+        n_expert_used: experts used per token.
+        n_ff_exp: an expert's feed-forward length.
+        n_ff_shexp: the shared expert's feed-forward length.
+        rms_eps: the RMS norms' epsilon.
+    """
 
     n_vocab: int = 256
     n_ctx: int = 512  # the training context length the file states
@@ -57,7 +72,13 @@ class Dims:
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """One tensor of a model: its name in the file, `ne` in llama.cpp's order, its ggml type name."""
+    """One tensor of a model.
+
+    Attributes:
+        name: its name in the file.
+        ne: its extents in llama.cpp's (ggml's) order, innermost first.
+        type: its ggml type name ("f32", "f16").
+    """
 
     name: str
     ne: tuple[int, ...]
@@ -65,14 +86,18 @@ class TensorSpec:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """NumPy order (ne reversed), as pyggml.gguf writes arrays."""
+        """The extents in NumPy's order (`ne` reversed), as `pyggml.gguf.save` writes arrays."""
         return tuple(reversed(self.ne))
 
 
 @dataclass(frozen=True)
 class Table:
-    """An architecture's table: keys under `ARCH.` (value: a plain Python value, or a gguf.Value)
-    and the tensors, in file order."""
+    """An architecture's table.
+
+    Attributes:
+        hparams: the keys under `ARCH.` (value: a plain Python value, or a `pyggml.gguf.Value`).
+        tensors: the tensors, in file order.
+    """
 
     hparams: dict[str, Any]
     tensors: list[TensorSpec]
@@ -80,7 +105,14 @@ class Table:
 
 @dataclass
 class Model:
-    """What `make_model` wrote: the path, the metadata, and the tensors (name -> array)."""
+    """What `make_model` wrote.
+
+    Attributes:
+        path: the file.
+        arch: the architecture.
+        metadata: the metadata written.
+        tensors: name -> the array written (NumPy shape: `ne` reversed).
+    """
 
     path: str
     arch: str
@@ -457,12 +489,28 @@ ARCHITECTURES: dict[str, tuple[Callable[[Dims], Table], Dims]] = {
 
 
 def architectures() -> list[str]:
-    """The architectures make_model knows, sorted."""
+    """The architectures `make_model` knows.
+
+    Returns:
+        Their names, sorted.
+    """
     return sorted(ARCHITECTURES)
 
 
 def table(arch: str, n_layer: int | None = None) -> tuple[Dims, Table]:
-    """An architecture's sizes and table (`n_layer` layers, else its default)."""
+    """An architecture's sizes and table.
+
+    Args:
+        arch: the architecture (see `architectures()`).
+        n_layer: blocks; None: the architecture's default.
+
+    Returns:
+        `(dims, table)`.
+
+    Raises:
+        ValueError: an unknown architecture (the message lists the known ones), or `n_layer` not a
+            positive int.
+    """
     if arch not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(architectures())}")
     make, dims = ARCHITECTURES[arch]
@@ -474,7 +522,14 @@ def table(arch: str, n_layer: int | None = None) -> tuple[Dims, Table]:
 
 
 def vocabulary(n_vocab: int) -> dict[str, Any]:
-    """llama.cpp's test tokenizer (test-llama-archs.cpp): tokens `tok_0`..., scores 0."""
+    """llama.cpp's test tokenizer (test-llama-archs.cpp) as metadata: tokens `tok_0`..., scores 0.
+
+    Args:
+        n_vocab: the number of tokens.
+
+    Returns:
+        The `tokenizer.ggml.*` metadata.
+    """
     return {
         "tokenizer.ggml.model": "test",
         "tokenizer.ggml.tokens": [f"tok_{i}" for i in range(n_vocab)],
@@ -483,8 +538,15 @@ def vocabulary(n_vocab: int) -> dict[str, Any]:
 
 
 def weights(spec: TensorSpec, seed: int) -> np.ndarray:
-    """A tensor's random values: normal, standard deviation 0.1, from (seed, crc32 of the name);
-    `ssm_a` (a state decay) negative."""
+    """A tensor's random values: normal, standard deviation 0.1, from (seed, crc32 of the name); `ssm_a` (a state decay) negative.
+
+    Args:
+        spec: the tensor.
+        seed: the model's seed.
+
+    Returns:
+        An array of the spec's NumPy shape, float32 (float16 for an "f16" tensor).
+    """
     rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
     a = rng.normal(0.0, STDEV, size=spec.shape).astype(np.float32)
     if spec.name.endswith(".ssm_a"):
@@ -493,11 +555,23 @@ def weights(spec: TensorSpec, seed: int) -> np.ndarray:
 
 
 def make_model(arch: str, path: str | os.PathLike[str], seed: int = 0, layers: int | None = None) -> Model:
-    """Write a small random-weight GGUF of `arch` to `path` (see `architectures()`): `layers` blocks
-    (default: the architecture's, 2), weights from `seed`. Returns what was written.
+    """Write a small random-weight GGUF model of `arch` that llama.cpp loads and decodes.
 
-    Raises ValueError for an unknown architecture (the message lists the known ones) or a bad
-    argument, and OSError when the file cannot be written."""
+    Args:
+        arch: the architecture (see `architectures()`).
+        path: the file to write.
+        seed: the weights' seed, a non-negative int.
+        layers: blocks; None: the architecture's default (2).
+
+    Returns:
+        What was written.
+
+    Raises:
+        ValueError: an unknown architecture (the message lists the known ones) or a bad argument.
+        FileNotFoundError: the file's folder does not exist.
+        IsADirectoryError: `path` is a folder.
+        OSError: the file cannot be written.
+    """
     dims, tab = table(arch, layers)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")

@@ -184,7 +184,7 @@ def gated_delta_net(
     ctx: Context, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor, K: int = 1
 ) -> Tensor:
     """ggml_gated_delta_net: the gated delta rule (Qwen3-Next, Kimi linear attention), token by token.
-    Per sequence and head, with M the state (M[i][j]: key index i to value index j):
+    Per sequence and head, with M the state (`M[i][j]`: key index i to value index j):
         M = M * exp(g);  M = M + outer(k, beta * (v - M^T k));  o = M^T q / sqrt(S)
 
     Shapes in ggml's ne order (NumPy shapes reversed):
@@ -193,7 +193,7 @@ def gated_delta_net(
     v: [S, H, n_tokens, n_seqs]. g: [1 or S, H, n_tokens, n_seqs] (one gate per head, or per key row:
        KDA). beta: [1, H, n_tokens, n_seqs].
     state: [S, S, H, n_seqs], the state before the first token, stored transposed (element (i, j) at
-           ne0 = i is M[i][j]).
+           ne0 = i is `M[i][j]`).
     K: how many state snapshots to keep, >= 1.
     Result: F32 [S*H, n_tokens*n_seqs + K*S*n_seqs]: the outputs [S, H, n_tokens, n_seqs], then K
     snapshots of the state, slot i the state i tokens before the last (slot 0 the final state); slots

@@ -11,9 +11,21 @@ from pyggml.testing.verdict import compare
 
 
 def assert_close(actual: Any, expected: Any, nmse: float = NMSE_F32, max_error: float | None = None) -> None:
-    """`check`'s verdict on one output, as an assertion: NaN/Inf positions equal, NMSE <= nmse (default:
-    check's F32 bound, 1e-7) and every element within max_error of the output's scale (default: 30
-    root-mean-square errors of nmse, as check). nmse=0 and max_error=0: bit-exact."""
+    """`check`'s verdict on one output, as an assertion (no pytest needed).
+
+    NaN and Inf in the same places, NMSE <= `nmse`, and every element within `max_error` of the output's
+    scale. `nmse=0, max_error=0` asks for a bit-exact result.
+
+    Args:
+        actual: the result (anything `np.asarray` takes), e.g. `Runner.run`'s.
+        expected: the reference, with as many elements, e.g. a float64 NumPy oracle.
+        nmse: the bound on the normalized mean squared error; default: check's F32 bound, 1e-7.
+        max_error: the bound on any element's error relative to the output's scale; None: 30
+            root-mean-square errors of `nmse`, as check.
+
+    Raises:
+        AssertionError: a bound is exceeded (the message gives the NMSE, the largest error and the bounds).
+    """
     bound = max_error if max_error is not None else 30 * nmse**0.5
     verdict = compare(np.asarray(actual), np.asarray(expected), nmse, bound)
     if not verdict.ok:

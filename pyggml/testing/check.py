@@ -1,5 +1,15 @@
-"""`python -m pyggml check`: every registered case on every backend, against its NumPy oracle
-and against the other backends."""
+"""`python -m pyggml check`: every registered case on every backend, against its NumPy oracle and against the other backends.
+
+The same from Python:
+
+    from pyggml.testing.check import available_backends, run_check, table
+    records = run_check(available_backends(), pattern="add")
+    print(table(records))
+
+Each case runs on each backend; its output is compared with the case's NumPy oracle (NMSE and every
+element within bounds) and with the first backend's (cross). Each record says pass, known (a disagreement
+docs/findings.md records), unsupported, skipped, fail or error, with the figures.
+"""
 
 from __future__ import annotations
 
@@ -25,10 +35,26 @@ from pyggml.testing.junit import write_junit
 from pyggml.testing.verdict import Record, Status, nmse, run_case
 from pyggml.types import DeviceType
 
+# the Python API (the rest of this module serves the command line)
+__all__ = [
+    "available_backends",
+    "check_case",
+    "cross_compare",
+    "main",
+    "make_runners",
+    "run_check",
+    "summary",
+    "table",
+]
+
 
 def available_backends() -> list[str]:
-    """`cpu` and every non-CPU device of this build (vulkan0, cuda0, ...), without RPC devices whose
-    server has failed (ggml cannot unregister them; computing on one raises RpcError)."""
+    """The backends `check` runs on by default.
+
+    Returns:
+        `cpu` and every non-CPU device of this build (vulkan0, cuda0, ...), lower case, without RPC devices
+        whose server has failed (ggml cannot unregister them; computing on one raises RpcError).
+    """
     names = ["cpu"]
     for d in devices():
         if d.type != DeviceType.CPU and not any(rpc.error(ep) for ep in rpc.endpoints_of_device(d.ptr)):
@@ -37,7 +63,15 @@ def available_backends() -> list[str]:
 
 
 def cross_compare(results: dict[str, list[np.ndarray]]) -> dict[str, float]:
-    """NMSE of every backend's outputs against the first backend's (usually the CPU)."""
+    """The NMSE of every backend's outputs against the first backend's (usually the CPU).
+
+    Args:
+        results: backend -> its outputs, in the same order for every backend.
+
+    Returns:
+        backend -> the largest NMSE of its outputs, for every backend but the first; `{}` for fewer than
+        two backends.
+    """
     names = list(results)
     if len(names) < 2:
         return {}
@@ -98,7 +132,16 @@ class Progress:
 
 
 def make_runners(backends: list[str], n_threads: int | None = None) -> tuple[dict[str, Runner], list[Record]]:
-    """A Runner per backend, and an error record ("*") for each backend that cannot be had."""
+    """A Runner per backend, and an error record ("*") for each backend that cannot be had.
+
+    Args:
+        backends: backend names ('cpu', 'vulkan0', 'meta:cpu,cpu', ...).
+        n_threads: the CPU threads of each runner; None chooses per graph.
+
+    Returns:
+        `(runners, records)`: name -> Runner for the backends made, and one error Record per backend that
+        could not be.
+    """
     runners, records = {}, []
     for name in backends:
         try:
@@ -115,9 +158,19 @@ def check_case(
     dead: dict[str, str] | None = None,
     begin: Callable[[str], None] | None = None,
 ) -> list[Record]:
-    """One case on every runner, each result against the oracle and the others (cross): its records in
-    the runners' order. `dead`: backends where a worker process died running this case (backend ->
-    why), recorded as errors without running them again; `begin(backend)` is called before each run."""
+    """One case on every runner, each result against the oracle and the others (cross).
+
+    Args:
+        case: the case (`pyggml.testing.cases.Case`).
+        runners: backend name -> Runner.
+        slow: also run it where it is skipped only for its cost.
+        dead: backends where a worker process died running this case (backend -> why), recorded as
+            errors without running them again.
+        begin: called with the backend's name before each run.
+
+    Returns:
+        The case's Records, in the runners' order.
+    """
     outputs = {}
     records: list[Record] = []
     for name, runner in runners.items():
@@ -149,9 +202,24 @@ def run_check(
     jobs: int = 0,
     started: list | None = None,
 ) -> list[Record]:
-    """Every selected case on every backend. jobs: 0 runs them in this process; N >= 1 in N worker
-    processes (pyggml.testing.workers: the same records in the same order, and a worker's death is the
-    case's error instead of the run's end); `started`: workers already started for these backends."""
+    """Every selected case on every backend.
+
+    Args:
+        backends: backend names ('cpu', 'vulkan0', 'meta:cpu,cpu', ...).
+        pattern: select cases whose name contains it or matches it as a regular expression; None: all.
+        progress: where to show progress (a terminal: a bar; elsewhere a line every 250 steps); None: quiet.
+        ops: select cases of these op names; None: all.
+        type_names: select cases of these ggml type names; None: all.
+        slow: also run what is skipped only for its cost (shaders lavapipe compiles for minutes).
+        jobs: 0 runs the cases in this process; N >= 1 in N worker processes (`pyggml.testing.workers`:
+            the same records in the same order, and a worker's death is the case's error instead of the
+            run's end).
+        started: workers already started for these backends.
+
+    Returns:
+        One Record per case and backend (`pyggml.testing.verdict.Record`: status, NMSE, bound, message),
+        plus an error record per backend that cannot be had.
+    """
     selected = case_registry.select(pattern, ops, type_names)
     if jobs or started:
         from pyggml.testing import workers
@@ -176,7 +244,14 @@ STATUSES = tuple(Status)
 
 
 def summary(records: list[Record]) -> list[str]:
-    """One line per backend: how many cases ended in each status."""
+    """One line per backend: how many cases ended in each status.
+
+    Args:
+        records: what `run_check` returned.
+
+    Returns:
+        A header line and one line per backend.
+    """
     backends = list(dict.fromkeys(r.backend for r in records))
     width = max([len(b) for b in backends] + [7])
     lines = [f"{'backend':<{width}}  " + "  ".join(f"{s:>11}" for s in STATUSES)]
@@ -187,8 +262,18 @@ def summary(records: list[Record]) -> list[str]:
 
 
 def table(records: list[Record], quiet: bool = False) -> str:
-    """The results: a row per case and a column per backend (quiet: only the counts per backend), then
-    the totals and every failure. The cross-backend column and legend appear with several backends only."""
+    """The results as `check` prints them.
+
+    A row per case and a column per backend (quiet: only the counts per backend), then the totals and every
+    failure. The cross-backend column and legend appear with several backends only.
+
+    Args:
+        records: what `run_check` returned.
+        quiet: only the counts.
+
+    Returns:
+        The text.
+    """
     backends = list(dict.fromkeys(r.backend for r in records))
     by = {(r.case, r.backend): r for r in records}
     names = [] if quiet else list(dict.fromkeys(r.case for r in records if r.case != "*"))
@@ -504,7 +589,17 @@ def _fail(msg: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    """`check`: in test mode the workers start first, and import pyggml while this process selects."""
+    """`python -m pyggml check`: run the suite as the command line asks.
+
+    In test mode the worker processes start first, and import pyggml while this process selects the
+    cases. `--repro`, `--model`, `--mode grad` and `--mode perf` go to their own modules.
+
+    Args:
+        args: the parsed command line (`python -m pyggml check --help`).
+
+    Returns:
+        The exit status: 0 when every case passed, 1 when some failed, 2 for a bad command line.
+    """
     pool = None
     plain = not any(getattr(args, a, None) for a in ("list", "repro", "model"))
     if args.mode == "test" and plain and (getattr(args, "jobs", None) or 0) >= 0:

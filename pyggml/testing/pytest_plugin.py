@@ -37,6 +37,11 @@ from pyggml.testing.assertions import assert_close  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """pytest's hook: add `--ggml-backend NAME` (repeatable), which runs the backend fixtures' tests on these names only.
+
+    Args:
+        parser: pytest's option parser.
+    """
     parser.addoption(
         "--ggml-backend",
         action="append",
@@ -47,10 +52,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """pytest's hook: register the marker `ggml_backends(*names)`, which runs one test on these backends only.
+
+    Args:
+        config: pytest's config.
+    """
     config.addinivalue_line("markers", "ggml_backends(*names): run this test on these backends only")
 
 
 def available_meta_backends(backends: list[str]) -> list[str]:
+    """The meta devices `ggml_meta_backend` runs over.
+
+    Args:
+        backends: the available backends (`pyggml.testing.check.available_backends()`).
+
+    Returns:
+        "meta:cpu,cpu", and "meta:vulkan0,vulkan1" when two Vulkan devices are listed.
+    """
     names = ["meta:cpu,cpu"]
     if {"vulkan0", "vulkan1"} <= set(backends):
         names.append("meta:vulkan0,vulkan1")
@@ -68,6 +86,14 @@ def _chosen(metafunc: pytest.Metafunc, names: list[str]) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """pytest's hook: parametrize `ggml_backend` and `ggml_meta_backend` with the available backends.
+
+    Each backend becomes its own test id (`test_x[cpu]`, `test_x[vulkan0]`), filtered by `--ggml-backend`
+    and the `ggml_backends` marker; a filter that leaves none makes one skipped test, so it is visible.
+
+    Args:
+        metafunc: pytest's view of the test function.
+    """
     if not {"ggml_backend", "ggml_meta_backend"} & set(metafunc.fixturenames):
         return
     from pyggml.testing.check import available_backends
@@ -87,7 +113,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def ggml_runner(request: pytest.FixtureRequest) -> Runner:
-    """A Runner on the test's backend (its ggml_backend, else its ggml_meta_backend, else cpu)."""
+    """Fixture: a Runner on the test's backend (its `ggml_backend`, else its `ggml_meta_backend`, else cpu).
+
+    Args:
+        request: pytest's fixture request.
+
+    Returns:
+        The Runner.
+    """
     # read from the parametrization, so a meta test does not also pull in ggml_backend's
     params = getattr(request.node, "callspec", None)
     names = params.params if params is not None else {}
@@ -96,10 +129,19 @@ def ggml_runner(request: pytest.FixtureRequest) -> Runner:
 
 @pytest.fixture
 def ggml_ctx() -> Context:
-    """A fresh Context (tensor descriptions; memory comes from the runner)."""
+    """Fixture: a fresh Context (tensor descriptions; memory comes from the runner).
+
+    Returns:
+        The Context.
+    """
     return Context()
 
 
 @pytest.fixture
 def ggml_assert_close() -> Callable[..., None]:
+    """Fixture: `check`'s comparison as an assertion (`pyggml.testing.assert_close`).
+
+    Returns:
+        `assert_close(actual, expected, nmse=1e-7, max_error=None)`.
+    """
     return assert_close
