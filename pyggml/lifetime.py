@@ -132,6 +132,17 @@ def restore_sources(graph: Graph) -> None:
     st.sources_as_built = graph.n_nodes
 
 
+def built_sources(graph: Graph, node: Any) -> tuple:
+    """node's sources as the graph was built (C pointers, NULL included), without changing the graph:
+    a scheduler's copies while it has the graph rewired, read from what restore_sources recorded."""
+    if graph.state.sources_as_built != graph.n_nodes:
+        saved = _PRISTINE_SOURCES.get(graph.ctx)
+        srcs = saved.get(_addr(node)) if saved is not None else None
+        if srcs is not None:
+            return srcs
+    return tuple(node.src)
+
+
 # --- lending ----------------------------------------------------------------------------------------
 _lent: dict[int, object] = {}  # address of a tensor holding lent memory -> its lender
 _unwritten: dict[int, object] = {}  # address of a leaf given lent memory, not written since -> its lender
