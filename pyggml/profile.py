@@ -266,18 +266,19 @@ def profile(runner: Runner, graph: Graph, inputs: dict[Tensor, Any], repeats: in
     warmup = integer("profile: warmup", warmup, 0, MAX_REPEATS)
     runner._load("profile", graph, inputs, ())
     sched = runner.sched
-    plain: list[float] = []
-    for k in range(warmup + repeats):
-        t0 = time.perf_counter_ns()
-        runner.compute(graph)
-        if k >= warmup:
-            plain.append((time.perf_counter_ns() - t0) / 1000.0)
+    before = sched._observer  # an observer of the caller's: off while profiling, back afterwards
     rec = _Recorder()
-    before = sched._observer
+    plain: list[float] = []
     wall: list[float] = []
     runs: list[list[tuple[tuple[int, ...], float]]] = []
-    sched.observe(rec)
     try:
+        sched.observe(None)
+        for k in range(warmup + repeats):
+            t0 = time.perf_counter_ns()
+            runner.compute(graph)
+            if k >= warmup:
+                plain.append((time.perf_counter_ns() - t0) / 1000.0)
+        sched.observe(rec)
         for k in range(warmup + repeats):
             rec.events = []
             t0 = time.perf_counter_ns()
