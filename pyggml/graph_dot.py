@@ -296,11 +296,12 @@ def _shape(p: Any) -> tuple[int, ...]:
 
 
 def _lines(p: Any, index: str, placement: _Placement | None, profile: Any) -> list[str]:
-    op = cstr(lib.ggml_op_desc(p)) if p.op != lib.GGML_OP_NONE else "leaf"
+    """A tensor's label: 'OP  #i' for node i ('KIND  leaf k' for a leaf), its name, shapes and type, then
+    what applies: permute axes, what it views, flags, backend, meta split, time."""
     name = cstr(lib.ggml_get_name(p))
     shape = _shape(p)
     ne = ", ".join(str(int(x)) for x in p.ne)
-    lines = [f"{op}  {index}", name or "(unnamed)", f"shape {shape}  ne [{ne}]  {cstr(lib.ggml_type_name(p.type))}"]
+    lines = [f"{index}", name or "(unnamed)", f"shape {shape}  ne [{ne}]  {cstr(lib.ggml_type_name(p.type))}"]
     if p.op == lib.GGML_OP_PERMUTE:
         axes = ", ".join(str(int(p.op_params[i])) for i in range(MAX_DIMS))
         lines.append(f"permute axes ({axes})")
@@ -320,7 +321,7 @@ def _lines(p: Any, index: str, placement: _Placement | None, profile: Any) -> li
     if profile is not None:
         t = profile.time_of(p)
         if t is not None:
-            lines.append(t)
+            lines.append(f"time {t}")
     return lines
 
 
@@ -388,6 +389,7 @@ def _write(
 
     def emit(p: Any, node_id: str, index: str, is_node: bool) -> None:
         kind = _kind(p, is_node)
+        index = f"{cstr(lib.ggml_op_desc(p))}  {index}" if is_node else f"{kind}  {index}"
         if where is not None:
             fill = where.fill(where.backend.get(_addr(p)))
         else:

@@ -62,16 +62,17 @@ class GraphRecorder:
 
 def graph_nodes(graph: Any) -> list[GraphNode]:
     """Every node of a pyggml Graph as GraphNodes, in compute order, with the sources it was built with
-    (leaves left out), ready for `select` and `draw`. graph: the Graph. Returns the list. TypeError for a
+    among the nodes (leaves left out, each source once), ready for `select` and `draw`. graph: the Graph. Returns the list. TypeError for a
     non-Graph."""
     from pyggml.graph import Graph
 
     if not isinstance(graph, Graph):
         raise TypeError(f"graph_nodes: expected a Graph, got {type(graph).__name__}")
+    ptrs = [lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)]
+    nodes = {_addr(p) for p in ptrs}
     out = []
-    for i in range(graph.n_nodes):
-        p = lib.ggml_graph_node(graph.ptr, i)
-        srcs = tuple(_addr(s) for s in built_sources(graph, p) if s != ffi.NULL)
+    for i, p in enumerate(ptrs):
+        srcs = tuple(dict.fromkeys(_addr(s) for s in built_sources(graph, p) if s != ffi.NULL and _addr(s) in nodes))
         name = ffi.string(lib.ggml_get_name(p)).decode("utf-8", "replace")
         out.append(GraphNode(_addr(p), i, ffi.string(lib.ggml_op_desc(p)).decode(), name, srcs))
     return out

@@ -137,13 +137,16 @@ class Profile:
         raise KeyError(f"no row covers a node named {name!r}")
 
     def time_of(self, p: Any) -> str | None:
-        """The text `Graph.to_dot(profile=...)` shows for a C tensor p: its row's median, 'in split of N:
-        T us' for a node timed with others, None for a tensor no row covers (a leaf)."""
+        """The time `Graph.to_dot(profile=...)` shows for a tensor p (a Tensor or its C pointer): its row's
+        median ('12.3 us'), 'in a split of N nodes: T us' for a node timed with others, None for a tensor no
+        row covers (a leaf, or a tensor of another graph)."""
+        if isinstance(p, Tensor):
+            p = p.ptr
         r = self._by_addr.get(_addr(p))
         if r is None:
             return None
         if r.together:
-            return f"in a split of {len(r.indices)} nodes: {r.time_us:.1f} us"
+            return f"{r.time_us:.1f} us in a split of {len(r.indices)} nodes"
         return f"{r.time_us:.1f} us"
 
     def table(self, top: int | None = None, sort: str = "time") -> str:

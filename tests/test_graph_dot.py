@@ -39,7 +39,9 @@ def unescape(s: str) -> str:
 
 def label_lines(raw: str) -> list[str]:
     """The lines of a label: split at DOT's \\n escapes (a backslash-n that is not an escaped backslash)."""
-    lines, cur, i = [], [], 0
+    lines: list[str] = []
+    cur: list[str] = []
+    i = 0
     while i < len(raw):
         if raw[i] == "\\" and i + 1 < len(raw):
             if raw[i + 1] == "n":
@@ -211,9 +213,9 @@ def test_bad_arguments_raise() -> None:
     with pytest.raises(TypeError, match="placement"):
         graph.to_dot(placement=3)
     with pytest.raises(TypeError, match="path"):
-        graph.to_dot(3)  # type: ignore[arg-type]
+        graph.to_dot(3)
     with pytest.raises(TypeError, match="profile"):
-        graph.to_dot(profile="fast")  # type: ignore[arg-type]
+        graph.to_dot(profile="fast")
     with pytest.raises(ValueError, match="does not have"):
         graph.to_dot(placement={"nope": "cpu"})
     with pytest.raises(TypeError, match="labels"):
@@ -308,3 +310,25 @@ def test_a_meta_runner_shows_each_nodes_split() -> None:
     # a MetaDevice alone: the splits, every node on it
     nodes2, _ = parse(graph.to_dot(placement=runner.meta))
     assert "split ne[0]: 4|4" in {lines[1]: lines for lines, _ in nodes2.values()}["h"]
+
+
+def test_without_graphviz_graph_draw_colors_the_nodes_by_backend() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from pyggml.graph_draw import backends_of, draw, graph_nodes
+
+    wctx, w, ctx, x, b, y, graph = small_graph()
+    runner = gg.Runner("cpu")
+    runner.backend.alloc_tensors(wctx)
+    w.set(np.ones((8, 3), np.float32))
+    runner.run(graph, inputs_of(x, b), y)
+    nodes = graph_nodes(graph)
+    assert [n.name for n in nodes] == [t.name for t in graph.nodes]
+    assert [n.kind for n in nodes][:2] == ["MUL_MAT", "ADD"]
+    assert nodes[1].src == (nodes[0].id,)  # hb reads h (and the leaf b, left out)
+    groups = backends_of(graph, runner)
+    assert set(groups.values()) == {"CPU"} and len(groups) == graph.n_nodes
+    ax = draw(nodes, groups=groups, title="by backend")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["CPU"]
+    with pytest.raises(TypeError):
+        graph_nodes(ctx)
