@@ -8,14 +8,18 @@
 How nodes are timed: through the scheduler's eval callback (ggml_backend_sched_set_eval_callback), asking
 to see every node. The scheduler then computes each node on its own (a graph view of one node:
 ggml_backend_graph_compute_async, then ggml_backend_synchronize) between the callback's question about
-the node (ask=True) and its report (ask=False); a node's time is the time between the two. ggml offers
-nothing finer for any backend, the CPU included (its per-op timers are gone from this ggml).
+the node (ask=True) and its report (ask=False); a node's time is the time between the two. This ggml has
+no per-node timer of its own for any backend, the CPU included (no perf counters in its CPU backend), so
+the callback is the one way that works on every backend alike.
 
 What that costs: the graph is computed one node at a time, serialized, never as one submission or one
 thread pool run, and every node adds two calls into Python. The times are those of each node computed
 alone: a GPU backend loses its overlap of consecutive nodes and its fusions, the CPU starts its threads
 for every node. `Profile.wall_us` (the profiled computes) against `Profile.plain_us` (the same graph
 computed without the callback, same repeats) shows the price; `Profile.overhead` is their ratio.
+Measured (bench/README.md, a loaded 2-core machine): about 3 us per node on one CPU thread (x2-2.5 for a
+graph of small nodes, little once a node takes tens of microseconds), far more where the CPU starts
+several threads per node, x1.5-1.9 on lavapipe. Use repeats (medians) on a busy machine.
 
 A meta device's split is computed whole, never node by node (patch 0025: its meta backend computes a part
 of a split wrongly): its nodes are timed together, as one row covering them all (`ProfileRow.indices`),
