@@ -111,7 +111,9 @@ class _Placement:
 
 
 def _kind(p: Any, is_node: bool) -> str:
-    if is_node:
+    """node or view for what the graph computes; input, param, view, weight or leaf for the rest (a backward
+    graph lists its parameters among its nodes, op NONE: they are classed as leaves are)."""
+    if is_node and p.op != lib.GGML_OP_NONE:
         return "view" if p.op in _VIEW_OPS else "node"
     if p.flags & lib.GGML_TENSOR_FLAG_INPUT:
         return "input"
@@ -389,7 +391,8 @@ def _write(
 
     def emit(p: Any, node_id: str, index: str, is_node: bool) -> None:
         kind = _kind(p, is_node)
-        index = f"{cstr(lib.ggml_op_desc(p))}  {index}" if is_node else f"{kind}  {index}"
+        computed = is_node and p.op != lib.GGML_OP_NONE
+        index = f"{cstr(lib.ggml_op_desc(p))}  {index}" if computed else f"{kind}  {index}"
         if where is not None:
             fill = where.fill(where.backend.get(_addr(p)))
         else:

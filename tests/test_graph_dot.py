@@ -208,6 +208,21 @@ def test_native_is_ggmls_own_dump() -> None:
         graph.to_dot(native=True, placement={"y": "cpu"})
 
 
+def test_a_backward_graph_shows_its_parameters() -> None:
+    ctx = gg.Context()
+    w = ctx.tensor("f32", (4,), "w")
+    gg.lib.ggml_set_param(w.ptr)
+    loss = ctx.sum(ctx.sqr(w)).set_name("loss")
+    gg.lib.ggml_set_loss(loss.ptr)
+    graph = gg.Graph.with_grads(ctx).build_forward_expand(loss)
+    graph.build_backward_expand()
+    nodes, edges = parse(graph.to_dot())
+    (param,) = [(lines, attrs) for lines, attrs in nodes.values() if lines[1] == "w"]
+    assert param[0][0].startswith("param  ") and "shape=octagon" in param[1] and "flags: param" in param[0]
+    assert len(edges) == sum(len(n.src) for n in graph.nodes)
+    assert "fillcolor = yellow" in graph.to_dot(native=True)  # ggml's own colors parameters yellow
+
+
 def test_bad_arguments_raise() -> None:
     *_, graph = small_graph()
     with pytest.raises(TypeError, match="placement"):
