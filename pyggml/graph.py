@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 from pyggml._args import instance, integer, text
 from pyggml._native import ffi, guard_error, lib
@@ -10,6 +12,9 @@ from pyggml.context import Context
 from pyggml.lifetime import GraphState
 from pyggml.tensor import Tensor
 from pyggml.types import Op
+
+if TYPE_CHECKING:
+    from pyggml.profile import Profile
 
 MAX_GRAPH_SIZE = 2**24  # nodes of one graph: far beyond any model's, well inside what ggml can size
 
@@ -200,6 +205,51 @@ class Graph:
             The inputs: leafs first, then nodes.
         """
         return [t for t in self.leafs() + self.nodes if t.is_input]
+
+    def to_dot(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        placement: Any = None,
+        profile: Profile | None = None,
+        native: bool = False,
+        title: str | None = None,
+    ) -> str:
+        """The graph as Graphviz DOT text: every node and leaf, an edge from each source to its node.
+
+        Each node shows its op (ggml_op_desc), compute index, name, NumPy-order shape, ggml `ne` and type,
+        a permute's axes, what a view views, its flags; views are dashed, inputs, parameters, weights and
+        other leaves have shapes of their own, outputs a double border (pyggml.graph_dot has the legend).
+        Names are escaped: any name gives valid DOT. The sources drawn are those the graph was built with,
+        also after a scheduler rewired them to its copies.
+
+        Args:
+            path: also write the text to this file (UTF-8); None: only return it.
+            placement: where the graph is computed, to color each node by its backend (a legend lists them;
+                an edge between backends is bold red): a Runner or a Scheduler that has allocated this graph
+                (`runner.allocate(graph)` or `runner.run`; the scheduler's own assignment,
+                ggml_backend_sched_get_tensor_backend); for a meta device (a meta Runner, or a MetaDevice)
+                each node also shows its split as ggml's meta code derives it
+                (ggml_backend_meta_graph_split_states; the policy's for static tensors); or a mapping of
+                Tensor or tensor name -> a label of your own.
+            profile: a Profile of this graph (`Runner.profile`), to show each node's time.
+            native: return what ggml's own ggml_graph_dump_dot writes instead (records, no placement,
+                names unescaped).
+            title: a title above the picture.
+
+        Returns:
+            The DOT text. Render it with `pyggml.graph_dot.render` (Graphviz's `dot` program).
+
+        Raises:
+            TypeError: arguments of the wrong kind.
+            ValueError: a Runner or Scheduler that has not allocated this graph (or allocated another
+                since), a mapping naming tensors the graph lacks, native=True with placement, profile or
+                title, or (native) a name ggml would write unescaped into its record syntax.
+            OSError: path cannot be written.
+        """
+        from pyggml.graph_dot import graph_to_dot
+
+        return graph_to_dot(self, path, placement=placement, profile=profile, native=native, title=title)
 
     # --- gradients ---------------------------------------------------------------------------------
     @classmethod

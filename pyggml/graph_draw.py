@@ -11,15 +11,20 @@ batch (a context with n_ubatch >= the tokens), on one device (with several, the 
 copies of its sources from another device, and the edge to the original is lost). `select` keeps the chosen
 nodes and joins them through the nodes it leaves out: such an edge is drawn dashed. Drawing needs matplotlib
 (pyggml's test and notebook extras).
+
+A pyggml Graph needs no recording: `draw(graph_nodes(graph), groups=backends_of(graph, runner))` draws its
+nodes colored by the backend that computes them, the matplotlib counterpart of `Graph.to_dot` (Graphviz) for
+a machine without Graphviz's `dot` program.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pyggml._native import ffi, lib
+from pyggml.lifetime import built_sources
 from pyggml.tensor import Tensor
 
 
@@ -67,6 +72,57 @@ class GraphRecorder:
             srcs = tuple(_addr(s) for s in t.ptr.src if s != ffi.NULL)
             self.nodes.append(GraphNode(_addr(t.ptr), len(self.nodes), kind, t.name, srcs))
         return False
+
+
+def graph_nodes(graph: Any) -> list[GraphNode]:
+    """Every node of a pyggml Graph as GraphNodes, ready for `select` and `draw`.
+
+    Args:
+        graph: the Graph.
+
+    Returns:
+        The nodes in compute order, with the sources each was built with among the nodes (leaves left
+        out, each source once).
+
+    Raises:
+        TypeError: graph is not a Graph.
+    """
+    from pyggml.graph import Graph
+
+    if not isinstance(graph, Graph):
+        raise TypeError(f"graph_nodes: expected a Graph, got {type(graph).__name__}")
+    ptrs = [lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)]
+    nodes = {_addr(p) for p in ptrs}
+    out = []
+    for i, p in enumerate(ptrs):
+        srcs = tuple(dict.fromkeys(_addr(s) for s in built_sources(graph, p) if s != ffi.NULL and _addr(s) in nodes))
+        name = ffi.string(lib.ggml_get_name(p)).decode("utf-8", "replace")
+        out.append(GraphNode(_addr(p), i, ffi.string(lib.ggml_op_desc(p)).decode(), name, srcs))
+    return out
+
+
+def backends_of(graph: Any, placement: Any) -> dict[int, str]:
+    """The backend each node of a graph is computed on, by GraphNode id, for `draw(..., groups=)`.
+
+    Args:
+        graph: the Graph.
+        placement: what `Graph.to_dot` takes: a Runner or Scheduler that allocated graph, a MetaDevice,
+            or a mapping of Tensor or name -> label.
+
+    Returns:
+        `{node id: backend name}`.
+
+    Raises:
+        TypeError: a placement of the wrong kind.
+        ValueError: what `Graph.to_dot` raises for the placement.
+    """
+    from pyggml.graph_dot import _collect, _resolve
+
+    nodes, leaves, _ = _collect(graph)
+    where = _resolve(graph, placement, nodes + leaves)
+    if where is None:
+        return {}
+    return {_addr(p): where.backend[_addr(p)] for p in nodes if _addr(p) in where.backend}
 
 
 def select(nodes: Sequence[GraphNode], keep: Callable[[GraphNode], bool]) -> list[GraphNode]:
@@ -124,7 +180,9 @@ def depths(nodes: Sequence[GraphNode]) -> dict[int, int]:
     return out
 
 
-def draw(nodes: Sequence[GraphNode], ax: Any = None, title: str | None = None) -> Any:
+def draw(
+    nodes: Sequence[GraphNode], ax: Any = None, title: str | None = None, groups: Mapping[int, str] | None = None
+) -> Any:
     """Draw the nodes (e.g. `select`'s) in rows by depth, top down, each row in compute order.
 
     A box per node with its op and name (`ax.texts`), an arrow from each source (`ax.patches`; dashed
@@ -134,6 +192,8 @@ def draw(nodes: Sequence[GraphNode], ax: Any = None, title: str | None = None) -
         nodes: the nodes to draw.
         ax: a matplotlib Axes to draw on; None: a new figure's.
         title: the Axes' title.
+        groups: a label per node id (`backends_of`: the backend), which then colors the boxes, with a
+            legend; None: colored by op.
 
     Returns:
         The matplotlib Axes.
@@ -156,6 +216,7 @@ def draw(nodes: Sequence[GraphNode], ax: Any = None, title: str | None = None) -
         for i, n in enumerate(row):
             where[n.id] = (i - (len(row) - 1) / 2, -float(d))
     kinds = sorted({n.kind for n in nodes})
+    labels = list(dict.fromkeys(groups[n.id] for n in nodes if n.id in groups)) if groups else []
     colors = plt.get_cmap("tab20")
     for n in nodes:
         for s in n.src:
@@ -172,11 +233,19 @@ def draw(nodes: Sequence[GraphNode], ax: Any = None, title: str | None = None) -
             )
             ax.add_patch(arrow)
         x, y = where[n.id]
-        box = {"boxstyle": "round,pad=0.3", "fc": colors(kinds.index(n.kind) % 20), "alpha": 0.9}
+        if groups:
+            fc = colors(2 * labels.index(groups[n.id]) % 20) if n.id in groups else "white"
+        else:
+            fc = colors(kinds.index(n.kind) % 20)
+        box = {"boxstyle": "round,pad=0.3", "fc": fc, "alpha": 0.9}
         ax.text(x, y, f"{n.kind}\n{n.name}", ha="center", va="center", fontsize=7, bbox=box)
     ax.set_xlim(-width / 2 - 0.2, width / 2 - 0.3)
     ax.set_ylim(-len(rows) + 0.4, 0.6)
     ax.set_axis_off()
+    if labels:
+        from matplotlib.patches import Patch
+
+        ax.legend(handles=[Patch(color=colors(2 * i % 20), label=b) for i, b in enumerate(labels)], fontsize=7)
     if title:
         ax.set_title(title)
     return ax

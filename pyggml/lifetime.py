@@ -155,6 +155,27 @@ def restore_sources(graph: Graph) -> None:
     st.sources_as_built = graph.n_nodes
 
 
+def built_sources(graph: Graph, node: Any) -> tuple:
+    """A node's sources as the graph was built, without changing the graph.
+
+    While a scheduler has the graph rewired to its own copies, the sources are read from what
+    `restore_sources` recorded.
+
+    Args:
+        graph: the Graph the node belongs to.
+        node: the node, a `struct ggml_tensor *` (cdata).
+
+    Returns:
+        Its GGML_MAX_SRC sources as C pointers, NULL included.
+    """
+    if graph.state.sources_as_built != graph.n_nodes:
+        saved = _PRISTINE_SOURCES.get(graph.ctx)
+        srcs = saved.get(_addr(node)) if saved is not None else None
+        if srcs is not None:
+            return srcs
+    return tuple(node.src)
+
+
 # --- lending ----------------------------------------------------------------------------------------
 _lent: dict[int, object] = {}  # address of a tensor holding lent memory -> its lender
 _unwritten: dict[int, object] = {}  # address of a leaf given lent memory, not written since -> its lender

@@ -23,6 +23,7 @@ from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
     from pyggml.meta import MetaDevice, Policy
+    from pyggml.profile import Profile
 
 
 META_PREFIX = "meta:"
@@ -185,39 +186,80 @@ class Runner:
             Unsupported: the device cannot compute some nodes.
             GGMLError: the memory cannot be had, or ggml reports a failed compute.
         """
+        outs = self._load("run", graph, inputs, outputs)
+        self.compute(graph)
+        results = [t.numpy() for t in outs]
+        return results[0] if isinstance(outputs, Tensor) else results
+
+    def profile(self, graph: Graph, inputs: dict[Tensor, Any], repeats: int = 5, warmup: int = 1) -> Profile:
+        """Time every node of a graph on the backends this runner computes it with.
+
+        The graph is allocated and its inputs written once (as `run` does), then computed warmup + repeats
+        times as ggml normally does (`Profile.plain_us`), then warmup + repeats times with the scheduler's
+        eval callback asking for every node, which makes ggml compute the graph one node at a time: each
+        node is timed from the callback's question to its report, the backend synchronized in between.
+        That serializes the graph's compute (no overlap of nodes on a GPU, the CPU's threads started per
+        node) and adds two Python calls per node: the times are each node's alone, and their sum runs
+        above a plain compute (`Profile.overhead`, the profiled compute's median over the plain one's).
+        On a meta device ggml computes a split whole, so its nodes are one row, timed together
+        (pyggml.profile says more).
+
+        Args:
+            graph: the graph to profile.
+            inputs: `{tensor: values}` for every input, as for `run`.
+            repeats: timed computes, 1 to 100000 (each row's time is their median).
+            warmup: computes made first and not timed (Vulkan builds its pipelines there), 0 to 100000.
+
+        Returns:
+            A `pyggml.profile.Profile`: rows (name, op, shape, ne, type, backend, times_us, indices),
+            `.table()`, `.plot()`.
+
+        Raises:
+            TypeError: what `run` raises for the graph and inputs, and repeats or warmup not an int.
+            ValueError: what `run` raises, and repeats or warmup out of range.
+            GraphError: a missing input, and the errors of `allocate` and `compute`.
+            Unsupported: the device cannot compute some nodes.
+            GGMLError: the memory cannot be had, or ggml reports a failed compute.
+            RuntimeError: ggml did not report every node of the graph.
+        """
+        from pyggml.profile import profile
+
+        return profile(self, graph, inputs, repeats, warmup)
+
+    def _load(self, what: str, graph: Graph, inputs: dict[Tensor, Any], outputs: Tensor | Sequence[Tensor]) -> list:
+        """run's and profile's first part: check the inputs and outputs, allocate, write the inputs; returns
+        the outputs as a list (errors named after `what`)."""
         if not isinstance(inputs, dict):
-            raise TypeError(f"run: inputs must be a dict of Tensor -> values, got {type(inputs).__name__}")
-        outs = _output_list("run", outputs)
+            raise TypeError(f"{what}: inputs must be a dict of Tensor -> values, got {type(inputs).__name__}")
+        outs = _output_list(what, outputs)
         for t in inputs:
             if not isinstance(t, Tensor):
-                raise TypeError(f"run: input keys must be Tensors, got {type(t).__name__}")
+                raise TypeError(f"{what}: input keys must be Tensors, got {type(t).__name__}")
             if t.ptr.op != lib.GGML_OP_NONE:
                 viewed = t.view_src
-                what = (
+                kind = (
                     f"a view ({t.op.name}) of {viewed.name or 'another tensor'}; give that tensor instead"
                     if viewed is not None
                     else f"computed by the graph (a {t.op.name} node), so a value given to it would be overwritten "
                     "or, worse, read half-way; give the inputs it is computed from"
                 )
-                raise ValueError(f"run: {t.name or '(unnamed)'} is not an input: it is {what}")
+                raise ValueError(f"{what}: {t.name or '(unnamed)'} is not an input: it is {kind}")
         self.allocate(graph, outs)
         for t, values in inputs.items():
             if t.ptr.data == ffi.NULL:
                 raise ValueError(
-                    f"run: input {t.name or '(unnamed)'} is not part of the graph (it got no memory); "
+                    f"{what}: input {t.name or '(unnamed)'} is not part of the graph (it got no memory); "
                     "only tensors the graph reads can be given"
                 )
         for t in outs:
             if t.ptr.data == ffi.NULL:
                 raise ValueError(
-                    f"run: output {t.name or '(unnamed)'} is not part of the graph: add it with "
+                    f"{what}: output {t.name or '(unnamed)'} is not part of the graph: add it with "
                     "graph.build_forward_expand(output) before running"
                 )
         for t, values in inputs.items():
             t.set(values)
-        self.compute(graph)
-        results = [t.numpy() for t in outs]
-        return results[0] if isinstance(outputs, Tensor) else results
+        return list(outs)
 
 
 def _output_list(what: str, outputs) -> Sequence[Tensor]:
