@@ -9,9 +9,11 @@ checks that every one is released exactly once and that memory read through a su
 from __future__ import annotations
 
 import array
+import ctypes
 import gc
 import random
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -236,6 +238,43 @@ def test_exports_outlive_the_tensor_object():
     assert lifetime.exports(key) == 0
 
 
+# a capsule keeps a pointer to its name, not a copy: names given to it must live as long as it does
+_USED = {b"dltensor": b"used_dltensor", b"dltensor_versioned": b"used_dltensor_versioned"}
+_set_name = ctypes.pythonapi.PyCapsule_SetName
+_set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_set_name.restype = ctypes.c_int
+
+
+def test_a_consumer_of_its_own_reads_then_calls_the_deleter_once_from_another_thread():
+    """What torch or any C consumer does: rename the capsule 'used_dltensor' (its destructor then leaves
+    the tensor alone), read the memory through DLTensor.data, and call the deleter when done, from
+    whatever thread, without the GIL (ctypes releases it around the call)."""
+    t = own(values=np.full((3, 4), 3.0))
+    key = t.ptr
+    for max_version in (None, (1, 0)):
+        capsule = t.__dlpack__(max_version=max_version)
+        name = interop.capsule_info(capsule).name.encode()
+        addr = ctypes.pythonapi.PyCapsule_GetPointer(capsule, name)
+        managed = interop._managed(capsule)
+        assert _set_name(capsule, _USED[name]) == 0
+        del capsule  # consumed: its destructor must not release the tensor
+        gc.collect()
+        assert lifetime.exports(key) == 1
+        data = ctypes.cast(managed.dl_tensor.data, ctypes.POINTER(ctypes.c_float))
+        del t
+        gc.collect()
+        churn()
+        assert [data[i] for i in range(12)] == [3.0] * 12  # still the tensor's memory
+        deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(managed.deleter)
+        done = threading.Thread(target=deleter, args=(addr,))
+        done.start()
+        done.join()
+        gc.collect()
+        assert lifetime.exports(key) == 0
+        t = own(values=np.full((3, 4), 3.0))
+        key = t.ptr
+
+
 def test_an_unconsumed_capsule_releases_the_tensor():
     t = own()
     for _ in range(5):
@@ -347,6 +386,29 @@ class _Capsule:
         return (1, 0)
 
 
+class _CConsumer:
+    """A consumer as C code is one: takes the capsule (renames it used), reads through DLTensor.data,
+    and calls the deleter once when done, from another thread (without the GIL)."""
+
+    def __init__(self, capsule) -> None:
+        name = interop.capsule_info(capsule).name.encode()
+        self.addr = ctypes.pythonapi.PyCapsule_GetPointer(capsule, name)
+        self.managed = interop._managed(capsule)
+        assert _set_name(capsule, _USED[name]) == 0
+
+    def values(self) -> np.ndarray:
+        dl = self.managed.dl_tensor
+        shape = tuple(dl.shape[i] for i in range(dl.ndim))
+        strides = tuple(dl.strides[i] * 4 for i in range(dl.ndim)) if dl.strides else None
+        raw = ctypes.cast(dl.data, ctypes.POINTER(ctypes.c_float * (1 << 20))).contents
+        return np.ndarray(shape, np.float32, buffer=memoryview(raw), strides=strides).copy()
+
+    def release(self) -> None:
+        done = threading.Thread(target=ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.managed.deleter), args=(self.addr,))
+        done.start()
+        done.join()
+
+
 def test_set_takes_buffer_protocol_and_dlpack_arrays():
     t = own("f32", (2, 3))
     t.set(memoryview(array.array("f", [1, 2, 3, 4, 5, 6])).cast("B").cast("f", (2, 3)))
@@ -450,7 +512,7 @@ def fuzz_lifetimes(steps: int, seed: int) -> dict[str, int]:
         _fuzz_step(rng, step, tensors, consumers, keys, counts)
         _check_consumers(consumers)
     tensors.clear()
-    consumers.clear()
+    _drop_all(consumers)
     gc.collect()
     leaked = [k for k in keys if lifetime._exports.get(k)]
     assert not leaked, f"{len(leaked)} tensors still counted as exported after every consumer was dropped"
@@ -473,7 +535,7 @@ def _fuzz_step(rng, step, tensors, consumers, keys, counts) -> None:
         keys.add(lifetime.address(t.ptr))
     elif op < 0.55:
         t, expected = rng.choice(tensors)
-        how = rng.choice(["capsule", "versioned", "from_dlpack", "buffer", "asarray", "later"])
+        how = rng.choice(["capsule", "versioned", "from_dlpack", "buffer", "asarray", "later", "c"])
         counts["made"] += 1
         if how in ("capsule", "versioned"):
             consumers.append((t.__dlpack__(max_version=(1, 0) if how == "versioned" else None), expected))
@@ -484,6 +546,9 @@ def _fuzz_step(rng, step, tensors, consumers, keys, counts) -> None:
             consumers.append((buffer_of(t), expected))
         elif how == "asarray":
             consumers.append((np.asarray(t), expected))
+        elif how == "c":
+            consumers.append((_CConsumer(t.__dlpack__(max_version=rng.choice([None, (1, 0)]))), expected))
+            counts["consumed"] += 1
         else:  # a capsule consumed later, possibly after its tensor object is gone
             consumers.append((_Capsule(t.__dlpack__()), expected))
     elif op < 0.7 and consumers:
@@ -495,6 +560,8 @@ def _fuzz_step(rng, step, tensors, consumers, keys, counts) -> None:
         else:
             if type(c).__name__ == "PyCapsule":
                 counts["dropped_unconsumed"] += 1
+            if isinstance(c, _CConsumer):
+                c.release()
             consumers.pop(i)
     elif op < 0.85 and tensors:
         tensors.pop(rng.randrange(len(tensors)))
@@ -503,6 +570,14 @@ def _fuzz_step(rng, step, tensors, consumers, keys, counts) -> None:
         gc.collect()
     else:
         churn()
+
+
+def _drop_all(consumers: list[tuple[object, np.ndarray]]) -> None:
+    """Drop every consumer (a C consumer calls its deleter); no reference outlives this function."""
+    for c, _ in consumers:
+        if isinstance(c, _CConsumer):
+            c.release()
+    consumers.clear()
 
 
 def _check_consumers(consumers: list[tuple[object, np.ndarray]]) -> None:
@@ -514,6 +589,8 @@ def _check_consumers(consumers: list[tuple[object, np.ndarray]]) -> None:
             assert interop.capsule_info(c.capsule).shape == expected.shape
         elif type(c).__name__ == "PyCapsule":
             assert interop.capsule_info(c).shape == expected.shape
+        elif isinstance(c, _CConsumer):
+            np.testing.assert_array_equal(c.values(), expected)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
