@@ -30,8 +30,8 @@ is finalizing; an unconsumed capsule's destructor calls it, a consumed one (rena
 its consumer) leaves it to the consumer. A pure-Python capsule (ctypes' PyCapsule_New, a deleter from
 ctypes.CFUNCTYPE or cffi's callback, the manager context as a manually increfed PyObject) has to get all
 of that right in Python, where a deleter run from a consumer's thread or at shutdown crashes the
-process. Only BF16 is fixed up: NumPy exports its bytes as uint16 and the capsule's dtype is
-rewritten to kDLBfloat before the consumer sees it (the deleter never reads the dtype).
+process. Only the description is fixed up, before the consumer sees it: BF16, which NumPy exports as
+uint16, gets kDLBfloat, and a copy (copy=True) the is-copied flag (the deleter reads neither).
 """
 
 from __future__ import annotations
@@ -102,13 +102,17 @@ KDL_BFLOAT = 4
 DLPACK_FLAG_READ_ONLY = 1
 DLPACK_FLAG_IS_COPIED = 2
 
-_py = ctypes.pythonapi
-_py.PyCapsule_GetName.restype = ctypes.c_char_p
-_py.PyCapsule_GetName.argtypes = [ctypes.py_object]
-_py.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_py.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_py.PyCapsule_IsValid.restype = ctypes.c_int
-_py.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+def _python_api(name: str, restype: Any, argtypes: list) -> Any:
+    """A function of Python's C API with its own argument types (`pythonapi[name]` is a new object each
+    time, unlike `pythonapi.name`, whose types every other user of ctypes shares)."""
+    fn = ctypes.pythonapi[name]
+    fn.restype, fn.argtypes = restype, argtypes
+    return fn
+
+
+_capsule_is_valid = _python_api("PyCapsule_IsValid", ctypes.c_int, [ctypes.py_object, ctypes.c_char_p])
+_capsule_pointer = _python_api("PyCapsule_GetPointer", ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p])
 
 # --- the types each protocol has a code for ---------------------------------------------------------
 # ggml type -> NumPy dtype of its bytes as exported. The dtype's char is the buffer protocol's struct
@@ -122,17 +126,6 @@ _EXPORT_DTYPE: dict[Type, np.dtype] = {
     Type.I32: np.dtype("i"),
     Type.I64: np.dtype("q"),
     Type.BF16: np.dtype("H"),
-}
-# (code, bits) of each type in DLPack
-DLPACK_DTYPE = {
-    Type.F32: (KDL_FLOAT, 32),
-    Type.F16: (KDL_FLOAT, 16),
-    Type.F64: (KDL_FLOAT, 64),
-    Type.BF16: (KDL_BFLOAT, 16),
-    Type.I8: (KDL_INT, 8),
-    Type.I16: (KDL_INT, 16),
-    Type.I32: (KDL_INT, 32),
-    Type.I64: (KDL_INT, 64),
 }
 # NumPy >= 2.1 takes max_version/dl_device/copy and makes versioned (DLPack 1.0) capsules
 _NUMPY_VERSIONED = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
@@ -275,8 +268,12 @@ def dlpack(
         capsule = arr.__dlpack__(max_version=max_version, copy=False)
     else:  # NumPy 1.22-2.0: legacy capsules only, which every consumer takes
         capsule = arr.__dlpack__()
-    if t.type == Type.BF16:
-        _set_dtype(capsule, KDL_BFLOAT, 16)
+    if t.type == Type.BF16 or copy:
+        m = _managed(capsule)
+        if t.type == Type.BF16:
+            m.dl_tensor.dtype.code, m.dl_tensor.dtype.bits = KDL_BFLOAT, 16
+        if copy and isinstance(m, _ManagedVersioned):
+            m.flags |= DLPACK_FLAG_IS_COPIED
     return capsule
 
 
@@ -293,18 +290,11 @@ def _copied(t: Tensor, to_host: bool) -> np.ndarray:
     return t.raw_bytes().view(dtype).reshape(t.shape)  # device or lent memory: one copy from it
 
 
-def _set_dtype(capsule: Any, code: int, bits: int) -> None:
-    """Rewrite the dtype of an unconsumed capsule's DLTensor (before anyone has read it)."""
-    info = _managed(capsule)
-    info.dl_tensor.dtype.code = code
-    info.dl_tensor.dtype.bits = bits
-
-
 def _managed(capsule: Any) -> _Managed | _ManagedVersioned:
     """The DLManagedTensor(Versioned) of an unconsumed capsule, read in place (ctypes, no copy)."""
     for name, struct in ((b"dltensor", _Managed), (b"dltensor_versioned", _ManagedVersioned)):
-        if type(capsule).__name__ == "PyCapsule" and _py.PyCapsule_IsValid(capsule, name):
-            return struct.from_address(_py.PyCapsule_GetPointer(capsule, name))
+        if type(capsule).__name__ == "PyCapsule" and _capsule_is_valid(capsule, name):
+            return struct.from_address(_capsule_pointer(capsule, name))
     raise ValueError(f"not an unconsumed DLPack capsule: {capsule!r}")
 
 
@@ -389,7 +379,6 @@ def as_array(values: Any, what: str) -> np.ndarray:
 __all__ = [
     "CapsuleInfo",
     "SupportsDLPack",
-    "DLPACK_DTYPE",
     "as_array",
     "buffer",
     "capsule_info",

@@ -173,6 +173,9 @@ def test_streams_other_devices_and_copies():
     c = np.from_dlpack(t, copy=True)
     c[0, 0] = 42
     assert t.numpy()[0, 0] == 0  # a copy
+    if interop._NUMPY_VERSIONED:
+        copied = interop.capsule_info(t.__dlpack__(max_version=(1, 0), copy=True))
+        assert copied.flags & interop.DLPACK_FLAG_IS_COPIED and copied.data != lifetime.address(t.ptr.data)
     shared = np.from_dlpack(t, copy=False)
     shared[0, 0] = 42
     assert t.numpy()[0, 0] == 42
@@ -240,9 +243,12 @@ def test_exports_outlive_the_tensor_object():
 
 # a capsule keeps a pointer to its name, not a copy: names given to it must live as long as it does
 _USED = {b"dltensor": b"used_dltensor", b"dltensor_versioned": b"used_dltensor_versioned"}
-_set_name = ctypes.pythonapi.PyCapsule_SetName
+_set_name = ctypes.pythonapi["PyCapsule_SetName"]
 _set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _set_name.restype = ctypes.c_int
+_get_pointer = ctypes.pythonapi["PyCapsule_GetPointer"]
+_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_get_pointer.restype = ctypes.c_void_p
 
 
 def test_a_consumer_of_its_own_reads_then_calls_the_deleter_once_from_another_thread():
@@ -254,7 +260,7 @@ def test_a_consumer_of_its_own_reads_then_calls_the_deleter_once_from_another_th
     for max_version in (None, (1, 0)):
         capsule = t.__dlpack__(max_version=max_version)
         name = interop.capsule_info(capsule).name.encode()
-        addr = ctypes.pythonapi.PyCapsule_GetPointer(capsule, name)
+        addr = _get_pointer(capsule, name)
         managed = interop._managed(capsule)
         assert _set_name(capsule, _USED[name]) == 0
         del capsule  # consumed: its destructor must not release the tensor
@@ -392,7 +398,7 @@ class _CConsumer:
 
     def __init__(self, capsule) -> None:
         name = interop.capsule_info(capsule).name.encode()
-        self.addr = ctypes.pythonapi.PyCapsule_GetPointer(capsule, name)
+        self.addr = _get_pointer(capsule, name)
         self.managed = interop._managed(capsule)
         assert _set_name(capsule, _USED[name]) == 0
 
