@@ -236,7 +236,7 @@ def test_exports_outlive_the_tensor_object():
     assert m[0, 0] == 1 and arr[0, 0] == 1
     late = np.from_dlpack(_Capsule(capsule))  # a capsule consumed after the tensor object is gone
     np.testing.assert_array_equal(late[1:], 7.0)
-    del a, m, arr, capsule, late
+    del a, m, arr, capsule, late, x
     gc.collect()
     assert lifetime.exports(key) == 0
 
