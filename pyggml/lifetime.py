@@ -45,16 +45,14 @@ if TYPE_CHECKING:
     from pyggml.graph import Graph
 
 _NULL = ffi.NULL
-NULL = _NULL
-
-
-def _addr(p: Any) -> int:
-    return int(ffi.cast("uintptr_t", p))
 
 
 def address(p: Any) -> int:
     """The address a C pointer (a tensor, its data) holds, as an int."""
     return int(ffi.cast("uintptr_t", p))
+
+
+_addr = address
 
 
 # --- keep-alive -------------------------------------------------------------------------------------

@@ -475,7 +475,8 @@ class Tensor:
     @property
     def __array_interface__(self) -> dict[str, Any]:
         """NumPy's array interface (version 3): `np.asarray(t)` is a zero-copy array over the tensor's
-        memory (strided views included) whose base is the tensor, on every Python version. The rules are
+        memory (strided views included) that holds the tensor, on every Python version (3.12 and later
+        read `__buffer__` first, to the same effect). The rules are
         `view()`'s; ExportError (which NumPy passes on) for memory that may not be shared, BF16 (NumPy has
         no dtype for it: `np.from_dlpack` cannot either; numpy() converts to float32) and quantized types."""
         return interop.array_interface(self)
