@@ -370,7 +370,7 @@ def as_array(values: Any, what: str) -> np.ndarray:
             return np.from_dlpack(values)
         except (BufferError, TypeError, ValueError, RuntimeError) as e:
             raise TypeError(
-                f"{what}: NumPy cannot read values from a {type(values).__name__} through DLPack ({e}); "
+                f"{what}: NumPy cannot read {type(values).__name__} values through DLPack ({e}); "
                 "give them on the host in a dtype NumPy has (e.g. torch: .detach().cpu().float())"
             ) from e
     return np.asarray(values)

@@ -455,7 +455,7 @@ def test_a_dlpack_producer_numpy_cannot_read_is_a_type_error():
         def __dlpack__(self, **kwargs):
             raise BufferError("the data is on a CUDA device")
 
-    with pytest.raises(TypeError, match="OnDevice through DLPack.*CUDA"):
+    with pytest.raises(TypeError, match="OnDevice values through DLPack.*CUDA"):
         own().set(OnDevice(np.ones((3, 4))))
 
 
@@ -499,7 +499,34 @@ def test_torch_shares_memory_both_ways():
     del t
     gc.collect()
     churn()
-    assert float(x.sum()) == 24  # torch's tensor keeps the memory
+    assert float(x.sum()) == 66  # torch's tensor keeps the memory: the values set last, 0 + 1 + ... + 11
+
+
+def test_jax_reads_the_memory_and_keeps_it():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    t = own()
+    x = jnp.from_dlpack(t)
+    assert x.dtype == jnp.float32 and x.shape == (3, 4)
+    assert x.unsafe_buffer_pointer() == lifetime.address(t.ptr.data)  # no copy
+    ctx, base = in_context("f32", (2, 3, 4))
+    v = ctx.permute(base, 2, 0, 1, 3)
+    np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(v)), v.numpy())
+    b = own("bf16", (2, 4))
+    xb = jnp.from_dlpack(b)
+    assert xb.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(xb.astype(jnp.float32)), b.numpy())
+    key = t.ptr
+    del t
+    gc.collect()
+    churn()
+    assert float(x.sum()) == 66 and lifetime.exports(key) == 1
+    del x
+    gc.collect()
+    assert lifetime.exports(key) == 0
+    u = own()
+    u.set(jnp.arange(12, dtype=jnp.float32).reshape(3, 4) * 2)
+    np.testing.assert_array_equal(u.numpy(), np.arange(12).reshape(3, 4) * 2)
 
 
 # --- fuzz: make, consume and drop exports in random orders ---------------------------------------------
