@@ -27,7 +27,7 @@ from pyggml.backend import (
     enable_cpu_vulkan_devices,
 )
 from pyggml.context import Context
-from pyggml.errors import GGMLError, GraphError, OpError, Unsplittable, Unsupported
+from pyggml.errors import ExportError, GGMLError, GraphError, OpError, Unsplittable, Unsupported
 from pyggml.graph import Graph
 from pyggml.runner import Runner
 from pyggml.tensor import Tensor
@@ -57,6 +57,7 @@ __all__ = [
     "GraphError",
     "OpError",
     "Unsplittable",
+    "ExportError",
     "Tensor",
     "DeviceType",
     "Op",

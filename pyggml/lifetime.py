@@ -22,6 +22,13 @@ its owner, and so nothing is freed while something that may touch it is alive.
 - Graph state (`GraphState`, `graph.state`). What allocators and the preflight know of one graph is
   one object held by the graph, so it dies with the graph; nothing is keyed by `id()`, which a new
   object may reuse once the old one is freed.
+- Exports (`check_shareable`, `exported`, `exports`). A zero-copy export of a tensor's memory (`Tensor.view()`,
+  DLPack, the buffer protocol, NumPy's array interface: pyggml.interop) holds the Tensor, so the memory
+  outlives the consumer's array, and is allowed only where that is enough: host memory the tensor keeps
+  (a context's own, a buffer from `Backend.alloc_tensors`). Memory lent by an allocator is refused (it is
+  taken back at the allocator's next graph, which the export would outlive), as are device memory, a
+  tensor without memory, and a tensor ggml handed to a callback (no Python object holds its memory). The
+  live exports are counted per tensor address until the consumer drops them (`exports`).
 - Meta devices (`keep_forever`). ggml caches a meta device by (devices, callback, userdata) for the
   life of the process and calls back into its Python object: that object must never be freed.
 """
@@ -31,7 +38,8 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from pyggml._native import ffi, lib
+from pyggml._native import cstr, ffi, lib
+from pyggml.errors import ExportError
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph
@@ -39,8 +47,12 @@ if TYPE_CHECKING:
 _NULL = ffi.NULL
 
 
-def _addr(p: Any) -> int:
+def address(p: Any) -> int:
+    """The address a C pointer (a tensor, its data) holds, as an int."""
     return int(ffi.cast("uintptr_t", p))
+
+
+_addr = address
 
 
 # --- keep-alive -------------------------------------------------------------------------------------
@@ -336,3 +348,76 @@ class Lender:
             self._lent = None
             self.leaves = []
             self.generation += 1
+
+
+# --- exports ----------------------------------------------------------------------------------------
+_exports: dict[int, int] = {}  # address of a tensor whose memory is exported -> live exports
+
+
+def memory_buffer(p: Any) -> Any:
+    """The backend buffer that holds the tensor's memory: its own, else (a view made after its source
+    was allocated, which ggml gives the source's data but no buffer) its source's; NULL for context memory."""
+    if p.buffer != _NULL or p.view_src == _NULL:
+        return p.buffer
+    return p.view_src.buffer
+
+
+def buffer_name(p: Any) -> str:
+    """The name of the buffer holding the tensor's memory ('CPU', 'Vulkan0', 'CUDA0_Host', ...; 'context'
+    for a context's own memory)."""
+    buf = memory_buffer(p)
+    return "context" if buf == _NULL else cstr(lib.ggml_backend_buffer_name(buf))
+
+
+def check_shareable(t: Any, what: str) -> None:
+    """Raise ExportError unless the Tensor t's memory may be shared without a copy (a view, DLPack, the
+    buffer protocol; see the module's "Exports"): it has memory, in host memory, that its Context keeps.
+
+    t: a pyggml Tensor; what: the caller's name, first in the message. Returns None."""
+    p = t.ptr
+    name = t.name or "(unnamed)"
+    if p.data == _NULL:
+        raise ExportError(
+            f"{what}: tensor {name} has no memory yet (allocate its context or graph on a backend first; memory an "
+            "allocator lent it is taken back when the allocator allocates another graph)"
+        )
+    buf = memory_buffer(p)
+    if buf != _NULL and not lib.ggml_backend_buffer_is_host(buf):
+        raise ExportError(
+            f"{what}: tensor {name} is not in host memory but in a {buffer_name(p)} buffer, and ggml gives no "
+            "pointer to device memory that can be shared safely; copy it to the host with numpy() (or "
+            "np.from_dlpack(t, device='cpu', copy=True))"
+        )
+    if t.ctx is None:
+        raise ExportError(
+            f"{what}: tensor {name} was handed over by ggml (a callback, a scheduler's copy) and no Python object "
+            "keeps its memory alive; use numpy() for a copy"
+        )
+    if is_lent(p):
+        raise ExportError(
+            f"{what}: {t.name or 'the tensor'}'s memory is lent by a graph allocator (a Runner, Scheduler or "
+            "Gallocr) until it allocates another graph, which a view or export would outlive; use numpy() for a "
+            "copy, or give the tensor memory of its own (Backend.alloc_tensors) to share it"
+        )
+
+
+def exported(p: Any, holder: object) -> None:
+    """holder (what a consumer's array, memoryview or capsule keeps alive, holding the tensor) shares
+    the memory of tensor p: counted in `exports(p)` until holder is freed."""
+    a = _addr(p)
+    _exports[a] = _exports.get(a, 0) + 1
+    weakref.finalize(holder, _unexported, a).atexit = False
+
+
+def _unexported(a: int) -> None:
+    n = _exports.get(a, 0) - 1
+    if n > 0:
+        _exports[a] = n
+    else:
+        _exports.pop(a, None)
+
+
+def exports(p: Any) -> int:
+    """How many zero-copy exports of tensor p's memory are alive (`Tensor.view()` arrays, DLPack capsules
+    and the arrays made from them, memoryviews); 0 once every consumer has dropped its own."""
+    return _exports.get(_addr(p), 0)

@@ -3,7 +3,8 @@
 `t.ne` is ggml order (ne[0] innermost), `t.shape` NumPy order (reversed), so a
 contiguous tensor and its NumPy array share one memory layout. Values move in and out
 through `set()` / `numpy()`; a tensor in host memory can also be read without a copy
-(`view()`).
+(`view()`) and shared with other libraries (`np.from_dlpack(t)`, `torch.from_dlpack(t)`,
+`np.asarray(t)`, `memoryview(t)`: pyggml.interop).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pyggml import lifetime, transport, types
+from pyggml import interop, lifetime, transport, types
 from pyggml._native import cstr, ffi, lib
+from pyggml.errors import ExportError
 from pyggml.types import Op, Type
 
 if TYPE_CHECKING:
@@ -359,10 +361,15 @@ class Tensor:
 
     @property
     def is_host(self) -> bool:
-        """Whether the data is in host memory, directly readable and writable (False without memory)."""
+        """Whether the data is in host memory, directly readable and writable (False without memory).
+
+        A view's memory is its source's: a view of a device tensor made after the tensor was allocated is
+        not host memory.
+        """
         if self.ptr.data == ffi.NULL:
             return False
-        return self.ptr.buffer == ffi.NULL or bool(lib.ggml_backend_buffer_is_host(self.ptr.buffer))
+        buf = lifetime.memory_buffer(self.ptr)
+        return buf == ffi.NULL or bool(lib.ggml_backend_buffer_is_host(buf))
 
     def _require_allocated(self, what: str):
         if not self.is_allocated:
@@ -371,7 +378,7 @@ class Tensor:
                 "(allocate its context or graph on a backend first)"
             )
 
-    def set(self, values: ArrayLike, *, cast: bool = False) -> "Tensor":
+    def set(self, values: ArrayLike | interop.SupportsDLPack, *, cast: bool = False) -> "Tensor":
         """Write values into the tensor, converted to its type.
 
         Values go in exactly or raise: into an integer type (I32 row indices, ...) only whole numbers in its
@@ -381,8 +388,11 @@ class Tensor:
         `pyggml.types.decode(encode(...))` shows the values held).
 
         Args:
-            values: an array (or anything `np.asarray` takes) of the tensor's NumPy `shape` (leading 1s may be
-                left out), or a 1-d array of `nelements` values, in NumPy (C) order.
+            values: an array of the tensor's NumPy `shape` (leading 1s may be left out), or a 1-d array of
+                `nelements` values, in NumPy (C) order: a NumPy array, a list or scalar, any DLPack producer (a
+                torch tensor on the CPU, any object with `__dlpack__`: read through `np.from_dlpack`, without a
+                copy), any buffer-protocol object (memoryview, array.array: `np.asarray`), or another Tensor
+                (its `numpy()`).
             cast: accept fractions into integer types (rounded toward zero) and overflow into float types.
 
         Returns:
@@ -391,7 +401,8 @@ class Tensor:
         Raises:
             ValueError: a tensor without memory or not contiguous; a wrong number of values or shape; a value
                 that does not convert exactly (see above).
-            TypeError: values that are not numbers (strings, objects); a type ggml cannot quantize to.
+            TypeError: values that are not numbers (strings, objects); a type ggml cannot quantize to; a
+                DLPack producer NumPy cannot read (device memory, bfloat16).
             pyggml.rpc.RpcError: the tensor lives on an RPC server whose connection failed.
         """
         p = self.ptr
@@ -399,7 +410,7 @@ class Tensor:
             self._require_allocated("set")
         if not lib.ggml_is_contiguous(p):
             raise ValueError("set: tensor is not contiguous; write to the tensor it views instead")
-        arr = np.asarray(values)
+        arr = interop.as_array(values, "set")
         t = _TYPE_OF[p.type]
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"set: values of dtype {arr.dtype} cannot be written to a {t.name} tensor")
@@ -526,29 +537,78 @@ class Tensor:
         contiguous host tensor of a raw type (F32, F16, I32, ...) whose memory it keeps: a context's own memory
         (`no_alloc=False`) or a buffer from `Backend.alloc_tensors`. Memory a Runner, Scheduler or Gallocr lends
         to one graph is taken back at its next allocation, and a view would then read what the next graph put
-        there, so viewing it raises; `numpy()` copies.
+        there, so viewing it raises; `numpy()` copies. DLPack, the buffer protocol and `np.asarray(t)` share
+        memory by the same rules, strided views too (pyggml.interop).
 
         Returns:
             The array.
 
         Raises:
-            ValueError: the tensor has no memory, is outside host memory, its memory is lent by a graph
-                allocator, or it is not contiguous or of a quantized type.
+            ExportError: (a ValueError) the tensor has no memory, is outside host memory, its memory is lent by
+                a graph allocator, or it is not contiguous or of a quantized type.
         """
-        self._require_allocated("view")
-        if not self.is_host:
-            raise ValueError("view: the tensor is not in host memory; use numpy() to copy it")
-        if lifetime.is_lent(self.ptr):
-            raise ValueError(
-                f"view: {self.name or 'the tensor'}'s memory is lent by a graph allocator (a Runner, "
-                "Scheduler or Gallocr) until it allocates another graph, which a view would outlive; "
-                "use numpy() for a copy, or give the tensor memory of its own (Backend.alloc_tensors) "
-                "to view it"
-            )
+        lifetime.check_shareable(self, "view")
         if not self.is_contiguous() or not types.has_raw_dtype(self.type):
-            raise ValueError("view: only contiguous tensors of a raw type (F32, F16, I32, ...) can be viewed")
+            what = self.type.name if self.is_contiguous() else f"a non-contiguous {self.type.name} view"
+            raise ExportError(
+                f"view: {self.name or 'the tensor'} is {what}: only contiguous tensors of a raw type (F32, F16, "
+                "I32, ...) can be viewed; numpy() copies (dequantized to float32), np.asarray(t) shares a strided view"
+            )
         # the array's base holds this tensor, so the memory outlives every view of it
-        return np.asarray(_HostMemory(self, types.host_dtype(self.type)))
+        return interop.shared_array(self, "view", "view()")
+
+    # --- zero-copy export: DLPack, the buffer protocol, NumPy's array interface -------------------
+    def __dlpack__(
+        self,
+        stream: Any = None,
+        *,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A DLPack capsule of the tensor's memory, without a copy: `np.from_dlpack(t)`, `torch.from_dlpack(t)`.
+
+        The consumer's array shares the tensor's memory (writes show both ways) and keeps it alive after
+        the Tensor object is gone; the rules are `view()`'s (host memory the tensor keeps). Strided views
+        export their strides (in elements). Types: F32, F16, F64, BF16 (kDLBfloat), I8, I16, I32, I64.
+
+        stream: must be None (host memory has no stream). max_version: the newest DLPack version the
+        consumer reads, (major, minor): (1, 0) or newer gives a versioned capsule (DLPack 1.0,
+        'dltensor_versioned', with NumPy >= 2.1), None a legacy 'dltensor' one. dl_device: None or
+        (1, 0), kDLCPU: the only device pyggml exports to. copy: None or False share the memory; True
+        exports a copy made now, which works for lent memory too and, with dl_device=(1, 0), for a
+        contiguous tensor on a device (`np.from_dlpack(t, device="cpu", copy=True)`).
+        Returns the capsule (a PyCapsule a consumer takes once). Raises ExportError (a BufferError):
+        memory outside the host (naming its buffer: copy it with numpy()), lent by an allocator, not
+        allocated; a quantized type; a byte stride that is not a whole number of elements; a stream or
+        another device."""
+        return interop.dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """Where the tensor's memory is, as DLPack says it: (1, 0), kDLCPU, for host memory; (7, index)
+        kDLVulkan and (2, index) kDLCUDA for those devices' memory, (12, index) kDLExtDev for any other
+        (RPC, meta), which `__dlpack__` refuses to export (copy with numpy()). Returns (device type, id).
+        Raises ExportError for a tensor without memory."""
+        return interop.dlpack_device(self)
+
+    def __buffer__(self, flags: int, /) -> memoryview:
+        """The buffer protocol (PEP 688, Python >= 3.12: `memoryview(t)`, `bytes(t)`, `np.asarray(t)`): a
+        memoryview of the tensor's memory without a copy, holding the tensor; shape `t.shape`, the tensor's
+        byte strides, struct format 'f' F32, 'e' F16, 'd' F64, 'b' I8, 'h' I16, 'i' I32, 'q' I64. On
+        Python 3.11, `memoryview(np.asarray(t))` gives the same. flags: the consumer's PyBUF_* request
+        (Python checks it against the view: a strided view refuses a contiguous request). Returns the
+        memoryview. Raises ExportError as `view()` for the memory, and for BF16 (no format code; DLPack
+        shares it) and quantized types."""
+        return interop.buffer(self)
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        """NumPy's array interface (version 3): `np.asarray(t)` is a zero-copy array over the tensor's
+        memory (strided views included) that holds the tensor, on every Python version (3.12 and later
+        read `__buffer__` first, to the same effect). The rules are
+        `view()`'s; ExportError (which NumPy passes on) for memory that may not be shared, BF16 (NumPy has
+        no dtype for it: `np.from_dlpack` cannot either; numpy() converts to float32) and quantized types."""
+        return interop.array_interface(self)
 
 
 def _check_exact(arr: np.ndarray, t: Type, cast: bool, name: str):
@@ -589,19 +649,6 @@ _FLOAT_MAX = {
     Type.F64: float("inf"),
 }
 _HOST_DTYPE = {t: types.host_dtype(t) for t in Type}
-
-
-class _HostMemory:
-    """A tensor's host memory as NumPy sees it (the array interface), holding the tensor."""
-
-    def __init__(self, tensor: Tensor, dtype: np.dtype):
-        self.tensor = tensor
-        self.__array_interface__ = {
-            "shape": tensor.shape,
-            "typestr": dtype.str,
-            "version": 3,
-            "data": (int(ffi.cast("uintptr_t", tensor.ptr.data)), False),
-        }
 
 
 def _strip_leading_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
