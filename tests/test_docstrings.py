@@ -59,6 +59,7 @@ MODULES = {
     "pyggml.graph_draw": "graph_draw.md",
     "pyggml.graph_dot": "graph_dot.md",
     "pyggml.profile": "profile.md",
+    "pyggml.interop": "interop.md",
     "pyggml.models": "models.md",
     "pyggml.models.conv_state": "models/conv_state.md",
     "pyggml.models.delta_net": "models/delta_net.md",
