@@ -176,23 +176,43 @@ def _layout(t: Tensor, what: str, protocol: str, bf16: bool) -> tuple[np.dtype, 
 
 
 def shared_array(t: Tensor, what: str, protocol: str, bf16: bool = False) -> np.ndarray:
-    """A NumPy array of shape `t.shape` over the tensor's memory, through its strides, without a copy;
-    the array's base holds the tensor (and is counted by `pyggml.lifetime.exports` while it lives).
+    """A NumPy array of shape `t.shape` over a tensor's memory, through its strides, without a copy.
 
-    t: a Tensor; what: the caller's name for messages ('view', '__dlpack__', ...); protocol: the
-    protocol's name in a type error; bf16: export BF16 as its uint16 bits (DLPack fixes the code up).
-    Returns the array, writeable. Raises ExportError when the memory may not be shared
-    (`pyggml.lifetime.check_shareable`) or the type has no dtype here (quantized types; BF16 unless bf16)."""
+    The array's base holds the tensor (and is counted by `pyggml.lifetime.exports` while it lives).
+
+    Args:
+        t: the Tensor.
+        what: the caller's name for messages ('view', '__dlpack__', ...).
+        protocol: the protocol's name in a type error.
+        bf16: export BF16 as its uint16 bits (DLPack fixes the code up).
+
+    Returns:
+        The array, writeable.
+
+    Raises:
+        ExportError: the memory may not be shared (`pyggml.lifetime.check_shareable`) or the type has no
+            dtype here (quantized types; BF16 unless bf16).
+    """
     dtype, shape, strides = _layout(t, what, protocol, bf16)
     arr = np.asarray(_HostMemory(t, dtype, shape, strides))
     return arr if arr.dtype.char == dtype.char else arr.view(dtype)  # NumPy reads '<i8' as 'l'
 
 
 def array_interface(t: Tensor) -> dict[str, Any]:
-    """NumPy's array interface (version 3) of the tensor's memory, for `Tensor.__array_interface__`:
-    shape, typestr, byte strides and the data address, writeable. The caller's object must hold the
-    tensor: NumPy keeps the object it read the interface from as the array's base. ExportError as
-    `shared_array` (BF16 included: NumPy has no dtype for it)."""
+    """NumPy's array interface (version 3) of a tensor's memory, for `Tensor.__array_interface__`.
+
+    The caller's object must hold the tensor: NumPy keeps the object it read the interface from as the
+    array's base.
+
+    Args:
+        t: the Tensor.
+
+    Returns:
+        shape, typestr, byte strides and the data address, writeable.
+
+    Raises:
+        ExportError: as `shared_array` (BF16 included: NumPy has no dtype for it).
+    """
     dtype, shape, strides = _layout(t, "__array_interface__", "the array interface", False)
     return {
         "shape": shape,
@@ -204,17 +224,34 @@ def array_interface(t: Tensor) -> dict[str, Any]:
 
 
 def buffer(t: Tensor) -> memoryview:
-    """A memoryview of the tensor's memory without a copy (`Tensor.__buffer__`): its struct format is
-    the type's ('f' F32, 'e' F16, 'd' F64, 'b' I8, 'h' I16, 'i' I32, 'q' I64), its shape `t.shape`, its
-    strides the tensor's byte strides; it holds the tensor. ExportError as `shared_array` (BF16 has no
-    struct format code)."""
+    """A memoryview of a tensor's memory without a copy (`Tensor.__buffer__`); it holds the tensor.
+
+    Args:
+        t: the Tensor.
+
+    Returns:
+        The memoryview: its struct format is the type's ('f' F32, 'e' F16, 'd' F64, 'b' I8, 'h' I16,
+        'i' I32, 'q' I64), its shape `t.shape`, its strides the tensor's byte strides.
+
+    Raises:
+        ExportError: as `shared_array` (BF16 has no struct format code).
+    """
     return memoryview(cast("Buffer", shared_array(t, "memoryview", "the buffer protocol")))
 
 
 def dlpack_device(t: Tensor) -> tuple[int, int]:
-    """(DLDeviceType, device id) of the tensor's memory (`Tensor.__dlpack_device__`): (kDLCPU=1, 0) for
-    host memory; for device memory (1 never: it cannot be exported) kDLCUDA=2 or kDLVulkan=7 with the
-    device's index, kDLExtDev=12 for any other (RPC, meta). ExportError for a tensor without memory."""
+    """The DLPack device of a tensor's memory (`Tensor.__dlpack_device__`).
+
+    Args:
+        t: the Tensor.
+
+    Returns:
+        (DLDeviceType, device id): (kDLCPU=1, 0) for host memory; for device memory (which cannot be
+        exported) kDLCUDA=2 or kDLVulkan=7 with the device's index, kDLExtDev=12 for any other (RPC, meta).
+
+    Raises:
+        ExportError: the tensor has no memory.
+    """
     if not t.is_allocated:
         lifetime.check_shareable(t, "__dlpack_device__")  # raises, naming why
     if t.is_host:
@@ -236,16 +273,26 @@ def dlpack(
     dl_device: tuple[int, int] | None = None,
     copy: bool | None = None,
 ) -> Any:
-    """A DLPack capsule of the tensor (`Tensor.__dlpack__`; the parameters are the protocol's).
+    """A DLPack capsule of a tensor (`Tensor.__dlpack__`; the parameters are the protocol's).
 
-    stream: must be None (host memory has no stream). max_version: the newest DLPack version the
-    consumer reads, (major, minor); (1, x) or newer gives a versioned capsule ("dltensor_versioned",
-    DLPack 1.0, with NumPy >= 2.1), None or (0, x) a legacy one ("dltensor"). dl_device: None or
-    (kDLCPU, 0): the host is the only device pyggml exports to. copy: None or False share the memory (no
-    copy); True exports a copy made now, which also works for memory that cannot be shared (lent, on a
-    device when dl_device=(1, 0) asks for the host) as long as the tensor is contiguous.
-    Returns the capsule. Raises ExportError (a BufferError) for memory that may not be shared (and no
-    copy asked for), strides that are not whole elements, quantized types, another device or a stream."""
+    Args:
+        t: the Tensor.
+        stream: must be None (host memory has no stream).
+        max_version: the newest DLPack version the consumer reads, (major, minor); (1, x) or newer gives a
+            versioned capsule ("dltensor_versioned", DLPack 1.0, with NumPy >= 2.1), None or (0, x) a legacy
+            one ("dltensor").
+        dl_device: None or (kDLCPU, 0): the host is the only device pyggml exports to.
+        copy: None or False share the memory (no copy); True exports a copy made now, which also works for
+            memory that cannot be shared (lent, on a device when dl_device=(1, 0) asks for the host) as long
+            as the tensor is contiguous.
+
+    Returns:
+        The capsule.
+
+    Raises:
+        ExportError: (a BufferError) memory that may not be shared (and no copy asked for), strides that
+            are not whole elements, quantized types, another device or a stream.
+    """
     if stream is not None:
         raise ExportError(f"__dlpack__: stream must be None for host memory, got {stream!r}")
     if dl_device is not None and tuple(dl_device) != (KDL_CPU, 0):
@@ -318,11 +365,19 @@ class CapsuleInfo(NamedTuple):
 
 
 def capsule_info(capsule: Any) -> CapsuleInfo:
-    """Read an unconsumed DLPack capsule without consuming it (the capsule keeps its name, and its
-    destructor still frees it): what `t.__dlpack__()` describes, for tests and debugging.
+    """Read an unconsumed DLPack capsule without consuming it, for tests and debugging.
 
-    capsule: a PyCapsule named 'dltensor' or 'dltensor_versioned'. Returns a CapsuleInfo. Raises
-    ValueError for any other object (a consumed capsule, 'used_dltensor', included)."""
+    The capsule keeps its name, and its destructor still frees it.
+
+    Args:
+        capsule: a PyCapsule named 'dltensor' or 'dltensor_versioned'.
+
+    Returns:
+        A CapsuleInfo: what `t.__dlpack__()` describes.
+
+    Raises:
+        ValueError: any other object (a consumed capsule, 'used_dltensor', included).
+    """
     m = _managed(capsule)
     dl = m.dl_tensor
     n = dl.ndim
@@ -349,16 +404,25 @@ class SupportsDLPack(Protocol):
 
 
 def as_array(values: Any, what: str) -> np.ndarray:
-    """values as a NumPy array, without a copy where the producer allows one: an ndarray as it is; a
-    pyggml Tensor through `numpy()` (a copy, wherever its memory is); an object with `__dlpack__` (a
-    torch tensor on the CPU, a JAX array on the host) through `np.from_dlpack`; anything else
-    through `np.asarray` (the buffer protocol: memoryview, array.array, bytes-likes; the array interface;
-    lists and scalars).
+    """Values as a NumPy array, without a copy where the producer allows one.
 
-    values: what a caller gave; what: the caller's name for messages ('set'). Returns the array
-    (its dtype and shape are the caller's to check). Raises TypeError naming the producer when it has
-    `__dlpack__` but NumPy cannot read what it exports (memory on a device, a dtype NumPy lacks such as
-    bfloat16: convert it on its side first, e.g. torch's `.cpu()`, `.float()`)."""
+    An ndarray as it is; a pyggml Tensor through `numpy()` (a copy, wherever its memory is); an object with
+    `__dlpack__` (a torch tensor on the CPU, a JAX array on the host) through `np.from_dlpack`; anything
+    else through `np.asarray` (the buffer protocol: memoryview, array.array, bytes-likes; the array
+    interface; lists and scalars).
+
+    Args:
+        values: what a caller gave.
+        what: the caller's name for messages ('set').
+
+    Returns:
+        The array (its dtype and shape are the caller's to check).
+
+    Raises:
+        TypeError: the producer has `__dlpack__` but NumPy cannot read what it exports (memory on a device,
+            a dtype NumPy lacks such as bfloat16: convert it on its side first, e.g. torch's `.cpu()`,
+            `.float()`); the message names the producer.
+    """
     if isinstance(values, np.ndarray):
         return values
     from pyggml.tensor import Tensor

@@ -48,7 +48,14 @@ _NULL = ffi.NULL
 
 
 def address(p: Any) -> int:
-    """The address a C pointer (a tensor, its data) holds, as an int."""
+    """The address a C pointer holds, as an int.
+
+    Args:
+        p: a C pointer (cdata): a tensor, its data.
+
+    Returns:
+        The address.
+    """
     return int(ffi.cast("uintptr_t", p))
 
 
@@ -355,25 +362,46 @@ _exports: dict[int, int] = {}  # address of a tensor whose memory is exported ->
 
 
 def memory_buffer(p: Any) -> Any:
-    """The backend buffer that holds the tensor's memory: its own, else (a view made after its source
-    was allocated, which ggml gives the source's data but no buffer) its source's; NULL for context memory."""
+    """The backend buffer that holds a tensor's memory.
+
+    Args:
+        p: the tensor, a `struct ggml_tensor *` (cdata).
+
+    Returns:
+        Its own buffer, else (a view made after its source was allocated, which ggml gives the source's
+        data but no buffer) its source's; NULL for a context's own memory.
+    """
     if p.buffer != _NULL or p.view_src == _NULL:
         return p.buffer
     return p.view_src.buffer
 
 
 def buffer_name(p: Any) -> str:
-    """The name of the buffer holding the tensor's memory ('CPU', 'Vulkan0', 'CUDA0_Host', ...; 'context'
-    for a context's own memory)."""
+    """The name of the buffer holding a tensor's memory.
+
+    Args:
+        p: the tensor, a `struct ggml_tensor *` (cdata).
+
+    Returns:
+        'CPU', 'Vulkan0', 'CUDA0_Host', ...; 'context' for a context's own memory.
+    """
     buf = memory_buffer(p)
     return "context" if buf == _NULL else cstr(lib.ggml_backend_buffer_name(buf))
 
 
 def check_shareable(t: Any, what: str) -> None:
-    """Raise ExportError unless the Tensor t's memory may be shared without a copy (a view, DLPack, the
-    buffer protocol; see the module's "Exports"): it has memory, in host memory, that its Context keeps.
+    """Raise ExportError unless a Tensor's memory may be shared without a copy.
 
-    t: a pyggml Tensor; what: the caller's name, first in the message. Returns None."""
+    Shared: a view, DLPack, the buffer protocol (see the module's "Exports"). The tensor must have memory,
+    in host memory, that its Context keeps (not lent by a graph allocator).
+
+    Args:
+        t: a pyggml Tensor.
+        what: the caller's name, first in the message.
+
+    Raises:
+        ExportError: (a BufferError and a ValueError) the memory may not be shared; the message says why.
+    """
     p = t.ptr
     name = t.name or "(unnamed)"
     if p.data == _NULL:
@@ -402,8 +430,12 @@ def check_shareable(t: Any, what: str) -> None:
 
 
 def exported(p: Any, holder: object) -> None:
-    """holder (what a consumer's array, memoryview or capsule keeps alive, holding the tensor) shares
-    the memory of tensor p: counted in `exports(p)` until holder is freed."""
+    """Record that holder shares the memory of tensor p: counted in `exports(p)` until holder is freed.
+
+    Args:
+        p: the tensor, a `struct ggml_tensor *` (cdata).
+        holder: what a consumer's array, memoryview or capsule keeps alive (it holds the tensor).
+    """
     a = _addr(p)
     _exports[a] = _exports.get(a, 0) + 1
     weakref.finalize(holder, _unexported, a).atexit = False
@@ -418,6 +450,13 @@ def _unexported(a: int) -> None:
 
 
 def exports(p: Any) -> int:
-    """How many zero-copy exports of tensor p's memory are alive (`Tensor.view()` arrays, DLPack capsules
-    and the arrays made from them, memoryviews); 0 once every consumer has dropped its own."""
+    """How many zero-copy exports of a tensor's memory are alive.
+
+    Args:
+        p: the tensor, a `struct ggml_tensor *` (cdata).
+
+    Returns:
+        The live `Tensor.view()` arrays, DLPack capsules and the arrays made from them, memoryviews; 0 once
+        every consumer has dropped its own.
+    """
     return _exports.get(_addr(p), 0)
