@@ -71,7 +71,16 @@ def quote(s: str) -> str:
 
     Backslashes and double quotes are escaped (Graphviz reads `\\n`, `\\l`, `\\N`, ... in a label as
     escapes, so a lone backslash must be doubled), and control characters are shown as `\\xNN`.
-    Returns the quoted string, quotes included. TypeError for a non-str."""
+
+    Args:
+        s: the text to quote.
+
+    Returns:
+        The quoted string, quotes included.
+
+    Raises:
+        TypeError: s is not a str.
+    """
     if not isinstance(s, str):
         raise TypeError(f"quote: expected a str, got {type(s).__name__}")
     out = []
@@ -130,11 +139,18 @@ def _kind(p: Any, is_node: bool) -> str:
 
 
 def split_text(state: Any, n_devices: int) -> str | None:
-    """A meta split state (struct ggml_backend_meta_split_state) in words: 'mirrored', 'partial sums',
-    'split ne[1]: 4|4' (each device's extent along ggml axis 1), with segments 'split ne[0]: 2|2, 4|4'
-    and repeats 'x2'. None for a state ggml did not derive (a node the meta device does not compute).
+    """A meta split state (struct ggml_backend_meta_split_state) in words.
 
-    state: the C struct (cdata); n_devices: the meta device's device count. Returns the text or None."""
+    'mirrored', 'partial sums', 'split ne[1]: 4|4' (each device's extent along ggml axis 1), with segments
+    'split ne[0]: 2|2, 4|4' and repeats 'x2'.
+
+    Args:
+        state: the C struct (cdata).
+        n_devices: the meta device's device count.
+
+    Returns:
+        The text, or None for a state ggml did not derive (a node the meta device does not compute).
+    """
     axis = int(state.axis)
     if axis == lib.GGML_BACKEND_SPLIT_AXIS_MIRRORED:
         return "mirrored"
@@ -336,7 +352,30 @@ def graph_to_dot(
     native: bool = False,
     title: str | None = None,
 ) -> str:
-    """The body of `Graph.to_dot` (see there for the parameters)."""
+    """The body of `Graph.to_dot`: `graph.to_dot(...)` is `graph_to_dot(graph, ...)`.
+
+    Args:
+        graph: the Graph to draw.
+        path: also write the text to this file (UTF-8); None: only return it.
+        placement: where the graph is computed, to color each node by its backend: a Runner or a Scheduler
+            that has allocated this graph, a MetaDevice or MetaBackend, or a mapping of Tensor or tensor
+            name -> a label of your own (`Graph.to_dot` says more).
+        profile: a `pyggml.profile.Profile` of this graph (`Runner.profile`), to show each node's time.
+        native: return what ggml's own ggml_graph_dump_dot writes instead (`native_dot`).
+        title: a title above the picture.
+
+    Returns:
+        The DOT text.
+
+    Raises:
+        TypeError: graph not a Graph, path not a str or os.PathLike, title not a str, profile not a
+            Profile, a placement of another kind, or a mapping with keys other than Tensors or names or
+            labels other than str.
+        ValueError: a Runner or Scheduler that has not allocated this graph (or allocated another since),
+            a mapping naming tensors the graph lacks, native=True with placement, profile or title, or
+            (native) a name ggml would write unescaped into its record syntax.
+        OSError: path cannot be written.
+    """
     from pyggml.graph import Graph
 
     if not isinstance(graph, Graph):
@@ -442,10 +481,22 @@ def _write(
 
 
 def native_dot(graph: Graph) -> str:
-    """What ggml's ggml_graph_dump_dot writes for graph (nodes and leafs as records, edges from the
-    sources): ggml's own picture, without backends. ggml writes names into its record labels as they
-    are, so a name with record syntax in it (`"`, `\\`, `|`, `{`, `}`, `<`, `>`, a line break) would
-    give broken DOT: ValueError naming the tensor (the Python `to_dot` escapes them). Returns the text."""
+    """What ggml's ggml_graph_dump_dot writes for graph: ggml's own picture, without backends.
+
+    Nodes and leafs are records, with edges from the sources. ggml writes names into its record labels as
+    they are, so a name with record syntax in it (`"`, `\\`, `|`, `{`, `}`, `<`, `>`, a line break) would
+    give broken DOT: it is refused (the Python `to_dot` escapes them).
+
+    Args:
+        graph: the Graph to draw.
+
+    Returns:
+        The DOT text.
+
+    Raises:
+        TypeError: graph is not a Graph.
+        ValueError: a tensor's name has record syntax in it (the message names it).
+    """
     from pyggml.graph import Graph
 
     if not isinstance(graph, Graph):
@@ -471,26 +522,51 @@ def native_dot(graph: Graph) -> str:
 def write_dot(graph: Graph, path: str | os.PathLike[str], **kwargs: Any) -> str:
     """Write graph's DOT text to path (UTF-8) and return it: `graph.to_dot(path, **kwargs)`.
 
-    graph: the Graph; path: the file to write; kwargs: placement, profile, native, title as for
-    `Graph.to_dot`. Returns the text written. Raises what to_dot raises, and OSError when the file
-    cannot be written."""
+    Args:
+        graph: the Graph to draw.
+        path: the file to write.
+        **kwargs: placement, profile, native, title as for `Graph.to_dot`.
+
+    Returns:
+        The text written.
+
+    Raises:
+        TypeError: what `Graph.to_dot` raises for its arguments.
+        ValueError: what `Graph.to_dot` raises for its arguments.
+        OSError: the file cannot be written.
+    """
     return graph_to_dot(graph, path, **kwargs)
 
 
 def have_dot() -> bool:
-    """Whether Graphviz's `dot` program is on PATH (Debian: `apt-get install graphviz`), which `render`
-    needs. Returns True or False."""
+    """Whether Graphviz's `dot` program is on PATH (Debian: `apt-get install graphviz`), which `render` needs.
+
+    Returns:
+        True when `dot` is found, else False.
+    """
     return shutil.which("dot") is not None
 
 
 def render(dot: str, format: str = "svg", path: str | os.PathLike[str] | None = None, timeout: float = 60.0) -> bytes:
     """Lay out and draw DOT text with Graphviz's `dot` program.
 
-    dot: DOT text (`Graph.to_dot()`); format: any output format dot knows ('svg', 'png', 'pdf', ...);
-    path: also write the picture to this file; timeout: seconds before dot is stopped.
-    Returns the picture's bytes. FileNotFoundError when dot is not installed (have_dot(); without it,
-    pyggml.graph_draw draws graphs with matplotlib); ValueError when dot rejects the text or the format
-    (its message included); TypeError for a dot or format that is not a str."""
+    Args:
+        dot: DOT text (`Graph.to_dot()`).
+        format: any output format dot knows ('svg', 'png', 'pdf', ...).
+        path: also write the picture to this file; None: only return it.
+        timeout: seconds before dot is stopped.
+
+    Returns:
+        The picture's bytes.
+
+    Raises:
+        FileNotFoundError: dot is not installed (`have_dot()`; without it, pyggml.graph_draw draws graphs
+            with matplotlib).
+        ValueError: dot rejects the text or the format (its message included).
+        TypeError: dot is not a str, or format is not a str of letters and digits.
+        subprocess.TimeoutExpired: dot ran longer than timeout.
+        OSError: path cannot be written.
+    """
     if not isinstance(dot, str):
         raise TypeError(f"render: dot must be DOT text (a str), got {type(dot).__name__}")
     if not isinstance(format, str) or not format.isalnum():
@@ -514,9 +590,13 @@ def render(dot: str, format: str = "svg", path: str | os.PathLike[str] | None = 
 class Placed:
     """Where one tensor of a graph is, as `placements` (and the picture) tells it.
 
-    name: the tensor's name; op: ggml_op_desc, 'leaf' for what the graph reads and does not compute;
-    node: its compute-order index, None for a leaf; backend: the backend that computes or holds it (None when
-    the placement says nothing of it); split: a meta device's split of it in words (split_text), else None."""
+    Attributes:
+        name: the tensor's name.
+        op: ggml_op_desc, 'leaf' for what the graph reads and does not compute.
+        node: its compute-order index, None for a leaf.
+        backend: the backend that computes or holds it (None when the placement says nothing of it).
+        split: a meta device's split of it in words (`split_text`), else None.
+    """
 
     name: str
     op: str
@@ -526,12 +606,22 @@ class Placed:
 
 
 def placements(graph: Graph, placement: Any) -> list[Placed]:
-    """Where each leaf and node of graph is computed or held, and how a meta device splits it: the facts
-    `Graph.to_dot(placement=...)` draws, as data.
+    """Where each leaf and node of graph is computed or held, and how a meta device splits it.
 
-    graph: the Graph; placement: what to_dot takes (a Runner or Scheduler that allocated graph, a
-    MetaDevice or MetaBackend, a mapping of Tensor or name -> label). Returns one Placed per leaf (first)
-    and node (in compute order). Raises what to_dot raises for the placement (TypeError, ValueError)."""
+    The facts `Graph.to_dot(placement=...)` draws, as data.
+
+    Args:
+        graph: the Graph.
+        placement: what to_dot takes (a Runner or Scheduler that allocated graph, a MetaDevice or
+            MetaBackend, a mapping of Tensor or name -> label).
+
+    Returns:
+        One `Placed` per leaf (first) and node (in compute order).
+
+    Raises:
+        TypeError: graph is not a Graph, placement is None, or what to_dot raises for the placement.
+        ValueError: what to_dot raises for the placement.
+    """
     from pyggml.graph import Graph
 
     if not isinstance(graph, Graph):

@@ -54,13 +54,20 @@ def _addr(p: Any) -> int:
 class ProfileRow:
     """One timed unit of a profile: a node, or the nodes a meta device computed as one.
 
-    index: the graph's compute-order index of the (last) node timed. name: the node's name, for several
-    nodes 'first .. last' (their names). op: ggml_op_desc of the node (MUL_MAT, SILU, VIEW, ...), for
-    several their distinct ops in order, comma-separated. shape (NumPy order), ne (ggml order) and type:
-    the (last) node's. backend: the name of the backend that computed it (ggml_backend_name: 'CPU',
-    'Vulkan0', a meta device's name, 'RPC0[...]'). times_us: its time in each repeat, microseconds.
-    indices: the compute-order indices of every node the time covers (one, or a meta split's); names:
-    their names, in the same order."""
+    Attributes:
+        index: the graph's compute-order index of the (last) node timed.
+        name: the node's name, for several nodes 'first .. last' (their names).
+        op: ggml_op_desc of the node (MUL_MAT, SILU, VIEW, ...), for several their distinct ops in order,
+            comma-separated.
+        shape: the (last) node's shape, NumPy order.
+        ne: the (last) node's ne, ggml order.
+        type: the (last) node's type name (ggml_type_name: 'f32', 'q8_0', ...).
+        backend: the name of the backend that computed it (ggml_backend_name: 'CPU', 'Vulkan0', a meta
+            device's name, 'RPC0[...]').
+        times_us: its time in each repeat, microseconds.
+        indices: the compute-order indices of every node the time covers (one, or a meta split's).
+        names: their names, in the same order.
+    """
 
     index: int
     name: str
@@ -93,11 +100,16 @@ class ProfileRow:
 class Profile:
     """Per-node times of one graph on one Runner (`Runner.profile`).
 
-    rows: the timed units in compute order (ProfileRow: one per node, one per meta split). runner: the
-    Runner's name ('cpu', 'vulkan0', 'meta:vulkan0,vulkan1', ...). n_nodes: the graph's node count.
-    warmup: computes made before timing, with and without the callback each. wall_us: the whole time of
-    each profiled compute (the callback asking for every node); plain_us: the whole time of each compute
-    of the same graph without the callback (ggml's normal path), microseconds, one per repeat."""
+    Attributes:
+        rows: the timed units in compute order (`ProfileRow`: one per node, one per meta split).
+        runner: the Runner's name ('cpu', 'vulkan0', 'meta:vulkan0,vulkan1', ...).
+        n_nodes: the graph's node count.
+        warmup: computes made before timing, with and without the callback each.
+        wall_us: the whole time of each profiled compute (the callback asking for every node),
+            microseconds, one per repeat.
+        plain_us: the whole time of each compute of the same graph without the callback (ggml's normal
+            path), microseconds, one per repeat.
+    """
 
     rows: tuple[ProfileRow, ...]
     runner: str
@@ -125,8 +137,18 @@ class Profile:
         return statistics.median(self.wall_us) / plain if plain > 0 else float("inf")
 
     def row_of(self, node: Tensor | str | int) -> ProfileRow:
-        """The row whose time covers node: a Tensor of the graph, a node's name (its first match) or its
-        compute-order index. KeyError when no row covers it; TypeError for another kind of key."""
+        """The row whose time covers node.
+
+        Args:
+            node: a Tensor of the graph, a node's name (its first match) or its compute-order index.
+
+        Returns:
+            The `ProfileRow` that covers it.
+
+        Raises:
+            KeyError: no row covers it.
+            TypeError: node is another kind of key (a bool included).
+        """
         if isinstance(node, bool) or not isinstance(node, (Tensor, str, int)):
             raise TypeError(f"row_of: node must be a Tensor, a name or an index, got {type(node).__name__}")
         for r in self.rows:
@@ -141,9 +163,15 @@ class Profile:
         raise KeyError(f"no row covers a node named {name!r}")
 
     def time_of(self, p: Any) -> str | None:
-        """The time `Graph.to_dot(profile=...)` shows for a tensor p (a Tensor or its C pointer): its row's
-        median ('12.3 us'), 'in a split of N nodes: T us' for a node timed with others, None for a tensor no
-        row covers (a leaf, or a tensor of another graph)."""
+        """The time `Graph.to_dot(profile=...)` shows for a tensor.
+
+        Args:
+            p: a Tensor or its C pointer.
+
+        Returns:
+            Its row's median ('12.3 us'), 'T us in a split of N nodes' for a node timed with others, None
+            for a tensor no row covers (a leaf, or a tensor of another graph).
+        """
         if isinstance(p, Tensor):
             p = p.ptr
         r = self._by_addr.get(_addr(p))
@@ -154,11 +182,22 @@ class Profile:
         return f"{r.time_us:.1f} us"
 
     def table(self, top: int | None = None, sort: str = "time") -> str:
-        """The rows as a text table: index, name, op, shape, backend, median/min/max us, share of the sum,
-        then the sum, the profiled and the plain compute's medians and the overhead.
+        """The rows as a text table.
 
-        top: only the first top rows (after sorting; None: all). sort: 'time' (slowest first) or 'order'
-        (compute order). Returns the text. ValueError for another sort or a top below 1."""
+        Index, name, op, shape, backend, median/min/max us, share of the sum, then the sum, the profiled
+        and the plain compute's medians and the overhead.
+
+        Args:
+            top: only the first top rows (after sorting; None: all).
+            sort: 'time' (slowest first) or 'order' (compute order).
+
+        Returns:
+            The text.
+
+        Raises:
+            ValueError: another sort, or a top below 1.
+            TypeError: top is not an integer (nor None).
+        """
         if sort not in ("time", "order"):
             raise ValueError(f"table: sort must be 'time' or 'order', got {sort!r}")
         rows = sorted(self.rows, key=lambda r: -r.time_us) if sort == "time" else list(self.rows)
@@ -199,9 +238,22 @@ class Profile:
         return "\n".join(out)
 
     def plot(self, top: int = 20, ax: Any = None) -> Any:
-        """A horizontal bar chart of the top slowest rows (median, with min-max whiskers), colored by
-        backend, slowest on top. top: how many rows (>= 1); ax: a matplotlib Axes to draw in (None: a
-        new figure). Returns the Axes. Needs matplotlib (the test and notebook extras)."""
+        """A horizontal bar chart of the top slowest rows (median, with min-max whiskers).
+
+        Bars are colored by backend, slowest on top. Needs matplotlib (the test and notebook extras).
+
+        Args:
+            top: how many rows (>= 1).
+            ax: a matplotlib Axes to draw in (None: a new figure).
+
+        Returns:
+            The Axes.
+
+        Raises:
+            ValueError: top below 1.
+            TypeError: top is not an integer.
+            ImportError: matplotlib is not installed.
+        """
         import matplotlib.pyplot as plt
 
         top = integer("plot: top", top, 1)
@@ -264,7 +316,28 @@ def _units(events: list[tuple[bool, int, int]]) -> list[tuple[tuple[int, ...], f
 
 
 def profile(runner: Runner, graph: Graph, inputs: dict[Tensor, Any], repeats: int = 5, warmup: int = 1) -> Profile:
-    """The body of `Runner.profile` (see there)."""
+    """The body of `Runner.profile`: `runner.profile(graph, ...)` is `profile(runner, graph, ...)`.
+
+    Args:
+        runner: the Runner that computes the graph.
+        graph: the graph to profile.
+        inputs: `{tensor: values}` for every input, as for `Runner.run`.
+        repeats: timed computes, 1 to 100000 (each row's time is their median).
+        warmup: computes made first and not timed, 0 to 100000.
+
+    Returns:
+        The `Profile`.
+
+    Raises:
+        TypeError: graph not a Graph, repeats or warmup not an integer, and what `Runner.run` raises for
+            the graph and inputs.
+        ValueError: repeats or warmup out of range, and what `Runner.run` raises.
+        GraphError: a missing input, and the errors of `Runner.allocate` and `Runner.compute`.
+        Unsupported: the device cannot compute some nodes.
+        GGMLError: the memory cannot be had, or ggml reports a failed compute.
+        RuntimeError: ggml did not report every node of the graph, reported tensors that are not its
+            nodes, or computed it in other pieces in one repeat than in the first.
+    """
     from pyggml.graph import Graph
 
     if not isinstance(graph, Graph):

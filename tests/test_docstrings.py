@@ -1,7 +1,8 @@
 """Every public name of pyggml has a real docstring in one style, and the API reference shows every public module.
 
-Public: the modules of the API reference (`MODULES`, one page each under docs/api/); in each module the
-names of its `__all__`, else the classes and functions it defines without a leading underscore; in each
+Public: the modules of the API reference (`MODULES`, one page each under docs/api/); every other module of
+the package (its walk, no name with a leading underscore) is listed in `INTERNAL` with the reason, so a new
+module gets a page or is said to be internal. In each module the names of its `__all__`, else the classes and functions it defines without a leading underscore; in each
 public class the methods and properties it defines itself (not inherited, no leading underscore).
 
 A real docstring is not empty, says something (`MIN_WORDS` words at least) and is not a bare echo of the C
@@ -21,6 +22,7 @@ import dataclasses
 import functools
 import importlib
 import inspect
+import pkgutil
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,6 +71,70 @@ MODULES = {
     "pyggml.testing.assertions": "testing.md",
     "pyggml.testing.pytest_plugin": "testing/pytest_plugin.md",
     "pyggml.testing.check": "testing/check.md",
+    "pyggml.testing.nodes": "testing/nodes.md",
+    "pyggml.testing.oracles.conv_state": "testing/oracles.md",
+    "pyggml.testing.oracles.delta_net": "testing/oracles.md",
+}
+# the modules that are not public API: the machinery behind the public modules and `python -m pyggml`.
+# A module of pyggml (pkgutil's walk, no part of its name with a leading underscore) is in MODULES or here.
+INTERNAL = {
+    # generated (tools/gen_methods.py): Context's op methods, the wrappers of pyggml.ops' page
+    "pyggml.ops.methods",
+    # the checks every compute runs before ggml sees a graph: what they refuse is raised as GraphError or
+    # Unsupported by the Runner, Backend and Scheduler calls (docs/errors.md)
+    "pyggml.preflight",
+    "pyggml.preflight.core",
+    "pyggml.preflight.cpu",
+    "pyggml.preflight.meta",
+    "pyggml.preflight.rpc",
+    "pyggml.preflight.vulkan",
+    # the differential suite's machinery, used through `python -m pyggml check` (docs/suite.md) and
+    # pyggml.testing.check: the op database, the cases, the one verdict, grad and perf modes, guard bytes,
+    # worker processes, JUnit, coverage, llama.cpp's forward pass checked, reproducers
+    "pyggml.testing.opdb",
+    "pyggml.testing.opdb.attention",
+    "pyggml.testing.opdb.convolution",
+    "pyggml.testing.opdb.elementwise",
+    "pyggml.testing.opdb.hints",
+    "pyggml.testing.opdb.matmul",
+    "pyggml.testing.opdb.movement",
+    "pyggml.testing.opdb.recurrent",
+    "pyggml.testing.opdb.reductions",
+    "pyggml.testing.opdb.training",
+    "pyggml.testing.cases",
+    "pyggml.testing.cases.conv_state",
+    "pyggml.testing.cases.delta_net",
+    "pyggml.testing.verdict",
+    "pyggml.testing.grad",
+    "pyggml.testing.perf",
+    "pyggml.testing.guard",
+    "pyggml.testing.workers",
+    "pyggml.testing.junit",
+    "pyggml.testing.coverage",
+    "pyggml.testing.model_check",
+    "pyggml.testing.repro",
+    # the op oracles: the suite's NumPy side of each op spec (docs/suite.md); the models' references
+    # (conv_state, delta_net) are public
+    "pyggml.testing.oracles",
+    "pyggml.testing.oracles.attention",
+    "pyggml.testing.oracles.convolution",
+    "pyggml.testing.oracles.elementwise",
+    "pyggml.testing.oracles.matmul",
+    "pyggml.testing.oracles.movement",
+    "pyggml.testing.oracles.recurrent",
+    "pyggml.testing.oracles.reductions",
+    "pyggml.testing.oracles.training",
+    # the fuzzers (`python -m pyggml fuzz | meta-fuzz | gguf-fuzz | rpc-fuzz`, docs/fuzzing.md), ggml-rpc's
+    # wire protocol they speak and the RPC graph attacks, and the child-process runner they share
+    "pyggml.testing.fuzz",
+    "pyggml.testing.meta_fuzz",
+    "pyggml.testing.gguf_fuzz",
+    "pyggml.testing.rpc_fuzz",
+    "pyggml.testing.rpc_wire",
+    "pyggml.testing.rpc_attacks",
+    "pyggml.testing.child",
+    # `python -m pyggml notebooks`: the example notebooks re-executed and compared (examples/README.md)
+    "pyggml.testing.notebooks",
 }
 # the op wrappers: documented in ggml's notation, not Google's (see above)
 OP_FAMILIES = {m for m in MODULES if m.startswith("pyggml.ops.")}
@@ -320,6 +386,35 @@ def test_the_check_itself(doc, kind, bad):
     obj: Any = property(f) if kind == "property" else f
     why = problem(obj, kind)
     assert (why is None) if bad is None else (why is not None and bad.split()[-1] in why), why
+
+
+# --- every module public with its page, or internal ---------------------------------------------------
+def _package_modules() -> list[str]:
+    """Every module of the pyggml package, from pkgutil's walk, but those with a part of their name that
+    starts with an underscore (`pyggml._native`, `pyggml.__main__`)."""
+    import pyggml
+
+    found = []
+    for info in pkgutil.walk_packages(pyggml.__path__, "pyggml.", onerror=_walk_error):
+        if not any(part.startswith("_") for part in info.name.split(".")):
+            found.append(info.name)
+    return sorted(set(found))
+
+
+def _walk_error(name: str) -> None:
+    raise ImportError(f"pkgutil could not import the package {name} to walk it")
+
+
+def test_every_module_is_documented_or_internal():
+    modules = _package_modules()
+    neither = [m for m in modules if m not in MODULES and m not in INTERNAL]
+    assert not neither, (
+        "modules neither in the API reference (MODULES, with a page under docs/api/) nor listed as internal "
+        "(INTERNAL, with the reason): " + ", ".join(neither)
+    )
+    assert not MODULES.keys() & INTERNAL, "both public and internal: " + ", ".join(sorted(MODULES.keys() & INTERNAL))
+    gone = sorted((set(MODULES) | INTERNAL) - set(modules) - {"pyggml"})
+    assert not gone, "listed, but not modules of pyggml: " + ", ".join(gone)
 
 
 # --- the reference: a page per module, every page in the navigation -------------------------------------

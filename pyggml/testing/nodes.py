@@ -41,7 +41,18 @@ VIEW_KINDS = {"NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
 
 @dataclass
 class Source:
-    """One source of a captured node, as the node received it."""
+    """One source of a captured node, as the node received it.
+
+    Attributes:
+        slot: its place among the node's sources (src[slot]).
+        name: the source's name.
+        type: ggml's type name (F32, Q8_0, ...).
+        ne: its extents, ggml order.
+        nb: its strides in bytes, ggml order.
+        shape: the NumPy shape the oracle got its values in.
+        raw: the bytes it covered (uint8, `span`) just before ggml computed the node.
+        values: those bytes decoded: what the oracle was given.
+    """
 
     slot: int  # its place among the node's sources (src[slot])
     name: str
@@ -56,7 +67,22 @@ class Source:
 @dataclass
 class Capture:
     """All a node needs to be computed again on its own: its op, op_params, type and layout, and each source
-    as it was just before ggml computed it (pyggml.testing.repro saves and reruns it)."""
+    as it was just before ggml computed it (pyggml.testing.repro saves and reruns it).
+
+    Attributes:
+        op: ggml's op (Op name: UNARY, MUL_MAT, ...).
+        kind: ggml_op_desc: the unary and GLU ops by their own names.
+        op_params: ggml's 64 bytes of op parameters, as they were.
+        name: the node's name.
+        type: the node's type name (F32, F16, ...).
+        ne: the node's extents, ggml order.
+        nb: the node's strides in bytes, ggml order.
+        shape: the node's NumPy shape.
+        sources: each `Source` by slot; None for an empty slot (empty slots at the end left out).
+        view_of: (slot, byte offset) when the node's memory lies in that source's (a node that views its
+            source), else None.
+        not_standalone: why it cannot be rebuilt on its own ("" when it can).
+    """
 
     op: str  # ggml's op (Op name: UNARY, MUL_MAT, ...)
     kind: str  # ggml_op_desc: the unary and GLU ops by their own names
@@ -73,6 +99,21 @@ class Capture:
 
 @dataclass
 class NodeVerdict:
+    """The checker's verdict on one node that computes something.
+
+    Attributes:
+        index: the node's place in the order ggml computed the graph.
+        kind: its op kind, as ggml_op_desc names it (unary and GLU ops by their own names).
+        name: the node's name.
+        comparison: the comparison with the oracle (pyggml.testing.verdict.Comparison: ok, nmse,
+            max_error, message); None when not checked (no reader for this kind, or `error`).
+        nmse_bound: the NMSE bound it was compared with.
+        error: why it was not judged: the reader could not model this node (its oracle raised), or it was
+            not read (`META_UNREAD`); "" otherwise.
+        buffer: the buffer type its memory is in (CPU, Vulkan0, RPC0[host:port], Meta...): where it ran.
+        capture: its inputs (`Capture`), when the checker was asked to keep them; else None.
+    """
+
     index: int  # the node's place in the order ggml computed the graph
     kind: str
     name: str
@@ -84,23 +125,39 @@ class NodeVerdict:
 
     @property
     def ok(self) -> bool:
+        """False only when the node was compared with its oracle and the comparison failed."""
         return self.comparison is None or self.comparison.ok
 
     @property
     def unread(self) -> bool:
-        """Left unread: in a meta device's buffer (META_UNREAD)."""
+        """Whether the node was left unread: in a meta device's buffer (`META_UNREAD`)."""
         return self.error == META_UNREAD
 
 
 def kind(t: Tensor) -> str:
-    """The node's op kind as ggml names it (unary and GLU ops by their own names)."""
+    """The node's op kind as ggml names it (ggml_op_desc: unary and GLU ops by their own names).
+
+    Args:
+        t: the node.
+
+    Returns:
+        The kind: MUL_MAT, SILU, VIEW, ...
+    """
     return ffi.string(lib.ggml_op_desc(t.ptr)).decode()
 
 
 def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor]) -> float:
-    """The NMSE a node of `s` may show on any backend: 0 for an exact spec; else the loosest of the spec's
-    bounds that hold for every backend and match the node's types (its own and its sources'); else the
-    bound its precision earns."""
+    """The NMSE a node of `s` may show on any backend.
+
+    Args:
+        s: the op's spec in the op database.
+        t: the node.
+        srcs: its sources.
+
+    Returns:
+        0 for an exact spec; else the loosest of the spec's bounds that hold for every backend and match the
+        node's types (its own and its sources'); else the bound its precision earns (`default_nmse`).
+    """
     if s.exact:
         return 0.0
     node_types = {x.type.name.lower() for x in [t, *srcs]}
@@ -111,8 +168,16 @@ def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor]) -> float:
 
 
 def span(t: Tensor) -> np.ndarray:
-    """A copy of the bytes t covers from its data on (ggml_nbytes: a strided view's whole span), as uint8:
-    with t's type, ne and nb, all there is to know of its values."""
+    """A copy of the bytes t covers from its data on (ggml_nbytes: a strided view's whole span).
+
+    With t's type, ne and nb, all there is to know of its values.
+
+    Args:
+        t: the tensor, in a backend buffer or in its context's own memory.
+
+    Returns:
+        The bytes, as a uint8 array.
+    """
     out = np.empty(lib.ggml_nbytes(t.ptr), dtype=np.uint8)
     if t.ptr.buffer == ffi.NULL:
         ffi.memmove(ffi.from_buffer(out), t.ptr.data, out.size)
@@ -123,7 +188,16 @@ def span(t: Tensor) -> np.ndarray:
 
 def packed(type_name: str, ne: Sequence[int], nb: Sequence[int]) -> bool:
     """Whether a tensor of this type, ne and nb is contiguous (ggml_is_contiguous: a dim of extent 1 may have
-    any stride)."""
+    any stride).
+
+    Args:
+        type_name: ggml's type name (F32, Q8_0, ...).
+        ne: the extents, ggml order.
+        nb: the strides in bytes, ggml order.
+
+    Returns:
+        True when contiguous.
+    """
     t = types.as_type(type_name)
     if ne[0] != types.block_size(t) and nb[0] != types.type_size(t):
         return False
@@ -138,9 +212,24 @@ def packed(type_name: str, ne: Sequence[int], nb: Sequence[int]) -> bool:
 def from_span(
     type_name: str, ne: Sequence[int], nb: Sequence[int], shape: Sequence[int], raw: np.ndarray
 ) -> np.ndarray:
-    """The values (NumPy `shape`) of a tensor of this type, ne and nb whose bytes `span` read: as
-    `Tensor.numpy()` gives them, and also for a strided view of a type NumPy has no dtype for (BF16,
-    quantized), each row decoded from its own offset."""
+    """The values of a tensor of this type, ne and nb whose bytes `span` read.
+
+    As `Tensor.numpy()` gives them, and also for a strided view of a type NumPy has no dtype for (BF16,
+    quantized), each row decoded from its own offset.
+
+    Args:
+        type_name: ggml's type name (F32, Q8_0, ...).
+        ne: the extents, ggml order.
+        nb: the strides in bytes, ggml order.
+        shape: the NumPy shape of the result.
+        raw: the bytes, as `span` read them.
+
+    Returns:
+        The values, shaped as `shape`.
+
+    Raises:
+        ValueError: a view of a block type whose blocks are not packed along ne0 (no row to decode).
+    """
     t = types.as_type(type_name)
     ne, nb, shape = tuple(ne), tuple(nb), tuple(shape)
     if packed(type_name, ne, nb):
@@ -166,9 +255,20 @@ def from_span(
 
 
 def values(t: Tensor) -> np.ndarray:
-    """t's values as `Tensor.numpy()` gives them, and also for a strided view of a type NumPy has no dtype
-    for (BF16, quantized) or outside host memory, which numpy() refuses: the view's whole span is read
-    (ggml_nbytes of a view covers it) and each row decoded from its own offset."""
+    """t's values as `Tensor.numpy()` gives them, also where numpy() refuses.
+
+    That is a strided view of a type NumPy has no dtype for (BF16, quantized) or outside host memory: the
+    view's whole span is read (ggml_nbytes of a view covers it) and each row decoded from its own offset.
+
+    Args:
+        t: the tensor.
+
+    Returns:
+        Its values, NumPy order (`t.shape`).
+
+    Raises:
+        ValueError: a view of a block type whose blocks are not packed along ne0.
+    """
     return from_span(t.type.name, t.ne, t.nb, t.shape, span(t))
 
 
@@ -176,14 +276,30 @@ META_UNREAD = "on a meta device's split buffer: not read back (ggml's meta get_t
 
 
 def on_meta_buffer(p: object) -> bool:
-    """The tensor lives in a meta device's buffer. Reading such a tensor back went through ggml's meta
-    get_tensor, which asserted (killing the process) on tensors of llama.cpp's tensor split, views and
-    nodes alike: the checker leaves them unread rather than die."""
+    """Whether the tensor lives in a meta device's buffer.
+
+    Reading such a tensor back went through ggml's meta get_tensor, which asserted (killing the process)
+    on tensors of llama.cpp's tensor split, views and nodes alike: the checker leaves them unread rather
+    than die.
+
+    Args:
+        p: the tensor's C pointer (struct ggml_tensor *).
+
+    Returns:
+        True when its buffer type's name starts with "Meta".
+    """
     return buffer_name(p).startswith("Meta")
 
 
 def buffer_name(p: object) -> str:
-    """The name of the buffer type tensor p's memory is in ("" for context memory)."""
+    """The name of the buffer type tensor p's memory is in.
+
+    Args:
+        p: the tensor's C pointer (struct ggml_tensor *).
+
+    Returns:
+        The name (CPU, Vulkan0, RPC0[host:port], Meta...), "" for context memory.
+    """
     buf = p.buffer  # type: ignore[attr-defined]
     return (
         ""
@@ -193,8 +309,15 @@ def buffer_name(p: object) -> str:
 
 
 def capture(t: Tensor) -> Capture:
-    """t and its sources as they are now (just before ggml computes t): its op, op_params and layout, and each
-    source's bytes and values (`sources` by slot)."""
+    """t and its sources as they are now (just before ggml computes t).
+
+    Args:
+        t: the node.
+
+    Returns:
+        A `Capture`: its op, op_params and layout, and each source's bytes and values (`sources` by slot),
+        with why it cannot be rebuilt on its own where it cannot.
+    """
     srcs: list[Source | None] = []
     for slot, p in enumerate(t.ptr.src):
         if p == ffi.NULL:
@@ -235,8 +358,16 @@ def _inside_a_source(t: Tensor) -> tuple[int, int] | None:
 
 
 def as_stored(t: Tensor, expected: np.ndarray) -> np.ndarray:
-    """The oracle's values as a node of t's type holds them: F16 and BF16 rounded (and overflowed to inf)
-    the way the node stores its result; other types as they are."""
+    """The oracle's values as a node of t's type holds them.
+
+    Args:
+        t: the node.
+        expected: the oracle's values.
+
+    Returns:
+        For F16 and BF16 nodes, floating-point values rounded (and overflowed to inf) the way the node
+        stores its result; anything else as it is.
+    """
     name = t.type.name
     if name not in ("F16", "BF16") or expected.dtype.kind != "f":
         return expected
@@ -245,8 +376,17 @@ def as_stored(t: Tensor, expected: np.ndarray) -> np.ndarray:
 
 
 def flush_denormals(a: np.ndarray) -> np.ndarray:
-    """Values below F32's smallest normal as zero: ggml's kernels may flush them (FTZ/DAZ), so a result
-    of denormals alone (an attn_factor of 1e-45) is no disagreement."""
+    """Values below F32's smallest normal as zero.
+
+    ggml's kernels may flush them (FTZ/DAZ), so a result of denormals alone (an attn_factor of 1e-45) is no
+    disagreement.
+
+    Args:
+        a: the values.
+
+    Returns:
+        A floating-point array with its denormals zeroed; any other array as it is.
+    """
     a = np.asarray(a)
     if a.dtype.kind != "f":
         return a
@@ -254,13 +394,22 @@ def flush_denormals(a: np.ndarray) -> np.ndarray:
 
 
 class NodeChecker:
-    """A scheduler observer (`Scheduler.observe`) that checks each node as ggml computes it; the verdicts
-    gather in `verdicts`. Views (VIEW_KINDS) compute nothing and are not asked for.
+    """A scheduler observer (`Scheduler.observe`) that checks each node as ggml computes it.
 
-    `tolerance(node, bound)`, when given, returns the NMSE bound to apply instead of the spec's (the
-    fuzzer widens it for random shapes and values; `check --model --node-nmse` tightens it); `flush` compares
-    denormals as zero; `keep(verdict)`, when given, is asked once a node is judged, and a True keeps the
-    node's inputs on the verdict (`verdict.capture`, for pyggml.testing.repro)."""
+    The verdicts gather in `verdicts`, one `NodeVerdict` per node that computes something. Views
+    (VIEW_KINDS) compute nothing and are not asked for.
+
+    Args:
+        tolerance: `tolerance(node, bound)`, when given, returns the NMSE bound to apply instead of the
+            spec's (the fuzzer widens it for random shapes and values; `check --model --node-nmse`
+            tightens it).
+        flush: compare denormals as zero (`flush_denormals`).
+        keep: `keep(verdict)`, when given, is asked once a node is judged, and a True keeps the node's
+            inputs on the verdict (`verdict.capture`, for pyggml.testing.repro).
+
+    Attributes:
+        verdicts: the `NodeVerdict`s, in compute order.
+    """
 
     def __init__(
         self,
@@ -324,7 +473,17 @@ class NodeChecker:
 
 @contextmanager
 def observing(runner: Runner, checker: NodeChecker) -> Iterator[NodeChecker]:
-    """The runner's scheduler calls `checker` for every node computed inside the block."""
+    """The runner's scheduler calls `checker` for every node computed inside the block.
+
+    Afterwards the scheduler observes nothing (an observer set before is not restored).
+
+    Args:
+        runner: the Runner whose scheduler computes the graph.
+        checker: the NodeChecker.
+
+    Yields:
+        The checker.
+    """
     runner.sched.observe(checker)
     try:
         yield checker
@@ -333,7 +492,15 @@ def observing(runner: Runner, checker: NodeChecker) -> Iterator[NodeChecker]:
 
 
 def check_case_nodes(case: "OpCase", runner: Runner) -> list[NodeVerdict]:
-    """Run an op case's graph on `runner`, checking every node as it is computed."""
+    """Run an op case's graph on `runner`, checking every node as it is computed.
+
+    Args:
+        case: an op case of the suite (pyggml.testing.cases.OpCase).
+        runner: the Runner to compute it on.
+
+    Returns:
+        The `NodeVerdict`s of its nodes, in compute order; none for a graph of views only.
+    """
     _, x, out, graph = case.build()
     if graph.n_nodes == 0:  # a graph of views only (view_tensor of a leaf): no node computes anything
         return []

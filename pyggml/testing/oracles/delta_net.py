@@ -46,6 +46,21 @@ def _l2(x, eps):
 
 
 class DeltaNetReference:
+    """The layers and their caches, computed ubatch by ubatch as the module docstring's rules say.
+
+    Args:
+        config: the layer's configuration (pyggml.models.delta_net.DeltaNetConfig).
+        weights: per layer, each weight by its name (attn_norm, attn_qkv, attn_gate, ssm_conv1d, ssm_ba or
+            ssm_beta and ssm_alpha, ssm_dt, ssm_a, ssm_norm, ssm_out), in NumPy shapes (held as float64).
+        K: the slots per cell (n_rs_seq + 1: the current state and n_rs_seq to roll back to).
+        mem_size: the cells of the recurrent memory.
+        cache_dtype: the dtype the caches store their states in.
+
+    Attributes:
+        conv: each layer's conv cache, an array (mem_size * K, n_embd_r): row `slot * mem_size + cell`.
+        ssm: each layer's recurrent cache, an array (mem_size * K, n_embd_s), rows as in `conv`.
+    """
+
     def __init__(
         self,
         config: DeltaNetConfig,
@@ -62,13 +77,32 @@ class DeltaNetReference:
         self.ssm = [np.zeros((rows, config.n_embd_s), self.dtype) for _ in range(config.n_layer)]
 
     def step(self, x: np.ndarray, s_copy: list[int], kv_head: int) -> np.ndarray:
-        """One ubatch, x (n_seqs, n_seq_tokens, n_embd); returns the last layer's output (float64)."""
+        """One ubatch through every layer, its states written into the caches (in place).
+
+        Args:
+            x: the ubatch, (n_seqs, n_seq_tokens, n_embd).
+            s_copy: per sequence, the cache row its states are read from.
+            kv_head: the first cell written: sequence s writes cell kv_head + s.
+
+        Returns:
+            The last layer's output, (n_seqs, n_seq_tokens, n_embd), float64.
+        """
         cur = np.asarray(x, dtype=np.float64)
         for il in range(self.c.n_layer):
             cur = self._layer(il, cur, s_copy, kv_head)
         return cur
 
     def states(self, il: int, row: int) -> tuple[np.ndarray, np.ndarray]:
+        """One cache row of a layer: its conv and recurrent states, as float32.
+
+        Args:
+            il: the layer.
+            row: the cache row (`slot * mem_size + cell`).
+
+        Returns:
+            (conv state (conv_channels, d_conv - 1), recurrent state (n_v_heads, head_dim, head_dim),
+            stored transposed as ggml stores it: [h, j, i]).
+        """
         c = self.c
         return (
             self.conv[il][row].astype(np.float32).reshape(c.conv_channels, c.d_conv - 1),
