@@ -42,12 +42,14 @@ for v in "${versions[@]}"; do
     "$py" -m venv "$work/venv-$v"
     (
         . "$work/venv-$v/bin/activate"
-        export SKBUILD_BUILD_DIR="$work/build-$v" CMAKE_ARGS="-DGGML_VULKAN=OFF"
+        # portable, as `pip wheel .` builds it: tests/test_wheel.py's wheel then comes from the same build
+        # folder (SKBUILD_BUILD_DIR) without compiling it again
+        export SKBUILD_BUILD_DIR="$work/build-$v" CMAKE_ARGS="-DGGML_VULKAN=OFF -DGGML_CUDA=OFF -DPYGGML_PORTABLE=ON"
         python -m pip install -q --upgrade pip
         pip install -q -e ".[test]"
         echo "build: $(($(date +%s) - start)) s"
         python -m pyggml check --backend cpu -q
-        python -m pytest -q -p no:cacheprovider "${TESTS[@]}"
+        python -m pytest -q -p no:cacheprovider --durations=5 "${TESTS[@]}"
     )
     echo "== Python $v: $(($(date +%s) - start)) s in all"
 done
