@@ -313,10 +313,6 @@ KNOWN = [
      "llama patch 0002 refuses (seq_rm returns false) removing all 3 tokens of the last ubatch, which upstream "
      "does inexactly (its replay differs from the reference within the test's NMSE 1e-4: max diff 8.9e-3 for lfm2 "
      "on the CPU, where an exact rollback is bit-exact)"),
-    ("rollback", "Meta", r"qwen35(moe)?-pyggml\.gguf", "", "",
-     "ggml meta: one-token ubatch, fewer KV heads than devices: the K projection, held whole by one device, "
-     "is reshaped [64] -> [64,1,1] with its split kept on dim 0 and the k-norm (RMS_NORM) aborts "
-     "(GGML_ASSERT(src_ss[0].axis != GGML_BACKEND_SPLIT_AXIS_0))"),
 ]
 skipped = {p for p in (res / "skipped-patches.txt").read_text().strip().split(",") if p}
 
