@@ -10,7 +10,7 @@ from pyggml._args import instance, integer, text
 from pyggml._native import ffi, guard_error, lib
 from pyggml.context import Context
 from pyggml.lifetime import GraphState
-from pyggml.tensor import Tensor
+from pyggml.tensor import Tensor, rank
 from pyggml.types import Op
 
 if TYPE_CHECKING:
@@ -104,6 +104,10 @@ class Graph:
                 raise err
             if t.ctx is not self.ctx:
                 self.ctx.adopt(t)
+            # every node's NumPy rank, now: it derives from the sources, which a scheduler rewires to its own
+            # copies (ranked from their ne alone) while it computes, so a rank first asked for then, when a
+            # run reads its outputs, came out wrong ((8,) for a (1, 8) product on a meta device)
+            rank(t.ptr)
         return self
 
     expand = build_forward_expand

@@ -624,3 +624,24 @@ def test_a_partial_sum_output_reads_as_its_sum(meta_backend_name):
         [sys.executable, "-c", _PARTIAL_OUTPUT, meta_backend_name], capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_an_output_keeps_its_shape_on_a_meta_device(meta_backend_name):
+    """A product of a (1, 8) input had shape (8,) on a meta device but (1, 8) on the CPU: its rank was first
+    derived while the run read it back, with its sources rewired to the scheduler's copies."""
+    shapes = {}
+    for be in ("cpu", meta_backend_name):
+        runner = gg.Runner(be)
+        if be != "cpu":
+            runner.set_policy([("w", Split("mirrored"))])
+        wctx = gg.Context()
+        w = wctx.tensor("f32", (8, 8), "w")
+        runner.backend.alloc_tensors(wctx)
+        w.set(np.eye(8, dtype=np.float32))
+        ctx = gg.Context()
+        x = ctx.tensor("f32", (1, 8), "x", input=True)
+        z = ctx.mul_mat(w, x)
+        out = runner.run(gg.Graph(ctx).build_forward_expand(z), {x: np.arange(8, dtype=np.float32)[None]}, z)
+        shapes[be] = (out.shape, z.shape)
+        np.testing.assert_array_equal(out, np.arange(8, dtype=np.float32)[None])
+    assert shapes[meta_backend_name] == shapes["cpu"] == ((1, 8), (1, 8))
