@@ -325,7 +325,8 @@ def serve(
     parse_endpoint(endpoint)
     n_threads = threads if threads is not None else (os.cpu_count() or 1)
     devs = ffi.new("ggml_backend_dev_t[]", [dev.ptr])
-    lib.ggml_backend_rpc_server_trust_clients(bool(trust_clients))
+    if hasattr(lib, "ggml_backend_rpc_server_trust_clients"):  # patch 0023 (a build without it trusts every client)
+        lib.ggml_backend_rpc_server_trust_clients(bool(trust_clients))
     sys.stdout.flush()
     lib.ggml_backend_rpc_start_server(endpoint.encode(), ffi.NULL, n_threads, 1, devs)
     return 1  # it returns only when it could not bind or set up

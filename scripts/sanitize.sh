@@ -3,15 +3,19 @@
 # tests under them.
 #
 #   bash scripts/sanitize.sh [PYTEST ARGS...]
+#   bash scripts/sanitize.sh --rpc-fuzz GRAPHS [SEED]
 #
 # Default tests: tests/test_op_cases.py tests/test_bad_input.py tests/test_conv_state.py
 # tests/test_meta.py (the whole suite, notebooks included, is slow under ASan on 2 cores;
-# pass `tests` to run it all). Environment:
+# pass `tests` to run it all). --rpc-fuzz runs the RPC server's graph fuzzer instead
+# (`python -m pyggml rpc-fuzz --graphs GRAPHS --seed SEED`, seed 0 by default): its servers are
+# child processes started with the same interpreter, environment and folder, so they are the
+# instrumented build, and the fuzzer's own process is too. Environment:
 #   SANITIZE_DIR   where the venv and build folder go (default: build/sanitize, git-ignored
 #                  with build/), so the normal editable install is left alone
 #   SANITIZE_SKIP_BUILD=1  reuse the last build
 # Findings: build/sanitize/asan.log.* (one file per process, ASan and UBSan reports) and a
-# summary of "runtime error" lines at the end. Exit status: pytest's, or 3 if any sanitizer
+# summary of "runtime error" lines at the end. Exit status: pytest's (or the fuzzer's), or 3 if any sanitizer
 # report was written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,18 +51,27 @@ fi
 rm -f "$dir"/asan.log.*
 asan_lib=$(gcc -print-file-name=libasan.so)
 ubsan_lib=$(gcc -print-file-name=libubsan.so)
-[ "$#" -gt 0 ] || set -- tests/test_op_cases.py tests/test_bad_input.py tests/test_conv_state.py tests/test_meta.py
-args=()
-for a in "$@"; do
-    # paths given relative to the repository, as pytest is run from another folder
-    if [ -e "$root/$a" ]; then args+=("$root/$a"); else args+=("$a"); fi
-done
+sanitized() {
+    (cd "$dir" && LD_PRELOAD="$asan_lib $ubsan_lib" \
+        ASAN_OPTIONS="detect_leaks=0:halt_on_error=0:log_path=$dir/asan.log:allocator_may_return_null=1" \
+        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=0:log_path=$dir/asan.log" \
+        "$venv/bin/python" "$@")
+}
 status=0
-(cd "$dir" && LD_PRELOAD="$asan_lib $ubsan_lib" \
-    ASAN_OPTIONS="detect_leaks=0:halt_on_error=0:log_path=$dir/asan.log:allocator_may_return_null=1" \
-    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=0:log_path=$dir/asan.log" \
-    "$venv/bin/python" -m pytest -q -p no:cacheprovider --rootdir "$root" -c "$root/pyproject.toml" "${args[@]}") \
-    || status=$?
+if [ "${1:-}" = --rpc-fuzz ]; then
+    graphs="${2:?--rpc-fuzz needs a number of graphs}"
+    start=$(date +%s)
+    sanitized -m pyggml rpc-fuzz --graphs "$graphs" --seed "${3:-0}" || status=$?
+    echo "sanitize: rpc-fuzz --graphs $graphs --seed ${3:-0} took $(( $(date +%s) - start )) s"
+else
+    [ "$#" -gt 0 ] || set -- tests/test_op_cases.py tests/test_bad_input.py tests/test_conv_state.py tests/test_meta.py
+    args=()
+    for a in "$@"; do
+        # paths given relative to the repository, as pytest is run from another folder
+        if [ -e "$root/$a" ]; then args+=("$root/$a"); else args+=("$a"); fi
+    done
+    sanitized -m pytest -q -p no:cacheprovider --rootdir "$root" -c "$root/pyproject.toml" "${args[@]}" || status=$?
+fi
 
 # a report is an error; "failed to allocate" warnings are the tests asking for too much memory on
 # purpose (allocator_may_return_null=1 turns them into the NULL that pyggml must handle)

@@ -83,9 +83,26 @@ def test_the_suite_over_rpc_and_a_meta_device_of_two_servers():
     a, b = res["a"], res["b"]
     assert not res["bad"], "\n".join(res["bad"][:20])
     assert res["passed"][a] > 1000 and res["passed"][f"meta:{a},{b}"] > 1000
-    # every conv-state and delta-net case on both, but the 6 small ones in llama.cpp's layouts on the meta
-    # device (skipped there: the server refuses the empty shares of a device holding none of the layer)
-    assert res["conv"] == 2 * (24 + 74) - 6  # every conv-state and delta-net case, on both
+    # every conv-state and delta-net case on both, the small ones in llama.cpp's layouts included: on the meta
+    # device each layer sits whole on one server, the other gets empty shares (its nodes left out, its
+    # partial product of ssm_out over an empty inner size computed as zeros)
+    assert res["conv"] == 2 * (24 + 74)
+
+
+def test_delta_net_layers_whole_on_one_server_of_a_meta_device():
+    """llama.cpp's small delta-net layouts on meta:rpc0,rpc1: llama.cpp's split puts each layer whole on one
+    server, so the other gets tensors with an extent of 0 (its share of every split) and the product of
+    ssm_out (split along its inner size) over nothing. The server leaves the empty nodes out and computes
+    that product as zeros; the layer must match the oracle."""
+    res = _run_with_servers(
+        """
+    from pyggml.testing.check import run_check
+    records = run_check([f"meta:{a},{b}"], r"^delta_net/f32/K\\d/n\\d/qwen(3next|35)$", progress=None)
+    print(json.dumps({r.case: f"{r.status}: {r.message}" for r in records}))
+    """,
+        timeout=900,
+    )
+    assert len(res) == 6 and all(v.startswith("pass") for v in res.values()), res
 
 
 def test_info_and_check_take_rpc_servers():

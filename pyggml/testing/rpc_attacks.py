@@ -483,6 +483,130 @@ def argsort_unknown_order(g: G, hostile: bool) -> Built:
     return Built([out], out, None if hostile else O.argsort(av, "asc"), dtype=np.int32)
 
 
+# --- empty tensors --------------------------------------------------------------------------------------------------
+# A meta device holding no share of a split gets tensors with an extent of 0. ggml computes nothing for an
+# empty node, but its constructors and kernels divide by the extents of sources (`%` and `/` by ne): an
+# empty source feeding a node that computes, or an empty node a backend would still run, must not reach them.
+@attack("MUL of a by an empty b (rows of 0): the kernel broadcasts b with i0 % ne10")
+def mul_by_empty_b(g: G, hostile: bool) -> Built:
+    a, av = g.input(F32, (8, 2))
+    b, bv = g.input(F32, (0 if hostile else 8, 1))
+    out = g.node(Op.MUL, F32, (8, 2), (a, b))
+    return Built([out], out, None if hostile else av * bv)
+
+
+@attack("MUL_MAT whose a holds 0 matrices: the constructor's b->ne[2] % a->ne[2] divides by 0")
+def mul_mat_empty_matrices(g: G, hostile: bool) -> Built:
+    a, av = g.input(F32, (8, 4, 0 if hostile else 1))
+    b, bv = g.input(F32, (8, 2, 3))
+    out = g.node(Op.MUL_MAT, F32, (4, 2, 3), (a, b))
+    return Built([out], out, None if hostile else O.mul_mat(av, bv))
+
+
+@attack(
+    "MUL_MAT over an empty inner size (K = 0, a meta device's share of a weight split along K): computed as "
+    "the sum of no terms, zeros",
+    outcome="computed",
+)
+def mul_mat_empty_inner_size(g: G, hostile: bool) -> Built:
+    k = 0 if hostile else 8
+    a, av = g.input(F32, (k, 4))
+    b, bv = g.input(F32, (k, 2))
+    out = g.node(Op.MUL_MAT, F32, (4, 2), (a, b))
+    return Built([out], out, np.zeros((2, 4), np.float32) if hostile else O.mul_mat(av, bv))
+
+
+@attack(
+    "MUL_MAT over an empty inner size with an F16 a (b converted into the work buffer: nothing to convert)",
+    outcome="computed",
+)
+def mul_mat_empty_inner_size_f16(g: G, hostile: bool) -> Built:
+    k = 0 if hostile else 8
+    a, av = g.input(F16, (k, 4), _values((k, 4)).astype(np.float16))
+    b, bv = g.input(F32, (k, 3))
+    out = g.node(Op.MUL_MAT, F32, (4, 3), (a, b))
+    expect = O.mul_mat(av.astype(np.float32), bv.astype(np.float16).astype(np.float32))
+    return Built([out], out, np.zeros((3, 4), np.float32) if hostile else expect, rtol=1e-3)
+
+
+@attack("MUL_MAT over an empty inner size whose a has nb[0] 0 (the CPU kernel asserts nb[0] is the element size)")
+def mul_mat_empty_inner_size_bad_stride(g: G, hostile: bool) -> Built:
+    a, _ = g.input(F32, (0, 4))
+    b, _ = g.input(F32, (0, 2))
+    if hostile:
+        a = a.with_(nb=(0, 0, 0, 0))
+    out = g.node(Op.MUL_MAT, F32, (4, 2), (a, b))
+    return Built([out], out, None if hostile else np.zeros((2, 4), np.float32), extra=[a])
+
+
+@attack("MUL_MAT whose a is empty in its rows while b is not: a destination of 4 rows from none")
+def mul_mat_empty_rows(g: G, hostile: bool) -> Built:
+    a, av = g.input(F32, (8, 0 if hostile else 4))
+    b, bv = g.input(F32, (8, 2))
+    out = g.node(Op.MUL_MAT, F32, (4, 2), (a, b))
+    return Built([out], out, None if hostile else O.mul_mat(av, bv))
+
+
+@attack("SET_ROWS with an empty index of 0 rows per matrix: the constructor's b->ne[2] % c->ne[1] divides by 0")
+def set_rows_empty_index(g: G, hostile: bool) -> Built:
+    dst, dv = g.input(F32, (8, 16))
+    n = 0 if hostile else 3
+    b, bv = g.input(F32, (8, n))
+    c, cv = g.input(I64, (n, 0 if hostile else 1), np.array([2, 5, 9][:n], np.int64))
+    out = g.view_node(dst, Op.SET_ROWS, (b, c, dst))
+    return Built([out], out, None if hostile else O.set_rows(dv, bv, cv))
+
+
+@attack(
+    "GET_ROWS with an empty index: an empty destination, left out of the graph the backend computes",
+    outcome="computed",
+)
+def get_rows_empty_index(g: G, hostile: bool) -> Built:
+    a, av = g.input(F32, (8, 16))
+    index = [] if hostile else [3, 15, 0]
+    b, bv = g.input(I32, (len(index),), np.array(index, np.int32))
+    out = g.node(Op.GET_ROWS, F32, (8, len(index)), (a, b))
+    return Built([out], out, O.get_rows(av, bv).reshape(len(index), 8))
+
+
+@attack(
+    "RMS_NORM then MUL by a weight of no rows, both empty: ggml-cpu fuses the pair and its fused kernel "
+    "divides by the weight's rows (i01 % ne11) even for an empty node; left out of the graph, nothing runs",
+    outcome="computed",
+)
+def rms_norm_mul_empty_weight(g: G, hostile: bool) -> Built:
+    x, xv = g.input(F32, (0 if hostile else 8, 3))
+    w, wv = g.input(F32, (0 if hostile else 8, 0 if hostile else 1))
+    norm = g.node(Op.RMS_NORM, F32, x.ne, (x,), params(1e-6))
+    out = g.node(Op.MUL, F32, x.ne, (norm, w))
+    expect = np.zeros((3, 0), np.float32) if hostile else O.rms_norm(xv, 1e-6) * wv
+    return Built([norm, out], out, expect.reshape(1, 1, 3, -1))
+
+
+@attack("GATED_DELTA_NET whose v holds 0 sequences, its destination room for 1 (the kernel divides by v's sequences)")
+def gdn_empty_v(g: G, hostile: bool) -> Built:
+    S, H, T, K = 16, 2, 4, 1
+    q, qv = g.input(F32, (S, H, T, 1))
+    k, kv = g.input(F32, (S, H, T, 1))
+    n = 0 if hostile else 1
+    v, vv = g.input(F32, (S, H, T, n))
+    gate, gv = g.input(F32, (1, H, T, n), -np.abs(_values((1, H, T, n))))
+    beta, bv = g.input(F32, (1, H, T, n), np.abs(_values((1, H, T, n))))
+    st, sv = g.input(F32, (S, S, H, n))
+    out = g.node(Op.GATED_DELTA_NET, F32, (S * H, T + K * S), (q, k, v, gate, beta, st), params(K))
+    return Built([out], out, None if hostile else O.gated_delta_net(qv, kv, vv, gv, bv, sv, K))
+
+
+@attack("an empty node whose source has no storage (no buffer, data 0)")
+def empty_node_source_without_storage(g: G, hostile: bool) -> Built:
+    a, av = g.input(F32, (8, 16))
+    b, bv = g.input(I32, (0,), np.zeros(0, np.int32))
+    if hostile:
+        a = a.with_(buffer=0, data=0)
+    out = g.node(Op.GET_ROWS, F32, (8, 0), (a, b))
+    return Built([out], out, None if hostile else np.zeros((1, 1, 0, 8), np.float32), extra=[a])
+
+
 # --- running them ----------------------------------------------------------------------------------------------------
 @dataclass
 class Outcome:

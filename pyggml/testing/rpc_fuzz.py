@@ -16,9 +16,10 @@ Exit status 1 if any crash.
 
 Graphs: valid graphs from the suite's op cases (pyggml.testing.cases), laid out by hand in one server
 buffer with canary bytes around every tensor (pyggml.testing.rpc_wire.Arena) and computed once as they
-are, then mutated at the level of their meaning, M mutations per graph: op_params, extents, strides,
-types, sources, op values, the node list (id 0, repeats, unknown ids, dropped nodes), index values out
-of range, data pointers, views, and chains of sources thousands deep. After each mutated graph the
+are, then mutated at the level of their meaning, M mutations per graph: op_params, extents (empty ones
+included: an extent of 0 with ggml's strides for it), strides, types, sources, op values, the node list
+(id 0, repeats, unknown ids, dropped nodes), index values out of range, data pointers, views, and chains
+of sources thousands deep. After each mutated graph the
 server must be running, must not have changed a byte outside the destinations of the nodes it was sent
 (whether it computed the graph or refused it), and must compute the unmutated graph again to the same
 bytes. A death, a write outside or a wrong answer afterwards is a failure, printed with its case and
@@ -405,6 +406,7 @@ class Mutator:
             kind = r.choice(
                 ["op_params"] * 4
                 + ["ne"] * 3
+                + ["empty"] * 2
                 + ["nb"] * 3
                 + ["type"] * 2
                 + ["src"] * 3
@@ -435,6 +437,16 @@ class Mutator:
                     nb += [nb[1] * ne[1], nb[1] * ne[1] * ne[2]]
                     t.nb = tuple(min(x, (1 << 32) - 1) for x in nb)
                 done.append(f"ne of {t.id} = {t.ne}")
+            elif kind == "empty":  # an extent of 0, as a meta device holding no share of a split gets
+                i = r.randrange(4)
+                ne = list(t.ne)
+                ne[i] = 0
+                t.ne = tuple(ne)
+                if r.random() < 0.7:  # the strides ggml gives it: 0 past the empty extent
+                    nb = [t.nb[0], t.nb[0] * ne[0]]
+                    nb += [nb[1] * ne[1], nb[1] * ne[1] * ne[2]]
+                    t.nb = tuple(nb)
+                done.append(f"ne of {t.id} = {t.ne} (empty)")
             elif kind == "nb":
                 i = r.randrange(4)
                 nb = list(t.nb)

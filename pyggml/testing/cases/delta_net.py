@@ -19,7 +19,7 @@ import numpy as np
 from pyggml.models.delta_net import DeltaNet, DeltaNetConfig, random_weights
 from pyggml.runner import Runner
 from pyggml.testing.cases import Case, Mismatch, register
-from pyggml.testing.opdb import Bound, Skip
+from pyggml.testing.opdb import Bound
 from pyggml.testing.oracles.delta_net import DeltaNetReference
 from pyggml.testing.verdict import compare
 
@@ -245,18 +245,11 @@ for _layout in ("qwen3next", "qwen35"):
         _cfg = DeltaNetConfig(n_layer=2, head_dim=16, layout=_layout, **_dims)
         for _K, _n in ((1, 3), (4, 6)) if _suffix else ((1, 3), (4, 2), (4, 6)):
             limit = min(_n, _K)
-            _case = DeltaNetCase(
-                f"delta_net/f32/K{_K}/n{_n}/{_layout}{_suffix}",
-                Scenario(_cfg, _K, "f32", _n, [limit - 1, (limit - 1) // 2], kv_head=1, continue_at=_K % 2),
-                NMSE_BY_CACHE["f32"],
-                VULKAN_NMSE_WIDE if _suffix else None,
+            register(
+                DeltaNetCase(
+                    f"delta_net/f32/K{_K}/n{_n}/{_layout}{_suffix}",
+                    Scenario(_cfg, _K, "f32", _n, [limit - 1, (limit - 1) // 2], kv_head=1, continue_at=_K % 2),
+                    NMSE_BY_CACHE["f32"],
+                    VULKAN_NMSE_WIDE if _suffix else None,
+                )
             )
-            if not _suffix:  # the small layer whole on one device: the other holds empty shares
-                _case.skips = [
-                    Skip(
-                        "meta:rpc",
-                        "the RPC server (patch 0023) refuses a tensor with an empty extent, which a device "
-                        "holding no share of a split gets",
-                    )
-                ]
-            register(_case)
