@@ -1,7 +1,7 @@
 """The meta backend over ggml's RPC: two server processes on loopback against two in-process CPU devices.
 
     python bench/rpc_meta.py [--steps 50] [--trace-steps 3] [--quick]
-                             [--baseline-python PY --baseline-cwd DIR]
+                             [--baseline-python PY --baseline-cwd DIR] [--check-times]
 
 Starts two RPC servers (`rpc.Server(threads=1)`: `python -m pyggml rpc-server`, one compute thread
 each) on 127.0.0.1, adds them (rpc0, rpc1) and runs the same graphs side by side on
@@ -25,6 +25,12 @@ With `--baseline-python` (the interpreter of another pyggml build) and `--baseli
 tree), two more servers of that build run the same graphs (`meta:` of their devices, the last row):
 built without patch 0023, they compute without checking the graphs, so the difference between the
 two RPC rows is what the server's graph check costs per step (`validation` below the table).
+`--check-times` measures that cost inside the checked servers too, where the noise of a loaded
+machine's wall times does not reach it: they run with GGML_RPC_CHECK_TIMES=1 (patch 0023), which
+makes them print, for every graph they compute, the microseconds spent loading it (deserializing,
+storage checks), checking it (constructors, op_params, kernel rules) and checking index values
+before computing it; the script sums those lines over the timed steps (`server checks` below the
+table; the printing itself is counted in the checked row).
 
 A step is what an application does per ubatch: set the inputs, compute, read the outputs back.
 Each cell: the median wall time of a step (ms), and the bytes that crossed the network per step.
@@ -82,6 +88,24 @@ def loopback() -> tuple[int, int]:
 
 
 SOCKET_CALL = re.compile(r"\b(sendto|recvfrom|sendmsg|recvmsg)\(.*=\s+(\d+)$")
+# a line a server prints per graph with GGML_RPC_CHECK_TIMES set (patch 0023)
+CHECK_TIMES = re.compile(
+    r"\[rpc_server\] (graph|recompute): (\d+) nodes computed; load (\d+) us, check (\d+) us, "
+    r"index (\d+) us, compute (\d+) us"
+)
+
+
+def check_times(lines: list[str]) -> dict:
+    """Totals of the servers' GGML_RPC_CHECK_TIMES lines: graphs, recomputes, and seconds per phase."""
+    out = {"graphs": 0, "recomputes": 0, "nodes": 0, "load": 0.0, "check": 0.0, "index": 0.0, "compute": 0.0}
+    for line in lines:
+        m = CHECK_TIMES.search(line)
+        if m:
+            out["graphs" if m.group(1) == "graph" else "recomputes"] += 1
+            out["nodes"] += int(m.group(2))
+            for key, us in zip(("load", "check", "index", "compute"), m.groups()[2:]):
+                out[key] += int(us) * 1e-6
+    return out
 
 
 def payload_per_step(step, steps: int, pids) -> tuple[float, float]:
@@ -131,11 +155,15 @@ def payload_per_step(step, steps: int, pids) -> tuple[float, float]:
     return recv / steps, sent / steps
 
 
-def measure(step, steps: int, pids, trace_steps: int) -> dict:
+def measure(step, steps: int, pids, trace_steps: int, servers=()) -> dict:
     """Median seconds per step and loopback bytes/packets per step (timed pass, after 2 warm-ups),
-    then, with trace_steps > 0, the servers' socket payload per step (traced pass)."""
+    then, with trace_steps > 0, the servers' socket payload per step (traced pass). `servers`: those
+    that print GGML_RPC_CHECK_TIMES lines, summed over the timed steps into res["checks"] (and over the
+    warm-ups, where a graph reused later is sent whole, into res["warmup"])."""
+    before = [len(srv.output().splitlines()) for srv in servers]
     for _ in range(2):
         step()
+    seen = [len(srv.output().splitlines()) for srv in servers]
     b0, p0 = loopback()
     times = []
     for _ in range(steps):
@@ -150,6 +178,13 @@ def measure(step, steps: int, pids, trace_steps: int) -> dict:
         "recv": 0.0,
         "sent": 0.0,
     }
+    if servers:
+        time.sleep(0.2)  # the last lines flushed
+        logs = [srv.output().splitlines() for srv in servers]
+        res["checks"] = {
+            k: v / steps for k, v in check_times([ln for lg, n in zip(logs, seen) for ln in lg[n:]]).items()
+        }
+        res["warmup"] = check_times([ln for lg, n0, n in zip(logs, before, seen) for ln in lg[n0:n]])
     if trace_steps:
         res["recv"], res["sent"] = payload_per_step(step, trace_steps, pids)
     return res
@@ -159,7 +194,7 @@ def runner_for(name: str) -> gg.Runner:
     return gg.Runner(name, n_threads=1) if name == "cpu" else gg.Runner(name)
 
 
-def bench_conv(name: str, channels: int, steps: int, pids, trace_steps: int) -> dict:
+def bench_conv(name: str, channels: int, steps: int, pids, trace_steps: int, servers=()) -> dict:
     runner = runner_for(name)
     runner.set_policy(split_policy(D_CONV, runner.n_devices))  # before the static tensors (no-op on cpu)
     mem = RecurrentMemory(runner.backend, N_LAYER, D_CONV, channels, MEM_SIZE, N_RS_SEQ)
@@ -169,7 +204,7 @@ def bench_conv(name: str, channels: int, steps: int, pids, trace_steps: int) -> 
     model = DeltaNetConv(mem, runner, "host_index", QkvProjection(runner.backend, N_LAYER, channels))
     qkv = [rng.standard_normal((N_SEQS, N_TOKENS, channels)).astype(np.float32) for _ in range(N_LAYER)]
     s_copy = list(range(N_SEQS))
-    res = measure(lambda: model.step(Ubatch(qkv, s_copy, 0)), steps, pids, trace_steps)
+    res = measure(lambda: model.step(Ubatch(qkv, s_copy, 0)), steps, pids, trace_steps, servers)
     assert model.builds == 1, model.builds  # one shape: built once, reused
     return res
 
@@ -212,12 +247,12 @@ class Mlp:
 
 
 def bench_mlp(
-    name: str, n_in: int, n_hidden: int, n_blocks: int, cols: int, steps: int, pids, trace_steps: int
+    name: str, n_in: int, n_hidden: int, n_blocks: int, cols: int, steps: int, pids, trace_steps: int, servers=()
 ) -> dict:
     mlp = Mlp(runner_for(name), n_in, n_hidden, n_blocks, cols)
     x = np.random.default_rng(1).standard_normal((cols, n_in)).astype(np.float32)
     np.testing.assert_allclose(mlp.step(x), mlp.reference(x), rtol=1e-4, atol=1e-4)
-    return measure(lambda: mlp.step(x), steps, pids, trace_steps)
+    return measure(lambda: mlp.step(x), steps, pids, trace_steps, servers)
 
 
 def fmt_bytes(b: float) -> str:
@@ -237,6 +272,11 @@ def main():
     parser.add_argument("--blocks", type=int, default=2, help="MLP blocks (--quick: 1)")
     parser.add_argument("--baseline-python", help="also run servers of another pyggml build: its interpreter")
     parser.add_argument("--baseline-cwd", help="... started from this folder (that build's source tree)")
+    parser.add_argument(
+        "--check-times",
+        action="store_true",
+        help="the checked servers print what each graph's checks cost (GGML_RPC_CHECK_TIMES): summed per step",
+    )
     args = parser.parse_args()
     channels = 1024 if args.quick else 4096
     n_blocks = 1 if args.quick else args.blocks
@@ -245,7 +285,9 @@ def main():
 
     base_kw = {"python": args.baseline_python, "cwd": args.baseline_cwd}
     with contextlib.ExitStack() as stack:
-        a, b = (stack.enter_context(rpc.Server(threads=1)) for _ in range(2))
+        env = {"GGML_RPC_CHECK_TIMES": "1"} if args.check_times else None
+        a, b = (stack.enter_context(rpc.Server(threads=1, env=env)) for _ in range(2))
+        timed = (a, b) if args.check_times else ()
         names = [d.name.lower() for d in rpc.add_server(a.endpoint) + rpc.add_server(b.endpoint)]
         rpc_meta = "meta:" + ",".join(names)
         pids = [a.proc.pid, b.proc.pid]
@@ -276,14 +318,17 @@ def main():
         )
         print("|---|---|---|---|---|---|---|")
         cells = (
-            ("conv", lambda n, tr: bench_conv(n, channels, args.steps, pids, tr)),
-            ("mlp", lambda n, tr: bench_mlp(n, n_in, n_hidden, n_blocks, cols, args.steps, pids, tr)),
+            ("conv", lambda n, tr, sv: bench_conv(n, channels, args.steps, pids, tr, sv)),
+            ("mlp", lambda n, tr, sv: bench_mlp(n, n_in, n_hidden, n_blocks, cols, args.steps, pids, tr, sv)),
         )
         cost = {}
+        checks = {}
         for graph, run in cells:
             base = None
             for name in backends:
-                r = run(name, trace_steps if name == rpc_meta else 0)
+                r = run(name, trace_steps if name == rpc_meta else 0, timed if name == rpc_meta else ())
+                if "checks" in r:
+                    checks[graph] = (r["checks"], r["warmup"], r["s"])
                 gc.collect()  # free its buffers while the servers run
                 if name == "meta:cpu,cpu":
                     base = r["s"]
@@ -297,6 +342,21 @@ def main():
                     f"| {graph} | {label} | {r['s'] * 1e3:.2f} | {ratio} | {recv} | {sent} "
                     f"| {fmt_bytes(r['lo_bytes'])} ({r['lo_packets']:.0f}) |",
                     flush=True,
+                )
+        if checks:
+            print()
+            for graph, (c, w, step_s) in checks.items():
+                spent = c["load"] + c["check"] + c["index"]
+                print(
+                    f"server checks ({graph}), per step, both servers together: {c['graphs']:.1f} graphs "
+                    f"({c['nodes']:.0f} nodes) and {c['recomputes']:.1f} recomputes; load {c['load'] * 1e3:.3f} ms, "
+                    f"check {c['check'] * 1e3:.3f} ms, index values {c['index'] * 1e3:.3f} ms: {spent * 1e3:.3f} ms, "
+                    f"{100 * spent / step_s:.2f} % of the {step_s * 1e3:.2f} ms step (compute {c['compute'] * 1e3:.2f} ms)"
+                )
+                print(
+                    f"  warm-ups ({graph}, 2 steps): {w['graphs']} graphs sent whole ({w['nodes']} nodes), "
+                    f"{w['recomputes']} recomputes; load {w['load'] * 1e3:.3f} ms, check {w['check'] * 1e3:.3f} ms, "
+                    f"index values {w['index'] * 1e3:.3f} ms"
                 )
         if baseline:
             print()

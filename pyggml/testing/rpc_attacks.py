@@ -36,7 +36,7 @@ from pyggml.testing import oracles as O  # noqa: N812
 from pyggml.testing.rpc_wire import COMPUTED, Arena, Connection, Desc, params
 from pyggml.types import Op, UnaryOp
 
-F32, F16, I32, I64 = 0, 1, 26, 27
+F32, F16, Q8_0, I32, I64 = 0, 1, 8, 26, 27
 GLU_SWIGLU = 2
 _RNG = np.random.default_rng(23)
 
@@ -537,6 +537,14 @@ def mul_mat_empty_inner_size_bad_stride(g: G, hostile: bool) -> Built:
         a = a.with_(nb=(0, 0, 0, 0))
     out = g.node(Op.MUL_MAT, F32, (4, 2), (a, b))
     return Built([out], out, None if hostile else np.zeros((2, 4), np.float32), extra=[a])
+
+
+@attack("MUL_MAT over an empty inner size with a Q8_0 b (blocks of 32: only 1-element types are taken)")
+def mul_mat_empty_inner_size_quantized_b(g: G, hostile: bool) -> Built:
+    a, _ = g.input(F32, (0, 4))
+    b, _ = g.input(Q8_0 if hostile else F32, (0, 2))
+    out = g.node(Op.MUL_MAT, F32, (4, 2), (a, b))
+    return Built([out], out, None if hostile else np.zeros((2, 4), np.float32))
 
 
 @attack("MUL_MAT whose a is empty in its rows while b is not: a destination of 4 rows from none")
