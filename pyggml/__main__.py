@@ -88,8 +88,9 @@ def ggml_info() -> dict:
 
 def info(args: argparse.Namespace) -> int:
     from pyggml import build_info, devices
+    from pyggml.backend import backend_features
 
-    data: dict = {"build": build_info(), "ggml": ggml_info(), "devices": []}
+    data: dict = {"build": build_info(), "ggml": ggml_info(), "devices": [], "backend_features": {}}
     for d in devices():
         free, total = d.memory()
         data["devices"].append(
@@ -102,6 +103,8 @@ def info(args: argparse.Namespace) -> int:
                 "memory_total": total,
             }
         )
+    # the CPU's features are ggml_info's cpu_features
+    data["backend_features"] = {k: v for k, v in backend_features().items() if k != "CPU"}
     if args.json:
         print(json.dumps(data, indent=1))
         return 0
@@ -127,10 +130,18 @@ def info(args: argparse.Namespace) -> int:
         print("patches: not recorded in this build")
     print("ggml-cpu built with:", " ".join(f.upper() for f in g["cpu_features"]) or "none of the SIMD extensions")
     print("backends built:", ", ".join(data["build"]["backends"]))
+    for reg, features in data["backend_features"].items():
+        if features:
+            print(f"{reg} built with:", " ".join(f"{k}={v}" for k, v in features.items()))
     print("devices:")
     for d in data["devices"]:
         mem = f", {d['memory_total'] / 2**30:.1f} GiB" if d["memory_total"] else ""
         print(f"  {d['name'].lower():<10} {d['type']:<5} {d['description']}{mem}")
+    if "cuda" in data["build"]["backends"] and not any(d["backend"] == "CUDA" for d in data["devices"]):
+        print(
+            "  (no CUDA device: CUDA is built, but this machine has no NVIDIA GPU or driver the CUDA runtime "
+            "can use; ggml's log says which, with -v)"
+        )
     if "vulkan" in data["build"]["backends"]:
         print(
             "note: ggml lists CPU-type Vulkan devices (Mesa's lavapipe) only when GGML_VK_VISIBLE_DEVICES "

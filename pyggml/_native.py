@@ -18,6 +18,7 @@ import atexit
 import functools
 import json
 import logging
+import re
 import sys
 import threading
 import traceback
@@ -31,15 +32,61 @@ from pyggml.errors import OpError
 if TYPE_CHECKING:
     from pyggml._pyggml_cffi import CData
 
-try:
-    from pyggml import _pyggml_cffi
-    from pyggml._pyggml_cffi import ffi, lib
-except ImportError as exc:  # pragma: no cover - depends on how pyggml was installed
-    here = Path(__file__).resolve().parent
-    raise ImportError(
-        f"pyggml's compiled module is missing next to {here}. If this is the source folder, "
-        "install it with `pip install -e .` (or run from another folder after `pip install .`)."
-    ) from exc
+# A shared library the compiled module needs and the loader did not find: "libcublas.so.13: cannot open ..."
+_MISSING_LIBRARY = re.compile(r"(lib[\w.+-]+\.so(?:\.\d+)*): cannot open shared object file")
+
+
+def _preload_from_pip_packages(name: str) -> bool:
+    """Load the shared library `name` from the NVIDIA pip packages on sys.path (nvidia/cu13/lib/...).
+
+    A CUDA wheel's module links cuBLAS, which the pip package nvidia-cublas installs under
+    site-packages/nvidia/cuXX/lib. The module's RUNPATH finds it there when pyggml is installed in the
+    same site-packages; installed elsewhere (`pip install --target`, PYTHONPATH, a user site beside a
+    system site that has cuBLAS), the library is loaded here first, and the loader then reuses it (it
+    matches the module's needed library by its soname)."""
+    import ctypes
+
+    for entry in sys.path:
+        for path in sorted(Path(entry or ".").glob(f"nvidia/*/lib/{name}")):
+            try:
+                ctypes.CDLL(str(path))
+            except OSError:
+                continue
+            return True
+    return False
+
+
+def _load_module() -> None:
+    """Import the compiled module; a shared library it needs that the loader does not find is looked for in
+    the NVIDIA pip packages (the CUDA wheel's cuBLAS) before the import fails."""
+    import importlib
+
+    tried: list[str] = []
+    while True:
+        try:
+            importlib.import_module("pyggml._pyggml_cffi")
+            return
+        except ImportError as exc:  # pragma: no cover - depends on how pyggml was installed
+            missing = _MISSING_LIBRARY.search(str(exc))
+            if missing is None:
+                here = Path(__file__).resolve().parent
+                raise ImportError(
+                    f"pyggml's compiled module is missing next to {here}. If this is the source folder, "
+                    "install it with `pip install -e .` (or run from another folder after `pip install .`)."
+                ) from exc
+            name = missing.group(1)
+            if name in tried or not _preload_from_pip_packages(name):
+                hint = " (pip install nvidia-cublas: the CUDA wheel requires it)" if "cublas" in name else ""
+                raise ImportError(
+                    f"pyggml's compiled module needs {name}, found neither by the loader nor in the NVIDIA "
+                    f"pip packages on sys.path{hint}: {exc}"
+                ) from exc
+            tried.append(name)
+
+
+_load_module()
+from pyggml import _pyggml_cffi  # noqa: E402
+from pyggml._pyggml_cffi import ffi, lib  # noqa: E402
 
 log = logging.getLogger("pyggml.ggml")
 

@@ -142,6 +142,26 @@ def devices() -> list[Device]:
     return [Device(lib.ggml_backend_dev_get(i)) for i in range(lib.ggml_backend_dev_count())]
 
 
+def backend_features() -> dict[str, dict[str, str]]:
+    """What each registered backend says it was built with (ggml_backend_get_features), by registry name:
+    for CUDA the architectures of its kernels ("ARCHS": "900" for sm_90), "NO_VMM", "FA_QUANTS", ...;
+    for the CPU the SIMD extensions it uses. A backend without the function is left out."""
+    out: dict[str, dict[str, str]] = {}
+    for i in range(lib.ggml_backend_reg_count()):
+        reg = lib.ggml_backend_reg_get(i)
+        fn = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_get_features")
+        if fn == ffi.NULL:
+            continue
+        features = ffi.cast("ggml_backend_get_features_t", fn)(reg)
+        found: dict[str, str] = {}
+        j = 0
+        while features[j].name != ffi.NULL:
+            found[cstr(features[j].name)] = cstr(features[j].value)
+            j += 1
+        out[cstr(lib.ggml_backend_reg_name(reg))] = found
+    return out
+
+
 def device(name: str) -> Device:
     """The device of this name.
 
