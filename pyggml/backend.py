@@ -143,9 +143,13 @@ def devices() -> list[Device]:
 
 
 def backend_features() -> dict[str, dict[str, str]]:
-    """What each registered backend says it was built with (ggml_backend_get_features), by registry name:
-    for CUDA the architectures of its kernels ("ARCHS": "900" for sm_90), "NO_VMM", "FA_QUANTS", ...;
-    for the CPU the SIMD extensions it uses. A backend without the function is left out."""
+    """What each registered backend says it was built with (ggml_backend_get_features).
+
+    Returns:
+        `{registry name: {feature: value}}`: for CUDA the architectures of its kernels ("ARCHS": "900" for
+        sm_90), "NO_VMM", "FA_QUANTS", ...; for the CPU the SIMD extensions it uses. A backend without the
+        function is left out.
+    """
     out: dict[str, dict[str, str]] = {}
     for i in range(lib.ggml_backend_reg_count()):
         reg = lib.ggml_backend_reg_get(i)
