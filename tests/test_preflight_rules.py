@@ -15,6 +15,7 @@ import pytest
 import pyggml as gg
 from pyggml import preflight
 from pyggml.preflight import CPU_RULES, GRAPH_RULES, VULKAN_RULES, Rule, RuleTable
+from pyggml.testing import oracles as O  # noqa: N812
 from pyggml.types import Op
 
 REPO = Path(__file__).resolve().parent.parent
@@ -354,3 +355,29 @@ def test_xielu_of_a_permuted_input_is_refused_before_the_cpu_aborts():
     ok = ctx.xielu(ctx.cont(ctx.permute(a, 0, 3, 1, 2)), -1.087, -0.324, 1.172, 1e-45)  # as the message says
     graph = gg.Graph(ctx).build_forward_expand(ok)
     assert gg.Runner("cpu").run(graph, {a: np.zeros((7, 7, 2, 1), np.float32)}, ok).shape == ok.shape
+
+
+@pytest.mark.parametrize("op", ["pool_1d", "pool_2d"])
+def test_pool_of_a_permuted_input_is_refused_before_it_writes_past_its_result(op):
+    """permute(0, 2, 1, 3) of a [5, 1, 5] tensor is contiguous for ggml (the stride of a dim of extent 1 is free)
+    but its nb[2] is a row, not a plane: ggml-cpu's pool_2d walked planes of nb[2] up to ggml_nbytes and wrote 5
+    planes into a result of 1, corrupting the heap (found by `rpc-fuzz --graphs` against the RPC server,
+    docs/findings.md 36); pool_1d reads rows of nb[1] the same way."""
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (5, 1, 5), "a", input=True)  # NumPy order: ne = [5, 1, 5]
+    v = ctx.permute(a, 0, 2, 1, 3)  # ne [5, 5, 1, 1], nb (4, 20, 20, 100)
+    assert v.is_contiguous()
+    pool = (
+        (lambda x: ctx.pool_2d(x, 1, 3, 3, 1, 1, 0, 0)) if op == "pool_2d" else (lambda x: ctx.pool_1d(x, 1, 2, 2, 0))
+    )
+    out = pool(v)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    values = np.arange(25, dtype=np.float32).reshape(5, 1, 5)
+    with pytest.raises(gg.GraphError, match="contiguous"):
+        gg.Runner("cpu").run(graph, {a: values}, out)
+    ok = pool(ctx.cont(v))  # as the message says
+    graph = gg.Graph(ctx).build_forward_expand(ok)
+    [r] = gg.Runner("cpu").run(graph, {a: values}, [ok])
+    x = values.reshape(5, 5)  # the permuted view's values: [1, 1, 5, 5] in NumPy order
+    expect = O.pool_2d(x, 1, 3, 3, 1, 1, 0, 0) if op == "pool_2d" else O.pool_1d(x, 1, 2, 2, 0)
+    np.testing.assert_allclose(r.reshape(expect.shape), expect, rtol=1e-6)

@@ -34,8 +34,18 @@ def _padded_1d(p: Any) -> bool:
 
 
 def _contiguous(p: Any) -> bool:
-    # ggml_is_contiguous skips dims of extent 1, the kernels also assert nb[0] == element size
-    return bool(lib.ggml_is_contiguous(p)) and _packed_rows(p)
+    """Every stride the one a new tensor of this shape has. ggml_is_contiguous leaves the stride of a dim of
+    extent 1 free (a permute gives such strides), but the kernels that assume contiguous data walk it as
+    ggml_nrows rows of nb[1] (pool_1d, soft_max_back) or as planes of nb[2] up to ggml_nbytes (pool_2d, which
+    then writes planes past its result: docs/findings.md 36); they also assert nb[0] == element size."""
+    if not _packed_rows(p):
+        return False
+    nb = lib.ggml_row_size(p.type, p.ne[0])
+    for i in range(1, 4):
+        if p.nb[i] != nb:
+            return False
+        nb *= p.ne[i]
+    return True
 
 
 def _has_vec_dot(t: int) -> bool:
@@ -568,9 +578,10 @@ _cpu(
         else "the CPU kernel takes contiguous data, or channels innermost (CWHN) with a kernel laid out alike"
     ),
 )
-# the pooling kernels walk the data as one packed block of rows
-_cpu(Op.POOL_1D, lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p))
-_cpu(Op.POOL_2D, lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p))
+# the pooling kernels walk the data as one packed block of rows (pool_2d: planes of nb[2] up to ggml_nbytes)
+_POOL_TEST = "tests/test_preflight_rules.py::test_pool_of_a_permuted_input_is_refused_before_it_writes_past_its_result"
+_cpu(Op.POOL_1D, lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p), "docs/findings.md 36", _POOL_TEST)
+_cpu(Op.POOL_2D, lambda p: _f32_rows(0, rows=_contiguous, types=(_F32, _F16))(p), "docs/findings.md 36", _POOL_TEST)
 # recurrent: the kernels switch on the first source's type only and read every other source as F32
 _cpu(
     Op.SSM_SCAN,

@@ -483,6 +483,41 @@ def argsort_unknown_order(g: G, hostile: bool) -> Built:
     return Built([out], out, None if hostile else O.argsort(av, "asc"), dtype=np.int32)
 
 
+# --- strides of dims of extent 1 ---------------------------------------------------------------------------------------
+# ggml_is_contiguous (and _contiguous_1) skip the stride of a dim of extent 1, but kernels that walk a tensor as
+# ggml_nrows rows of nb[1] or as planes of nb[2] up to ggml_nbytes use it.
+def _odd_strides(d: Desc, nb: tuple[int, ...], hostile: bool) -> Desc:
+    return d.with_(nb=nb) if hostile else d
+
+
+@attack(
+    "POOL_2D of a source whose plane stride (dim 2 of extent 1) is half a plane: the kernel walks planes of "
+    "nb[2] up to ggml_nbytes and writes a second plane past its destination (found by the graph fuzzer)"
+)
+def pool_2d_plane_stride(g: G, hostile: bool) -> Built:
+    x, xv = g.input(F32, (5, 5))
+    x = _odd_strides(x, (4, 20, 50, 100), hostile)
+    out = g.node(Op.POOL_2D, F32, (3, 3), (x,), params(1, 3, 3, 1, 1, 0, 0))
+    return Built([out], out, None if hostile else O.pool_2d(xv, 1, 3, 3, 1, 1, 0, 0), extra=[x])
+
+
+@attack("POOL_1D of a source whose row stride (dim 1 of extent 1) is 16 MiB: the kernel reads rows of nb[1]")
+def pool_1d_row_stride(g: G, hostile: bool) -> Built:
+    x, xv = g.input(F32, (6, 1, 3))
+    x = _odd_strides(x, (4, 1 << 24, 24, 72), hostile)
+    out = g.node(Op.POOL_1D, F32, (3, 1, 3), (x,), params(1, 2, 2, 0))
+    return Built([out], out, None if hostile else O.pool_1d(xv, 1, 2, 2, 0), extra=[x])
+
+
+@attack("SOFT_MAX_BACK in place over a gradient whose row stride (dim 1 of extent 1) is 256: rows written at nb[1]")
+def soft_max_back_row_stride(g: G, hostile: bool) -> Built:
+    dy, dyv = g.input(F32, (8, 1, 3))
+    y, yv = g.input(F32, (8, 1, 3), np.abs(_values((8, 1, 3))))
+    dy = _odd_strides(dy, (4, 256, 32, 96), hostile)
+    out = g.view_node(dy, Op.SOFT_MAX_BACK, (dy, y), params(1.0, 0.0))
+    return Built([out], out, None if hostile else O.soft_max_ext_back(dyv, yv, 1.0, 0.0), extra=[dy])
+
+
 # --- empty tensors --------------------------------------------------------------------------------------------------
 # A meta device holding no share of a split gets tensors with an extent of 0. ggml computes nothing for an
 # empty node, but its constructors and kernels divide by the extents of sources (`%` and `/` by ne): an
