@@ -139,8 +139,8 @@ def info(args: argparse.Namespace) -> int:
         print(f"  {d['name'].lower():<10} {d['type']:<5} {d['description']}{mem}")
     if "cuda" in data["build"]["backends"] and not any(d["backend"] == "CUDA" for d in data["devices"]):
         print(
-            "  (no CUDA device: CUDA is built, but this machine has no NVIDIA GPU or driver the CUDA runtime "
-            "can use; ggml's log says which, with -v)"
+            "  (no CUDA device: CUDA is built, but the CUDA runtime found no NVIDIA GPU or driver it can use; "
+            "ggml's message on stderr says which)"
         )
     if "vulkan" in data["build"]["backends"]:
         print(
