@@ -6,7 +6,7 @@
 # The CUDA toolkit comes from the Python package index, installed with pip into a folder of its own
 # (nothing of the system's CUDA is used): nvcc, its front end and libraries (crt, nvvm), the runtime, the
 # CCCL headers (cub, thrust, libcu++) and cuBLAS, pinned below to CUDA 13.0 Update 2 (the driver of the GPU
-# machines this project is lent runs CUDA 13.0). The wheel is built for the architectures given
+# machine this project's checks run on serves CUDA 13.0). The wheel is built for the architectures given
 # (CMAKE_CUDA_ARCHITECTURES) and is portable (CMakeLists.txt, PYGGML_PORTABLE and PYGGML_CUDA_PORTABLE):
 # the CPU part runs on any x86-64 with AVX2, the CUDA runtime is linked in statically, ggml's VMM pool is
 # left out (it would link the driver, libcuda.so.1), and cuBLAS is loaded at run time from the pip package
@@ -14,7 +14,7 @@
 # (`python -m pyggml info` says CUDA is built and lists no CUDA device) and its CPU backend works there.
 #
 # Options:
-#   --arch "LIST"   CUDA architectures, ;-separated (default: $DEFAULT_ARCHS; docs/building.md has the
+#   --arch "LIST"   CUDA architectures, ;-separated (default: 90; docs/building.md has the
 #                   build time of each set on a 2-core machine). 90 is Hopper (H100, H200); 75 Turing,
 #                   80 A100, 86 RTX 30xx/A10, 89 RTX 40xx/L4/L40, 120 Blackwell (RTX 50xx). A plain number
 #                   builds machine code and PTX for it; "90-real" leaves the PTX out (smaller); the driver
@@ -38,7 +38,8 @@
 #   wheelhouse/      the CUDA wheel, pyggml-VERSION+cu130-cpXY-cpXY-linux_x86_64.whl, and the wheels a GPU
 #                    machine without network needs beside it (cffi, pycparser, numpy for Python
 #                    $GPU_PYTHON_VERSION): what scripts/gpu_check.sh installs there
-#   build-times.txt  one line per build: date, architectures, jobs, seconds, wheel size
+#   build-times.txt  one line per build: date, architectures, jobs, cold or incremental, wall and CPU
+#                    seconds, load average, wheel size
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

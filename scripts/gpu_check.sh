@@ -17,8 +17,9 @@
 #   python3 -m pyggml check ... --only 'conv_state|delta_net'          the seed's cases, row by row
 #   python3 bench/delta_net_speculative.py --backend cpu --backend cuda0  (--quick: n = 4, 8 steps)
 #   python3 bench/conv_state_write.py --quick                         (the CPU's; it has no backend option)
-# Each step has a time limit (STEP_TIMEOUT, default 240 s) and a failed step does not stop the next. On
-# 16 cores the whole run takes about a minute once the machine is up; --quick leaves the whole suite out.
+# Each step has a time limit (STEP_TIMEOUT, default 240 s) and a failed step does not stop the next.
+# Without a GPU (CHECK_BACKENDS=cpu) the whole run took 39 s on 2 busy cores; on 16 cores with a GPU it
+# should take about a minute (not run on a GPU yet). --quick leaves the whole suite out.
 # CHECK_BACKENDS replaces "cpu cuda0" (CHECK_BACKENDS=cpu tries the script on a machine without a GPU).
 #
 # --build is the old path, for a machine with nvcc and cuBLAS but no prebuilt wheel: pyggml is built there
