@@ -8,6 +8,8 @@ import signal
 import sys
 import time
 
+import pytest
+
 from pyggml.testing import child
 
 
@@ -67,3 +69,58 @@ def test_a_started_child_can_be_polled_and_killed():
     outcome = running.wait(timeout=30)
     assert outcome.status == "died" and outcome.signal_name == "SIGKILL"
     assert running.wait() is outcome  # waiting again gives the same outcome
+
+
+def _open(fds: list[int]) -> list[bool]:
+    out = []
+    for fd in fds:
+        try:
+            os.fstat(fd)
+            out.append(True)
+        except OSError:
+            out.append(False)
+    return out
+
+
+needs_fork = pytest.mark.skipif(not child.can_fork(), reason="forks only where os.pidfd_open exists (Linux)")
+
+
+@needs_fork
+@pytest.mark.parametrize(
+    "target, args, status, check",
+    [
+        (divmod, (17, 5), "returned", lambda o: o.value == (3, 2) and o.exit_code == 0),
+        ("math:sqrt", (-1.0,), "raised", lambda o: o.error_type == "ValueError" and "Traceback" in o.traceback),
+        (_say_then_abort, ("hi",), "died", lambda o: o.signal_name == "SIGABRT" and "about to abort: hi" in o.stderr),
+        ("ctypes:string_at", (0,), "died", lambda o: o.signal_name == "SIGSEGV"),
+        ("sys:exit", (3,), "died", lambda o: o.exit_code == 3),
+        ("os:_exit", (0,), "died", lambda o: o.exit_code == 0),  # gone without a result: a death, whatever its status
+    ],
+)
+def test_a_forked_child_ends_as_an_interpreter_does(target, args, status, check):
+    outcome = child.start(target, args, fork=True).wait(timeout=60)
+    assert outcome.status == status and check(outcome), outcome
+
+
+@needs_fork
+def test_a_forked_child_times_out_and_can_be_killed():
+    t = time.monotonic()
+    running = child.start("time:sleep", (60,), fork=True)
+    assert running.poll() is None
+    outcome = running.wait(timeout=1)
+    assert outcome.status == "timeout" and outcome.signal_name == "SIGKILL" and time.monotonic() - t < 30
+    running = child.start("time:sleep", (60,), fork=True)
+    running.kill()
+    assert running.wait(timeout=30).signal_name == "SIGKILL"
+
+
+@needs_fork
+def test_a_forked_child_has_only_the_descriptors_it_is_handed():
+    r1, w1 = os.pipe()
+    r2, w2 = os.pipe()
+    try:
+        outcome = child.start(_open, ([r1, w1, r2, w2],), pass_fds=(w2,), fork=True).wait(timeout=60)
+        assert outcome.status == "returned" and outcome.value == [False, False, False, True]
+    finally:
+        for fd in (r1, w1, r2, w2):
+            os.close(fd)

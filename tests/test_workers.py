@@ -8,7 +8,9 @@ import sys
 from dataclasses import asdict
 from types import SimpleNamespace
 
-from pyggml.testing import cases, workers
+import pytest
+
+from pyggml.testing import cases, child, workers
 from pyggml.testing.check import run_check
 
 
@@ -43,6 +45,31 @@ def test_a_worker_that_dies_takes_only_its_case_on_that_backend(monkeypatch):
     assert kill.status == "error" and "SIGKILL" in kill.message
     # the dying cases' other backend ran in the worker that took the dead one's place
     assert by["dying/abort", "meta:cpu,cpu"].status == by["dying/kill", "meta:cpu,cpu"].status == "pass"
+
+
+def _forked_run_with_a_death():
+    """In a fresh interpreter (nothing of ggml made yet, as in `check`): forked workers, one case dying."""
+    some = [c.name for c in cases.select("^add/f32")][:2]
+    names = [some[0], "dying/abort", some[1]]
+    stubs = [SimpleNamespace(name=n, types=frozenset()) for n in names]
+    pool = workers.start(["cpu"], 2, modules=["worker_cases"], fork=True)
+    how = [type(w.child.proc).__name__ for w in pool]
+    _, per_case = workers.run_cases(stubs, ["cpu"], 2, modules=["worker_cases"], started=pool)
+    return how, [(r.case, r.status, r.message) for recs in per_case for r in recs]
+
+
+@pytest.mark.skipif(not child.can_fork(), reason="forks only where os.pidfd_open exists (Linux)")
+def test_forked_workers_give_the_same_records_and_survive_a_death():
+    outcome = child.run(_forked_run_with_a_death, timeout=600)
+    assert outcome.status == "returned", outcome.stderr + outcome.traceback
+    how, records = outcome.value
+    assert how == ["_Forked", "_Forked"]
+    assert [(c, s) for c, s, _ in records] == [
+        (records[0][0], "pass"),
+        ("dying/abort", "error"),
+        (records[2][0], "pass"),
+    ]
+    assert "SIGABRT" in records[1][2] and "dying by abort now" in records[1][2]
 
 
 def test_a_case_the_workers_do_not_have_is_an_error_not_a_hang():

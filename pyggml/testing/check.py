@@ -603,14 +603,20 @@ def main(args: argparse.Namespace) -> int:
     pool = None
     plain = not any(getattr(args, a, None) for a in ("list", "repro", "model"))
     if args.mode == "test" and plain and (getattr(args, "jobs", None) or 0) >= 0:
+        # named backends: the workers are forked now, before this process lists ggml's devices (a fork
+        # after it would share the drivers' state); else they start as interpreters once the devices are known
+        fork = bool(args.backend)
         backends = backends_of(args)
         jobs = jobs_for(args, backends)
-        if jobs and not any(backend_error(b) for b in backends):
+        if jobs and (fork or not any(backend_error(b) for b in backends)):
             from pyggml.testing import workers
 
             # a filtered run may select few cases: one worker now, the others once they are known to pay
             filtered = any(getattr(args, a, None) for a in ("only", "op", "type"))
-            pool = workers.start(backends, jobs, args.slow, count=1 if filtered else jobs)
+            pool = workers.start(backends, jobs, args.slow, count=1 if filtered else jobs, fork=fork)
+            if fork and any(backend_error(b) for b in backends):  # _main says why
+                workers.close(pool)
+                pool = None
     try:
         return _main(args, pool)
     finally:

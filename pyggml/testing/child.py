@@ -11,10 +11,13 @@ The target is a picklable callable (a module-level function is pickled by refere
 of a module-level function, "package.module:function", which the child imports (the parent need
 not). Its arguments and its returned value travel pickled.
 
-The child is a fresh interpreter (`sys.executable -c ...`), never a fork: ggml's thread pools and
-devices in the parent do not survive a fork. It gets the parent's `sys.path`, so it imports the
-same pyggml (the same checkout), the parent's environment updated with `env`, no standard input,
-and its own process group, so that a timeout ends whatever it started too.
+The child is a fresh interpreter (`sys.executable -c ...`): ggml's thread pools and devices in the
+parent do not survive a fork. It gets the parent's `sys.path`, so it imports the same pyggml (the
+same checkout), the parent's environment updated with `env`, no standard input, and its own process
+group, so that a timeout ends whatever it started too. `start(..., fork=True)` forks instead (Linux:
+no interpreter start, no import to pay; `check -j`'s workers), for a caller that has made no ggml
+device, backend or thread pool yet: the child gets the parent as it is, with only the descriptors
+it is handed open besides its standard streams.
 
 `Outcome.status` says how the call ended:
 
@@ -43,6 +46,7 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
+import select
 import signal
 import subprocess
 import sys
@@ -91,12 +95,45 @@ class Outcome:
             return f"signal {-self.exit_code}"
 
 
+class _Forked:
+    """A forked child, with what `Child` uses of `subprocess.Popen`: pid, poll, wait and returncode."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._pidfd = os.pidfd_open(pid)  # readable once the child has ended: a wait with a timeout
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self._reaped(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self._pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout or 0)
+            self._reaped(os.waitpid(self.pid, 0)[1])
+        assert self.returncode is not None
+        return self.returncode
+
+    def _reaped(self, status: int) -> None:
+        self.returncode = os.waitstatus_to_exitcode(status)
+        os.close(self._pidfd)
+
+
+def can_fork() -> bool:
+    """Whether `start(..., fork=True)` forks here (Linux, with pidfd_open); elsewhere it starts an interpreter."""
+    return hasattr(os, "fork") and hasattr(os, "pidfd_open")
+
+
 class Child:
     """A call running in a child process (made by `start`)."""
 
     def __init__(
         self,
-        proc: subprocess.Popen[bytes],
+        proc: subprocess.Popen[bytes] | _Forked,
         folder: tempfile.TemporaryDirectory[str],
         stdout: IO[bytes],
         stderr: IO[bytes],
@@ -124,8 +161,11 @@ class Child:
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:  # it ended in between
-                pass
+            except ProcessLookupError:  # it ended in between, or a fork has not made its group yet
+                try:
+                    os.kill(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     def wait(self, timeout: float | None = None) -> Outcome:
         """Wait for the call to end (killing the child after `timeout` seconds) and say how it ended;
@@ -177,10 +217,14 @@ def start(
     env: Mapping[str, str] | None = None,
     stderr_tail: int = 20_000,
     pass_fds: Sequence[int] = (),
+    fork: bool = False,
 ) -> Child:
     """Start `target(*args, **kwargs)` in a child process; `Child.wait` gives its Outcome. `pass_fds`: file
-    descriptors the child inherits (under the same numbers)."""
+    descriptors the child inherits (under the same numbers). `fork`: a fork of this process where `can_fork`
+    (the module's docstring says when that is safe); `env` is then applied in the child."""
     folder = tempfile.TemporaryDirectory(prefix="pyggml-child-")
+    if fork and can_fork():
+        return _fork(target, args, kwargs, env, stderr_tail, pass_fds, folder)
     request_path = os.path.join(folder.name, "request")
     with open(request_path, "wb") as f:
         pickle.dump(list(sys.path), f)
@@ -197,6 +241,44 @@ def start(
         pass_fds=tuple(pass_fds),
     )
     return Child(proc, folder, stdout, stderr, stderr_tail)
+
+
+def _fork(
+    target: Callable[..., Any] | str,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any] | None,
+    env: Mapping[str, str] | None,
+    stderr_tail: int,
+    pass_fds: Sequence[int],
+    folder: tempfile.TemporaryDirectory[str],
+) -> Child:
+    stdout = open(os.path.join(folder.name, "stdout"), "w+b")
+    stderr = open(os.path.join(folder.name, "stderr"), "w+b")
+    result_path = os.path.join(folder.name, "result")
+    sys.stdout.flush()  # what this process has buffered is written once, by it, not again by the child
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return Child(_Forked(pid), folder, stdout, stderr, stderr_tail)
+    code = 1
+    try:  # the child: it never returns into the caller's code, whatever happens
+        os.setsid()
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(stdout.fileno(), 1)
+        os.dup2(stderr.fileno(), 2)
+        keep = sorted({*pass_fds, 0, 1, 2})
+        for lo, hi in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
+            os.closerange(lo + 1, hi)  # the parent's other sockets and files (other workers' ends among them)
+        # Python's streams on the new descriptors (the caller's may be objects of its own, as pytest's are)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - the child's for its life
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        os.environ.update(env or {})
+        _write_result(result_path, _call(target, tuple(args), dict(kwargs or {})))
+        code = 0
+    except SystemExit as e:  # the status an interpreter would exit with
+        code = e.code if isinstance(e.code, int) else int(e.code is not None)
+    finally:
+        os._exit(code)
 
 
 def run(
@@ -233,10 +315,22 @@ def _serve(request: IO[bytes], result_path: str) -> None:
     try:
         target, args, kwargs = pickle.load(request)
         request.close()
-        fn = _resolve(target) if isinstance(target, str) else target
-        data = pickle.dumps(("returned", fn(*args, **kwargs)))
     except Exception as e:  # noqa: BLE001 - the parent gets every exception of the call, its own or pickle's
-        data = pickle.dumps(("raised", _type_name(type(e)), str(e), traceback.format_exc()))
+        _write_result(result_path, pickle.dumps(("raised", _type_name(type(e)), str(e), traceback.format_exc())))
+        return
+    _write_result(result_path, _call(target, args, kwargs))
+
+
+def _call(target: Callable[..., Any] | str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+    """The call's outcome, pickled: what it returned or what it raised."""
+    try:
+        fn = _resolve(target) if isinstance(target, str) else target
+        return pickle.dumps(("returned", fn(*args, **kwargs)))
+    except Exception as e:  # noqa: BLE001 - the parent gets every exception of the call, its own or pickle's
+        return pickle.dumps(("raised", _type_name(type(e)), str(e), traceback.format_exc()))
+
+
+def _write_result(result_path: str, data: bytes) -> None:
     sys.stdout.flush()  # what the call printed lands before the result counts as written
     # written whole or not at all: a child killed while writing leaves no half result
     with open(result_path + ".part", "wb") as f:

@@ -1,7 +1,9 @@
 """`check -j N`: the cases of a run in N worker processes, with the records of a run in one process.
 
-Each worker is a fresh interpreter started by `pyggml.testing.child` (never a fork: ggml's thread
-pools and devices do not survive one). It makes its own runners, one per backend, and runs whole
+Each worker is started by `pyggml.testing.child`: a fork of the calling process when `check` starts
+its workers before it has made any ggml device (no interpreter start, no import: a worker is ready at
+once), else a fresh interpreter (ggml's thread pools and devices do not survive a fork; a worker that
+takes the place of a dead one is always one). It makes its own runners, one per backend, and runs whole
 cases: a case on every backend, its cross-backend comparison included, so its records are the ones
 `check_case` gives in one process. The parent hands out case names one or two at a time (the next
 is queued while a worker computes, so a worker never waits on the parent) and puts the records back
@@ -78,10 +80,10 @@ def serve(fd: int, backends: list[str], slow: bool, n_threads: int | None, modul
 
 # --- in the parent -------------------------------------------------------------------------------------------
 class _Worker:
-    def __init__(self, slot: int, args: tuple[Any, ...]) -> None:
+    def __init__(self, slot: int, args: tuple[Any, ...], fork: bool = False) -> None:
         ours, theirs = socket.socketpair()
         self.slot, self.args = slot, args
-        self.child = child.start(serve, (theirs.fileno(), *args), pass_fds=(theirs.fileno(),))
+        self.child = child.start(serve, (theirs.fileno(), *args), pass_fds=(theirs.fileno(),), fork=fork)
         theirs.close()
         self.conn = Connection(ours.detach())
         self.ready = False
@@ -109,13 +111,20 @@ def wanted(jobs: int, n_cases: int) -> int:
 
 
 def start(
-    backends: list[str], jobs: int, slow: bool = False, modules: Sequence[str] = (), count: int | None = None
+    backends: list[str],
+    jobs: int,
+    slow: bool = False,
+    modules: Sequence[str] = (),
+    count: int | None = None,
+    fork: bool = False,
 ) -> list[_Worker]:
     """`count` (default `jobs`) workers of a run of `jobs` for `backends`, started now (they import pyggml
-    while the caller selects its cases); each CPU backend gets its share of the cores for `jobs` workers."""
+    while the caller selects its cases); each CPU backend gets its share of the cores for `jobs` workers.
+    `fork`: fork them from this process, which must not have made a ggml device, backend or thread pool yet
+    (`check` forks before it lists the devices)."""
     n_threads = None if jobs == 1 else max(1, default_jobs() // jobs)
     args = (backends, slow, n_threads, tuple(modules))
-    return [_Worker(slot, args) for slot in range(jobs if count is None else count)]
+    return [_Worker(slot, args, fork) for slot in range(jobs if count is None else count)]
 
 
 def close(workers: list[_Worker]) -> None:
