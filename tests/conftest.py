@@ -42,3 +42,31 @@ def _no_rpc_device_left_behind():
         left = sorted(rpc._REGISTERED)
         rpc._REGISTERED.clear()  # reported once, by the test that added them
         pytest.fail(f"this test registered RPC servers {left} in the pytest process: add them in a child process")
+
+
+@pytest.fixture(scope="session")
+def device_records(request) -> dict:
+    """The records of every selected test_op_case on a device (any backend but the CPU), made by `check -j`'s
+    workers before the session's first test (`_device_op_cases_first`): a cold lavapipe compiles each pipeline for seconds to minutes, and the
+    workers compile them on every core at once (this process would compile them one at a time); a driver
+    crash is that case's error, not the end of the session. The CPU's cases run here, cheaper than a worker."""
+    selected: dict[str, list] = {}
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if getattr(item, "originalname", "") == "test_op_case" and params.get("backend", "cpu") != "cpu":
+            selected.setdefault(params["backend"], []).append(params["case"])
+    from pyggml.testing import workers
+
+    records = {}
+    for backend, chosen in selected.items():
+        _, per_case = workers.run_cases(chosen, [backend], workers.default_jobs())
+        records.update({(r.case, r.backend): r for recs in per_case for r in recs})
+    return records
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _device_op_cases_first(request):
+    """The workers' run of the selected device op cases before any other test: the pipelines it compiles in
+    parallel are then in Mesa's cache for every later test that needs them (the meta, delta-net and
+    llama.cpp tests would otherwise compile them one at a time, each in turn)."""
+    request.getfixturevalue("device_records")

@@ -39,9 +39,12 @@ def _backends():
 
 @pytest.mark.parametrize("backend", _backends())
 @pytest.mark.parametrize("case", OP_CASES, ids=[c.name for c in OP_CASES])
-def test_op_case(case, backend):
+def test_op_case(case, backend, request):
     """The same verdict as `check`: pass, a known disagreement (xfail), unsupported or skipped (skip)."""
-    rec, _ = run_case(case, runner_for(backend), backend)
+    if backend == "cpu":
+        rec, _ = run_case(case, runner_for(backend), backend)
+    else:
+        rec = request.getfixturevalue("device_records")[case.name, backend]
     if rec.status in (Status.UNSUPPORTED, Status.SKIPPED):
         pytest.skip(f"{backend}: {rec.message}")
     if rec.status == Status.KNOWN:
