@@ -613,6 +613,10 @@ def main(args: argparse.Namespace) -> int:
 
             # a filtered run may select few cases: one worker now, the others once they are known to pay
             filtered = any(getattr(args, a, None) for a in ("only", "op", "type"))
+            if fork:  # the registry first: each fork then has it, as this process has it for the selection
+                from pyggml.testing import cases
+
+                cases.select()
             pool = workers.start(backends, jobs, args.slow, count=1 if filtered else jobs, fork=fork)
             if fork and any(backend_error(b) for b in backends):  # _main says why
                 workers.close(pool)

@@ -164,8 +164,9 @@ def run_cases(
     grouped = not all(b == "cpu" or b.startswith("meta:cpu") for b in backends)
     key = group if grouped else str
     todo: dict[str, deque[int]] = {}
-    for i, c in enumerate(selected):
-        todo.setdefault(key(c.name), deque()).append(i)
+    order = range(len(selected)) if grouped else sorted(range(len(selected)), key=lambda i: _light(selected[i]))
+    for i in order:  # on CPUs the scenario cases first: a long one left for last keeps the other workers idle
+        todo.setdefault(key(selected[i].name), deque()).append(i)
     owner: dict[str, int] = {}
     dead: dict[int, dict[str, str]] = {}
     results: list[list[Record] | None] = [None] * len(selected)
@@ -230,6 +231,13 @@ def run_cases(
             w.child.wait(timeout=60 if finished else 0)  # interrupted: killed at once
             w.conn.close()
     return unavailable or [], [r or [] for r in results]
+
+
+def _light(case: Case) -> bool:
+    """An op case (one small graph), not a scenario (several graphs and a float64 reference: 20-70x its cost)."""
+    from pyggml.testing.cases import OpCase
+
+    return isinstance(case, OpCase)
 
 
 def _replace(w: _Worker, args: tuple[Any, ...], dead: dict[int, dict[str, str]], names: list[str]) -> _Worker:
