@@ -257,6 +257,8 @@ def _fork(
     result_path = os.path.join(folder.name, "result")
     sys.stdout.flush()  # what this process has buffered is written once, by it, not again by the child
     sys.stderr.flush()
+    # the one thread such a process has besides its own is numpy's OpenBLAS pool, which stops itself
+    # before a fork (pthread_atfork) and starts again in the child when it is next needed
     pid = os.fork()
     if pid:
         return Child(_Forked(pid), folder, stdout, stderr, stderr_tail)
