@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from types import SimpleNamespace
 
@@ -70,6 +71,24 @@ def test_forked_workers_give_the_same_records_and_survive_a_death():
         (records[2][0], "pass"),
     ]
     assert "SIGABRT" in records[1][2] and "dying by abort now" in records[1][2]
+
+
+def test_a_deadline_ends_the_run_and_skips_what_was_not_done(monkeypatch):
+    monkeypatch.setattr(workers, "CASES_PER_WORKER", 1)
+    some = [c.name for c in cases.select("^add/f32")][:2]
+    names = [some[0], "sleeping/minute", some[1]]
+    stubs = [SimpleNamespace(name=n, types=frozenset()) for n in names]
+    t = time.monotonic()
+    _, per_case = workers.run_cases(
+        stubs, ["cpu"], 1, modules=["worker_cases"], deadline=t + 20, over="not run: out of time"
+    )
+    assert time.monotonic() - t < 50  # the sleeping case's worker was killed, not waited for
+    got = [(r.case, r.status, r.message) for recs in per_case for r in recs]
+    assert got[0][:2] == (some[0], "pass")
+    assert got[1:] == [
+        ("sleeping/minute", "skipped", "not run: out of time"),
+        (some[1], "skipped", "not run: out of time"),
+    ]
 
 
 def test_a_case_the_workers_do_not_have_is_an_error_not_a_hang():

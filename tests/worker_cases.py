@@ -1,4 +1,4 @@
-"""Cases that end the process they run in, for tests/test_workers.py: imported by `check -j`'s workers
+"""Cases that end the process they run in (and one that takes a minute), for tests/test_workers.py: imported by `check -j`'s workers
 only (`workers.run_cases(..., modules=["worker_cases"])`), never registered in the pytest process."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 import numpy as np
 
@@ -33,3 +34,19 @@ class Dying(Case):
 
 for _how in ("abort", "kill"):
     register(Dying(_how))
+
+
+class Sleeping(Case):
+    """Takes a minute on the CPU, then passes: a case a run's deadline stops."""
+
+    name, op = "sleeping/minute", "sleeping"
+
+    def execute(self, runner: Runner) -> list[np.ndarray]:
+        time.sleep(60)
+        return [np.zeros(3, np.float32)]
+
+    def expected(self) -> list[np.ndarray]:
+        return [np.zeros(3, np.float32)]
+
+
+register(Sleeping())

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
@@ -148,13 +149,16 @@ def run_cases(
     done: Callable[[list[Record]], None] | None = None,
     modules: Sequence[str] = (),
     started: list[_Worker] | None = None,
+    deadline: float | None = None,
+    over: str = "not run: the run's time was spent",
 ) -> tuple[list[Record], list[list[Record]]]:
     """Run `selected` on `backends` in `jobs` workers: (the records of backends that cannot be had, the
     records of each case in the order of `selected`). `ready(unavailable)` is called when the first
     worker has its runners, `done(records)` when a case is done (in the order cases finish). `modules`
     are imported by each worker first (modules that register cases of their own). `started`: workers
     from `start` (for these backends), joined by more up to what the cases are worth (`wanted`); all
-    ended with the run."""
+    ended with the run. `deadline` (a `time.monotonic()` time): then the workers are killed, and every case
+    not done by then is recorded as skipped, with the message `over`."""
     workers = started or start(backends, jobs, slow, modules, count=wanted(jobs, len(selected)))
     args = workers[0].args
     while len(workers) < wanted(jobs, len(selected)):  # started early, for fewer cases than these
@@ -197,7 +201,11 @@ def run_cases(
     try:
         while left:
             live = {w.conn: w for w in workers if not w.stopped}
-            for ready_conn in wait(list(live)):
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            answered = wait(list(live), timeout)
+            if not answered and deadline is not None and time.monotonic() >= deadline:
+                break  # the time is spent: the cases not done are skipped (below)
+            for ready_conn in answered:
                 w = live[ready_conn]  # type: ignore[index]
                 try:
                     msg: Any = w.conn.recv()
@@ -228,8 +236,12 @@ def run_cases(
             if finished and not w.stopped:
                 w.stop()
         for w in workers:
-            w.child.wait(timeout=60 if finished else 0)  # interrupted: killed at once
+            w.child.wait(timeout=60 if finished and not left else 0)  # interrupted or out of time: killed at once
             w.conn.close()
+    if left:
+        results = [
+            r or [Record(names[i], b, Status.SKIPPED, message=over) for b in backends] for i, r in enumerate(results)
+        ]
     return unavailable or [], [r or [] for r in results]
 
 
