@@ -45,9 +45,14 @@ def _no_rpc_device_left_behind():
         pytest.fail(f"this test registered RPC servers {left} in the pytest process: add them in a child process")
 
 
+# tests whose verdict is `check`'s on one (case, backend) pair: on a device they read it from device_records
+CASE_VERDICT_TESTS = {"test_op_case", "test_rollback_equals_rerun_and_the_reference"}
+
+
 @pytest.fixture(scope="session")
 def device_records(request) -> dict:
-    """The records of every selected test_op_case on a device (any backend but the CPU), made by `check -j`'s
+    """The records of every selected case-verdict test (`CASE_VERDICT_TESTS`: a registered case on a backend
+    against its oracle, as `check` judges it) on a device (any backend but the CPU), made by `check -j`'s
     workers before the session's first test (`_device_op_cases_first`): a cold lavapipe compiles each pipeline
     for seconds to minutes, and the workers compile them on every core at once (this process would compile
     them one at a time); a driver crash is that case's error, not the end of the session. The CPU's cases
@@ -61,7 +66,7 @@ def device_records(request) -> dict:
     selected: dict[str, list] = {}
     for item in request.session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if getattr(item, "originalname", "") == "test_op_case" and params.get("backend", "cpu") != "cpu":
+        if getattr(item, "originalname", "") in CASE_VERDICT_TESTS and params.get("backend", "cpu") != "cpu":
             selected.setdefault(params["backend"], []).append(params["case"])
     from pyggml.testing import workers
 

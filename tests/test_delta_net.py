@@ -11,7 +11,7 @@ from pyggml.runner import Runner
 from pyggml.testing.cases import REGISTRY, _load_all
 from pyggml.testing.cases.delta_net import DeltaNetCase, Scenario
 from pyggml.testing.oracles.delta_net import DeltaNetReference
-from pyggml.testing.verdict import bounds, compare
+from pyggml.testing.verdict import Status, bounds, compare
 
 _load_all()
 CASES = [c for c in REGISTRY.values() if isinstance(c, DeltaNetCase)]
@@ -37,9 +37,16 @@ def runner_for(name: str) -> Runner:
 
 @pytest.mark.parametrize("backend", _backends())
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_rollback_equals_rerun_and_the_reference(case, backend):
+def test_rollback_equals_rerun_and_the_reference(case, backend, request):
     """Drafting n tokens and rolling back j (slot j of both caches) == running only the accepted tokens,
-    on the same backend (check_rollback raises Mismatch otherwise); and == the NumPy reference."""
+    on the same backend (check_rollback raises Mismatch otherwise); and == the NumPy reference. On a device,
+    the verdict of `check`'s workers on the same case (tests/conftest.py, device_records)."""
+    if backend != "cpu":
+        rec = request.getfixturevalue("device_records")[case.name, backend]
+        if rec.status == Status.SKIPPED:
+            pytest.skip(rec.message)
+        assert rec.status == Status.PASS, f"{case.name} on {backend}: {rec.status}: {rec.message}"
+        return
     actual = case.execute(runner_for(backend))
     expected = case.expected()
     assert len(actual) == len(expected)
