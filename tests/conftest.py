@@ -45,6 +45,54 @@ def _no_rpc_device_left_behind():
         pytest.fail(f"this test registered RPC servers {left} in the pytest process: add them in a child process")
 
 
+# --- the device budget ------------------------------------------------------------------------------------
+# PYGGML_DEVICE_BUDGET=SECONDS bounds the session's time on devices (Vulkan, CUDA and meta devices over them):
+# the device cases' run in workers (below) and every test parametrized by a device. Once it is spent, the
+# device tests left are skipped, saying so. CI sets it: on a fresh machine's empty Mesa cache, lavapipe would
+# compile pipelines for about an hour on 2 cores (bench/README.md); on a warm cache the device tests take far
+# less than the budget, and nothing is skipped. Each run adds to the machine's cache.
+_BUDGET = float(os.environ["PYGGML_DEVICE_BUDGET"]) if os.environ.get("PYGGML_DEVICE_BUDGET") else None
+_OVER = (
+    f"not run: the session's device budget (PYGGML_DEVICE_BUDGET={_BUDGET:g} s) was spent, most of it compiling "
+    "Vulkan pipelines into a cold Mesa shader cache"
+    if _BUDGET is not None
+    else ""
+)
+_DEVICE_SECONDS = [0.0]  # spent so far
+_DEVICE_SKIPPED = [0]
+_BACKEND_PARAMS = ("backend", "backend_name", "meta_backend_name", "ggml_backend", "ggml_meta_backend")
+
+
+def _device_of(item) -> str | None:
+    """The device backend a test is parametrized with (None: the CPU, a meta device of CPUs, or none)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for key in _BACKEND_PARAMS:
+        name = params.get(key)
+        if isinstance(name, str) and name != "cpu" and not name.startswith("meta:cpu"):
+            return name
+    return None
+
+
+def pytest_runtest_setup(item):
+    verdict = getattr(item, "originalname", "") in CASE_VERDICT_TESTS  # its record is made, or skipped, already
+    if _BUDGET is not None and _DEVICE_SECONDS[0] >= _BUDGET and _device_of(item) and not verdict:
+        _DEVICE_SKIPPED[0] += 1
+        pytest.skip(_OVER)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    start = time.monotonic()
+    yield
+    if _device_of(item):
+        _DEVICE_SECONDS[0] += time.monotonic() - start
+
+
+def pytest_terminal_summary(terminalreporter):
+    budget = f" of a budget of {_BUDGET:g} s; {_DEVICE_SKIPPED[0]} tests skipped by it" if _BUDGET is not None else ""
+    terminalreporter.write_line(f"pyggml: {_DEVICE_SECONDS[0]:.0f} s on devices{budget}")
+
+
 # tests whose verdict is `check`'s on one (case, backend) pair: on a device they read it from device_records
 CASE_VERDICT_TESTS = {"test_op_case", "test_rollback_equals_rerun_and_the_reference"}
 
@@ -58,9 +106,8 @@ def device_records(request) -> dict:
     them one at a time); a driver crash is that case's error, not the end of the session. The CPU's cases
     run in this process, cheaper than in a worker.
 
-    `PYGGML_DEVICE_CASES_BUDGET=SECONDS` bounds that run (CI sets it: a fresh machine's empty Mesa cache would
-    cost lavapipe about an hour of compiling on 2 cores, bench/README.md): the cases not done by then are
-    skipped, saying so. They run breadth first, each op's first type group before any op's second, so a
+    `PYGGML_DEVICE_BUDGET` bounds that run too: the cases not done when it is spent are skipped, saying so
+    (they count as skipped by it in the summary line). They run breadth first, each op's first type group before any op's second, so a
     spent budget leaves out whole type groups, never whole ops, and every later run on the machine finds
     more of the pipelines in the cache. `python -m pyggml check --backend vulkan0` runs them all."""
     selected: dict[str, list] = {}
@@ -70,18 +117,16 @@ def device_records(request) -> dict:
             selected.setdefault(params["backend"], []).append(params["case"])
     from pyggml.testing import workers
 
-    budget = os.environ.get("PYGGML_DEVICE_CASES_BUDGET")
-    deadline = time.monotonic() + float(budget) if budget else None
+    start = time.monotonic()
+    deadline = start + _BUDGET if _BUDGET is not None else None
     records = {}
     for backend, chosen in selected.items():
-        over = (
-            f"not run: the device cases' budget (PYGGML_DEVICE_CASES_BUDGET={budget} s) was spent compiling "
-            f"{backend}'s pipelines (a cold Mesa shader cache); `python -m pyggml check --backend {backend}` runs it"
-        )
+        over = f"{_OVER}; `python -m pyggml check --backend {backend}` runs it"
         _, per_case = workers.run_cases(
             _breadth_first(chosen), [backend], workers.default_jobs(), deadline=deadline, over=over
         )
         records.update({(r.case, r.backend): r for recs in per_case for r in recs})
+    _DEVICE_SECONDS[0] += time.monotonic() - start
     return records
 
 
