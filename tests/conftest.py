@@ -89,6 +89,8 @@ def pytest_runtest_call(item):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if _BUDGET is None and not _DEVICE_SECONDS[0]:
+        return
     budget = f" of a budget of {_BUDGET:g} s; {_DEVICE_SKIPPED[0]} tests skipped by it" if _BUDGET is not None else ""
     terminalreporter.write_line(f"pyggml: {_DEVICE_SECONDS[0]:.0f} s on devices{budget}")
 
