@@ -129,7 +129,8 @@ def device_records(request) -> dict:
             _breadth_first(chosen), [backend], workers.default_jobs(), deadline=deadline, over=over
         )
         records.update({(r.case, r.backend): r for recs in per_case for r in recs})
-    _DEVICE_SECONDS[0] += time.monotonic() - start
+    if selected:
+        _DEVICE_SECONDS[0] += time.monotonic() - start
     _DEVICE_SKIPPED[0] += sum(bool(_OVER) and r.message.startswith(_OVER) for r in records.values())
     return records
 
