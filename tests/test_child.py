@@ -85,6 +85,21 @@ def _open(fds: list[int]) -> list[bool]:
 needs_fork = pytest.mark.skipif(not child.can_fork(), reason="forks only where os.pidfd_open exists (Linux)")
 
 
+def _forked(target, args, timeout=60, **kwargs):
+    """`child.start(..., fork=True)` in a fresh interpreter, as `check` forks (a small process: this pytest
+    process may be refused a fork, and then gets an interpreter): (how it started, the Outcome)."""
+    running = child.start(target, args, fork=True, **kwargs)
+    return type(running.proc).__name__, running.wait(timeout=timeout)
+
+
+def _in_a_fresh_interpreter(target, args, **kwargs):
+    outcome = child.run(_forked, (target, args), kwargs, timeout=120)
+    assert outcome.status == "returned", outcome.stderr + outcome.traceback
+    how, inner = outcome.value
+    assert how == "_Forked"
+    return inner
+
+
 @needs_fork
 @pytest.mark.parametrize(
     "target, args, status, check",
@@ -98,29 +113,47 @@ needs_fork = pytest.mark.skipif(not child.can_fork(), reason="forks only where o
     ],
 )
 def test_a_forked_child_ends_as_an_interpreter_does(target, args, status, check):
-    outcome = child.start(target, args, fork=True).wait(timeout=60)
+    outcome = _in_a_fresh_interpreter(target, args)
     assert outcome.status == status and check(outcome), outcome
 
 
-@needs_fork
-def test_a_forked_child_times_out_and_can_be_killed():
+def _time_out_and_kill() -> tuple[str, float, str | None]:
     t = time.monotonic()
     running = child.start("time:sleep", (60,), fork=True)
     assert running.poll() is None
     outcome = running.wait(timeout=1)
-    assert outcome.status == "timeout" and outcome.signal_name == "SIGKILL" and time.monotonic() - t < 30
-    running = child.start("time:sleep", (60,), fork=True)
-    running.kill()
-    assert running.wait(timeout=30).signal_name == "SIGKILL"
+    killed = child.start("time:sleep", (60,), fork=True)
+    killed.kill()
+    return outcome.status, time.monotonic() - t, killed.wait(timeout=30).signal_name
+
+
+@needs_fork
+def test_a_forked_child_times_out_and_can_be_killed():
+    outcome = child.run(_time_out_and_kill, timeout=120)
+    status, seconds, killed = outcome.value
+    assert status == "timeout" and seconds < 30 and killed == "SIGKILL"
+
+
+def _pipes_in_a_fork() -> list[bool]:
+    r1, w1 = os.pipe()
+    r2, w2 = os.pipe()
+    how, outcome = _forked(_open, ([r1, w1, r2, w2],), pass_fds=(w2,))
+    assert how == "_Forked" and outcome.status == "returned"
+    return outcome.value
 
 
 @needs_fork
 def test_a_forked_child_has_only_the_descriptors_it_is_handed():
-    r1, w1 = os.pipe()
-    r2, w2 = os.pipe()
-    try:
-        outcome = child.start(_open, ([r1, w1, r2, w2],), pass_fds=(w2,), fork=True).wait(timeout=60)
-        assert outcome.status == "returned" and outcome.value == [False, False, False, True]
-    finally:
-        for fd in (r1, w1, r2, w2):
-            os.close(fd)
+    outcome = child.run(_pipes_in_a_fork, timeout=120)
+    assert outcome.status == "returned" and outcome.value == [False, False, False, True], outcome.traceback
+
+
+@needs_fork
+def test_a_refused_fork_starts_an_interpreter(monkeypatch):
+    def refused():
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(os, "fork", refused)
+    running = child.start(divmod, (17, 5), fork=True)
+    assert type(running.proc).__name__ == "Popen"
+    assert running.wait(timeout=60).value == (3, 2)

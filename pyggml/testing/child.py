@@ -17,7 +17,8 @@ same checkout), the parent's environment updated with `env`, no standard input, 
 group, so that a timeout ends whatever it started too. `start(..., fork=True)` forks instead (Linux:
 no interpreter start, no import to pay; `check -j`'s workers), for a caller that has made no ggml
 device, backend or thread pool yet: the child gets the parent as it is, with only the descriptors
-it is handed open besides its standard streams.
+it is handed open besides its standard streams. Where the system refuses the fork (ENOMEM: a process
+with large mappings, under the kernel's overcommit rules), an interpreter is started instead.
 
 `Outcome.status` says how the call ended:
 
@@ -224,7 +225,10 @@ def start(
     (the module's docstring says when that is safe); `env` is then applied in the child."""
     folder = tempfile.TemporaryDirectory(prefix="pyggml-child-")
     if fork and can_fork():
-        return _fork(target, args, kwargs, env, stderr_tail, pass_fds, folder)
+        try:
+            return _fork(target, args, kwargs, env, stderr_tail, pass_fds, folder)
+        except OSError:  # no fork to be had (ENOMEM: a process with large mappings, under overcommit rules)
+            pass  # an interpreter then, as without `fork`
     request_path = os.path.join(folder.name, "request")
     with open(request_path, "wb") as f:
         pickle.dump(list(sys.path), f)
@@ -259,7 +263,12 @@ def _fork(
     sys.stderr.flush()
     # the one thread such a process has besides its own is numpy's OpenBLAS pool, which stops itself
     # before a fork (pthread_atfork) and starts again in the child when it is next needed
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        stdout.close()
+        stderr.close()
+        raise
     if pid:
         return Child(_Forked(pid), folder, stdout, stderr, stderr_tail)
     code = 1
