@@ -168,8 +168,14 @@ def run_cases(
     grouped = not all(b == "cpu" or b.startswith("meta:cpu") for b in backends)
     key = group if grouped else str
     todo: dict[str, deque[int]] = {}
-    order = range(len(selected)) if grouped else sorted(range(len(selected)), key=lambda i: _light(selected[i]))
-    for i in order:  # on CPUs the scenario cases first: a long one left for last keeps the other workers idle
+    from pyggml.testing.cases import OpCase
+
+    # on CPUs the scenario cases first (several graphs and a float64 reference: 20-70x an op case): a long one
+    # left for last keeps the other workers idle
+    order = (
+        range(len(selected)) if grouped else sorted(range(len(selected)), key=lambda i: isinstance(selected[i], OpCase))
+    )
+    for i in order:
         todo.setdefault(key(selected[i].name), deque()).append(i)
     owner: dict[str, int] = {}
     dead: dict[int, dict[str, str]] = {}
@@ -243,13 +249,6 @@ def run_cases(
             r or [Record(names[i], b, Status.SKIPPED, message=over) for b in backends] for i, r in enumerate(results)
         ]
     return unavailable or [], [r or [] for r in results]
-
-
-def _light(case: Case) -> bool:
-    """An op case (one small graph), not a scenario (several graphs and a float64 reference: 20-70x its cost)."""
-    from pyggml.testing.cases import OpCase
-
-    return isinstance(case, OpCase)
 
 
 def _replace(w: _Worker, args: tuple[Any, ...], dead: dict[int, dict[str, str]], names: list[str]) -> _Worker:
