@@ -9,7 +9,7 @@ through `set()` / `numpy()`; a tensor in host memory can also be read without a 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -454,7 +454,10 @@ class Tensor:
             self._require_allocated("set_raw")
         if not lib.ggml_is_contiguous(p):
             raise ValueError("set_raw: tensor is not contiguous; write to the tensor it views instead")
-        raw = np.ascontiguousarray(np.frombuffer(memoryview(cast("Buffer", data)).cast("B"), np.uint8))
+        # Any: NumPy's stubs make an ndarray a Buffer from NumPy 2.5 on, not before; a cast would be redundant
+        # on one and needed on the other (mypy's verdict must not depend on the NumPy a Python resolves to)
+        buffer: Any = data
+        raw = np.ascontiguousarray(np.frombuffer(memoryview(buffer).cast("B"), np.uint8))
         nbytes = lib.ggml_nbytes(p)
         if raw.nbytes != nbytes:
             raise ValueError(f"set_raw: {raw.nbytes} bytes for a tensor of {nbytes} bytes")

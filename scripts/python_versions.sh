@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# pyggml on the other Pythons it supports (3.12 and 3.13; README's test command runs the whole suite on
-# the machine's python3): for each, a build in a fresh virtual environment (the CPU and libllama: the
-# Vulkan half of the suite is the same C code whatever the Python), the tests of the binding, the C
-# layer, libllama and the wheel (built for that Python), and the main job on the CPU.
+# pyggml on each Python it supports: for each, a build in a fresh virtual environment (the CPU and libllama: the
+# Vulkan half of the suite is the same C code whatever the Python), the tests whose verdict can depend on the
+# Python (the binding, the C layer, libllama, typing, the notebooks, the wheel built for that Python) and the main
+# job on the CPU; the first version given also runs the tests that build pyggml without the seed's patches.
 #
-#   bash scripts/python_versions.sh [VERSION...]        # default: 3.12 3.13
+#   bash scripts/python_versions.sh [VERSION...]        # default: 3.11 3.12 3.13, the Pythons README names
 #
 # An interpreter is python3.X on PATH, else pyenv's newest 3.X; a version with neither fails the run,
-# since a skipped version would read as a passed one.
+# since a skipped version would read as a passed one. Graphviz's dot is hidden from these runs
+# (scripts/without_tools.sh): README's test command runs with it, these as on a machine without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # the binding's surface, its refusals and guards, the C layer's build, libllama, GGUF, the CLI, the
-# pytest plugin, the README's snippets and the wheel (docs/building.md, "Python versions")
+# pytest plugin, the README's snippets, mypy's verdict (the releases the bounds resolve to differ per Python),
+# the notebooks and the wheel (docs/building.md, "Python versions")
 TESTS=(
     tests/test_imports.py tests/test_build.py tests/test_op_api.py tests/test_bad_input.py
     tests/test_correct_or_raise.py tests/test_guard.py tests/test_safety.py tests/test_gguf.py
     tests/test_llama.py tests/test_cli.py tests/test_pytest_plugin.py tests/test_readme.py tests/test_wheel.py
+    tests/test_types.py tests/test_notebooks.py
 )
+# not Python-dependent, but a build of its own: once, on the first version
+ONCE=(tests/test_seed_patch.py)
 
 find_python() {
     local v="$1" d
@@ -32,7 +37,7 @@ find_python() {
 }
 
 versions=("$@")
-[ ${#versions[@]} -gt 0 ] || versions=(3.12 3.13)
+[ ${#versions[@]} -gt 0 ] || versions=(3.11 3.12 3.13)
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 for v in "${versions[@]}"; do
@@ -49,7 +54,10 @@ for v in "${versions[@]}"; do
         pip install -q -e ".[test]"
         echo "build: $(($(date +%s) - start)) s"
         python -m pyggml check --backend cpu -q
-        python -m pytest -q -p no:cacheprovider --durations=5 "${TESTS[@]}"
+        once=()
+        [ "$v" != "${versions[0]}" ] || once=("${ONCE[@]}")
+        PYGGML_REBUILD_TESTS=1 bash scripts/without_tools.sh dot -- \
+            python -m pytest -q -p no:cacheprovider --durations=5 "${TESTS[@]}" "${once[@]}"
     )
     echo "== Python $v: $(($(date +%s) - start)) s in all"
 done

@@ -45,6 +45,28 @@ def _no_rpc_device_left_behind():
         pytest.fail(f"this test registered RPC servers {left} in the pytest process: add them in a child process")
 
 
+# --- tests that build pyggml again ---------------------------------------------------------------------------
+# A few tests build a second pyggml (without the seed's patches, a portable wheel): minutes each on 2 cores, half
+# of a fresh clone's test run. They are opt-in, so README's test command stays a wait a user takes; CI turns them
+# on (PYGGML_REBUILD_TESTS=1 in .ci/run) and runs them on every Python it builds.
+REBUILD = "PYGGML_REBUILD_TESTS"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", f"rebuild: builds pyggml again (minutes on 2 cores); skipped unless {REBUILD}=1 is set"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get(REBUILD, "") not in ("", "0"):
+        return
+    skip = pytest.mark.skip(reason=f"builds pyggml again (minutes on 2 cores): {REBUILD}=1 python -m pytest -q runs it")
+    for item in items:
+        if item.get_closest_marker("rebuild"):
+            item.add_marker(skip)
+
+
 # --- the device budget ------------------------------------------------------------------------------------
 # PYGGML_DEVICE_BUDGET=SECONDS bounds the session's time on devices (Vulkan, CUDA and meta devices over them):
 # the device cases' run in workers (below) and every test parametrized by a device. Once it is spent, the

@@ -124,3 +124,66 @@ def test_a_changed_number_in_a_committed_notebook_is_caught():
     assert compare(committed, committed) == []
     [problem] = compare(committed, fresh)
     assert "number 2 changed: 136.0 committed, 137.0 fresh" in problem and "137 bytes" in problem
+
+
+# --- pictures an optional program draws ----------------------------------------------------------------------
+def drawn(by):
+    out = image()
+    out.metadata = {"pyggml": {"drawn_by": by}}
+    return out
+
+
+def test_a_picture_must_come_from_the_drawer_this_machine_has(monkeypatch):
+    from pyggml.testing import notebooks
+
+    for have_dot in (True, False):
+        monkeypatch.setattr(notebooks.shutil, "which", lambda name, have=have_dot: "/bin/" + name if have else None)
+        here, elsewhere = ("graphviz", "matplotlib") if have_dot else ("matplotlib", "graphviz")
+        for committed in ("graphviz", "matplotlib"):  # whichever drew the committed picture
+            assert compare(notebook(drawn(committed)), notebook(drawn(here))) == []
+            [problem] = compare(notebook(drawn(committed)), notebook(drawn(elsewhere)))
+            assert f"drawn by '{elsewhere}'" in problem and f"must be '{here}'" in problem
+        assert compare(notebook(drawn("graphviz")), notebook(image()))  # the fresh one must say
+        assert compare(notebook(image()), notebook(drawn(here)))
+        assert "not a drawer" in compare(notebook(drawn("gnuplot")), notebook(drawn("gnuplot")))[0]
+
+
+def path_without(programs: set[str], tmp: Path) -> str:
+    """PATH with `programs` hidden, as scripts/without_tools.sh hides them for a whole command: each folder
+    holding one is replaced by a folder of links to the rest of its entries."""
+    import os
+
+    folders = []
+    for n, folder in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
+        d = Path(folder)
+        if d.is_dir() and any(os.path.lexists(d / p) for p in programs):
+            shadow = tmp / f"path{n}"
+            shadow.mkdir()
+            for entry in d.iterdir():
+                if entry.name not in programs:
+                    (shadow / entry.name).symlink_to(entry)
+            d = shadow
+        folders.append(str(d))
+    return os.pathsep.join(folders)
+
+
+def test_without_graphviz_the_pictures_are_matplotlibs_and_the_notebook_reruns(monkeypatch, tmp_path):
+    """The rerun above draws with what this machine has; this one hides Graphviz's `dot` from the kernel's PATH,
+    as on a machine that never installed it: the notebook runs, draws with matplotlib and compares clean."""
+    import shutil
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz is not installed: the rerun of graph_pictures.ipynb above ran without it already")
+    path = EXAMPLES / "graph_pictures.ipynb"
+    monkeypatch.setenv("PATH", path_without({"dot"}, tmp_path))
+    assert shutil.which("dot") is None
+    fresh = execute(path)
+    drawers = {
+        o.metadata["pyggml"]["drawn_by"]
+        for c in fresh.cells
+        for o in c.get("outputs", [])
+        if "metadata" in o and "pyggml" in o.metadata
+    }
+    assert drawers == {"matplotlib"}
+    problems = compare(nbformat.read(path, as_version=4), fresh, available_backends())
+    assert problems == [], "\n".join(problems)

@@ -11,6 +11,7 @@ interpreter, reused by later runs) and the same programs run in child processes 
 
 import json
 import os
+import shlex
 import shutil
 import site
 import subprocess
@@ -51,6 +52,9 @@ def pyggml_without_patch(tmp_path_factory) -> Path:
         "-DCMAKE_BUILD_TYPE=Release",
         f"-DPYGGML_SKIP_PATCHES={PATCHES}",
         f"-DPython_EXECUTABLE={sys.executable}",
+        # the main build's options (a portable CPU build in scripts/python_versions.sh): with a compiler cache,
+        # only the sources the two patches touch compile again
+        *shlex.split(os.environ.get("CMAKE_ARGS", "")),
     ]
     if shutil.which("ninja"):
         configure += ["-G", "Ninja"]
@@ -78,6 +82,7 @@ def run_seed_graph(pythonpath: Path | None, program: str = SEED_GRAPH) -> subpro
     )
 
 
+@pytest.mark.rebuild  # a second pyggml without the patches (tests/conftest.py: opt-in, CI runs it)
 def test_the_seed_graph_needs_the_seed_patch(pyggml_without_patch):
     without = run_seed_graph(pyggml_without_patch)
     assert without.returncode != 0
@@ -120,6 +125,7 @@ LLAMA_ROLLBACK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.rebuild  # a second pyggml without the patches (tests/conftest.py: opt-in, CI runs it)
 def test_llama_cpp_without_the_seed_copies_k_windows_and_rolls_back_the_same(pyggml_without_patch):
     pytest.importorskip("pyggml.llama", reason="pyggml built without libllama")
     runs = {}

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.rebuild  # builds a wheel (tests/conftest.py: opt-in, CI runs it)
 # what a portable module may need from the system: the C library and its parts
 SYSTEM_LIBRARIES = re.compile(r"(libc|libm|libdl|libpthread|librt|ld-linux[-\w]*)\.so(\.[\d.]+)?")
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pyggml.__main__ import main as pyggml_main
 from pyggml.testing import cases, child, workers
 from pyggml.testing.check import run_check
 
@@ -20,7 +21,7 @@ def _plain(records):
 
 
 def test_workers_give_the_records_of_one_process_in_its_order(monkeypatch):
-    monkeypatch.setattr(workers, "CASES_PER_WORKER", 1)  # two workers for these few cases
+    monkeypatch.setitem(workers.START_SECONDS, False, 0.0)  # two workers for these few cases
     backends = ["cpu", "meta:cpu,cpu", "no_such_backend"]
     alone = run_check(backends, "^(soft_max|argsort|get_rows)/", progress=None, jobs=0)
     assert alone[0].case == "*" and alone[0].backend == "no_such_backend"
@@ -29,7 +30,7 @@ def test_workers_give_the_records_of_one_process_in_its_order(monkeypatch):
 
 
 def test_a_worker_that_dies_takes_only_its_case_on_that_backend(monkeypatch):
-    monkeypatch.setattr(workers, "CASES_PER_WORKER", 1)
+    monkeypatch.setitem(workers.START_SECONDS, False, 0.0)
     some = [c.name for c in cases.select("^add/f32")][:3]
     names = [some[0], "dying/abort", some[1], "dying/kill", some[2]]
     stubs = [SimpleNamespace(name=n, types=frozenset()) for n in names]
@@ -74,7 +75,7 @@ def test_forked_workers_give_the_same_records_and_survive_a_death():
 
 
 def test_a_deadline_ends_the_run_and_skips_what_was_not_done(monkeypatch):
-    monkeypatch.setattr(workers, "CASES_PER_WORKER", 1)
+    monkeypatch.setitem(workers.START_SECONDS, False, 0.0)
     some = [c.name for c in cases.select("^add/f32")][:2]
     names = [some[0], "sleeping/minute", some[1]]
     stubs = [SimpleNamespace(name=n, types=frozenset()) for n in names]
@@ -97,9 +98,39 @@ def test_a_case_the_workers_do_not_have_is_an_error_not_a_hang():
     assert rec.status == "error" and "-j 0" in rec.message
 
 
-def test_workers_are_started_as_the_cases_repay_them():
-    assert [workers.wanted(2, n) for n in (1, 99, 100, 199, 200, 5000)] == [1, 1, 1, 1, 2, 2]
-    assert workers.wanted(8, 450) == 4
+def test_a_run_gets_the_workers_its_cases_repay():
+    every, few = cases.select(), cases.select("^add/f32/")[:3]
+    start = workers.START_SECONDS[True]
+    assert workers.wanted(8, few, ["cpu"], fork=True) == 1  # a worker's start costs more than a third of few
+    assert workers.wanted(1, every, ["cpu"], fork=True) == 1  # never more than -j
+    assert workers.wanted(8, few, ["vulkan0"], fork=True) <= len(few)  # nor more than the cases
+    n = workers.wanted(8, every, ["cpu"], fork=True)
+    total = workers.expected_seconds(every, ["cpu"])
+    assert n > 1 and total / ((n - 1) * n) > start and (n == 8 or total / (n * (n + 1)) <= start)
+    assert workers.wanted(8, every, ["cpu"], fork=False) <= n  # interpreters cost more to start than forks
+    # the scenario cases and a second backend make a run worth more
+    scenarios = [c for c in every if not isinstance(c, cases.OpCase)]
+    assert scenarios and workers.expected_seconds(scenarios[:1], ["cpu"]) > workers.expected_seconds(few[:1], ["cpu"])
+    assert workers.expected_seconds(few, ["cpu", "meta:cpu,cpu"]) == 2 * workers.expected_seconds(few, ["cpu"])
+
+
+def test_check_starts_the_workers_its_selection_is_worth(monkeypatch):
+    """`check` without -j forks what `wanted` says, -j N forks N (at most one per case)."""
+    from pyggml.testing import check
+
+    started = []
+    monkeypatch.setattr(workers, "start", lambda backends, count, slow, fork: started.append((count, fork)) or [])
+    monkeypatch.setattr(check, "_main", lambda args, pool: 0)
+    add = cases.select(None, ["add"])
+    one = add[0].name
+    for argv, want in (
+        (["--op", "add"], workers.wanted(workers.default_jobs(), add, ["cpu"], fork=True)),
+        (["--op", "add", "-j", "2"], 2),
+        (["--only", f"^{one}$", "-j", "2"], 1),
+    ):
+        started.clear()
+        assert pyggml_main(["check", "--backend", "cpu", *argv]) == 0
+        assert started == [(want, True)], argv
 
 
 def test_check_cli_takes_jobs():

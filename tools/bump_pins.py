@@ -5,7 +5,8 @@ pyproject.toml bounds every build, test and notebook requirement (`mypy>=2.4,<2.
 `pip install -e ".[test]"` resolves to versions this project was tested with. This script moves those
 bounds, monthly (docs/maintenance.md):
 
-  1. for each Python given (--python, default: this one), a fresh virtual environment in a temporary
+  1. for each Python given (--python; default: every version README names, PYTHONS, each python3.X on PATH or
+     pyenv's newest 3.X, and a version with neither stops the run), a fresh virtual environment in a temporary
      folder, pip with no cache: the newest release of every requirement (upper bounds dropped, lower
      bounds and exact pins kept), pyggml built in it with those build requirements
      (--no-build-isolation) and installed editable;
@@ -20,7 +21,7 @@ With --lowest the same runs use the lowest versions the bounds allow (the newest
 lower bound, `numpy>=2.4` -> `numpy==2.4.*`; with the oldest Python, where old releases have wheels): a
 check of the lower bounds, which prints no new bounds.
 
-    python3 tools/bump_pins.py --python python3.11 --python python3.12 --python python3.13 [--full] [--write]
+    python3 tools/bump_pins.py [--python python3.12 ...] [--full] [--write]
 
 Requirements with an exact pin (`gguf==0.19.0`: the tests compare against that release) and `pip` (a
 build requirement only for downloading ggml's sdist) are left as they are; the newest release of a
@@ -43,6 +44,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = ROOT / "pyproject.toml"
+
+# the Pythons README names ("Python 3.11, 3.12 and 3.13"; tests/test_docs.py holds them to it): mypy's verdict,
+# the notebooks and the build can differ between them, since the bounds resolve to other releases on each
+PYTHONS = ("3.11", "3.12", "3.13")
 
 # quick subset: the typing test, the build and binding tests, a sample of op cases on the CPU
 QUICK = [
@@ -197,14 +202,29 @@ def check_python(python: str, reqs: list[Requirement], mode: str, full: bool) ->
         return ok, versions
 
 
+def find_python(version: str) -> str:
+    """python3.X on PATH, else pyenv's newest 3.X (as scripts/python_versions.sh finds them); none stops the run,
+    since a Python left out would read as one that passed."""
+    found = shutil.which(f"python{version}")
+    if found and subprocess.run([found, "-c", ""], capture_output=True).returncode == 0:  # a pyenv shim may not run
+        return found
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    for d in sorted(root.glob(f"{version}.*"), key=lambda d: _version(d.name), reverse=True):
+        if (d / "bin" / f"python{version}").is_file():
+            return str(d / "bin" / f"python{version}")
+    raise SystemExit(
+        f"no Python {version} on this machine (PATH or pyenv): install it, or name the ones to run (--python)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--python", action="append", help="an interpreter to test with (repeat; default: this one)")
+    ap.add_argument("--python", action="append", help="an interpreter to test with (repeat; default: each of PYTHONS)")
     ap.add_argument("--full", action="store_true", help="run the whole suite (README's test command)")
     ap.add_argument("--lowest", action="store_true", help="check the lower bounds instead")
     ap.add_argument("--write", action="store_true", help="write the new upper bounds into pyproject.toml")
     args = ap.parse_args(argv)
-    pythons = args.python or [sys.executable]
+    pythons = args.python or [find_python(v) for v in PYTHONS]
     for p in pythons:
         if shutil.which(p) is None and not Path(p).is_file():
             ap.error(f"no interpreter {p!r}")

@@ -221,7 +221,7 @@ def run_check(
         plus an error record per backend that cannot be had.
     """
     selected = case_registry.select(pattern, ops, type_names)
-    if jobs or started:
+    if (jobs or started) and selected:
         from pyggml.testing import workers
 
         return workers.run_check(selected, backends, jobs, slow, progress, started)
@@ -572,12 +572,18 @@ def perf_main(args: argparse.Namespace, backends: list[str]) -> int:
     return 1 if any(r.status == "error" for r in records) else 0
 
 
+def explicit_jobs(args: argparse.Namespace) -> bool:
+    """Whether the command line named the number of workers (`-j N`): then a run has N (at most one per case);
+    by default, as many as its cases are worth (`pyggml.testing.workers.wanted`), at most the machine's cores."""
+    return getattr(args, "jobs", None) is not None
+
+
 def jobs_for(args: argparse.Namespace, backends: list[str]) -> int:
-    """The worker processes of a run (0: this process). RPC devices stay in this process: ggml's RPC server
+    """The most worker processes of a run (0: this process). RPC devices stay in this process: ggml's RPC server
     serves one client at a time, and this process is connected to it already."""
     from pyggml.testing.workers import default_jobs
 
-    jobs = default_jobs() if getattr(args, "jobs", None) is None else args.jobs
+    jobs = args.jobs if explicit_jobs(args) else default_jobs()
     if getattr(args, "rpc", None) or any("rpc" in b for b in backends):
         return 0
     return jobs
@@ -591,8 +597,8 @@ def _fail(msg: str) -> int:
 def main(args: argparse.Namespace) -> int:
     """`python -m pyggml check`: run the suite as the command line asks.
 
-    In test mode the worker processes start first, and import pyggml while this process selects the
-    cases. `--repro`, `--model`, `--mode grad` and `--mode perf` go to their own modules.
+    In test mode the cases are selected first, then the worker processes they are worth start (forks of this
+    process when backends are named, before it lists ggml's devices). `--repro`, `--model`, `--mode grad` and `--mode perf` go to their own modules.
 
     Args:
         args: the parsed command line (`python -m pyggml check --help`).
@@ -609,16 +615,15 @@ def main(args: argparse.Namespace) -> int:
         backends = backends_of(args)
         jobs = jobs_for(args, backends)
         if jobs and (fork or not any(backend_error(b) for b in backends)):
-            from pyggml.testing import workers
+            from pyggml.testing import cases, workers
 
-            # a filtered run may select few cases: one worker now, the others once they are known to pay
-            filtered = any(getattr(args, a, None) for a in ("only", "op", "type"))
-            if fork:  # the registry first: each fork then has it, as this process has it for the selection
-                from pyggml.testing import cases
-
-                cases.select()
-            pool = workers.start(backends, jobs, args.slow, count=1 if filtered else jobs, fork=fork)
-            if fork and any(backend_error(b) for b in backends):  # _main says why
+            # the registry and the selection first: each fork then has the registry, as this process has it,
+            # and the run gets the workers its cases are worth (`-j` the most); an invalid selection: _main says why
+            bad = selection_error(args.only, args.op, args.type)
+            selected = [] if bad else cases.select(args.only, args.op, args.type)
+            count = min(jobs, len(selected)) if explicit_jobs(args) else workers.wanted(jobs, selected, backends, fork)
+            pool = workers.start(backends, count, args.slow, fork=fork) if selected else None
+            if pool and fork and any(backend_error(b) for b in backends):  # _main says why
                 workers.close(pool)
                 pool = None
     try:

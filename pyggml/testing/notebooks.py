@@ -15,6 +15,11 @@ cell. The rules:
   widths of the numbers in the column);
 - an image/png is where it was: present, not compared pixel by pixel (fonts and renderer versions
   differ between machines; the numbers a plot shows are printed in a text output too);
+- a picture an optional program draws (Graphviz's `dot`) says which drew it, in its output's metadata
+  (`"pyggml": {"drawn_by": "graphviz"}`, or `"matplotlib"` for pyggml's own drawing, the documented
+  fallback): a fresh picture must come from the program where this machine has it and from the fallback
+  where it does not, whichever drew the committed one; a picture that says nothing where the committed one
+  said, or a drawer not known here, is a difference;
 - a cell can say otherwise in its metadata, with the reason: `"pyggml": {"outputs": "structure",
   "why": ...}` compares only the kinds of its outputs (device lists, timings: what depends
   on the machine), `"pyggml": {"rtol": r, "atol": a, "why": ...}` widens the number tolerance,
@@ -30,6 +35,7 @@ import argparse
 import math
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +51,10 @@ VARIABLE = [
     (re.compile(r"[ \t]+"), " "),
 ]
 RULE_KEYS = {"outputs", "rtol", "atol", "backends", "why"}
+# the pictures an optional program draws where it is installed: the drawer, the program it needs; where the
+# program is missing, pyggml's own drawing (FALLBACK_DRAWER) draws them
+OPTIONAL_DRAWERS = {"graphviz": "dot"}
+FALLBACK_DRAWER = "matplotlib"
 TEXT_TYPES = ("text/plain",)
 
 
@@ -115,6 +125,38 @@ def compare_text(old: str, new: str, rtol: float = RTOL, atol: float = ATOL) -> 
     return None
 
 
+def drawer_here(drawer: str) -> str:
+    """Who draws, on this machine, a picture that `drawer` drew: the optional program's drawer where the
+    program is on PATH, else the fallback."""
+    for optional, program in OPTIONAL_DRAWERS.items():
+        if drawer in (optional, FALLBACK_DRAWER):
+            return optional if shutil.which(program) else FALLBACK_DRAWER
+    raise ValueError(
+        f"drawn_by {drawer!r}: not a drawer the comparison knows ({sorted(OPTIONAL_DRAWERS)}, {FALLBACK_DRAWER!r})"
+    )
+
+
+def _drawn_by(output: Any) -> str | None:
+    return output.get("metadata", {}).get("pyggml", {}).get("drawn_by")
+
+
+def compare_drawers(old: Any, new: Any) -> str | None:
+    """None when the fresh output was drawn by what this machine draws the committed one's picture with."""
+    committed, fresh = _drawn_by(old), _drawn_by(new)
+    if committed is None and fresh is None:
+        return None
+    if committed is None or fresh is None:
+        return f"a picture says it was drawn by {committed!r} committed, {fresh!r} fresh: both must say"
+    try:
+        want = drawer_here(committed)
+    except ValueError as e:
+        return str(e)
+    if fresh != want:
+        have = "has" if want != FALLBACK_DRAWER else "lacks"
+        return f"a picture drawn by {fresh!r}: this machine {have} what {committed!r} needs, so it must be {want!r}"
+    return None
+
+
 def compare(committed: Any, fresh: Any, backends: list[str] | None = None) -> list[str]:
     """How `fresh` differs from `committed` (two executions of the same notebook), per the rules
     above; `backends`: those of the machine that ran `fresh` (None: not known, compare all)."""
@@ -139,6 +181,8 @@ def compare(committed: Any, fresh: Any, backends: list[str] | None = None) -> li
         if old_kinds != new_kinds:
             problems.append(f"{where}: outputs {new_kinds}, committed {old_kinds}")
             continue
+        drawers = [compare_drawers(o_old, o_new) for o_old, o_new in zip(old_outputs, new_outputs)]
+        problems += [f"{where}: {d}" for d in drawers if d]
         other_machine = backends is not None and "backends" in rule and list(rule["backends"]) != backends
         if rule.get("outputs") == "structure" or other_machine:
             continue

@@ -101,14 +101,45 @@ class _Worker:
             pass
 
 
-# a worker costs a start (pyggml's import and the registry, about 0.5 s of CPU): fewer cases than this
-# per worker do not repay it
-CASES_PER_WORKER = 100
+# --- how many workers a run is worth --------------------------------------------------------------------------
+# A worker repays its start only with work to share: a run gets one more worker while that worker saves more time
+# than starting it costs, so no selection is slower with the default than with `-j 1`. The figures are seconds of
+# one core, measured on this project's 2-core machines (bench/check_jobs.py --costs; bench/README.md):
+CASE_SECONDS = {
+    "op": 0.0005,  # an op case on a CPU backend (the mean over the suite's 1,820: inputs, graph, compute, oracle)
+    "scenario": 0.028,  # a scenario case (delta-net, conv-state): several graphs and a float64 reference
+    "device": 0.05,  # any case on a device backend, warm (a cold lavapipe compiles pipelines: seconds each)
+}
+START_SECONDS = {
+    True: 0.05,  # a worker forked from `check` after the registry (measured: a one-case run, -j 1 over -j 0)
+    False: 1.0,  # a fresh interpreter: pyggml's import and the registry first
+}
 
 
-def wanted(jobs: int, n_cases: int) -> int:
-    """The workers worth starting for `n_cases` cases, at most `jobs`, at least one."""
-    return max(1, min(jobs, n_cases // CASES_PER_WORKER))
+def expected_seconds(selected: Sequence[Case], backends: Sequence[str]) -> float:
+    """What `selected` costs on `backends` in one worker, in seconds of one core (CASE_SECONDS)."""
+    from pyggml.testing.cases import OpCase
+
+    ops = sum(isinstance(c, OpCase) for c in selected)
+    total = 0.0
+    for b in backends:
+        on_cpu = b == "cpu" or b.startswith("meta:cpu")
+        if on_cpu:
+            total += ops * CASE_SECONDS["op"] + (len(selected) - ops) * CASE_SECONDS["scenario"]
+        else:
+            total += len(selected) * CASE_SECONDS["device"]
+    return total
+
+
+def wanted(jobs: int, selected: Sequence[Case], backends: Sequence[str], fork: bool = False) -> int:
+    """The workers worth starting for `selected` on `backends`, at most `jobs` (and the cases), at least one:
+    an (n+1)-th worker shortens a run of T seconds by T/n - T/(n+1), and starts only when that is more than its
+    start costs (START_SECONDS; `fork`: workers forked from `check`, else interpreters)."""
+    total = expected_seconds(selected, backends)
+    n = 1
+    while n < min(jobs, len(selected)) and total / (n * (n + 1)) > START_SECONDS[fork]:
+        n += 1
+    return n
 
 
 def start(
@@ -156,13 +187,11 @@ def run_cases(
     records of each case in the order of `selected`). `ready(unavailable)` is called when the first
     worker has its runners, `done(records)` when a case is done (in the order cases finish). `modules`
     are imported by each worker first (modules that register cases of their own). `started`: workers
-    from `start` (for these backends), joined by more up to what the cases are worth (`wanted`); all
-    ended with the run. `deadline` (a `time.monotonic()` time): then the workers are killed, and every case
+    from `start` for these backends and cases (the caller chose how many); else as many as the cases are worth
+    (`wanted`). All end with the run. `deadline` (a `time.monotonic()` time): then the workers are killed, and every case
     not done by then is recorded as skipped, with the message `over`."""
-    workers = started or start(backends, jobs, slow, modules, count=wanted(jobs, len(selected)))
+    workers = started or start(backends, wanted(jobs, selected, backends), slow, modules)
     args = workers[0].args
-    while len(workers) < wanted(jobs, len(selected)):  # started early, for fewer cases than these
-        workers.append(_Worker(len(workers), args))
     names = [c.name for c in selected]
     # by group, in the order of the selection; on CPUs alone (no pipelines to compile) each case is its own
     grouped = not all(b == "cpu" or b.startswith("meta:cpu") for b in backends)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -148,11 +149,9 @@ def im2col_back(
             cols = np.arange(ow) * s0 - p0 + x * d0
             ry, rx = (rows >= 0) & (rows < ih), (cols >= 0) & (cols < iw)
             part = g[:, ry][:, :, rx][..., y, x]  # [n, oh', ow', ic]
-            np.add.at(
-                out,
-                (slice(None), slice(None), rows[ry][:, None], cols[rx][None, :]),  # type: ignore[arg-type]
-                part.transpose(0, 3, 1, 2),
-            )
+            # Any: NumPy 2.4's stubs refuse this index for add.at, 2.5's take it (no ignore that holds for both)
+            index: Any = (slice(None), slice(None), rows[ry][:, None], cols[rx][None, :])
+            np.add.at(out, index, part.transpose(0, 3, 1, 2))
     shape = (n, ic, ih, iw) if is_2D else (n, ic, iw)
     return _lead(out.reshape(shape).astype(np.float32))
 
