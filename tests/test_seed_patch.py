@@ -6,12 +6,13 @@ the conv windows with one set_rows whose index llama.cpp fills on the host; with
 K copies, and rollback gives the same logits and the same written slots.
 
 A second, CPU-only pyggml is built with both patches left out (build/without-seed-cpython-3XX, one per
-interpreter, reused by later runs) and the same programs run in child processes on each build.
+interpreter, reused by later runs) and the same programs run in child processes on each build. That build
+takes minutes on 2 cores: its tests are opt-in (PYGGML_REBUILD_TESTS=1, tests/conftest.py), and CI runs them
+(scripts/python_versions.sh).
 """
 
 import json
 import os
-import shlex
 import shutil
 import site
 import subprocess
@@ -52,9 +53,11 @@ def pyggml_without_patch(tmp_path_factory) -> Path:
         "-DCMAKE_BUILD_TYPE=Release",
         f"-DPYGGML_SKIP_PATCHES={PATCHES}",
         f"-DPython_EXECUTABLE={sys.executable}",
-        # the main build's options (a portable CPU build in scripts/python_versions.sh): with a compiler cache,
-        # only the sources the two patches touch compile again
-        *shlex.split(os.environ.get("CMAKE_ARGS", "")),
+        # the CPU alone, portable: the options of the wheel's build and of scripts/python_versions.sh's, so that
+        # with a compiler cache (CI's) only the sources the two patches touch compile again
+        "-DGGML_VULKAN=OFF",
+        "-DGGML_CUDA=OFF",
+        "-DPYGGML_PORTABLE=ON",
     ]
     if shutil.which("ninja"):
         configure += ["-G", "Ninja"]
