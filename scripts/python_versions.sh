@@ -21,8 +21,10 @@ TESTS=(
     tests/test_llama.py tests/test_cli.py tests/test_pytest_plugin.py tests/test_readme.py tests/test_wheel.py
     tests/test_types.py tests/test_notebooks.py
 )
-# not Python-dependent, but a build of its own: once, on the first version
-ONCE=(tests/test_seed_patch.py)
+# not Python-dependent, but a build of its own: once, on the first version (PYGGML_SEED_TESTS=0: not at all, as in
+# .ci/run, whose main run has run it)
+ONCE=()
+[ "${PYGGML_SEED_TESTS:-1}" = 0 ] || ONCE=(tests/test_seed_patch.py)
 
 find_python() {
     local v="$1" d
@@ -55,7 +57,7 @@ for v in "${versions[@]}"; do
         echo "build: $(($(date +%s) - start)) s"
         python -m pyggml check --backend cpu -q
         once=()
-        [ "$v" != "${versions[0]}" ] || once=("${ONCE[@]}")
+        [ "$v" != "${versions[0]}" ] || once=(${ONCE[@]+"${ONCE[@]}"})
         PYGGML_REBUILD_TESTS=1 bash scripts/without_tools.sh dot -- \
             python -m pytest -q -p no:cacheprovider --durations=5 "${TESTS[@]}" "${once[@]}"
     )
