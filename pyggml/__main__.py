@@ -279,6 +279,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
         "repeatable), passing or not",
     )
     p_check.add_argument(
+        "--no-repack",
+        action="store_true",
+        help="--model: keep the CPU's weights out of its extra buffer types (CPU_REPACK, AMX), as llama.cpp's "
+        "--no-repack; by default llama.cpp puts Q4_0, Q4_K, IQ4 ... weights there, and the checker reads them "
+        "from the model file",
+    )
+    p_check.add_argument(
         "--node-nmse",
         type=float,
         metavar="BOUND",

@@ -138,6 +138,7 @@ class Model:
         main_gpu: int = 0,
         vocab_only: bool = False,
         use_mmap: bool = True,
+        use_extra_bufts: bool = True,
     ) -> Model:
         """Load a GGUF model (`llama_model_load_from_file`).
 
@@ -151,6 +152,9 @@ class Model:
             main_gpu: the device used with split_mode "none".
             vocab_only: load the vocabulary without the weights.
             use_mmap: map the file instead of reading it.
+            use_extra_bufts: let the CPU keep weights in its extra buffer types (CPU_REPACK, AMX: layouts of
+                its own for Q4_0, Q4_K, IQ4_NL ...), as llama.cpp does by default; False is llama.cpp's
+                `--no-repack`. Tensors there cannot be read back (`pyggml.transport.unreadable`).
 
         Returns:
             The model.
@@ -176,6 +180,7 @@ class Model:
         params.split_mode = _SPLIT_MODES[split_mode]
         params.main_gpu = int(main_gpu)
         params.vocab_only = bool(vocab_only)
+        params.use_extra_bufts = bool(use_extra_bufts)
         if not use_mmap:
             params.load_mode = lib.LLAMA_LOAD_MODE_NONE
         keep: list[object] = []

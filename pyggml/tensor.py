@@ -476,7 +476,8 @@ class Tensor:
             A uint8 array of `nbytes` bytes.
 
         Raises:
-            ValueError: the tensor has no memory.
+            ValueError: the tensor has no memory, or memory ggml cannot read back (a CPU extra buffer type such
+                as CPU_REPACK: `pyggml.transport.unreadable`).
             pyggml.rpc.RpcError: the tensor lives on an RPC server whose connection failed.
         """
         self._require_allocated("read")
@@ -484,6 +485,7 @@ class Tensor:
         if self.ptr.buffer == ffi.NULL:
             ffi.memmove(ffi.from_buffer(out), self.ptr.data, self.nbytes)
         else:
+            transport.before_read(self.ptr.buffer, f"read: tensor {self.name or '(unnamed)'}")
             lib.ggml_backend_tensor_get(self.ptr, ffi.from_buffer(out), 0, self.nbytes)
             transport.after_transfer(self.ptr.buffer)  # zeros, not its values, from a failed RPC server
         return out
@@ -499,8 +501,9 @@ class Tensor:
             The values, a new array.
 
         Raises:
-            ValueError: the tensor has no memory; a non-contiguous view of a quantized or BF16 type, or
-                outside host memory (make it contiguous with `cont()` first).
+            ValueError: the tensor has no memory, or memory ggml cannot read back (a CPU extra buffer type);
+                a non-contiguous view of a quantized or BF16 type, or outside host memory (make it contiguous
+                with `cont()` first).
             pyggml.rpc.RpcError: the tensor lives on an RPC server whose connection failed.
         """
         p = self.ptr
@@ -515,6 +518,7 @@ class Tensor:
             if p.buffer == ffi.NULL:
                 ffi.memmove(ffi.from_buffer(out), p.data, out.nbytes)
             else:
+                transport.before_read(p.buffer, f"numpy: tensor {self.name or '(unnamed)'}")
                 lib.ggml_backend_tensor_get(p, ffi.from_buffer(out), 0, out.nbytes)
                 transport.after_transfer(p.buffer)
             return out

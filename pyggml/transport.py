@@ -1,5 +1,8 @@
 """Where pyggml talks to a device: one hook registry for what may go wrong on the way.
 
+Reading back is refused before the call where ggml cannot do it (`unreadable`: the CPU's extra buffer types,
+whose `get_tensor` ggml leaves NULL: the call would kill the process).
+
 `Tensor.set`, `set_raw`, `numpy`, `raw_bytes` and `Buffer.clear` report each transfer into or out of
 a backend buffer (`after_transfer`); `Backend` and `Scheduler` report each compute and allocation
 (`after_device_call`). Whoever can tell that such a call failed silently registers a hook: today
@@ -14,6 +17,7 @@ instead of importing `pyggml.rpc`, which keeps the import graph without circles
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -61,3 +65,70 @@ def after_device_call(devices: Iterable[Any]) -> None:
     for dev in devices:
         for hook in _hooks:
             hook(dev)
+
+
+def extra_buffer_types() -> dict[int, str]:
+    """The extra buffer types of every device that has them (`ggml_backend_dev_get_extra_bufts`): the CPU's
+    weight layouts of its own (CPU_REPACK, AMX, KleidiAI), which llama.cpp puts weights in.
+
+    Returns:
+        {address of the buffer type: its name}.
+    """
+    out: dict[int, str] = {}
+    for i in range(lib.ggml_backend_reg_count()):
+        reg = lib.ggml_backend_reg_get(i)
+        fn = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_dev_get_extra_bufts")
+        if fn == ffi.NULL:
+            continue
+        get = ffi.cast("ggml_backend_dev_get_extra_bufts_t", fn)
+        for j in range(lib.ggml_backend_reg_dev_count(reg)):
+            bufts = get(lib.ggml_backend_reg_dev_get(reg, j))
+            k = 0
+            while bufts != ffi.NULL and bufts[k] != ffi.NULL:
+                out[int(ffi.cast("uintptr_t", bufts[k]))] = ffi.string(lib.ggml_backend_buft_name(bufts[k])).decode()
+                k += 1
+    return out
+
+
+@functools.cache
+def _extra_bufts() -> dict[int, str]:
+    # the devices that have extra buffer types (the CPU) are registered with ggml, never added later
+    return extra_buffer_types()
+
+
+def unreadable(buffer: Any) -> str | None:
+    """Why a tensor in `buffer` cannot be read back with `ggml_backend_tensor_get`, or None when it can.
+
+    ggml implements no `get_tensor` for the extra buffer types (`extra_buffer_types`): the call dereferences a
+    NULL function, and their bytes are a layout of the device's own (CPU_REPACK interleaves the blocks of
+    several rows), not the tensor type's.
+
+    Args:
+        buffer: a `ggml_backend_buffer_t` (NULL: the tensor is in its context's memory).
+
+    Returns:
+        The reason, naming the buffer type, or None.
+    """
+    if buffer == ffi.NULL:
+        return None
+    buft = lib.ggml_backend_buffer_get_type(buffer)
+    name = _extra_bufts().get(int(ffi.cast("uintptr_t", buft)))
+    if name is None:
+        return None
+    return (
+        f"its memory is in the {name} buffer type, a device's own layout of weights that ggml cannot read back "
+        "(no get_tensor): read the values from where they were loaded (the model file), or load the model "
+        "with use_extra_bufts=False"
+    )
+
+
+def before_read(buffer: Any, what: str) -> None:
+    """Raise ValueError, before the call, where reading `buffer` back would kill the process (`unreadable`).
+
+    Args:
+        buffer: the tensor's `ggml_backend_buffer_t`.
+        what: the caller and tensor, for the message.
+    """
+    why = unreadable(buffer)
+    if why is not None:
+        raise ValueError(f"{what}: {why}")

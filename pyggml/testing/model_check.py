@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from pyggml.testing import repro
-from pyggml.testing.nodes import NodeChecker, NodeVerdict
+from pyggml.testing.nodes import NodeChecker, NodeVerdict, file_weights
 from pyggml.testing.verdict import Record, Status, nmse
 
 LOGITS_NMSE = 1e-4  # llama.cpp's test-llama-archs: a backend's logits against the CPU's
@@ -79,16 +79,17 @@ def is_meta(backend: str) -> bool:
     return backend.startswith("meta:")
 
 
-def load_for(path: str, backend: str) -> Any:
+def load_for(path: str, backend: str, extra_bufts: bool = True) -> Any:
     """The model loaded for `backend`: the CPU alone; every layer on one device; or llama.cpp's tensor split
-    over a meta device's devices."""
+    over a meta device's devices. extra_bufts: False is llama.cpp's `--no-repack` (no CPU_REPACK, AMX)."""
     from pyggml import llama
 
-    if backend == "cpu":
-        return llama.Model.load(path, n_gpu_layers=0, devices=[])  # no GPU at all, not even for op offload
+    if backend == "cpu":  # no GPU at all, not even for op offload
+        return llama.Model.load(path, n_gpu_layers=0, devices=[], use_extra_bufts=extra_bufts)
     if is_meta(backend):
-        return llama.Model.load(path, devices=[d for d in backend[5:].split(",") if d], split_mode="tensor")
-    return llama.Model.load(path, devices=[backend], split_mode="none")
+        devices = [d for d in backend[5:].split(",") if d]
+        return llama.Model.load(path, devices=devices, split_mode="tensor", use_extra_bufts=extra_bufts)
+    return llama.Model.load(path, devices=[backend], split_mode="none", use_extra_bufts=extra_bufts)
 
 
 def run_model(
@@ -98,15 +99,18 @@ def run_model(
     seed: int = 0,
     tolerance: Callable[[object, float], float] | None = None,
     keep: Callable[[NodeVerdict], bool] | None = None,
+    extra_bufts: bool = True,
 ) -> ModelRun:
     """Load `path` for `backend`, decode n_tokens tokens with every node checked; never raises for the
-    model's sake: what went wrong is the run's `error`. tolerance and keep: as NodeChecker's."""
+    model's sake: what went wrong is the run's `error`. tolerance and keep: as NodeChecker's; extra_bufts: as
+    `load_for`'s."""
     from pyggml import llama
 
     run = ModelRun(backend)
     try:
-        model = load_for(path, backend)
-        checker = NodeChecker(tolerance=tolerance, keep=keep)
+        model = load_for(path, backend, extra_bufts)
+        # weights llama.cpp put in a CPU extra buffer type (CPU_REPACK) are read from the file
+        checker = NodeChecker(tolerance=tolerance, keep=keep, weights=file_weights(path))
         ctx = llama.Context(model, n_ctx=max(64, 2 * n_tokens), n_batch=n_tokens, n_ubatch=n_tokens, observe=checker)
         ctx.decode(tokens_for(model.n_vocab, n_tokens, seed), logits="all")
         run.verdicts, run.logits = checker.verdicts, ctx.all_logits()
@@ -139,6 +143,7 @@ def run_in_child(
     nmse_bound: float | None = None,
     save_patterns: Sequence[str] = (),
     rpc_servers: str | None = None,
+    extra_bufts: bool = True,
 ) -> ModelRun:
     """run_model in a child process (pyggml.testing.child), with `--node-nmse`'s bound and `--save-node`'s
     patterns: llama.cpp's GGML_ASSERTs end the process they fail in (docs/llama.md), and one backend's must
@@ -148,7 +153,7 @@ def run_in_child(
 
     out = child.run(
         "pyggml.testing.model_check:_child_run",
-        (path, backend, n_tokens, seed, nmse_bound, list(save_patterns), rpc_servers),
+        (path, backend, n_tokens, seed, nmse_bound, list(save_patterns), rpc_servers, extra_bufts),
     )
     if out.status == "returned":
         return out.value
@@ -156,7 +161,10 @@ def run_in_child(
         return ModelRun(backend, error=f"{out.error_type}: {out.message}")
     said = [line.strip() for line in out.stderr.splitlines() if "GGML_ASSERT" in line or "ggml aborted" in line]
     how = out.signal_name or f"exit status {out.exit_code}"
-    return ModelRun(backend, error=f"the process running it died ({how})" + (f": {said[-1]}" if said else ""))
+    hint = ""
+    if extra_bufts and not said:  # ggml's AMX kernels die so on machines that list AMX (docs/findings.md 37)
+        hint = "; if the CPU keeps weights in an extra buffer type (CPU_REPACK, AMX), try --no-repack"
+    return ModelRun(backend, error=f"the process running it died ({how})" + (f": {said[-1]}" if said else "") + hint)
 
 
 def _child_run(
@@ -167,13 +175,16 @@ def _child_run(
     nmse_bound: float | None,
     save_patterns: list[str],
     rpc_servers: str | None,
+    extra_bufts: bool = True,
 ) -> ModelRun:
     if rpc_servers:
         from pyggml import rpc
 
         rpc.add_servers(rpc_servers)
     tolerance = node_nmse(nmse_bound) if nmse_bound is not None else None
-    return run_model(path, backend, n_tokens, seed, tolerance=tolerance, keep=keeper(save_patterns))
+    return run_model(
+        path, backend, n_tokens, seed, tolerance=tolerance, keep=keeper(save_patterns), extra_bufts=extra_bufts
+    )
 
 
 def node_nmse(bound: float) -> Callable[[object, float], float]:
@@ -275,6 +286,7 @@ def not_applicable(args: argparse.Namespace, what: str) -> str | None:
             ("--save-failures", args.save_failures),
             ("--save-node", args.save_node),
             ("--node-nmse", args.node_nmse is not None),
+            ("--no-repack", getattr(args, "no_repack", False)),
         ]
     given = [flag for flag, value in flags if value]
     if not given:
@@ -318,7 +330,16 @@ def main(args: argparse.Namespace) -> int:
         backends.insert(0, "cpu")
     directory = args.save_failures or repro.DEFAULT_DIR
     runs = [
-        run_in_child(args.model, b, args.tokens, 0, args.node_nmse, args.save_node or [], getattr(args, "rpc", None))
+        run_in_child(
+            args.model,
+            b,
+            args.tokens,
+            0,
+            args.node_nmse,
+            args.save_node or [],
+            getattr(args, "rpc", None),
+            not getattr(args, "no_repack", False),
+        )
         for b in backends
     ]
     try:

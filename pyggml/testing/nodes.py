@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pyggml import types
+from pyggml import transport, types
 from pyggml._native import ffi, lib
 from pyggml.runner import Runner
 from pyggml.tensor import Tensor
@@ -130,8 +130,9 @@ class NodeVerdict:
 
     @property
     def unread(self) -> bool:
-        """Whether the node was left unread: in a meta device's buffer (`META_UNREAD`)."""
-        return self.error == META_UNREAD
+        """Whether the node was left unread: in a meta device's buffer (`META_UNREAD`), or with a source whose
+        memory ggml cannot read back and whose values were not found elsewhere (`UNREADABLE`)."""
+        return self.error == META_UNREAD or self.error.startswith(UNREADABLE)
 
 
 def kind(t: Tensor) -> str:
@@ -177,13 +178,79 @@ def span(t: Tensor) -> np.ndarray:
 
     Returns:
         The bytes, as a uint8 array.
+
+    Raises:
+        ValueError: memory ggml cannot read back (a CPU extra buffer type: `pyggml.transport.unreadable`),
+            before any call.
     """
     out = np.empty(lib.ggml_nbytes(t.ptr), dtype=np.uint8)
     if t.ptr.buffer == ffi.NULL:
         ffi.memmove(ffi.from_buffer(out), t.ptr.data, out.size)
     else:
+        transport.before_read(t.ptr.buffer, f"tensor {t.name or '(unnamed)'}")
         lib.ggml_backend_tensor_get(t.ptr, ffi.from_buffer(out), 0, out.size)
     return out
+
+
+# a node with a source in memory ggml cannot read back (a CPU extra buffer type such as CPU_REPACK) whose values
+# the checker was not given otherwise (NodeChecker's `weights`): counted unread, with the reason after this
+UNREADABLE = "a source not read back: "
+
+# where a weight's values come from when its memory cannot be read back: its bytes in the tensor type's own
+# encoding (a model file's), by the tensor's name; None when not known
+Weights = Callable[[str], np.ndarray | None]
+
+
+def file_weights(path: str) -> Weights:
+    """The bytes of a GGUF file's tensors by name, read from the file when asked (memory-mapped).
+
+    What llama.cpp loaded into a CPU extra buffer type (CPU_REPACK) is the file's tensor, repacked: the file
+    holds it in its type's own encoding, which `from_span` decodes.
+
+    Args:
+        path: the model file.
+
+    Returns:
+        `get(name)`: the tensor's bytes, or None for a name the file does not have.
+    """
+    from pyggml import gguf
+
+    info = gguf.read_info(path)
+    data = np.memmap(path, np.uint8, "r")
+
+    def get(name: str) -> np.ndarray | None:
+        ti = info.tensor_info.get(name)
+        if ti is None:
+            return None
+        at = info.data_offset + ti.offset
+        return np.array(data[at : at + ti.nbytes])
+
+    return get
+
+
+def source_bytes(s: Tensor, weights: Weights | None) -> np.ndarray:
+    """A source's bytes (`span`); for memory ggml cannot read back, its bytes from `weights`, which must be
+    exactly what the tensor holds in its type's encoding (its name, its size).
+
+    Args:
+        s: the source tensor.
+        weights: where the bytes of tensors in memory ggml cannot read back come from, by name; None: nowhere.
+
+    Returns:
+        The bytes, as a uint8 array.
+
+    Raises:
+        ValueError: memory ggml cannot read back and no bytes of that tensor's size from `weights`.
+    """
+    why = transport.unreadable(s.ptr.buffer)
+    if why is None:
+        return span(s)
+    found = weights(s.name) if weights is not None and s.name else None
+    size = lib.ggml_nbytes(s.ptr)
+    if found is None or found.size != size or not lib.ggml_is_contiguous(s.ptr):
+        got = "no such tensor" if found is None else f"{found.size} bytes for {size}"
+        raise ValueError(f"{UNREADABLE}{s.name or '(unnamed)'}: {why} (the given weights: {got})")
+    return found
 
 
 def packed(type_name: str, ne: Sequence[int], nb: Sequence[int]) -> bool:
@@ -308,11 +375,12 @@ def buffer_name(p: object) -> str:
     )
 
 
-def capture(t: Tensor) -> Capture:
+def capture(t: Tensor, weights: Weights | None = None) -> Capture:
     """t and its sources as they are now (just before ggml computes t).
 
     Args:
         t: the node.
+        weights: where the bytes of a source in memory ggml cannot read back come from (`source_bytes`).
 
     Returns:
         A `Capture`: its op, op_params and layout, and each source's bytes and values (`sources` by slot),
@@ -324,7 +392,7 @@ def capture(t: Tensor) -> Capture:
             srcs.append(None)
             continue
         s = Tensor(p, t.ctx)
-        raw = span(s)
+        raw = source_bytes(s, weights)
         values = from_span(s.type.name, s.ne, s.nb, s.shape, raw)
         srcs.append(Source(slot, s.name, s.type.name, s.ne, s.nb, s.shape, raw, values))
     while srcs and srcs[-1] is None:
@@ -406,6 +474,8 @@ class NodeChecker:
         flush: compare denormals as zero (`flush_denormals`).
         keep: `keep(verdict)`, when given, is asked once a node is judged, and a True keeps the node's
             inputs on the verdict (`verdict.capture`, for pyggml.testing.repro).
+        weights: the bytes of weights by name (`file_weights(model path)`), for sources in memory ggml cannot
+            read back (llama.cpp's CPU_REPACK weights); without them such a node is unread (`UNREADABLE`).
 
     Attributes:
         verdicts: the `NodeVerdict`s, in compute order.
@@ -416,9 +486,10 @@ class NodeChecker:
         tolerance: Callable[[Tensor, float], float] | None = None,
         flush: bool = False,
         keep: Callable[[NodeVerdict], bool] | None = None,
+        weights: Weights | None = None,
     ) -> None:
         opdb.load()
-        self.tolerance, self.flush, self.keep = tolerance, flush, keep
+        self.tolerance, self.flush, self.keep, self.weights = tolerance, flush, keep, weights
         self.verdicts: list[NodeVerdict] = []
         self._index = 0
         self._pending: tuple[opdb.OpSpec, Capture] | None = None
@@ -442,7 +513,13 @@ class NodeChecker:
             # ggml's meta backend computed a split wrongly in pieces, docs/findings.md 30)
             self.verdicts.append(NodeVerdict(index, k, t.name, None, error=META_UNREAD, buffer=where))
             return False
-        self._pending = (s, capture(t))  # before ggml computes t: what it will read
+        try:
+            self._pending = (s, capture(t, self.weights))  # before ggml computes t: what it will read
+        except ValueError as e:
+            if not str(e).startswith(UNREADABLE):
+                raise
+            self.verdicts.append(NodeVerdict(index, k, t.name, None, error=str(e), buffer=where))
+            return True  # asked for all the same, so the next node's sources are read after this one ran
         self.verdicts.append(NodeVerdict(index, k, t.name, None, buffer=where))
         return True
 

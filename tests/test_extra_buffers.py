@@ -1,0 +1,86 @@
+"""Weights in a CPU extra buffer type (CPU_REPACK: llama.cpp puts Q4_0, Q4_K, IQ4_NL ... weights there on x86 and
+ARM). ggml implements no get_tensor for them: reading one back called a NULL function and killed the process
+(`check --model` on any Q4_0 or Q4_K_M model died so). Now a read is refused before the call, with the reason,
+and the node checker reads such a weight's values from where they came from (the model file), or counts the
+node unread, saying why."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import pyggml as gg
+from pyggml import ffi, lib, types
+from pyggml.testing.nodes import UNREADABLE, NodeChecker, observing
+from pyggml.transport import extra_buffer_types, unreadable
+
+M, K, N = 64, 128, 8  # rows CPU_REPACK interleaves 8 at a time, blocks of 32 along K
+
+
+def _features() -> dict[str, str]:
+    return sys.modules["pyggml.backend"].backend_features().get("CPU", {})
+
+
+@pytest.fixture
+def repacked() -> Iterator[tuple[gg.Tensor, np.ndarray]]:
+    """A Q4_0 weight [M, K] in the CPU_REPACK buffer type, and its bytes as Q4_0 encodes them."""
+    bufts = {name: address for address, name in extra_buffer_types().items()}
+    if "CPU_REPACK" not in bufts or _features().get("AVX2") != "1":
+        pytest.skip("this build's CPU has no CPU_REPACK buffer type for Q4_0 (x86 with AVX2, or ARM)")
+    wctx = gg.Context()
+    w = wctx.tensor("q4_0", (M, K), "blk.0.ffn_up.weight")
+    buf = lib.ggml_backend_alloc_ctx_tensors_from_buft(
+        wctx.ptr, ffi.cast("ggml_backend_buffer_type_t", bufts["CPU_REPACK"])
+    )
+    assert buf != ffi.NULL
+    values = np.random.default_rng(0).standard_normal((M, K)).astype(np.float32)
+    raw = types.encode(types.Type.Q4_0, values)
+    w.set_raw(raw)  # the buffer repacks it
+    yield w, raw
+    lib.ggml_backend_buffer_free(buf)
+
+
+def test_the_repack_buffer_is_listed_and_a_read_is_refused_before_the_call(repacked):
+    w, _ = repacked
+    assert "CPU_REPACK" in unreadable(w.ptr.buffer)
+    for read in (w.numpy, w.raw_bytes):
+        with pytest.raises(ValueError, match="CPU_REPACK buffer type.*cannot read back"):
+            read()
+    assert unreadable(ffi.NULL) is None
+
+
+def _product(w: gg.Tensor) -> tuple[gg.Graph, gg.Tensor, gg.Tensor]:
+    ctx = gg.Context()
+    x = ctx.tensor("f32", (N, K), "x", input=True)
+    y = ctx.mul_mat(w, x).set_name("y")
+    return gg.Graph(ctx).build_forward_expand(y), x, y
+
+
+def test_the_checker_reads_a_repacked_weight_from_the_given_bytes_and_checks_the_product(repacked):
+    w, raw = repacked
+    graph, x, y = _product(w)
+    runner = gg.Runner("cpu")
+    X = np.random.default_rng(1).standard_normal((N, K)).astype(np.float32)
+    with observing(runner, NodeChecker(weights={w.name: raw}.get)) as checker:
+        out = runner.run(graph, {x: X}, y)
+    [v] = checker.verdicts
+    assert v.kind == "MUL_MAT" and not v.unread and v.comparison is not None and v.ok, v
+    # and the product itself is right: the repacked kernel against the weight's own values
+    W = types.decode(types.Type.Q4_0, raw, (M, K)).astype(np.float64)
+    ref = X.astype(np.float64) @ W.T
+    assert float(((out - ref) ** 2).sum() / (ref**2).sum()) < 1e-4
+
+
+def test_without_the_bytes_the_node_is_unread_with_the_reason_and_the_run_goes_on(repacked):
+    w, raw = repacked
+    graph, x, y = _product(w)
+    runner = gg.Runner("cpu")
+    X = np.ones((N, K), np.float32)
+    for weights in (None, {}.get, {w.name: raw[:-1]}.get):  # none, not that name, the wrong size
+        with observing(runner, NodeChecker(weights=weights)) as checker:
+            runner.run(graph, {x: X}, y)
+        [v] = checker.verdicts
+        assert v.unread and v.error.startswith(UNREADABLE) and "CPU_REPACK" in v.error and w.name in v.error
