@@ -431,7 +431,20 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return coverage.main(args)
     from pyggml.testing import check
 
+    stop_on_sigterm()
     return check.main(args)
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (a CI timeout, `kill`) ends `check` as Ctrl-C does: as an exception, so every `finally` that
+    kills a worker or model child runs; by default it would end this process alone and leave them computing,
+    orphaned. Only for commands that wait in Python: a handler runs between bytecodes, never inside a long C
+    call (rpc-server keeps the default)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 if __name__ == "__main__":

@@ -191,3 +191,50 @@ def test_the_fuzzers_are_subcommands_with_their_options():
     ):
         res = run("pyggml", name, "--help")
         assert res.returncode == 0 and option in res.stdout and f"pyggml {name}" in res.stdout, res.stderr
+
+
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is `pid` (Linux: /proc/PID/stat's fourth field)."""
+    from pathlib import Path
+
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def test_sigterm_ends_check_and_the_children_it_started(tmp_path):
+    """A CI timeout or `kill` sends SIGTERM: check --model's model child went on computing, orphaned, for a
+    minute. Now SIGTERM ends check as Ctrl-C does, and its children with it."""
+    import os
+    import signal
+    import time
+
+    import pytest
+
+    if not os.path.isdir("/proc"):
+        pytest.skip("finds the children through /proc (Linux)")
+    model = tmp_path / "q.gguf"
+    made = subprocess.run([sys.executable, "-m", "pyggml", "make-model", "qwen35", str(model)], capture_output=True)
+    assert made.returncode == 0, made.stderr[-2000:]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pyggml", "check", "--model", str(model), "--backend", "cpu", "--tokens", "512"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline, kids = time.monotonic() + 60, set()
+    while not kids and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+        kids = _children(proc.pid)
+    assert kids, "check started no child within a minute"
+    time.sleep(0.5)  # the child is computing
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    time.sleep(0.5)
+    alive = {k for k in kids if os.path.exists(f"/proc/{k}") and "Z" not in open(f"/proc/{k}/stat").read().split()[2]}
+    assert not alive, f"children of check still running after SIGTERM: {alive}"
