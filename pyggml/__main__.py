@@ -1,7 +1,8 @@
 """pyggml's command line: `info` (what this build has), `check` (the differential suite), `coverage`,
 `rpc-server` (serve a local device to other processes over ggml's RPC backend), `gguf` (summarize a GGUF file),
 `notebooks` (execute the examples: compare or --refresh their outputs), `make-model` (write a small
-random-weight GGUF model that llama.cpp loads) and the fuzzers `fuzz`, `meta-fuzz`,
+random-weight GGUF model that llama.cpp loads, quantized with `--type`), `quantize` (llama.cpp's quantizer) and the
+fuzzers `fuzz`, `meta-fuzz`,
 `gguf-fuzz` and `rpc-fuzz` (docs/fuzzing.md)."""
 
 from __future__ import annotations
@@ -156,18 +157,45 @@ def info(args: argparse.Namespace) -> int:
 
 
 def make_model_main(args: argparse.Namespace) -> int:
-    """`make-model ARCH FILE`: write the file, print what it holds; a bad argument or an unwritable
-    file is an error message and exit status 2."""
+    """`make-model ARCH FILE [--type TYPE]`: write the file (F32, or quantized by llama.cpp's quantizer), print
+    what it holds; a bad argument or an unwritable file is an error message and exit status 2."""
+    import tempfile
+
     from pyggml.models.make_model import make_model
 
     try:
-        model = make_model(args.arch, args.file, seed=args.seed, layers=args.layers)
-    except (ValueError, OSError) as e:
+        if args.type is not None and args.type.lower() != "f32":
+            from pyggml import llama
+
+            if args.type.lower() not in llama.file_types():
+                raise ValueError(
+                    f"--type {args.type}: not a file type of this libllama ({', '.join(llama.file_types())})"
+                )
+            with tempfile.TemporaryDirectory() as tmp:
+                model = make_model(args.arch, os.path.join(tmp, "f32.gguf"), seed=args.seed, layers=args.layers)
+                llama.quantize(model.path, args.file, args.type)
+        else:
+            model = make_model(args.arch, args.file, seed=args.seed, layers=args.layers)
+    except (ValueError, OSError, RuntimeError) as e:
         print(f"make-model: {e}", file=sys.stderr)
         return 2
-    size = os.path.getsize(model.path)
+    size = os.path.getsize(args.file)
     n_layer = model.metadata[f"{model.arch}.block_count"].value
-    print(f"{model.path}: {model.arch}, {n_layer} layers, {len(model.tensors)} tensors, {size} bytes")
+    kind = (args.type or "f32").lower()
+    print(f"{args.file}: {model.arch}, {n_layer} layers, {len(model.tensors)} tensors, {kind}, {size} bytes")
+    return 0
+
+
+def quantize_main(args: argparse.Namespace) -> int:
+    """`quantize IN OUT TYPE`: llama.cpp's quantizer; its refusal is an error message and exit status 2."""
+    from pyggml import llama
+
+    try:
+        llama.quantize(args.src, args.dst, args.type, n_threads=args.threads)
+    except (ValueError, OSError, llama.LlamaError) as e:
+        print(f"quantize: {e}", file=sys.stderr)
+        return 2
+    print(f"{args.dst}: {args.type.lower()}, {os.path.getsize(args.dst)} bytes")
     return 0
 
 
@@ -356,6 +384,22 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_mm.add_argument("file", metavar="FILE", help="the GGUF file to write")
     p_mm.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
     p_mm.add_argument("--layers", type=int, default=None, help="number of layers (default: the architecture's, 2)")
+    p_mm.add_argument(
+        "--type",
+        default=None,
+        metavar="TYPE",
+        help="quantize it with llama.cpp's quantizer (q4_0, q4_k_m, q8_0, bf16, ...: `pyggml.llama.file_types()`); "
+        "default f32",
+    )
+    p_q = sub.add_parser(
+        "quantize", help="write a GGUF model in another file type with llama.cpp's own quantizer (llama-quantize)"
+    )
+    p_q.add_argument("src", metavar="IN", help="the model file (F32, F16 or BF16 weights)")
+    p_q.add_argument("dst", metavar="OUT", help="the file to write")
+    p_q.add_argument(
+        "type", metavar="TYPE", help="q4_0, q4_k_m, q5_k_m, q6_k, q8_0, iq4_nl, bf16, ... (llama.h's ftypes)"
+    )
+    p_q.add_argument("--threads", type=int, default=0, help="quantizer threads (default 0: the machine's cores)")
     p_nb = sub.add_parser(
         "notebooks", help="execute the example notebooks: compare their outputs with the committed ones, or --refresh"
     )
@@ -394,6 +438,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return notebooks.main(args)
     if args.command == "make-model":  # no device is used
         return make_model_main(args)
+    if args.command == "quantize":
+        return quantize_main(args)
     if args.command in fuzzers:  # they pick their devices themselves: no --vk-devices default is imposed
         module, p_fuzz = fuzzers[args.command]
         return module.main(args, p_fuzz)

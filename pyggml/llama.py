@@ -52,7 +52,9 @@ __all__ = [
     "Context",
     "LlamaError",
     "SplitMode",
+    "file_types",
     "max_devices",
+    "quantize",
     "system_info",
 ]
 
@@ -90,6 +92,56 @@ def system_info() -> str:
         The text.
     """
     return ffi.string(lib.llama_print_system_info()).decode("utf-8", "replace")
+
+
+def file_types() -> dict[str, int]:
+    """The file types this libllama's quantizer writes (llama.h's `enum llama_ftype`), read from the header it
+    was built with: `{"f32": 0, "f16": 1, "q4_0": 2, ..., "q4_k_m": 15, ...}`.
+
+    The IQ1, IQ2 and IQ3 types (but IQ3_S and IQ3_M's larger members) need an importance matrix, which
+    llama.cpp's quantizer asks for (`quantize` raises its reason).
+
+    Returns:
+        {lower-case name: the enum's value}.
+    """
+    prefix = "LLAMA_FTYPE_MOSTLY_"
+    out = {"f32": int(lib.LLAMA_FTYPE_ALL_F32)}
+    out.update({n[len(prefix) :].lower(): int(getattr(lib, n)) for n in dir(lib) if n.startswith(prefix)})
+    return out
+
+
+def quantize(src: str | os.PathLike[str], dst: str | os.PathLike[str], file_type: str, n_threads: int = 0) -> None:
+    """Write `src`'s model as `file_type`, with llama.cpp's own quantizer (`llama_model_quantize`), as
+    llama.cpp's `llama-quantize SRC DST TYPE` does.
+
+    Args:
+        src: a GGUF model file (F32, F16 or BF16 weights).
+        dst: the file to write.
+        file_type: a name of `file_types()`, in any case ("Q4_K_M", "q8_0", "bf16", ...).
+        n_threads: threads for the quantizer; 0: the machine's cores.
+
+    Raises:
+        ValueError: an unknown file type (the message lists this libllama's), or a negative n_threads.
+        FileNotFoundError: `src` does not exist.
+        LlamaError: llama.cpp refused or failed (its logged reason: a type that needs an importance matrix,
+            a file it cannot read, ...).
+    """
+    types = file_types()
+    key = str(file_type).lower()
+    if key not in types:
+        raise ValueError(f"quantize: unknown file type {file_type!r}; this libllama writes: {', '.join(types)}")
+    if int(n_threads) < 0:
+        raise ValueError(f"quantize: n_threads must be 0 (the cores) or more, not {n_threads}")
+    src_path, dst_path = os.fspath(src), os.fspath(dst)
+    if not os.path.isfile(src_path):
+        raise FileNotFoundError(f"quantize: no such file: {src_path}")
+    params = ffi.new("llama_model_quantize_params *", lib.llama_model_quantize_default_params())
+    params.ftype = types[key]
+    params.nthread = int(n_threads)
+    with logged_warnings() as lines:
+        rc = lib.llama_model_quantize(_c_str(src_path), _c_str(dst_path), params)
+    if rc != 0:
+        raise LlamaError(f"llama.cpp could not quantize {src_path} to {key}: {_reason(lines, 'no reason logged')}")
 
 
 def _reason(lines: list[str], default: str) -> str:

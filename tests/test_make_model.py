@@ -277,3 +277,59 @@ def test_llama_cpp_loads_and_decodes(tmp_path, arch):
     path = make_model(arch, tmp_path / f"{arch}.gguf", seed=1, layers=4).path
     res = subprocess.run([os.environ["PYGGML_LLAMA_DECODE_CHECK"], path], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0 and "0 not finite: ok" in res.stdout, res.stdout + res.stderr
+
+
+# --- quantized files, by llama.cpp's own quantizer ---------------------------------------------------------------
+def test_the_file_types_are_llama_hs():
+    from pyggml import lib, llama
+
+    types = llama.file_types()
+    assert types["f32"] == lib.LLAMA_FTYPE_ALL_F32 and types["q4_k_m"] == lib.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    assert {"bf16", "q8_0", "q6_k", "q5_k_m", "q4_0", "iq4_nl", "iq4_xs", "iq2_xxs", "tq1_0"} <= set(types)
+
+
+def test_quantize_writes_the_type_and_refuses_with_llama_cpps_reason(tmp_path):
+    from pyggml import llama
+
+    src, dst = tmp_path / "f32.gguf", tmp_path / "q.gguf"
+    make_model("qwen35", src)
+    llama.quantize(src, dst, "Q8_0")
+    kinds = {t.type.name for t in gguf.read_info(dst).tensor_info.values()}
+    assert "Q8_0" in kinds and kinds <= {"Q8_0", "F32"}  # 1-d tensors (norms) stay F32
+    with pytest.raises(llama.LlamaError, match="requires an imatrix"):
+        llama.quantize(src, tmp_path / "iq2.gguf", "iq2_xxs")
+    with pytest.raises(ValueError, match="unknown file type 'q9'.*q4_k_m"):
+        llama.quantize(src, dst, "q9")
+    with pytest.raises(FileNotFoundError):
+        llama.quantize(tmp_path / "none.gguf", dst, "q8_0")
+    cli = [sys.executable, "-m", "pyggml", "quantize", str(src)]
+    ok = subprocess.run([*cli, str(tmp_path / "q6.gguf"), "q6_k"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "q6_k" in ok.stdout, ok.stderr[-2000:]
+    refused = subprocess.run([*cli, str(tmp_path / "iq1.gguf"), "iq1_s"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "requires an imatrix" in refused.stderr
+
+
+def test_make_model_type_writes_a_quantized_model_that_every_node_of_passes(tmp_path):
+    """make-model --type: a Q4_0 file whose nodes all pass `check --model` on the CPU (its weights kept out of
+    the CPU's extra buffer types: ggml's AMX products die on some machines, docs/findings.md 37)."""
+    path = tmp_path / "q4.gguf"
+    made = subprocess.run(
+        [sys.executable, "-m", "pyggml", "make-model", "qwen35", str(path), "--type", "q4_0"],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert "q4_0" in made.stdout and "Q4_0" in {t.type.name for t in gguf.read_info(path).tensor_info.values()}
+    bad = subprocess.run(
+        [sys.executable, "-m", "pyggml", "make-model", "qwen35", str(tmp_path / "x.gguf"), "--type", "q9"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "--type q9" in bad.stderr
+    checked = subprocess.run(
+        [sys.executable, "-m", "pyggml", "check", "--model", str(path), "--backend", "cpu", "--no-repack", "-q"],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
+    assert "MUL_MAT" in checked.stdout

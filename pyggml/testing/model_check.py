@@ -50,7 +50,7 @@ class ModelRun:
 
     def by_kind(self) -> dict[str, Counter]:
         """Per op kind: checked, passed, failed, without an oracle (or whose oracle could not model it) and
-        left unread (in a meta device's buffer)."""
+        left unread (in a meta device's buffer, or with a weight in memory ggml cannot read back)."""
         out: dict[str, Counter] = {}
         for v in self.verdicts:
             c = out.setdefault(v.kind, Counter())
@@ -231,7 +231,8 @@ def records(path: str, runs: list[ModelRun]) -> list[Record]:
                     Record(f"{name}/{kind}", run.backend, Status.PASS, worst, message=f"{c['checked']} nodes{unread}")
                 )
             elif c["unread"]:
-                msg = f"{c['unread']} nodes unread (in a meta device's buffer)"
+                why = next(v.error for v in run.verdicts if v.kind == kind and v.unread)
+                msg = f"{c['unread']} nodes unread: {why}"
                 out.append(Record(f"{name}/{kind}", run.backend, Status.SKIPPED, message=msg))
             else:
                 n = c["no oracle"] + c["not modelled"]
