@@ -11,9 +11,13 @@ its owner, and so nothing is freed while something that may touch it is alive.
   context, a NumPy `view()` its tensor. A set, so running a graph again adds nothing.
 - Lending (`Lender`). A `Gallocr` or a `Scheduler` lends memory to the graph it allocated last and
   takes it back when it allocates another: the tensors' data pointers are cleared, so reading or
-  computing them raises instead of touching memory that is no longer theirs. While memory is lent,
-  two facts are kept by tensor address (the lender's contexts keep those tensors alive, so no
-  other tensor can take a listed address): which tensors hold lent memory (a zero-copy `view()`
+  computing them raises instead of touching memory that is no longer theirs. The lender holds the
+  graph's contexts weakly (each context holds its lender: a strong pair would be a cycle that only
+  Python's collector breaks, late), so dropping a Runner and its graph frees both at once; a context
+  that goes first takes its tensors with it, and the lender neither writes into them nor lists them.
+  While memory is lent, two facts are kept by tensor address, with a weak reference to the lender (a
+  listed address is dropped when its context or its lender goes, so no other tensor can take it while
+  listed): which tensors hold lent memory (a zero-copy `view()`
   would outlive the lending, so it is refused) and which leaves have not been written since they
   got it (they hold what an earlier graph left there: computing raises, naming them).
 - Source restoring (`restore_sources`). ggml's scheduler rewires a node's sources to its own copies;
@@ -35,6 +39,7 @@ its owner, and so nothing is freed while something that may touch it is alive.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -196,8 +201,36 @@ def built_sources(graph: Graph, node: Any) -> tuple:
 
 
 # --- lending ----------------------------------------------------------------------------------------
-_lent: dict[int, object] = {}  # address of a tensor holding lent memory -> its lender
-_unwritten: dict[int, object] = {}  # address of a leaf given lent memory, not written since -> its lender
+# weak references to the lenders: a table of this module holding a lender strongly kept every dropped Runner's
+# scheduler, its buffers and its graph's contexts alive for the life of the process (163 KB per Runner made, run
+# and dropped). A lender's entries go when it does (Lender._weak); a context keeps its lender while it lives.
+_lent: dict[int, weakref.ref] = {}  # address of a tensor holding lent memory -> its lender
+_unwritten: dict[int, weakref.ref] = {}  # address of a leaf given lent memory, not written since -> its lender
+
+
+def _context_gone(lender: weakref.ref, addresses: list[int], _: object) -> None:
+    """A context died holding tensors `lender` lent memory to: their entries go (a later tensor may sit at
+    the same address)."""
+    for a in addresses:
+        for table in (_lent, _unwritten):
+            if table.get(a) is lender:
+                del table[a]
+
+
+def _inside_any(p: Any, ctxs: list) -> bool:
+    a = _addr(p)
+    for c in ctxs:
+        start = int(ffi.cast("uintptr_t", lib.ggml_get_mem_buffer(c.ptr)))
+        if start <= a < start + int(lib.ggml_get_mem_size(c.ptr)):
+            return True
+    return False
+
+
+def _forget(lender: weakref.ref) -> None:
+    """Drop a collected lender's entries (its tensors' memory went with it)."""
+    for table in (_lent, _unwritten):
+        for a in [a for a, r in table.items() if r is lender]:
+            del table[a]
 
 
 def graph_tensors(graph: Graph) -> list:
@@ -248,7 +281,7 @@ def is_lent(p: Any) -> bool:
     Returns:
         True for lent memory (a zero-copy view of it is refused).
     """
-    return _addr(p) in _lent or (p.view_src != _NULL and _addr(p.view_src) in _lent)
+    return _addr(p) in _lent or (p.view_src != _NULL and _addr(p.view_src) in _lent)  # entries of live lenders
 
 
 def unwritten(leaves: list) -> list:
@@ -281,7 +314,9 @@ class Lender:
     """
 
     generation = 0
-    _lent: tuple[list, list] | None = None  # (contexts of the graph, tensors given memory)
+    _lent: list[tuple[weakref.ref, list]] | None = (
+        None  # per context of the graph: (it, weakly; its tensors given memory)
+    )
     _planned: tuple | None = None  # (weak reference to the graph, its node count) the memory plan was made for
     leaves: list = []  # leaves of the lent graph that must be written before it is computed
 
@@ -321,37 +356,61 @@ class Lender:
         ctxs = contexts(graph.ctx)
         for c in ctxs:
             keep(c, self)
-        self._lent = (ctxs, fresh)
+        # the contexts weakly: each keeps this lender, and a lender that kept them made a cycle only Python's
+        # collector breaks, late, each holding a scheduler's megabytes meanwhile. A context that goes first
+        # takes its tensors with it: they are then neither given back (their memory is gone) nor listed
+        me, groups, placed = self._weak(), [], set()
+        for c in ctxs:
+            start = int(ffi.cast("uintptr_t", lib.ggml_get_mem_buffer(c.ptr)))
+            end = start + int(lib.ggml_get_mem_size(c.ptr))
+            mine = [p for p in fresh if _addr(p) not in placed and start <= _addr(p) < end]
+            placed.update(_addr(p) for p in mine)
+            if c is graph.ctx:  # a tensor found in no context of the graph's: with the graph's own (as before)
+                mine += [p for p in fresh if _addr(p) not in placed and not _inside_any(p, ctxs)]
+            gone = functools.partial(_context_gone, me, [_addr(p) for p in mine])
+            groups.append((weakref.ref(c, gone), mine))
+        self._lent = groups
         self.leaves = self._lend(fresh, [lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)])
         self.generation += 1
         graph.state.allocation = (self, self.generation)
+
+    def _weak(self) -> weakref.ref:
+        """This lender's one weak reference, the value of its entries in the module's tables, which go with it."""
+        ref = self.__dict__.get("_weak_self")
+        if ref is None:
+            ref = self._weak_self = weakref.ref(self)
+            weakref.finalize(self, _forget, ref)
+        return ref
 
     def _lend(self, fresh: list, graph_nodes: list) -> list:
         """`fresh` (C tensors) got memory from this allocator; returns the leaves among them that must
         be written before the graph is computed. A leaf that only receives a copy (cpy's destination)
         is overwritten whole by the graph and needs no value."""
         copied_into = {_addr(n.src[1]) for n in graph_nodes if n.op == lib.GGML_OP_CPY and n.src[1] != _NULL}
-        leaves = []
+        leaves, me = [], self._weak()
         for p in fresh:
             a = _addr(p)
-            _lent[a] = self
+            _lent[a] = me
             if p.op == lib.GGML_OP_NONE and p.view_src == _NULL and a not in copied_into:
-                _unwritten[a] = self
+                _unwritten[a] = me
                 leaves.append(p)
         return leaves
 
     def release(self) -> None:
         """Take the memory back from the graph allocated last: its tensors lose their data and buffer."""
         if self._lent is not None:
-            _, fresh = self._lent
-            for p in fresh:
-                a = _addr(p)
-                if _lent.get(a) is self:
-                    del _lent[a]
-                if _unwritten.get(a) is self:
-                    del _unwritten[a]
-                p.data = _NULL
-                p.buffer = _NULL
+            me = self._weak()
+            for ctx, fresh in self._lent:
+                if ctx() is None:  # gone, with its tensors (_context_gone dropped their entries)
+                    continue
+                for p in fresh:
+                    a = _addr(p)
+                    if _lent.get(a) is me:
+                        del _lent[a]
+                    if _unwritten.get(a) is me:
+                        del _unwritten[a]
+                    p.data = _NULL
+                    p.buffer = _NULL
             self._lent = None
             self.leaves = []
             self.generation += 1
