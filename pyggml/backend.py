@@ -9,7 +9,9 @@ against 0.5 ms per run on a loaded 2-core machine), the machine's cores for a la
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -21,6 +23,7 @@ from pyggml.context import Context
 from pyggml.errors import GGMLError, GraphError
 from pyggml.graph import MAX_GRAPH_SIZE, Graph
 from pyggml.lifetime import Lender, graph_tensors
+from pyggml.serial import serialized
 from pyggml.tensor import Tensor
 from pyggml.types import DeviceType, Op, Status
 
@@ -225,6 +228,7 @@ class Backend:
 
     def __init__(self, ptr: CData, dev: Device | None = None, n_threads: int | None = None) -> None:
         self.ptr = ffi.gc(ptr, lib.ggml_backend_free)
+        self.lock = threading.RLock()  # one compute at a time (pyggml.serial)
         self.device = dev if dev is not None else Device(lib.ggml_backend_get_device(ptr))
         self.n_threads: int | None = None
         # n_threads None: chosen per graph by its work (auto_threads), else fixed
@@ -344,6 +348,7 @@ class Backend:
         """Whether a CPU device computes (some of) this backend's nodes, so that the CPU kernels' rules apply."""
         return self.is_cpu
 
+    @serialized
     def compute(self, graph: Graph) -> None:
         """Compute a graph whose tensors are all allocated in memory this backend can use (`ggml_backend_graph_compute`).
 
@@ -562,8 +567,10 @@ class Gallocr(Lender):
         ptr = lib.ggml_gallocr_new(buffer_type)
         if ptr == ffi.NULL:
             raise GGMLError("could not create the graph allocator")
+        self.lock = threading.RLock()  # one graph at a time (pyggml.serial)
         self.ptr = ffi.gc(ptr, lib.ggml_gallocr_free)
 
+    @serialized
     def reserve(self, graph: Graph) -> None:
         """Plan the graph's memory and size the buffer for it (`ggml_gallocr_reserve`), without giving the tensors memory.
 
@@ -584,6 +591,7 @@ class Gallocr(Lender):
             raise GGMLError(f"gallocr: reserving the graph's memory failed: {_memory_needs(graph, [])}")
         self._plan_made(graph)
 
+    @serialized
     def alloc_graph(self, graph: Graph) -> None:
         """Give every tensor of the graph that has no memory a place in the allocator's buffer (`ggml_gallocr_alloc_graph`).
 
@@ -655,9 +663,11 @@ class Scheduler(Lender):
         if ptr == ffi.NULL:
             raise GGMLError("could not create the scheduler")
         self.ptr = ffi.gc(ptr, lib.ggml_backend_sched_free)
+        self.lock = threading.RLock()  # one graph at a time (pyggml.serial); a Runner holds it for a whole run
         self._placed: dict[int, tuple[Tensor, Backend]] = {}  # set_tensor_backend's assignments
         self._observer: EvalObserver | None = None  # observe()
 
+    @serialized
     def reserve(self, graph: Graph) -> None:
         """Plan the graph's memory on every backend (`ggml_backend_sched_reserve`) without giving the tensors memory.
 
@@ -682,6 +692,7 @@ class Scheduler(Lender):
             raise GGMLError("scheduler: reserving the graph failed")
         self._plan_made(graph)
 
+    @serialized
     def reset(self) -> None:
         """Forget the assignment of nodes to backends and the allocation (`ggml_backend_sched_reset`).
 
@@ -689,6 +700,7 @@ class Scheduler(Lender):
         """
         lib.ggml_backend_sched_reset(self.ptr)
 
+    @serialized
     def restore(self, graph: Graph) -> None:
         """Give the graph back the sources it was built with.
 
@@ -707,6 +719,7 @@ class Scheduler(Lender):
         instance("scheduler restore: graph", graph, Graph)
         lifetime.restore_sources(graph)
 
+    @serialized
     def alloc_graph(self, graph: Graph, pin: Backend | None = None) -> None:
         """Assign the graph's nodes to backends and give its tensors memory (`ggml_backend_sched_alloc_graph`).
 
@@ -764,6 +777,7 @@ class Scheduler(Lender):
         for t, b in self._placed.values():
             lib.ggml_backend_sched_set_tensor_backend(self.ptr, t.ptr, b.ptr)
 
+    @serialized
     def compute(self, graph: Graph) -> None:
         """Compute the graph, split over the backends (`ggml_backend_sched_graph_compute`).
 
@@ -793,15 +807,19 @@ class Scheduler(Lender):
         version = None if len(self.backends) == 1 else self.generation
         preflight.check(graph, on_cpu=self._on_cpu, path=self, version=version, on_vulkan=self._on_vulkan)
         preflight.rpc.check_devices(self._devices)
-        for b in self.backends:
-            if b.is_cpu:
-                b._threads_for(graph)
-        status = lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr)
+        with contextlib.ExitStack() as held:  # and its backends, in one order (a Backend.compute may share one)
+            for b in sorted(set(self.backends), key=id):
+                held.enter_context(b.lock)
+            for b in self.backends:
+                if b.is_cpu:
+                    b._threads_for(graph)
+            status = lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr)
         transport.after_device_call(self._devices)  # a failed connection computes nothing and says SUCCESS
         if self._observer is not None:  # what the observer raised: ggml stopped the compute at that node
             self._observer.raise_pending()
         _check_status(status, "scheduler graph compute")
 
+    @serialized
     def observe(self, fn: Callable[[Tensor, bool], bool] | None) -> None:
         """Watch every node as ggml computes it (`ggml_backend_sched_set_eval_callback`).
 
@@ -842,6 +860,7 @@ class Scheduler(Lender):
                 return backend.runs_on_cpu
         return True
 
+    @serialized
     def set_tensor_backend(self, t: Tensor, b: Backend) -> None:
         """Assign tensor `t` to backend `b` for every later allocation (`ggml_backend_sched_set_tensor_backend`).
 

@@ -41,10 +41,14 @@ from __future__ import annotations
 
 import functools
 import weakref
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyggml._native import cstr, ffi, lib
 from pyggml.errors import ExportError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
     from pyggml.graph import Graph
@@ -284,6 +288,47 @@ def is_lent(p: Any) -> bool:
     return _addr(p) in _lent or (p.view_src != _NULL and _addr(p.view_src) in _lent)  # entries of live lenders
 
 
+@contextmanager
+def lender_lock(p: Any) -> Iterator[None]:
+    """Hold, for a transfer, the lock of the allocator whose memory the C tensor `p` (or the tensor it views)
+    holds, if any: an allocator takes its memory back only under its lock (pyggml.serial), so a transfer that
+    finds the memory still there inside this block uses it while it is p's, whatever other threads allocate.
+
+    Args:
+        p: the `struct ggml_tensor *`.
+
+    Yields:
+        Nothing; check that `p` has memory inside the block.
+    """
+    ref = _lent.get(_addr(p))
+    if ref is None and p.view_src != _NULL:
+        ref = _lent.get(_addr(p.view_src))
+    lock = getattr(ref() if ref is not None else None, "lock", None)
+    if lock is None:
+        yield
+        return
+    with lock:
+        yield
+
+
+def with_lender_lock(method: F) -> F:
+    """A Tensor method that reads or writes its memory, run inside `lender_lock(self.ptr)`.
+
+    Args:
+        method: the method.
+
+    Returns:
+        The method, holding the lock.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with lender_lock(self.ptr):
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
 def unwritten(leaves: list) -> list:
     """The leaves among these that still hold what an earlier graph left in their memory.
 
@@ -314,6 +359,7 @@ class Lender:
     """
 
     generation = 0
+    lock: Any  # a threading.RLock, made by the subclass: allocating, computing and taking memory back hold it
     _lent: list[tuple[weakref.ref, list]] | None = (
         None  # per context of the graph: (it, weakly; its tensors given memory)
     )
@@ -359,7 +405,7 @@ class Lender:
         # the contexts weakly: each keeps this lender, and a lender that kept them made a cycle only Python's
         # collector breaks, late, each holding a scheduler's megabytes meanwhile. A context that goes first
         # takes its tensors with it: they are then neither given back (their memory is gone) nor listed
-        me, groups, placed = self._weak(), [], set()
+        me, groups, placed = self._weak(), [], set[int]()
         for c in ctxs:
             start = int(ffi.cast("uintptr_t", lib.ggml_get_mem_buffer(c.ptr)))
             end = start + int(lib.ggml_get_mem_size(c.ptr))
@@ -397,7 +443,14 @@ class Lender:
         return leaves
 
     def release(self) -> None:
-        """Take the memory back from the graph allocated last: its tensors lose their data and buffer."""
+        """Take the memory back from the graph allocated last: its tensors lose their data and buffer.
+
+        Under this allocator's `lock` (its subclasses make one): a transfer holding it (`lender_lock`) never
+        sees the memory go in the middle."""
+        with self.lock:
+            self._release()
+
+    def _release(self) -> None:
         if self._lent is not None:
             me = self._weak()
             for ctx, fresh in self._lent:

@@ -19,6 +19,7 @@ from pyggml._native import ffi, lib
 from pyggml.backend import Backend, Scheduler, backend, cpu_backend
 from pyggml.errors import Unsupported  # noqa: F401 (pyggml.testing and callers import it from here)
 from pyggml.graph import Graph
+from pyggml.serial import serialized
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ class Runner:
         backends: the scheduler's backends: `[backend]` for the CPU, `[backend, CPU backend]` otherwise.
         meta: the `pyggml.meta.MetaDevice` of a meta runner, else None.
         sched: the `Scheduler`.
+        lock: the scheduler's lock, held for each whole `run`: threads sharing a Runner take turns
+            (`pyggml.serial`).
 
     Raises:
         ValueError: a device this build lacks (the message lists those it has), a bad thread count.
@@ -76,6 +79,7 @@ class Runner:
                 self.backend = backend(self.name)
             self.backends = [self.backend, cpu_backend(n_threads)]
         self.sched = Scheduler(self.backends, graph_size)
+        self.lock = self.sched.lock  # a whole run at a time, from any thread (pyggml.serial)
 
     @property
     def n_devices(self) -> int:
@@ -109,6 +113,7 @@ class Runner:
         """
         return self.backend.unsupported(graph)
 
+    @serialized
     def allocate(self, graph: Graph, outputs: Tensor | Sequence[Tensor] = ()) -> None:
         """Give the graph's tensors memory through the scheduler, ready for `Tensor.set` on every input and then `compute`.
 
@@ -140,6 +145,7 @@ class Runner:
         # Runner("vulkan0") computed such graphs on the CPU, silently
         self.sched.alloc_graph(graph, pin=self.backend if self.meta is None else None)
 
+    @serialized
     def compute(self, graph: Graph) -> None:
         """Compute the graph this runner allocated last (`ggml_backend_sched_graph_compute`).
 
@@ -161,6 +167,7 @@ class Runner:
             if self.meta is not None:
                 self.meta.raise_pending()
 
+    @serialized
     def run(self, graph: Graph, inputs: dict[Tensor, Any], outputs: Tensor | Sequence[Tensor]) -> Any:
         """Allocate the graph, write its inputs, compute it and read the outputs.
 
@@ -191,6 +198,7 @@ class Runner:
         results = [t.numpy() for t in outs]
         return results[0] if isinstance(outputs, Tensor) else results
 
+    @serialized
     def profile(self, graph: Graph, inputs: dict[Tensor, Any], repeats: int = 5, warmup: int = 1) -> Profile:
         """Time every node of a graph on the backends this runner computes it with.
 

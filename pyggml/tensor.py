@@ -378,6 +378,7 @@ class Tensor:
                 "(allocate its context or graph on a backend first)"
             )
 
+    @lifetime.with_lender_lock  # another thread must not take the memory back meanwhile
     def set(self, values: ArrayLike | interop.SupportsDLPack, *, cast: bool = False) -> "Tensor":
         """Write values into the tensor, converted to its type.
 
@@ -434,6 +435,7 @@ class Tensor:
         lifetime.written(p)
         return self
 
+    @lifetime.with_lender_lock  # another thread must not take the memory back meanwhile
     def set_raw(self, data: Buffer | np.ndarray) -> "Tensor":
         """Write the tensor's bytes as they are, in ggml's own encoding of its type (quantized blocks and all).
 
@@ -469,6 +471,7 @@ class Tensor:
         lifetime.written(p)
         return self
 
+    @lifetime.with_lender_lock  # another thread must not take the memory back meanwhile
     def raw_bytes(self) -> np.ndarray:
         """A copy of the tensor's `nbytes` bytes, in ggml's own encoding (for contiguous tensors).
 
@@ -490,6 +493,7 @@ class Tensor:
             transport.after_transfer(self.ptr.buffer)  # zeros, not its values, from a failed RPC server
         return out
 
+    @lifetime.with_lender_lock  # another thread must not take the memory back meanwhile
     def numpy(self) -> np.ndarray:
         """A copy of the values as a NumPy array of shape `t.shape` (NumPy order).
 

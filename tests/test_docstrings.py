@@ -57,6 +57,7 @@ MODULES = {
     "pyggml.types": "types.md",
     "pyggml.errors": "errors.md",
     "pyggml.lifetime": "lifetime.md",
+    "pyggml.serial": "serial.md",
     "pyggml.transport": "transport.md",
     "pyggml.graph_draw": "graph_draw.md",
     "pyggml.graph_dot": "graph_dot.md",
