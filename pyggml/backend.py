@@ -224,6 +224,7 @@ class Backend:
         device: the Device it runs on.
         n_threads: on a CPU backend the thread count in force (None on others).
         auto_threads: whether the thread count is chosen per graph (made without `n_threads`).
+        lock: held by each compute: threads take turns (`pyggml.serial`).
     """
 
     def __init__(self, ptr: CData, dev: Device | None = None, n_threads: int | None = None) -> None:
@@ -558,6 +559,8 @@ class Gallocr(Lender):
 
     Attributes:
         ptr: the `ggml_gallocr_t`.
+        lock: held by each allocation; hold it around allocate, write, compute, read when threads share the
+            allocator (`pyggml.serial`).
 
     Raises:
         GGMLError: ggml cannot make the allocator.
@@ -634,6 +637,8 @@ class Scheduler(Lender):
         ptr: the `ggml_backend_sched_t`.
         backends: the backends.
         graph_size: the scheduler's graph size.
+        lock: held by each allocation and compute; hold it around allocate, write, compute, read when threads
+            share the scheduler (`pyggml.serial`).
 
     Raises:
         ValueError: no backends, more than 16, or a last backend that is not the CPU; `graph_size` outside

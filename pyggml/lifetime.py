@@ -360,9 +360,8 @@ class Lender:
 
     generation = 0
     lock: Any  # a threading.RLock, made by the subclass: allocating, computing and taking memory back hold it
-    _lent: list[tuple[weakref.ref, list]] | None = (
-        None  # per context of the graph: (it, weakly; its tensors given memory)
-    )
+    # per context of the graph: (the context, weakly; its tensors given memory)
+    _lent: list[tuple[weakref.ref, list]] | None = None
     _planned: tuple | None = None  # (weak reference to the graph, its node count) the memory plan was made for
     leaves: list = []  # leaves of the lent graph that must be written before it is computed
 

@@ -598,7 +598,8 @@ def main(args: argparse.Namespace) -> int:
     """`python -m pyggml check`: run the suite as the command line asks.
 
     In test mode the cases are selected first, then the worker processes they are worth start (forks of this
-    process when backends are named, before it lists ggml's devices). `--repro`, `--model`, `--mode grad` and `--mode perf` go to their own modules.
+    process when backends are named, before it lists ggml's devices). `--repro`, `--model`, `--mode grad` and
+    `--mode perf` go to their own modules.
 
     Args:
         args: the parsed command line (`python -m pyggml check --help`).

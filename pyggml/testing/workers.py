@@ -188,8 +188,8 @@ def run_cases(
     worker has its runners, `done(records)` when a case is done (in the order cases finish). `modules`
     are imported by each worker first (modules that register cases of their own). `started`: workers
     from `start` for these backends and cases (the caller chose how many); else as many as the cases are worth
-    (`wanted`). All end with the run. `deadline` (a `time.monotonic()` time): then the workers are killed, and every case
-    not done by then is recorded as skipped, with the message `over`."""
+    (`wanted`). All end with the run. `deadline` (a `time.monotonic()` time): then the workers are killed, and
+    every case not done by then is recorded as skipped, with the message `over`."""
     workers = started or start(backends, wanted(jobs, selected, backends), slow, modules)
     args = workers[0].args
     names = [c.name for c in selected]
