@@ -9,6 +9,7 @@ restricts them).
 """
 
 import os
+import re
 import time
 
 # before ggml lists its devices (on the first pyggml call)
@@ -65,6 +66,34 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("rebuild"):
             item.add_marker(skip)
+
+
+# --- what an optional thing's skip says ------------------------------------------------------------------------
+# A test that needs something README's command does not install skips, and its reason says how to get it: the many
+# device tests say which device is missing, and this adds the command, once, in one place.
+HOW_TO_GET = [
+    (
+        re.compile(
+            r"\bno (vulkan|device)|\bneeds (two|a second)\b.*\b(vulkan|device)", re.IGNORECASE
+        ),  # missing, not refusing
+        'a Vulkan device: CMAKE_ARGS="-DGGML_VULKAN=ON" pip install -e . (Debian: apt-get install libvulkan-dev glslc '
+        "mesa-vulkan-drivers; GGML_VK_VISIBLE_DEVICES=0,0 lists Mesa's lavapipe twice: docs/building.md)",
+    ),
+    (re.compile(r"could not import 'torch'"), "pip install torch"),
+    (re.compile(r"could not import 'jax'"), "pip install jax jaxlib"),
+]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        path, line, reason = report.longrepr
+        for pattern, how in HOW_TO_GET:
+            if pattern.search(reason) and "to run it:" not in reason and "PYGGML_" not in reason:
+                report.longrepr = (path, line, f"{reason} (to run it: {how})")
+                break
 
 
 # --- the device budget ------------------------------------------------------------------------------------
