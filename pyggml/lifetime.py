@@ -221,13 +221,10 @@ def _context_gone(lender: weakref.ref, addresses: list[int], _: object) -> None:
                 del table[a]
 
 
-def _inside_any(p: Any, ctxs: list) -> bool:
-    a = _addr(p)
-    for c in ctxs:
-        start = int(ffi.cast("uintptr_t", lib.ggml_get_mem_buffer(c.ptr)))
-        if start <= a < start + int(lib.ggml_get_mem_size(c.ptr)):
-            return True
-    return False
+def _arena(ctx: Any) -> range:
+    """The addresses of a context's own memory, where its tensors' structs live."""
+    start = int(ffi.cast("uintptr_t", lib.ggml_get_mem_buffer(ctx.ptr)))
+    return range(start, start + int(lib.ggml_get_mem_size(ctx.ptr)))
 
 
 def _forget(lender: weakref.ref) -> None:
@@ -404,14 +401,11 @@ class Lender:
         # the contexts weakly: each keeps this lender, and a lender that kept them made a cycle only Python's
         # collector breaks, late, each holding a scheduler's megabytes meanwhile. A context that goes first
         # takes its tensors with it: they are then neither given back (their memory is gone) nor listed
-        me, groups, placed = self._weak(), [], set[int]()
-        for c in ctxs:
-            start = int(ffi.cast("uintptr_t", lib.ggml_get_mem_buffer(c.ptr)))
-            end = start + int(lib.ggml_get_mem_size(c.ptr))
-            mine = [p for p in fresh if _addr(p) not in placed and start <= _addr(p) < end]
-            placed.update(_addr(p) for p in mine)
-            if c is graph.ctx:  # a tensor found in no context of the graph's: with the graph's own (as before)
-                mine += [p for p in fresh if _addr(p) not in placed and not _inside_any(p, ctxs)]
+        me, arenas = self._weak(), [_arena(c) for c in ctxs]
+        owner = {_addr(p): next((i for i, r in enumerate(arenas) if _addr(p) in r), 0) for p in fresh}
+        groups = []
+        for i, c in enumerate(ctxs):  # a tensor found in no context of the graph's: with the graph's own (ctxs[0])
+            mine = [p for p in fresh if owner[_addr(p)] == i]
             gone = functools.partial(_context_gone, me, [_addr(p) for p in mine])
             groups.append((weakref.ref(c, gone), mine))
         self._lent = groups
