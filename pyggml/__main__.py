@@ -157,13 +157,34 @@ def info(args: argparse.Namespace) -> int:
 
 
 def make_model_main(args: argparse.Namespace) -> int:
-    """`make-model ARCH FILE [--type TYPE]`: write the file (F32, or quantized by llama.cpp's quantizer), print
-    what it holds; a bad argument or an unwritable file is an error message and exit status 2."""
+    """`make-model ARCH FILE [--type TYPE]` writes the file (F32, or quantized by llama.cpp's quantizer) and prints
+    what it holds; `make-model --list` prints the architectures, one per line. pyggml's own tables make their
+    architectures (`--layers` works there); llama.cpp's generator (`pyggml.models.llama_archs`) makes the rest,
+    or any of its own with `--generator llama.cpp`. A bad argument or an unwritable file is an error message and
+    exit status 2."""
     import tempfile
 
-    from pyggml.models.make_model import make_model
+    from pyggml.models import llama_archs
+    from pyggml.models.make_model import architectures, make_model
+
+    def ours() -> bool:
+        return args.generator == "pyggml" or (args.generator is None and args.arch in architectures())
+
+    def write(path: str) -> None:
+        if ours():
+            make_model(args.arch, path, seed=args.seed, layers=args.layers)
+        elif args.layers is not None:
+            raise ValueError(f"--layers: only pyggml's own architectures take it ({', '.join(architectures())})")
+        else:
+            llama_archs.generate(args.arch, path, seed=args.seed)
 
     try:
+        if args.list:
+            names = llama_archs.names()
+            print("\n".join(names + [a for a in architectures() if a not in names]))
+            return 0
+        if args.arch is None or args.file is None:
+            raise ValueError("give ARCH and FILE (or --list to see the architectures)")
         if args.type is not None and args.type.lower() != "f32":
             from pyggml import llama
 
@@ -172,17 +193,23 @@ def make_model_main(args: argparse.Namespace) -> int:
                     f"--type {args.type}: not a file type of this libllama ({', '.join(llama.file_types())})"
                 )
             with tempfile.TemporaryDirectory() as tmp:
-                model = make_model(args.arch, os.path.join(tmp, "f32.gguf"), seed=args.seed, layers=args.layers)
-                llama.quantize(model.path, args.file, args.type)
+                write(os.path.join(tmp, "f32.gguf"))
+                llama.quantize(os.path.join(tmp, "f32.gguf"), args.file, args.type)
         else:
-            model = make_model(args.arch, args.file, seed=args.seed, layers=args.layers)
+            write(args.file)
+        from pyggml import gguf
+
+        info = gguf.read_info(args.file)
     except (ValueError, OSError, RuntimeError) as e:
         print(f"make-model: {e}", file=sys.stderr)
         return 2
-    size = os.path.getsize(args.file)
-    n_layer = model.metadata[f"{model.arch}.block_count"].value
+    meta = info.metadata
+    arch = meta["general.architecture"]
     kind = (args.type or "f32").lower()
-    print(f"{args.file}: {model.arch}, {n_layer} layers, {len(model.tensors)} tensors, {kind}, {size} bytes")
+    print(
+        f"{args.file}: {arch}, {meta.get(f'{arch}.block_count', '?')} layers, {len(info.tensor_info)} tensors, "
+        f"{kind}, {os.path.getsize(args.file)} bytes (made by {'pyggml' if ours() else 'llama.cpp'})"
+    )
     return 0
 
 
@@ -380,8 +407,22 @@ def _main(argv: Sequence[str] | None = None) -> int:
         "make-model",
         help=f"write a small random-weight GGUF model of a llama.cpp architecture ({', '.join(architectures())})",
     )
-    p_mm.add_argument("arch", metavar="ARCH", help=f"the architecture: {', '.join(architectures())}")
-    p_mm.add_argument("file", metavar="FILE", help="the GGUF file to write")
+    p_mm.add_argument(
+        "arch",
+        metavar="ARCH",
+        nargs="?",
+        help=f"the architecture: pyggml's own ({', '.join(architectures())}) or any llama.cpp's generator makes "
+        "(--list)",
+    )
+    p_mm.add_argument("file", metavar="FILE", nargs="?", help="the GGUF file to write")
+    p_mm.add_argument("--list", action="store_true", help="print the architectures, one per line, and exit")
+    p_mm.add_argument(
+        "--generator",
+        choices=("pyggml", "llama.cpp"),
+        default=None,
+        help="who makes the model: pyggml's tables (its own architectures) or llama.cpp's generator "
+        "(tests/test-llama-archs.cpp); default pyggml's where it has the architecture",
+    )
     p_mm.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
     p_mm.add_argument("--layers", type=int, default=None, help="number of layers (default: the architecture's, 2)")
     p_mm.add_argument(

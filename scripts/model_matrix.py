@@ -40,9 +40,10 @@ TYPES = [
 ]
 
 
-def make(arch: str, file_type: str, folder: str) -> tuple[str | None, str]:
+def make(arch: str, file_type: str, folder: str, generator: str | None) -> tuple[str | None, str]:
     path = os.path.join(folder, f"{arch}-{file_type}.gguf")
     cmd = [sys.executable, "-m", "pyggml", "make-model", arch, path, "--type", file_type]
+    cmd += ["--generator", generator] if generator else []
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         return None, proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
@@ -84,16 +85,31 @@ def check(path: str, backend: str, tokens: int, no_repack: bool) -> tuple[str, b
 
 
 def main() -> int:
+    from pyggml.models import llama_archs
     from pyggml.models.make_model import architectures
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--arch", action="append", help="an architecture (repeatable; default: every one of make-model)")
-    p.add_argument("--type", action="append", help=f"a file type (repeatable; default: {' '.join(TYPES)})")
+    p.add_argument(
+        "--arch",
+        action="append",
+        help="an architecture (repeatable; default: pyggml's own; `all`: every one of make-model --list)",
+    )
+    p.add_argument("--generator", choices=("pyggml", "llama.cpp"), help="make-model --generator")
+    p.add_argument(
+        "--type", action="append", help=f"a file type (repeatable; default: {' '.join(TYPES)}; `all`: every one)"
+    )
     p.add_argument("--backend", action="append", help="a backend (repeatable; default: cpu)")
     p.add_argument("--tokens", type=int, default=8)
     p.add_argument("--no-repack", action="store_true", help="check --model --no-repack")
     args = p.parse_args()
     archs, types, backends = args.arch or architectures(), args.type or TYPES, args.backend or ["cpu"]
+    if types == ["all"]:
+        from pyggml import llama
+
+        types = list(llama.file_types())
+    if archs == ["all"]:
+        archs = llama_archs.names()
+        archs += [a for a in architectures() if a not in archs and args.generator != "llama.cpp"]
     print(f"# {datetime.date.today()}: python scripts/model_matrix.py {' '.join(sys.argv[1:])}")
     print(
         "| arch | type | backend | op kinds | nodes | kinds failed | kinds without oracle | kinds unread | s | error |"
@@ -103,7 +119,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         for arch in archs:
             for file_type in types:
-                path, why = make(arch, file_type, folder)
+                path, why = make(arch, file_type, folder, args.generator)
                 for backend in backends:
                     if path is None:
                         print(f"| {arch} | {file_type} | {backend} | - | - | - | - | - | - | not made: {why[:120]} |")

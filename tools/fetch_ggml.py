@@ -36,8 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PIN_FILE = ROOT / "vendor" / "ggml" / "pin.toml"
 PATCH_DIR = ROOT / "vendor" / "ggml" / "patches"
 LLAMA_PATCH_DIR = ROOT / "vendor" / "llama" / "patches"
-# the folders of llama.cpp's tree that libllama is built from (common/ and the tools are not)
-LLAMA_FOLDERS = ("src", "include")
+# the folders of llama.cpp's tree that libllama is built from (common/ and the tools are not), and
+# tests/, which holds llama.cpp's generator of random models (built as pyggml's llama-archs)
+LLAMA_FOLDERS = ("src", "include", "tests")
+OPTIONAL_FOLDERS = ("tests",)  # a checkout without it builds without llama-archs
 
 
 class FetchError(RuntimeError):
@@ -150,9 +152,12 @@ def apply_patches(tree: Path, skip: frozenset[str], patch_dir: Path = PATCH_DIR,
         print(f"pyggml: applied {patch.name}", flush=True)
 
 
-def stamp_text(pin: dict, source: str | None, skip: frozenset[str], patch_dir: Path = PATCH_DIR) -> str:
+def stamp_text(
+    pin: dict, source: str | None, skip: frozenset[str], patch_dir: Path = PATCH_DIR, folders: tuple[str, ...] = ()
+) -> str:
     h = hashlib.sha256()
     h.update(repr(sorted(pin.items())).encode())
+    h.update(repr(folders).encode())  # a tree extracted with fewer folders is made again
     h.update((source or "").encode())
     for p in patches(skip, patch_dir):
         h.update(p.name.encode())
@@ -181,6 +186,8 @@ def _copy_checkout(source: str, header: str, folders: tuple[str, ...] | None, de
     if not (src / "include" / header).exists():
         raise FetchError(f"{variable}={source} is not a source tree with include/{header}")
     for folder in folders or [""]:
+        if folder in OPTIONAL_FOLDERS and not (src / folder).is_dir():
+            continue
         shutil.copytree(
             src / folder, dest / folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git", "build*")
         )
@@ -221,7 +228,7 @@ def prepare_llama(dest: Path, skip: frozenset[str] = frozenset()) -> Path:
         else:
             extract_folders(cached_sdist(pin), {f"{pin['llama_subdir']}/{f}": dest / f for f in LLAMA_FOLDERS})
 
-    want = stamp_text(pin, source, skip, LLAMA_PATCH_DIR)
+    want = stamp_text(pin, source, skip, LLAMA_PATCH_DIR, LLAMA_FOLDERS)
     return _prepared(dest, want, fill, skip, LLAMA_PATCH_DIR, "llama.cpp")
 
 

@@ -530,12 +530,18 @@ class NodeChecker:
         verdict = self.verdicts[-1]
         assert s.from_node is not None
         try:
-            expected = np.asarray(s.from_node(Node(t, [x.values if x else None for x in captured.sources])))
+            sources = captured.sources
+            result = s.from_node(
+                Node(t, [x.values if x else None for x in sources], [x.raw if x else None for x in sources])
+            )
         except Exception as e:  # noqa: BLE001 - a call the oracle does not model: no verdict, and why
             verdict.error = f"{type(e).__name__}: {e}"
             return True
         ptrs = [Tensor(p, t.ctx) for p in t.ptr.src if p != ffi.NULL]
-        bound = node_bound(s, t, ptrs)
+        if isinstance(result, opdb.Modeled):  # the oracle did what this backend does: its tighter bound
+            expected, bound = np.asarray(result.values), result.nmse
+        else:
+            expected, bound = np.asarray(result), node_bound(s, t, ptrs)
         if self.tolerance is not None:
             bound = self.tolerance(t, bound)
         max_err = 0.0 if bound == 0 else default_max_error(bound)

@@ -102,12 +102,10 @@ def compare(actual: np.ndarray, expected: np.ndarray, nmse_bound: float, max_err
     a64, e64 = a.astype(np.float64), e.astype(np.float64)
     for what, fn in (("NaN", np.isnan), ("+Inf", np.isposinf), ("-Inf", np.isneginf)):
         if (fn(a64) != fn(e64)).any():
-            return Comparison(
-                False,
-                float("inf"),
-                float("inf"),
-                f"{what} at {int((fn(a64) != fn(e64)).sum())} position(s) the oracle does not have",
-            )
+            extra, missing = int((fn(a64) & ~fn(e64)).sum()), int((fn(e64) & ~fn(a64)).sum())
+            why = [f"{what} at {extra} position(s) the oracle does not have"] if extra else []
+            why += [f"no {what} at {missing} position(s) where the oracle has it"] if missing else []
+            return Comparison(False, float("inf"), float("inf"), "; ".join(why))
     err, worst = nmse(a64, e64), max_error(a64, e64)
     if err > nmse_bound:
         return Comparison(False, err, worst, f"NMSE {err:.2e} > {nmse_bound:.0e}")

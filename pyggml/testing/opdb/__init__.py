@@ -250,6 +250,16 @@ class Bad:
     words: str
 
 
+@dataclass(frozen=True)
+class Modeled:
+    """What a `from_node` returns when its oracle models what the backend computing the node does, beyond
+    the op's definition (the CPU's rounding of activations to a quantized weight's dot type): the values
+    it expects, and the tighter NMSE bound that modeling earns (instead of the spec's plain one)."""
+
+    values: np.ndarray
+    nmse: float
+
+
 @dataclass
 class Node:
     """A node as `from_node` sees it: its tensor (op_params, ne, type) and its sources' values as NumPy
@@ -257,6 +267,20 @@ class Node:
 
     tensor: Tensor
     src: list[np.ndarray | None]
+    raw: list[np.ndarray | None] = field(default_factory=list)  # each source's bytes (uint8), where read
+
+    def raw_blocks(self, i: int) -> np.ndarray | None:
+        """Source i's bytes as [rows..., blocks, block bytes] (a packed tensor of a block type), else None."""
+        from pyggml import types
+
+        raw = self.raw[i] if i < len(self.raw) else None
+        p = self.tensor.ptr.src[i]
+        t = types.Type(p.type)
+        block, size = types.block_size(t), types.type_size(t)
+        ne = [int(p.ne[d]) for d in range(4)]
+        if raw is None or block == 1 or raw.size != size * int(np.prod(ne)) // block:
+            return None
+        return raw.reshape(ne[3], ne[2], ne[1], ne[0] // block, size)
 
     def arg(self, i: int) -> np.ndarray:
         """Source i's values; ValueError when the node has no source in that slot."""
@@ -280,6 +304,14 @@ class Node:
     @property
     def ne(self) -> tuple[int, ...]:
         return tuple(self.tensor.ne)
+
+    def computed_by_cpu(self) -> bool:
+        """The node's output lies in a CPU buffer (ggml's scheduler computes a node on the backend whose
+        buffer holds it). False on a device, an RPC server (whose backend is not known here) or a meta split."""
+        from pyggml._native import ffi, lib
+
+        buffer = self.tensor.ptr.buffer
+        return buffer != ffi.NULL and ffi.string(lib.ggml_backend_buffer_name(buffer)).decode().startswith("CPU")
 
     def value(self) -> np.ndarray:
         """The node's own output: only for ops whose result is defined up to an order ggml leaves open

@@ -3,6 +3,7 @@ positions, DeepSeek's lightning indexer and hyper-connections."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -186,6 +187,19 @@ spec(
 
 
 # --- rope_ext, rope_multi -----------------------------------------------------------------------------------------------
+def rope_offset_node(n: Node, read: Callable[[Node], np.ndarray]) -> np.ndarray:
+    """A ROPE or ROPE_BACK node with `ggml_rope_set_offset` (op_params[15], n_offs): ggml rotates the n_dims
+    channels from n_offs on and copies the rest (deepseek4's and hy_v4's attention). `read` is the node's oracle
+    without an offset; it is given the channels from n_offs on, whose first n_dims it rotates."""
+    n_offs = n.i32(15)
+    if n_offs == 0:
+        return read(n)
+    a = n.arg(0)
+    out = np.array(a, dtype=np.float32)
+    out[..., n_offs:] = read(Node(n.tensor, [a[..., n_offs:], *n.src[1:]]))
+    return out
+
+
 def _rope_node(n: Node) -> np.ndarray:
     """ggml_rope_impl's op_params: {0, n_dims, mode, 0, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
     beta_fast, beta_slow (f32 at 5..10), sections[4] (11..14)}; src[1] positions, src[2] freq_factors. The
@@ -299,7 +313,7 @@ spec(
     lambda xp, x, kw: xp.rope_ext(x.a, x.pos, freq_factors=getattr(x, "ff", None), **kw),
     _rope_ext_samples(),
     reads=("ROPE",),
-    from_node=_rope_node,
+    from_node=lambda n: rope_offset_node(n, _rope_node),
     hints={"a": hints.rope_a, "pos": hints.rope_pos, "freq_factors": hints.rope_freq_factors},
     grad=[
         Grad(

@@ -28,6 +28,7 @@ from pyggml.testing.opdb import (
     spec,
     uniform,
 )
+from pyggml.testing.opdb.attention import rope_offset_node
 
 
 def softmax_rows(spread: float = 2.0) -> Gen:
@@ -563,7 +564,7 @@ spec(
     lambda xp, x, kw: xp.rope_ext_back(x.a, x.pos, getattr(x, "ff", None), **kw),
     _ROPE_BACK,
     reads=("ROPE_BACK",),
-    from_node=_rope_back_node,
+    from_node=lambda n: rope_offset_node(n, _rope_back_node),
     errors=_errors("rope_ext_back"),
 )
 

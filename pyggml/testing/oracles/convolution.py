@@ -136,6 +136,15 @@ def conv_transpose_2d_p0(a: np.ndarray, b: np.ndarray, stride: int) -> np.ndarra
     return out
 
 
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def _pool_max(win: np.ndarray, axes: int | tuple[int, ...]) -> np.ndarray:
+    """A max pool's window: ggml's definition starts every window's maximum at -FLT_MAX (the CPU, CUDA and
+    Vulkan kernels alike), so a window of -Inf only (minimax-m3 masks its scores with -Inf) gives -FLT_MAX."""
+    return np.maximum(win.max(axes), -_FLT_MAX)
+
+
 def pool_1d(a: np.ndarray, op: int, k0: int, s0: int, p0: int) -> np.ndarray:
     """op 0 max, 1 average over the window's elements that lie inside a (padding is not counted)."""
     a = np.asarray(a, np.float64)
@@ -145,7 +154,7 @@ def pool_1d(a: np.ndarray, op: int, k0: int, s0: int, p0: int) -> np.ndarray:
     for o in range(OW):
         lo, hi = max(o * s0 - p0, 0), min(o * s0 - p0 + k0, W)
         win = a[..., lo:hi]
-        out[..., o] = win.max(-1) if op == 0 else win.mean(-1)
+        out[..., o] = _pool_max(win, -1) if op == 0 else win.mean(-1)
     return out
 
 
@@ -160,7 +169,7 @@ def pool_2d(a: np.ndarray, op: int, k0: int, k1: int, s0: int, s1: int, p0: int,
         for ox in range(OW):
             x0, x1 = max(ox * s0 - p0, 0), min(ox * s0 - p0 + k0, W)
             win = a[..., y0:y1, x0:x1]
-            out[..., oy, ox] = win.max((-1, -2)) if op == 0 else win.sum((-1, -2)) / (k0 * k1)
+            out[..., oy, ox] = _pool_max(win, (-1, -2)) if op == 0 else win.sum((-1, -2)) / (k0 * k1)
     return out
 
 
