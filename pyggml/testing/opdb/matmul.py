@@ -49,7 +49,6 @@ from pyggml import types
 from pyggml._native import ffi, lib
 from pyggml.errors import GraphError
 from pyggml.testing import oracles
-from pyggml.testing.oracles import dot_rounding
 from pyggml.testing.opdb import (
     NMSE_F16,
     NMSE_Q8_DOT,
@@ -59,9 +58,9 @@ from pyggml.testing.opdb import (
     Gen,
     Grad,
     In,
+    InputSpec,
     Modeled,
     Node,
-    InputSpec,
     Permuted,
     Sample,
     Transposed,
@@ -72,6 +71,7 @@ from pyggml.testing.opdb import (
     permutation_rows,
     spec,
 )
+from pyggml.testing.oracles import dot_rounding
 
 # the bad calls pass wrong types and argument counts on purpose: pyggml must raise on them
 ops: Any = _typed_ops
