@@ -185,6 +185,11 @@ def make_model_main(args: argparse.Namespace) -> int:
             return 0
         if args.arch is None or args.file is None:
             raise ValueError("give ARCH and FILE (or --list to see the architectures)")
+        if not ours() and args.arch not in llama_archs.names() and args.generator is None:
+            raise ValueError(
+                f"unknown architecture {args.arch!r}: pyggml makes {', '.join(architectures())}, llama.cpp's "
+                f"generator {len(llama_archs.names())} (python -m pyggml make-model --list)"
+            )
         if args.type is not None and args.type.lower() != "f32":
             from pyggml import llama
 

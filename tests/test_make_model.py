@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from pyggml import gguf
+from pyggml.models import llama_archs
 from pyggml.models.make_model import architectures, make_model
 
 # llama_model_base::load_hparams (src/llama-model.cpp): context_length, embedding_length, block_count
@@ -259,7 +260,13 @@ def test_cli_writes_a_model(tmp_path):
 def test_cli_refuses_bad_arguments(tmp_path):
     res = run("make-model", "nope", str(tmp_path / "x.gguf"))
     assert res.returncode == 2 and "Traceback" not in res.stderr
-    assert "unknown architecture 'nope'; known: " + ", ".join(ARCHS) in res.stderr
+    assert f"unknown architecture 'nope': pyggml makes {', '.join(ARCHS)}, llama.cpp's generator" in res.stderr
+    res = run("make-model", "nope", str(tmp_path / "x.gguf"), "--generator", "llama.cpp")
+    assert res.returncode == 2 and "llama.cpp's generator saves no such model" in res.stderr
+    res = run("make-model", "gpt2", str(tmp_path / "x.gguf"), "--layers", "3")
+    assert res.returncode == 2 and "--layers: only pyggml's own architectures" in res.stderr
+    res = run("make-model", str(tmp_path / "x.gguf"))
+    assert res.returncode == 2 and "give ARCH and FILE" in res.stderr
     res = run("make-model", "llama", str(tmp_path / "no" / "x.gguf"))
     assert res.returncode == 2 and "Traceback" not in res.stderr and "cannot write" in res.stderr
     res = run("make-model", "llama", str(tmp_path / "x.gguf"), "--layers", "0")
@@ -333,3 +340,59 @@ def test_make_model_type_writes_a_quantized_model_that_every_node_of_passes(tmp_
     )
     assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
     assert "MUL_MAT" in checked.stdout
+
+
+# --- llama.cpp's own generator (tests/test-llama-archs.cpp, built as llama-archs) ------------------------------
+def test_make_model_lists_every_architecture_one_per_line():
+    res = run("make-model", "--list")
+    assert res.returncode == 0, res.stderr
+    names = res.stdout.split()
+    assert len(names) == len(set(names)) >= 120 and res.stdout.count("\n") == len(names)
+    # llama.cpp's generator's (dense and MoE variants), and pyggml's own that it does not make (rwkv7)
+    assert {"llama", "llama-moe", "deepseek4", "gemma3", "granitehybrid", "lfm2", "rwkv7"} <= set(names)
+    assert names == llama_archs.names() + [a for a in ARCHS if a not in llama_archs.names()]
+
+
+def test_the_list_is_what_llama_cpps_generator_saves(tmp_path):
+    """native/llama_archs.cpp repeats save_models' tests for --list: the files `-o` writes for a few
+    architectures are the listed ones."""
+    pattern = "^(llama|gpt2|qwen3moe|mamba2)$"
+    subprocess.run([llama_archs.program(), "-a", pattern, "-s", "1", "-o", tmp_path], check=True, capture_output=True)
+    written = sorted(p.name for p in tmp_path.iterdir())
+    listed = sorted(
+        f"{v.arch}-{'moe' if v.moe else 'dense'}.gguf"
+        for v in llama_archs.variants()
+        if v.arch in ("llama", "gpt2", "qwen3moe", "mamba2")
+    )
+    assert (
+        written
+        == listed
+        == ["gpt2-dense.gguf", "llama-dense.gguf", "llama-moe.gguf", "mamba2-dense.gguf", "qwen3moe-moe.gguf"]
+    )
+
+
+def test_llama_cpps_generator_makes_a_model_that_loads_and_passes_every_node(tmp_path):
+    path = tmp_path / "g.gguf"
+    res = run("make-model", "gpt2", str(path), "--seed", "5")
+    assert res.returncode == 0, res.stderr
+    assert f"{path}: gpt2, " in res.stdout and "(made by llama.cpp)" in res.stdout
+    assert gguf.read_info(path).metadata["general.architecture"] == "gpt2"
+    same = llama_archs.generate("gpt2", tmp_path / "again.gguf", seed=5)
+    assert same.read_bytes() == path.read_bytes()  # the seed decides the weights
+    other = llama_archs.generate("gpt2", tmp_path / "other.gguf", seed=6)
+    assert other.read_bytes() != path.read_bytes()
+    res = run("check", "--model", str(path), "--backend", "cpu", "--tokens", "4")
+    assert res.returncode == 0 and "FAIL" not in res.stdout, res.stdout + res.stderr
+
+
+def test_pyggmls_own_architecture_can_come_from_llama_cpps_generator(tmp_path):
+    path = tmp_path / "q.gguf"
+    res = run("make-model", "qwen35", str(path), "--generator", "llama.cpp", "--type", "q8_0")
+    assert res.returncode == 0, res.stderr
+    assert "qwen35" in res.stdout and "q8_0" in res.stdout and "(made by llama.cpp)" in res.stdout
+    with pytest.raises(ValueError, match="no such model"):
+        llama_archs.generate("rwkv7", tmp_path / "r.gguf")  # llama.cpp's generator skips RWKV (it hangs there)
+    with pytest.raises(ValueError, match="seed"):
+        llama_archs.generate("gpt2", tmp_path / "r.gguf", seed=-1)
+    with pytest.raises(FileNotFoundError):
+        llama_archs.generate("gpt2", tmp_path / "no" / "r.gguf")

@@ -44,7 +44,8 @@ def _argsort_node(n: Node) -> np.ndarray:
     if got.shape != want.shape or not np.array_equal(np.sort(got, axis=-1), np.sort(want, axis=-1)):
         return want
     ranked = np.take_along_axis(a, got.astype(np.int64), axis=-1)
-    steps = np.diff(ranked, axis=-1)
+    with np.errstate(invalid="ignore"):  # -Inf - -Inf: a tie, NaN
+        steps = np.diff(ranked, axis=-1)
     in_order = (steps >= 0) if order == 0 else (steps <= 0)  # GGML_SORT_ORDER_ASC is 0
     return got if bool(np.all(in_order | np.isnan(steps))) else want
 
