@@ -197,9 +197,13 @@ def make_model_main(args: argparse.Namespace) -> int:
                 raise ValueError(
                     f"--type {args.type}: not a file type of this libllama ({', '.join(llama.file_types())})"
                 )
+            from pyggml.models import imatrix
+
             with tempfile.TemporaryDirectory() as tmp:
-                write(os.path.join(tmp, "f32.gguf"))
-                llama.quantize(os.path.join(tmp, "f32.gguf"), args.file, args.type)
+                f32 = os.path.join(tmp, "f32.gguf")
+                write(f32)
+                importance = imatrix.compute(f32) if args.type.lower() in imatrix.NEEDED_BY else None
+                llama.quantize(f32, args.file, args.type, imatrix=importance)
         else:
             write(args.file)
         from pyggml import gguf
@@ -219,11 +223,16 @@ def make_model_main(args: argparse.Namespace) -> int:
 
 
 def quantize_main(args: argparse.Namespace) -> int:
-    """`quantize IN OUT TYPE`: llama.cpp's quantizer; its refusal is an error message and exit status 2."""
+    """`quantize IN OUT TYPE`: llama.cpp's quantizer, with an importance matrix computed from IN where the type
+    needs one (or --imatrix asks); its refusal is an error message and exit status 2."""
     from pyggml import llama
+    from pyggml.models import imatrix
 
     try:
-        llama.quantize(args.src, args.dst, args.type, n_threads=args.threads)
+        importance = None
+        if args.imatrix or (args.imatrix is None and args.type.lower() in imatrix.NEEDED_BY):
+            importance = imatrix.compute(args.src, n_tokens=args.imatrix_tokens)
+        llama.quantize(args.src, args.dst, args.type, n_threads=args.threads, imatrix=importance)
     except (ValueError, OSError, llama.LlamaError) as e:
         print(f"quantize: {e}", file=sys.stderr)
         return 2
@@ -446,6 +455,14 @@ def _main(argv: Sequence[str] | None = None) -> int:
         "type", metavar="TYPE", help="q4_0, q4_k_m, q5_k_m, q6_k, q8_0, iq4_nl, bf16, ... (llama.h's ftypes)"
     )
     p_q.add_argument("--threads", type=int, default=0, help="quantizer threads (default 0: the machine's cores)")
+    p_q.add_argument(
+        "--imatrix",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="compute an importance matrix by decoding IN on the CPU and quantize with it (default: where TYPE "
+        "needs one: IQ1, IQ2, IQ3_XXS, IQ3_XS, Q2_K_S)",
+    )
+    p_q.add_argument("--imatrix-tokens", type=int, default=64, help="tokens decoded for the importance matrix")
     p_nb = sub.add_parser(
         "notebooks", help="execute the example notebooks: compare their outputs with the committed ones, or --refresh"
     )

@@ -34,10 +34,11 @@ from __future__ import annotations
 import atexit
 import os
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pyggml._native import build_info, ffi, lib, logged_warnings
 from pyggml.backend import Device, EvalObserver, device
@@ -110,15 +111,23 @@ def file_types() -> dict[str, int]:
     return out
 
 
-def quantize(src: str | os.PathLike[str], dst: str | os.PathLike[str], file_type: str, n_threads: int = 0) -> None:
+def quantize(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    file_type: str,
+    n_threads: int = 0,
+    imatrix: Mapping[str, ArrayLike] | None = None,
+) -> None:
     """Write `src`'s model as `file_type`, with llama.cpp's own quantizer (`llama_model_quantize`), as
-    llama.cpp's `llama-quantize SRC DST TYPE` does.
+    llama.cpp's `llama-quantize [--imatrix FILE] SRC DST TYPE` does.
 
     Args:
         src: a GGUF model file (F32, F16 or BF16 weights).
         dst: the file to write.
         file_type: a name of `file_types()`, in any case ("Q4_K_M", "q8_0", "bf16", ...).
         n_threads: threads for the quantizer; 0: the machine's cores.
+        imatrix: an importance matrix, weight name -> values (`pyggml.models.imatrix.compute`): what the
+            IQ1/IQ2/IQ3_XXS types need, and what the others use where given.
 
     Raises:
         ValueError: an unknown file type (the message lists this libllama's), or a negative n_threads.
@@ -138,6 +147,17 @@ def quantize(src: str | os.PathLike[str], dst: str | os.PathLike[str], file_type
     params = ffi.new("llama_model_quantize_params *", lib.llama_model_quantize_default_params())
     params.ftype = types[key]
     params.nthread = int(n_threads)
+    keep = []  # the C arrays the entries point into, alive until llama.cpp has copied them
+    if imatrix:
+        entries = ffi.new("struct llama_model_imatrix_data[]", len(imatrix) + 1)  # ends with a NULL name
+        keep.append(entries)
+        for i, (name, values) in enumerate(imatrix.items()):
+            data = np.ascontiguousarray(values, dtype=np.float32).ravel()
+            if not np.isfinite(data).all():
+                raise ValueError(f"quantize: imatrix[{name!r}] has values that are not finite")
+            keep += [ffi.new("char[]", name.encode()), ffi.from_buffer("float[]", data)]
+            entries[i].name, entries[i].data, entries[i].size = keep[-2], keep[-1], data.size
+        params.imatrix = entries
     with logged_warnings() as lines:
         rc = lib.llama_model_quantize(_c_str(src_path), _c_str(dst_path), params)
     if rc != 0:

@@ -129,7 +129,7 @@ def generate(name: str, path: str | os.PathLike[str], seed: int = 0, stdev: floa
     if target.is_dir():
         raise IsADirectoryError(f"cannot write {target}: it is a directory")
     with tempfile.TemporaryDirectory(dir=target.parent.resolve()) as tmp:
-        cmd = [program(), "-a", v.arch, "-s", str(seed), "-d", repr(float(stdev)), "-o", tmp]
+        cmd = [str(program()), "-a", v.arch, "-s", str(seed), "-d", repr(float(stdev)), "-o", tmp]
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)
         made = Path(tmp) / f"{v.arch}-{'moe' if v.moe else 'dense'}.gguf"
         if out.returncode != 0 or not made.is_file():
