@@ -288,7 +288,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="write JUnit XML here (a testsuite per backend, a testcase per case; - : to stdout)",
     )
     p_check.add_argument("--op", action="append", metavar="OP", help="cases of this op (repeatable)")
-    p_check.add_argument("--type", action="append", metavar="TYPE", help="cases involving this ggml type (repeatable)")
+    p_check.add_argument(
+        "--type",
+        action="append",
+        metavar="TYPE",
+        help="cases involving this ggml type (repeatable); with --arch: the models' file types (f32, q8_0, q4_k_m, ...)",
+    )
     p_check.add_argument("--list", action="store_true", help="list the selected cases (name, op, types) and stop")
     p_check.add_argument(
         "-j",
@@ -327,9 +332,18 @@ def _main(argv: Sequence[str] | None = None) -> int:
     )
     p_check.add_argument(
         "--model",
+        action="append",
         metavar="FILE.gguf",
         help="run llama.cpp's forward pass of this model on each --backend (cpu, vulkan0, rpc0, meta:vulkan0,vulkan1) "
-        "and check every node it computes against its oracle (make one: python -m pyggml make-model ARCH FILE)",
+        "and check every node it computes against its oracle (make one: python -m pyggml make-model ARCH FILE); "
+        "repeatable",
+    )
+    p_check.add_argument(
+        "--arch",
+        action="append",
+        metavar="ARCH",
+        help="like --model, on the model `make-model ARCH` writes, once per --type (file types: f32, q8_0, "
+        "q4_k_m, ...; default f32); repeatable; `all`: every architecture of make-model --list",
     )
     p_check.add_argument(
         "--tokens", type=int, default=8, metavar="N", help="--model: the tokens decoded in one batch (default 8)"

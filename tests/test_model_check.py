@@ -89,6 +89,9 @@ def test_the_command_line(tiny: dict[str, Path], tmp_path: Path) -> None:
         (["--model", str(tiny["llama"]), "--backend", "meta:cpu,nope0"], "no backend nope0"),
         (["--model", str(tiny["llama"]), "--node-nmse", "0"], "--node-nmse"),
         (["--model", str(tiny["llama"]), "--op", "add"], "--op does not apply"),
+        (["--model", str(tiny["llama"]), "--type", "q8_0"], "--type does not apply"),
+        (["--arch", "nope", "--type", "q8_0"], "--arch nope: no such architecture"),
+        (["--repro", str(tmp_path), "--arch", "llama"], "--arch does not apply"),
         (["--repro", str(tmp_path), "--model", str(tiny["llama"])], "--model does not apply"),
         (["--repro", str(tmp_path), "--node-nmse", "1e-9"], "--node-nmse does not apply"),
         (["--repro", str(empty)], "no reproducer"),
@@ -253,3 +256,38 @@ def test_a_backend_llama_cpp_refuses_is_an_error_and_the_others_still_report(tin
     [line] = [x for x in res.stdout.splitlines() if x.startswith("== meta:cpu,cpu")]
     assert "LLAMA_SPLIT_MODE_TENSOR not implemented for architecture 'rwkv7'" in line
     assert "== cpu" in res.stdout and "RWKV_WKV7" in res.stdout
+
+
+def test_the_matrix_in_one_command_architectures_by_types(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    """`check --arch A --arch B --type T...` makes each model (llama.cpp's generator and quantizer), checks each
+    on each backend in its own child, and prints one row per model and backend; a type llama.cpp refuses is
+    a row saying why, and the exit status 1; `--model` repeats too."""
+    report = tmp_path / "m.json"
+    res = _cli(
+        "--arch",
+        "gpt2",
+        "--arch",
+        "mamba2",
+        "--type",
+        "q4_k_m",
+        "--type",
+        "nvfp4",
+        "--no-repack",
+        "--tokens",
+        "4",
+        "--json",
+        str(report),
+    )
+    assert res.returncode == 1, res.stdout + res.stderr
+    rows = {line.split()[0]: line for line in res.stdout.splitlines()[1:] if line and not line.startswith(" ")}
+    assert set(rows) == {"gpt2-q4_k_m", "gpt2-nvfp4", "mamba2-q4_k_m", "mamba2-nvfp4"}, res.stdout
+    assert "invalid output file type" in rows["gpt2-nvfp4"] and "not made" in rows["gpt2-nvfp4"]
+    cells = rows["mamba2-q4_k_m"].split()
+    assert cells[1] == "cpu" and int(cells[2]) > 20 and cells[3:6] == ["0", "0", "0"], rows
+    recs = json.loads(report.read_text())
+    assert {r["case"].split("/")[0] for r in recs} == {f"{m}.gguf" for m in rows}
+    assert all(r["status"] == "pass" for r in recs if "q4_k_m" in r["case"])
+    assert all(r["status"] == "error" for r in recs if "nvfp4" in r["case"])
+    res = _cli("--model", str(tiny["llama"]), "--model", str(tiny["mamba2"]), "--tokens", "4")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [line.split()[0] for line in res.stdout.splitlines()[1:3]] == ["llama.gguf", "mamba2.gguf"]

@@ -642,7 +642,7 @@ def _main(args: argparse.Namespace, pool: list | None) -> int:
 
         why = model_check.not_applicable(args, "--repro")
         return _fail(why) if why else repro.main(args)
-    if getattr(args, "model", None):  # llama.cpp's graph of a model file, node by node
+    if getattr(args, "model", None) or getattr(args, "arch", None):  # llama.cpp's graphs of models, node by node
         from pyggml.testing import model_check
 
         return model_check.main(args)

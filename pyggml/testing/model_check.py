@@ -47,6 +47,7 @@ class ModelRun:
     logits: np.ndarray | None = None
     error: str = ""
     saved: list[Path] = field(default_factory=list)  # the reproducers written for this run
+    seconds: float = 0.0  # the run's wall time, its child's start included
 
     def by_kind(self) -> dict[str, Counter]:
         """Per op kind: checked, passed, failed, without an oracle (or whose oracle could not model it) and
@@ -276,7 +277,7 @@ def not_applicable(args: argparse.Namespace, what: str) -> str | None:
     flags = [
         ("--only", args.only),
         ("--op", args.op),
-        ("--type", args.type),
+        ("--type", args.type and not getattr(args, "arch", None)),  # with --arch: the models' file types
         ("--list", args.list),
         ("--slow", args.slow),
         ("--mode grad", args.mode == "grad"),
@@ -284,6 +285,7 @@ def not_applicable(args: argparse.Namespace, what: str) -> str | None:
     if what == "--repro":
         flags += [
             ("--model", args.model),
+            ("--arch", getattr(args, "arch", None)),
             ("--save-failures", args.save_failures),
             ("--save-node", args.save_node),
             ("--node-nmse", args.node_nmse is not None),
@@ -297,9 +299,57 @@ def not_applicable(args: argparse.Namespace, what: str) -> str | None:
     return f"{what} runs {runs}, not the op cases: {', '.join(given)} {verb} not apply"
 
 
+def made_models(archs: Sequence[str], file_types: Sequence[str], folder: str) -> list[tuple[str, str | None, str]]:
+    """`--arch` x `--type`: each model written by `make-model ARCH FILE --type TYPE` (in a child: llama.cpp's
+    generator and quantizer run there) into folder, as (label, path or None, why not)."""
+    import subprocess
+
+    from pyggml.models import llama_archs
+    from pyggml.models.make_model import architectures
+
+    if list(archs) == ["all"]:
+        archs = llama_archs.names() + [a for a in architectures() if a not in llama_archs.names()]
+    out: list[tuple[str, str | None, str]] = []
+    for arch in archs:
+        for file_type in file_types:
+            label, path = f"{arch}-{file_type}", str(Path(folder) / f"{arch}-{file_type}.gguf")
+            cmd = [sys.executable, "-m", "pyggml", "make-model", arch, path, "--type", file_type]
+            made = subprocess.run(cmd, capture_output=True, text=True)
+            said = made.stderr.strip().splitlines()
+            why = said[-1].removeprefix("make-model: ") if said else f"exit status {made.returncode}"
+            out.append((label, path, "") if made.returncode == 0 else (label, None, why))
+    return out
+
+
+def summary(rows: list[tuple[str, ModelRun | None, str]]) -> str:
+    """The matrix: a row per model and backend (nodes checked, failed, without an oracle, unread, seconds, and
+    what went wrong), then the first failing nodes of each row that has them."""
+    head = f"{'model':<28} {'backend':<18} {'nodes':>6} {'failed':>7} {'no oracle':>10} {'unread':>7} {'s':>6}  error"
+    lines = [head]
+    for label, run, why in rows:
+        if run is None:
+            lines.append(f"{label:<28} {'-':<18} {'-':>6} {'-':>7} {'-':>10} {'-':>7} {'-':>6}  not made: {why}")
+            continue
+        kinds = run.by_kind().values()
+        count = {k: sum(c[k] for c in kinds) for k in ("checked", "failed", "no oracle", "not modelled", "unread")}
+        lines.append(
+            f"{label:<28} {run.backend:<18} {count['checked']:>6} {count['failed']:>7}"
+            f" {count['no oracle'] + count['not modelled']:>10} {count['unread']:>7} {run.seconds:>6.1f}  {run.error}"
+        )
+    for label, run, _ in rows:
+        for v in run.failed[:3] if run is not None else []:
+            assert v.comparison is not None
+            lines.append(f"  FAIL {label} on {run.backend}: node {v.index} {v.kind} {v.name!r}: {v.comparison.message}")
+    return "\n".join(lines)
+
+
 def main(args: argparse.Namespace) -> int:
-    """`check --model FILE`: exit 1 when a node or the logits fail, or a backend could not run the model;
-    2 for arguments it cannot use."""
+    """`check --model FILE [--model FILE ...]` or `check --arch ARCH... [--type TYPE...]`: exit 1 when a node
+    or the logits fail, a backend could not run a model, or a model could not be made; 2 for arguments it
+    cannot use. One model prints its table per op kind; several print the matrix (`summary`)."""
+    import tempfile
+    import time
+
     from pyggml.testing.check import available_backends
     from pyggml.testing.junit import write_junit
 
@@ -314,8 +364,18 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"--tokens must be at least 1, not {args.tokens}")
     if args.node_nmse is not None and not 0 < args.node_nmse < float("inf"):
         return fail(f"--node-nmse must be a positive number, not {args.node_nmse}")
-    if not Path(args.model).is_file():
-        return fail(f"--model {args.model}: no such file")
+    files = list(args.model or [])
+    archs = list(getattr(args, "arch", None) or [])
+    if archs and archs != ["all"]:
+        from pyggml.models import llama_archs
+        from pyggml.models.make_model import architectures
+
+        unknown = [a for a in archs if a not in llama_archs.names() and a not in architectures()]
+        if unknown:
+            return fail(f"--arch {', '.join(unknown)}: no such architecture (python -m pyggml make-model --list)")
+    for f in files:
+        if not Path(f).is_file():
+            return fail(f"--model {f}: no such file")
     if args.json == "-" and args.junit == "-":
         return fail("only one report can go to stdout (-): give --json or --junit a file")
     backends = list(dict.fromkeys(b.lower() for b in (args.backend or ["cpu"])))
@@ -330,31 +390,53 @@ def main(args: argparse.Namespace) -> int:
     if all(is_meta(b) for b in backends):  # the logits of a tensor split are compared with the CPU's
         backends.insert(0, "cpu")
     directory = args.save_failures or repro.DEFAULT_DIR
-    runs = [
-        run_in_child(
-            args.model,
-            b,
-            args.tokens,
-            0,
-            args.node_nmse,
-            args.save_node or [],
-            getattr(args, "rpc", None),
-            not getattr(args, "no_repack", False),
-        )
-        for b in backends
-    ]
-    try:
-        for run in runs:
-            save_captured(run, args.model, directory)
-    except OSError as e:
-        return fail(f"--save-failures {directory}: cannot write the reproducers: {e}")
-    recs = records(args.model, runs)
+    rows: list[tuple[str, ModelRun | None, str]] = []
+    recs: list[Record] = []
+    all_runs: list[ModelRun] = []
+    with tempfile.TemporaryDirectory(prefix="pyggml-models-") as folder:
+        models = [(Path(f).name, f, "") for f in files]
+        if archs:
+            models += made_models(archs, args.type or ["f32"], folder)
+        for label, path, not_made in models:
+            if path is None:
+                rows.append((label, None, not_made))
+                recs.append(Record(f"{label}.gguf/model", "-", Status.ERROR, message=f"not made: {not_made}"))
+                continue
+            runs = []
+            for b in backends:
+                started = time.perf_counter()
+                run = run_in_child(
+                    path,
+                    b,
+                    args.tokens,
+                    0,
+                    args.node_nmse,
+                    args.save_node or [],
+                    getattr(args, "rpc", None),
+                    not getattr(args, "no_repack", False),
+                )
+                run.seconds = time.perf_counter() - started
+                runs.append(run)
+                rows.append((label, run, ""))
+            try:
+                for run in runs:
+                    save_captured(run, path, directory)
+            except OSError as e:
+                return fail(f"--save-failures {directory}: cannot write the reproducers: {e}")
+            recs += records(path, runs)
+            all_runs += runs
     out = sys.stderr if args.json == "-" else sys.stdout
-    print(table(runs), file=out)
+    if len(rows) == len(backends) and files:  # one model file: its table per op kind
+        print(table(all_runs), file=out)
+    else:
+        print(summary(rows), file=out)
     for r in recs:
         if r.case.endswith("/logits"):
-            print(f"logits on {r.backend} {r.message}: NMSE {r.error:.1e} ({r.status})", file=out)
-    if any(run.saved for run in runs):
+            print(
+                f"logits of {r.case[: -len('/logits')]} on {r.backend} {r.message}: NMSE {r.error:.1e} ({r.status})",
+                file=out,
+            )
+    if any(run.saved for run in all_runs):
         print(f"rerun the saved nodes: python -m pyggml check --repro {directory}", file=out)
     if args.json:
         data = json.dumps([asdict(r) for r in recs], indent=1)
