@@ -46,6 +46,9 @@ class Variant:
 def program() -> Path:
     """The `llama-archs` program of this build.
 
+    Returns:
+        Its path, beside pyggml's compiled module.
+
     Raises:
         RuntimeError: this build has none (built without libllama, or from a llama.cpp tree without
             tests/test-llama-archs.cpp).
@@ -65,6 +68,9 @@ def program() -> Path:
 def variants() -> tuple[Variant, ...]:
     """Every model the generator saves, in llama.cpp's order of architectures.
 
+    Returns:
+        The `Variant`s, as `llama-archs --list` prints them.
+
     Raises:
         RuntimeError: no `llama-archs` in this build, or it failed.
     """
@@ -82,12 +88,22 @@ def variants() -> tuple[Variant, ...]:
 
 
 def names() -> list[str]:
-    """pyggml's names of the models the generator saves (see the module's doc)."""
+    """pyggml's names of the models the generator saves.
+
+    Returns:
+        `ARCH`, or `ARCH-moe` for the MoE variant of an architecture with both, in llama.cpp's order.
+    """
     return [v.name for v in variants()]
 
 
 def variant(name: str) -> Variant:
-    """The model named `name` (`ARCH`, `ARCH-moe`; `ARCH-dense` is also taken).
+    """The model named `name`.
+
+    Args:
+        name: `ARCH`, `ARCH-moe` (`ARCH-dense` is also taken).
+
+    Returns:
+        Its `Variant`.
 
     Raises:
         ValueError: no such model (the message says how to list them).

@@ -337,7 +337,9 @@ def summary(rows: list[tuple[str, ModelRun | None, str]]) -> str:
             f" {count['no oracle'] + count['not modelled']:>10} {count['unread']:>7} {run.seconds:>6.1f}  {run.error}"
         )
     for label, run, _ in rows:
-        for v in run.failed[:3] if run is not None else []:
+        if run is None:
+            continue
+        for v in run.failed[:3]:
             assert v.comparison is not None
             lines.append(f"  FAIL {label} on {run.backend}: node {v.index} {v.kind} {v.name!r}: {v.comparison.message}")
     return "\n".join(lines)
