@@ -291,3 +291,26 @@ def test_the_matrix_in_one_command_architectures_by_types(tmp_path: Path, tiny: 
     res = _cli("--model", str(tiny["llama"]), "--model", str(tiny["mamba2"]), "--tokens", "4")
     assert res.returncode == 0, res.stdout + res.stderr
     assert [line.split()[0] for line in res.stdout.splitlines()[1:3]] == ["llama.gguf", "mamba2.gguf"]
+
+
+def test_a_run_that_dies_with_the_cpus_extra_buffers_is_checked_without_them_and_reported(
+    tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """ggml's AMX product dies on machines that list AMX without granting it (docs/findings.md 37): the
+    nodes are checked without the extra buffer types, and the death is the run's error record, not the
+    end of the check. The death is made here by the child runner's stand-in for the run with them on."""
+    from pyggml.__main__ import main
+
+    real = model_check.run_in_child
+
+    def dies_with_extra_bufts(path, backend, *rest):
+        if rest[-1]:  # extra_bufts
+            return model_check.ModelRun(backend, error=f"{model_check.DIED} (SIGSEGV)")
+        return real(path, backend, *rest)
+
+    monkeypatch.setattr(model_check, "run_in_child", dies_with_extra_bufts)
+    assert main(["check", "--model", str(tiny["llama"]), "--tokens", "4"]) == 1
+    out = capsys.readouterr().out
+    assert "ERROR with the CPU's extra buffer types: the process running it died (SIGSEGV)" in out
+    assert "MUL_MAT" in out and " 0 " in out.split("MUL_MAT")[1].splitlines()[0]
+    assert main(["check", "--model", str(tiny["llama"]), "--tokens", "4", "--no-repack"]) == 0

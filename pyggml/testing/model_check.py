@@ -35,7 +35,8 @@ from pyggml.testing import repro
 from pyggml.testing.nodes import NodeChecker, NodeVerdict, file_weights
 from pyggml.testing.verdict import Record, Status, nmse
 
-LOGITS_NMSE = 1e-4  # llama.cpp's test-llama-archs: a backend's logits against the CPU's
+LOGITS_NMSE = 1e-4
+DIED = "the process running it died"  # llama.cpp's test-llama-archs: a backend's logits against the CPU's
 
 
 @dataclass
@@ -48,6 +49,7 @@ class ModelRun:
     error: str = ""
     saved: list[Path] = field(default_factory=list)  # the reproducers written for this run
     seconds: float = 0.0  # the run's wall time, its child's start included
+    died_with_extra_bufts: str = ""  # the death of the run with the CPU's extra buffer types, rerun without them
 
     def by_kind(self) -> dict[str, Counter]:
         """Per op kind: checked, passed, failed, without an oracle (or whose oracle could not model it) and
@@ -165,7 +167,7 @@ def run_in_child(
     hint = ""
     if extra_bufts and not said:  # ggml's AMX kernels die so on machines that list AMX (docs/findings.md 37)
         hint = "; if the CPU keeps weights in an extra buffer type (CPU_REPACK, AMX), try --no-repack"
-    return ModelRun(backend, error=f"the process running it died ({how})" + (f": {said[-1]}" if said else "") + hint)
+    return ModelRun(backend, error=f"{DIED} ({how})" + (f": {said[-1]}" if said else "") + hint)
 
 
 def _child_run(
@@ -217,6 +219,9 @@ def records(path: str, runs: list[ModelRun]) -> list[Record]:
         if run.error:
             out.append(Record(f"{name}/model", run.backend, Status.ERROR, message=run.error))
             continue
+        if run.died_with_extra_bufts:
+            msg = f"with the CPU's extra buffer types: {run.died_with_extra_bufts}; its nodes checked without them"
+            out.append(Record(f"{name}/extra-buffers", run.backend, Status.ERROR, message=msg))
         for kind, c in sorted(run.by_kind().items()):
             worst = max(
                 (v.comparison.nmse for v in run.verdicts if v.kind == kind and v.comparison is not None), default=None
@@ -255,6 +260,9 @@ def table(runs: list[ModelRun]) -> str:
         lines.append(f"== {run.backend}" + (f": {run.error}" if run.error else ""))
         if run.error:
             continue
+        if run.died_with_extra_bufts:
+            lines.append(f"  ERROR with the CPU's extra buffer types: {run.died_with_extra_bufts}")
+            lines.append("  the nodes below: checked without them (--no-repack)")
         where = Counter(v.buffer or "host" for v in run.verdicts)
         lines.append("  nodes in: " + ", ".join(f"{n} {b}" for b, n in sorted(where.items(), key=lambda x: -x[1])))
         lines.append(f"  {'op kind':<22} {'checked':>8} {'passed':>8} {'failed':>8} {'no oracle':>10} {'unread':>7}")
@@ -335,6 +343,11 @@ def summary(rows: list[tuple[str, ModelRun | None, str]]) -> str:
         lines.append(
             f"{label:<28} {run.backend:<18} {count['checked']:>6} {count['failed']:>7}"
             f" {count['no oracle'] + count['not modelled']:>10} {count['unread']:>7} {run.seconds:>6.1f}  {run.error}"
+            + (
+                f"with extra buffer types: {run.died_with_extra_bufts}; checked without"
+                if run.died_with_extra_bufts
+                else ""
+            )
         )
     for label, run, _ in rows:
         if run is None:
@@ -417,6 +430,14 @@ def main(args: argparse.Namespace) -> int:
                     getattr(args, "rpc", None),
                     not getattr(args, "no_repack", False),
                 )
+                if run.error.startswith(DIED) and not getattr(args, "no_repack", False):
+                    # ggml's AMX product dies on some machines (docs/findings.md 37): check the nodes without the
+                    # extra buffer types, and report the death as the run's own error record
+                    again = run_in_child(
+                        path, b, args.tokens, 0, args.node_nmse, args.save_node or [], getattr(args, "rpc", None), False
+                    )
+                    if not again.error:
+                        again.died_with_extra_bufts, run = run.error, again
                 run.seconds = time.perf_counter() - started
                 runs.append(run)
                 rows.append((label, run, ""))
