@@ -172,9 +172,10 @@ def make_model_main(args: argparse.Namespace) -> int:
 
     def write(path: str) -> None:
         if ours():
-            make_model(args.arch, path, seed=args.seed, layers=args.layers)
-        elif args.layers is not None:
-            raise ValueError(f"--layers: only pyggml's own architectures take it ({', '.join(architectures())})")
+            make_model(args.arch, path, seed=args.seed, layers=args.layers, like=args.like)
+        elif args.layers is not None or args.like is not None:
+            flag = "--layers" if args.layers is not None else "--like"
+            raise ValueError(f"{flag}: only pyggml's own architectures take it ({', '.join(architectures())})")
         else:
             llama_archs.generate(args.arch, path, seed=args.seed)
 
@@ -453,6 +454,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     )
     p_mm.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
     p_mm.add_argument("--layers", type=int, default=None, help="number of layers (default: the architecture's, 2)")
+    p_mm.add_argument(
+        "--like",
+        metavar="PRESET",
+        default=None,
+        help="the configuration of a real model, with random weights: llama-1b, qwen3-0.6b, gemma3-1b, qwen35-0.8b",
+    )
     p_mm.add_argument(
         "--type",
         default=None,

@@ -314,3 +314,19 @@ def test_a_run_that_dies_with_the_cpus_extra_buffers_is_checked_without_them_and
     assert "ERROR with the CPU's extra buffer types: the process running it died (SIGSEGV)" in out
     assert "MUL_MAT" in out and " 0 " in out.split("MUL_MAT")[1].splitlines()[0]
     assert main(["check", "--model", str(tiny["llama"]), "--tokens", "4", "--no-repack"]) == 0
+
+
+def test_a_quantized_qwen4exp_decodes(tmp_path: Path) -> None:
+    """llama.cpp's quantizer quantized qwen4exp's 2-D norm weights (ple_norm_*), and every decode of the file
+    aborted in the CPU's binary_op (vendor/llama/patches/0004)."""
+    path = tmp_path / "q4e.gguf"
+    made = subprocess.run(
+        [sys.executable, "-m", "pyggml", "make-model", "qwen4exp", str(path), "--type", "q8_0"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert made.returncode == 0, made.stderr
+    assert all(info.type.name == "F32" for name, info in pyggml.gguf.read_info(path).tensor_info.items() if "ple_norm_" in name)
+    res = _cli("--model", str(path), "--no-repack", "--tokens", "4")
+    assert res.returncode == 0 and "FAIL" not in res.stdout, res.stdout + res.stderr

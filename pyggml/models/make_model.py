@@ -49,6 +49,15 @@ class Dims:
         n_ff_exp: an expert's feed-forward length.
         n_ff_shexp: the shared expert's feed-forward length.
         rms_eps: the RMS norms' epsilon.
+        n_embd_head: the attention heads' size (0: n_embd / n_head); another size is written as
+            `attention.key_length` and `value_length`.
+        tied_output: no output.weight (llama.cpp multiplies by token_embd instead), as small models ship.
+        attention_interval: the hybrid architectures (qwen3next, qwen35): every this-many-th layer is attention.
+        dn_state: a delta-net head's key and value size (`ssm.state_size`).
+        dn_k_heads: delta-net key heads (`ssm.group_count`).
+        dn_v_heads: delta-net value heads (`ssm.time_step_rank`).
+        swa_pattern: gemma3: every this-many-th layer attends fully, the others in a sliding window.
+        sliding_window: gemma3's window (0: n_ctx / 8).
     """
 
     n_vocab: int = 256
@@ -63,11 +72,20 @@ class Dims:
     n_ff_exp: int = 64  # an expert's feed-forward length
     n_ff_shexp: int = 96  # the shared expert's
     rms_eps: float = 1e-6
+    n_embd_head: int = 0
+    tied_output: bool = False
+    attention_interval: int = 2
+    dn_state: int = 32
+    dn_k_heads: int = 2
+    dn_v_heads: int = 4
+    swa_pattern: int = 2
+    sliding_window: int = 0
 
     @property
     def head_dim(self) -> int:
-        """`n_embd / n_head`: llama.cpp's default head size when the file gives no key_length."""
-        return self.n_embd // self.n_head
+        """The heads' size: `n_embd_head`, or `n_embd / n_head` (llama.cpp's default when the file gives no
+        key_length)."""
+        return self.n_embd_head or self.n_embd // self.n_head
 
 
 @dataclass(frozen=True)
@@ -138,6 +156,11 @@ def _base_hparams(d: Dims, *, attention: bool = True) -> dict[str, Any]:
         "attention.head_count": _u32(d.n_head if attention else 0),
         "attention.head_count_kv": _u32(d.n_head_kv if attention else 0),
         "attention.layer_norm_rms_epsilon": d.rms_eps,
+        **(
+            {"attention.key_length": _u32(d.head_dim), "attention.value_length": _u32(d.head_dim)}
+            if attention and d.n_embd_head
+            else {}
+        ),
     }
 
 
@@ -145,7 +168,7 @@ def _ends(d: Dims, *, output: bool = True) -> tuple[list[TensorSpec], list[Tenso
     """token_embd (first) and output_norm, output (last; llama.cpp ties output to token_embd when absent)."""
     first = [TensorSpec("token_embd.weight", (d.n_embd, d.n_vocab))]
     last = [TensorSpec("output_norm.weight", (d.n_embd,))]
-    if output:
+    if output and not d.tied_output:
         last.append(TensorSpec("output.weight", (d.n_embd, d.n_vocab)))
     return first, last
 
@@ -193,42 +216,43 @@ def _moe_hparams(d: Dims) -> dict[str, Any]:
     }
 
 
-# delta-net (qwen3next, qwen35): head_k_dim = head_v_dim = ssm.state_size, ssm.group_count key heads,
-# ssm.time_step_rank value heads, ssm.inner_size = value heads * head_v_dim
-_DN_STATE, _DN_K_HEADS, _DN_V_HEADS, _DN_CONV = 32, 2, 4, 4
+# delta-net (qwen3next, qwen35): head_k_dim = head_v_dim = ssm.state_size (Dims.dn_state), ssm.group_count key
+# heads, ssm.time_step_rank value heads, ssm.inner_size = value heads * head_v_dim; a convolution of 4
+_DN_CONV = 4
 
 
-def _delta_net_hparams(interval: int) -> dict[str, Any]:
+def _delta_net_hparams(d: Dims) -> dict[str, Any]:
     return {
         "ssm.conv_kernel": _u32(_DN_CONV),
-        "ssm.state_size": _u32(_DN_STATE),
-        "ssm.group_count": _u32(_DN_K_HEADS),
-        "ssm.time_step_rank": _u32(_DN_V_HEADS),
-        "ssm.inner_size": _u32(_DN_STATE * _DN_V_HEADS),
-        "full_attention_interval": _u32(interval),  # layer i is recurrent unless (i + 1) % interval == 0
+        "ssm.state_size": _u32(d.dn_state),
+        "ssm.group_count": _u32(d.dn_k_heads),
+        "ssm.time_step_rank": _u32(d.dn_v_heads),
+        "ssm.inner_size": _u32(d.dn_state * d.dn_v_heads),
+        # layer i is recurrent unless (i + 1) % interval == 0
+        "full_attention_interval": _u32(d.attention_interval),
     }
 
 
 def _delta_net(i: int, d: Dims, *, fused_ba: bool) -> list[TensorSpec]:
     """A gated delta-net layer's tensors (qwen3next.cpp, qwen35.cpp: the `is_recr` branch)."""
     b = f"blk.{i}."
-    key_dim, value_dim = _DN_STATE * _DN_K_HEADS, _DN_STATE * _DN_V_HEADS
+    key_dim, value_dim = d.dn_state * d.dn_k_heads, d.dn_state * d.dn_v_heads
     t = [
         TensorSpec(b + "attn_qkv.weight", (d.n_embd, key_dim * 2 + value_dim)),
         TensorSpec(b + "attn_gate.weight", (d.n_embd, value_dim)),
         TensorSpec(b + "ssm_conv1d.weight", (_DN_CONV, key_dim * 2 + value_dim)),
-        TensorSpec(b + "ssm_dt.bias", (_DN_V_HEADS,)),
-        TensorSpec(b + "ssm_a", (_DN_V_HEADS,)),
+        TensorSpec(b + "ssm_dt.bias", (d.dn_v_heads,)),
+        TensorSpec(b + "ssm_a", (d.dn_v_heads,)),
     ]
     if fused_ba:
-        t.append(TensorSpec(b + "ssm_ba.weight", (d.n_embd, _DN_V_HEADS * 2)))
+        t.append(TensorSpec(b + "ssm_ba.weight", (d.n_embd, d.dn_v_heads * 2)))
     else:
         t += [
-            TensorSpec(b + "ssm_beta.weight", (d.n_embd, _DN_V_HEADS)),
-            TensorSpec(b + "ssm_alpha.weight", (d.n_embd, _DN_V_HEADS)),
+            TensorSpec(b + "ssm_beta.weight", (d.n_embd, d.dn_v_heads)),
+            TensorSpec(b + "ssm_alpha.weight", (d.n_embd, d.dn_v_heads)),
         ]
     t += [
-        TensorSpec(b + "ssm_norm.weight", (_DN_STATE,)),
+        TensorSpec(b + "ssm_norm.weight", (d.dn_state,)),
         TensorSpec(b + "ssm_out.weight", (value_dim, d.n_embd)),
     ]
     return t
@@ -282,9 +306,9 @@ def _shared_expert(i: int, d: Dims) -> list[TensorSpec]:
 
 
 def _hybrid_delta_net(d: Dims, *, fused_ba: bool, moe: bool) -> list[TensorSpec]:
-    """Layers of the Qwen3-Next family: gated delta-net layers, every 2nd layer gated attention, a
-    post-attention norm; a dense feed-forward, or experts with a gated shared expert."""
-    interval = 2
+    """Layers of the Qwen3-Next family: gated delta-net layers, every `attention_interval`-th layer gated
+    attention, a post-attention norm; a dense feed-forward, or experts with a gated shared expert."""
+    interval = d.attention_interval
     layers = []
     for i in range(d.n_layer):
         b = f"blk.{i}."
@@ -308,7 +332,7 @@ def _qwen3next(d: Dims) -> Table:
         **_base_hparams(d),
         **_moe_hparams(d),
         "expert_shared_feed_forward_length": _u32(d.n_ff_shexp),
-        **_delta_net_hparams(2),
+        **_delta_net_hparams(d),
         "rope.freq_base": 10000000.0,
     }
     return Table(hparams, first + _hybrid_delta_net(d, fused_ba=True, moe=True) + last)
@@ -323,7 +347,7 @@ def _qwen35(d: Dims) -> Table:
     """src/models/qwen35.cpp: qwen3next's layer pattern with separate ssm_beta/ssm_alpha, a dense
     feed-forward, and multi-section rope (`rope.dimension_sections`, required)."""
     first, last = _ends(d)
-    hparams = {**_base_hparams(d), **_delta_net_hparams(2), "rope.freq_base": 10000000.0, **_rope_sections(d)}
+    hparams = {**_base_hparams(d), **_delta_net_hparams(d), "rope.freq_base": 10000000.0, **_rope_sections(d)}
     return Table(hparams, first + _hybrid_delta_net(d, fused_ba=False, moe=False) + last)
 
 
@@ -335,7 +359,7 @@ def _qwen35moe(d: Dims) -> Table:
         **_base_hparams(d),
         **_moe_hparams(d),
         "expert_shared_feed_forward_length": _u32(d.n_ff_shexp),
-        **_delta_net_hparams(2),
+        **_delta_net_hparams(d),
         "rope.freq_base": 10000000.0,
         **_rope_sections(d),
     }
@@ -365,8 +389,8 @@ def _gemma3(d: Dims) -> Table:
         **_base_hparams(d),
         "attention.key_length": _u32(d.head_dim),
         "attention.value_length": _u32(d.head_dim),
-        "attention.sliding_window": _u32(d.n_ctx // 8),
-        "attention.sliding_window_pattern": _u32(2),
+        "attention.sliding_window": _u32(d.sliding_window or d.n_ctx // 8),
+        "attention.sliding_window_pattern": _u32(d.swa_pattern),
         "rope.freq_base": 1000000.0,
         "rope.freq_base_swa": 10000.0,
     }
@@ -488,6 +512,82 @@ ARCHITECTURES: dict[str, tuple[Callable[[Dims], Table], Dims]] = {
 }
 
 
+# Real-sized random models (`make-model ARCH FILE --like PRESET`): the configuration of a published model, so
+# that llama.cpp sizes them as it does the real one (`src/models/ARCH.cpp`'s size detection), with its real
+# vocabulary. Random weights: they compute nothing meaningful, at the real cost.
+PRESETS: dict[str, tuple[str, Dims]] = {
+    # Llama 3.2 1B: 16 layers of 2048, 32 heads of 64 (8 KV heads), feed-forward 8192, tied embeddings
+    "llama-1b": (
+        "llama",
+        Dims(
+            n_vocab=128256,
+            n_ctx=131072,
+            n_embd=2048,
+            n_head=32,
+            n_head_kv=8,
+            n_ff=8192,
+            n_layer=16,
+            rms_eps=1e-5,
+            tied_output=True,
+        ),
+    ),
+    # Qwen3-0.6B: 28 layers of 1024, 16 heads of 128 (8 KV heads), feed-forward 3072, tied embeddings
+    "qwen3-0.6b": (
+        "qwen3",
+        Dims(
+            n_vocab=151936,
+            n_ctx=40960,
+            n_embd=1024,
+            n_head=16,
+            n_head_kv=8,
+            n_embd_head=128,
+            n_ff=3072,
+            n_layer=28,
+            tied_output=True,
+        ),
+    ),
+    # Gemma 3 1B: 26 layers of 1152, 4 heads of 256 (1 KV head), feed-forward 6912, a window of 512 on 5
+    # layers of 6, tied embeddings
+    "gemma3-1b": (
+        "gemma3",
+        Dims(
+            n_vocab=262144,
+            n_ctx=32768,
+            n_embd=1152,
+            n_head=4,
+            n_head_kv=1,
+            n_embd_head=256,
+            n_ff=6912,
+            n_layer=26,
+            swa_pattern=6,
+            sliding_window=512,
+            tied_output=True,
+        ),
+    ),
+    # Qwen3.5-0.8B: 24 layers of 1024 (llama.cpp's "0.8B"), attention on every 4th layer with 8 heads of 256
+    # (2 KV heads), its vocabulary of 248,320, tied embeddings; the delta-net heads (16 of 128) and the
+    # feed-forward (3584) are this preset's choice, not taken from the published configuration
+    "qwen35-0.8b": (
+        "qwen35",
+        Dims(
+            n_vocab=248320,
+            n_ctx=262144,
+            n_embd=1024,
+            n_head=8,
+            n_head_kv=2,
+            n_embd_head=256,
+            n_ff=3584,
+            n_layer=24,
+            attention_interval=4,
+            dn_state=128,
+            dn_k_heads=16,
+            dn_v_heads=16,
+            tied_output=True,
+        ),
+    ),
+}
+
+
 def architectures() -> list[str]:
     """The architectures `make_model` knows.
 
@@ -497,23 +597,30 @@ def architectures() -> list[str]:
     return sorted(ARCHITECTURES)
 
 
-def table(arch: str, n_layer: int | None = None) -> tuple[Dims, Table]:
+def table(arch: str, n_layer: int | None = None, like: str | None = None) -> tuple[Dims, Table]:
     """An architecture's sizes and table.
 
     Args:
         arch: the architecture (see `architectures()`).
-        n_layer: blocks; None: the architecture's default.
+        n_layer: blocks; None: the architecture's default (or the preset's).
+        like: a real model's configuration (`PRESETS`), of this architecture; None: the small default.
 
     Returns:
         `(dims, table)`.
 
     Raises:
-        ValueError: an unknown architecture (the message lists the known ones), or `n_layer` not a
-            positive int.
+        ValueError: an unknown architecture or preset (the message lists the known ones), a preset of another
+            architecture, or `n_layer` not a positive int.
     """
     if arch not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {arch!r}; known: {', '.join(architectures())}")
     make, dims = ARCHITECTURES[arch]
+    if like is not None:
+        if like not in PRESETS:
+            raise ValueError(f"unknown preset {like!r}; known: {', '.join(sorted(PRESETS))}")
+        if PRESETS[like][0] != arch:
+            raise ValueError(f"preset {like!r} is a {PRESETS[like][0]} model, not {arch}")
+        dims = PRESETS[like][1]
     if n_layer is not None:
         if isinstance(n_layer, bool) or not isinstance(n_layer, int) or n_layer < 1:
             raise ValueError(f"layers must be a positive int, got {n_layer!r}")
@@ -554,14 +661,17 @@ def weights(spec: TensorSpec, seed: int) -> np.ndarray:
     return a if spec.type == "f32" else a.astype(np.float16)
 
 
-def make_model(arch: str, path: str | os.PathLike[str], seed: int = 0, layers: int | None = None) -> Model:
+def make_model(
+    arch: str, path: str | os.PathLike[str], seed: int = 0, layers: int | None = None, like: str | None = None
+) -> Model:
     """Write a small random-weight GGUF model of `arch` that llama.cpp loads and decodes.
 
     Args:
         arch: the architecture (see `architectures()`).
         path: the file to write.
         seed: the weights' seed, a non-negative int.
-        layers: blocks; None: the architecture's default (2).
+        layers: blocks; None: the architecture's default (2), or the preset's.
+        like: a real model's configuration (`PRESETS`: "llama-1b", "qwen3-0.6b", "gemma3-1b", "qwen35-0.8b").
 
     Returns:
         What was written.
@@ -572,7 +682,7 @@ def make_model(arch: str, path: str | os.PathLike[str], seed: int = 0, layers: i
         IsADirectoryError: `path` is a folder.
         OSError: the file cannot be written.
     """
-    dims, tab = table(arch, layers)
+    dims, tab = table(arch, layers, like)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     path = os.fspath(path)
