@@ -312,7 +312,9 @@ def test_quantize_writes_the_type_and_refuses_with_llama_cpps_reason(tmp_path):
     cli = [sys.executable, "-m", "pyggml", "quantize", str(src)]
     ok = subprocess.run([*cli, str(tmp_path / "q6.gguf"), "q6_k"], capture_output=True, text=True)
     assert ok.returncode == 0 and "q6_k" in ok.stdout, ok.stderr[-2000:]
-    refused = subprocess.run([*cli, str(tmp_path / "iq1.gguf"), "iq1_s", "--no-imatrix"], capture_output=True, text=True)
+    refused = subprocess.run(
+        [*cli, str(tmp_path / "iq1.gguf"), "iq1_s", "--no-imatrix"], capture_output=True, text=True
+    )
     assert refused.returncode == 2 and "requires an imatrix" in refused.stderr
     made = subprocess.run([*cli, str(tmp_path / "iq1.gguf"), "iq1_s"], capture_output=True, text=True)
     assert made.returncode == 0, made.stderr[-2000:]  # an importance matrix computed from the model

@@ -327,6 +327,8 @@ def test_a_quantized_qwen4exp_decodes(tmp_path: Path) -> None:
         timeout=600,
     )
     assert made.returncode == 0, made.stderr
-    assert all(info.type.name == "F32" for name, info in pyggml.gguf.read_info(path).tensor_info.items() if "ple_norm_" in name)
+    assert all(
+        info.type.name == "F32" for name, info in pyggml.gguf.read_info(path).tensor_info.items() if "ple_norm_" in name
+    )
     res = _cli("--model", str(path), "--no-repack", "--tokens", "4")
     assert res.returncode == 0 and "FAIL" not in res.stdout, res.stdout + res.stderr

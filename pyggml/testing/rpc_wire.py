@@ -24,11 +24,13 @@ import numpy as np
 ALLOC_BUFFER, GET_ALIGNMENT, GET_MAX_SIZE, BUFFER_GET_BASE, FREE_BUFFER, BUFFER_CLEAR = 0, 1, 2, 3, 4, 5
 SET_TENSOR, SET_TENSOR_HASH, GET_TENSOR, COPY_TENSOR, GRAPH_COMPUTE, GET_DEVICE_MEMORY = 6, 7, 8, 9, 10, 11
 INIT_TENSOR, GET_ALLOC_SIZE, HELLO, DEVICE_COUNT, GRAPH_RECOMPUTE, MEMSET_TENSOR = 12, 13, 14, 15, 16, 17
-N_CMDS = 20
+GRAPH_ANSWERS = 18  # pyggml's extension (patch 0030): answer graph commands on this connection
+N_CMDS = 21
+OFFERS_GRAPH_ANSWERS = 1  # a pyggml server's HELLO sets this bit of its padding byte (upstream's clients ignore it)
 TENSOR_FORMAT = "<QIQ4I4II16iI10QQQQ64si"
 TENSOR_SIZE = struct.calcsize(TENSOR_FORMAT)  # 296
 MAX_SRC, N_OP_PARAMS = 10, 16
-GRAPH_ANSWER_SIZE = 128  # rpc_msg_graph_compute_rsp: status, message[127] (protocol 7.1, patch 0023)
+GRAPH_ANSWER_SIZE = 128  # rpc_msg_graph_compute_rsp: status, message[127] (patches 0023, 0030)
 COMPUTED, REFUSED, FAILED = 0, 1, 2
 I8 = 24  # GGML_TYPE_I8: the type of a plain byte range
 
@@ -55,11 +57,18 @@ def call(s: socket.socket, cmd: int, payload: bytes) -> bytes:
 
 def hello(s: socket.socket) -> tuple[int, int, int] | None:
     """The server's protocol version (major, minor, patch), or None if it did not answer as one."""
+    answer = hello_answer(s)
+    return answer[:3] if answer is not None else None
+
+
+def hello_answer(s: socket.socket) -> tuple[int, int, int, int] | None:
+    """HELLO as upstream's 7.0 client sends it (24 zero bytes of transport caps): the answer's major, minor,
+    patch and padding byte (OFFERS_GRAPH_ANSWERS from a pyggml server), or None if it did not answer as one."""
     try:
         rsp = call(s, HELLO, bytes(24))
     except OSError:
         return None
-    return (rsp[0], rsp[1], rsp[2]) if len(rsp) == 28 else None
+    return (rsp[0], rsp[1], rsp[2], rsp[3]) if len(rsp) == 28 else None
 
 
 def params(*values: int | float, offset: int = 0) -> bytes:
@@ -137,18 +146,26 @@ def graph_message(device: int, nodes: Sequence[int], tensors: Sequence[Desc]) ->
 
 
 class Connection:
-    """One client connection: HELLO first, then commands. The server serves one connection at a time."""
+    """One client connection: HELLO first, then commands. The server serves one connection at a time.
 
-    def __init__(self, host: str, port: int, timeout: float = 60.0) -> None:
+    `graph_answers`: ask a server that offers them (a pyggml server, patch 0030) to answer GRAPH_COMPUTE and
+    GRAPH_RECOMPUTE with a status and a reason; False speaks upstream's protocol 7.0 byte for byte, as
+    llama.cpp's own client does (then a refused graph closes the connection)."""
+
+    def __init__(self, host: str, port: int, timeout: float = 60.0, graph_answers: bool = True) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.settimeout(timeout)
-        version = hello(self.sock)
-        if version is None:
+        answer = hello_answer(self.sock)
+        if answer is None:
             self.sock.close()
             raise ConnectionError(f"{host}:{port} did not answer HELLO")
-        self.version = version
-        # protocol 7.1 (patch 0023): GRAPH_COMPUTE and GRAPH_RECOMPUTE are answered with a status
-        self.answers_graphs = version[1] >= 1
+        self.version, self.offers_graph_answers = answer[:3], bool(answer[3] & OFFERS_GRAPH_ANSWERS)
+        self.answers_graphs = False
+        if graph_answers and self.offers_graph_answers:
+            if call(self.sock, GRAPH_ANSWERS, b"") != b"\x01":
+                self.sock.close()
+                raise ConnectionError(f"{host}:{port} offered graph answers and did not give them")
+            self.answers_graphs = True
 
     def close(self) -> None:
         self.sock.close()
@@ -183,8 +200,9 @@ class Connection:
         return call(self.sock, GET_TENSOR, self._bytes(buffer, data, n).pack() + struct.pack("<QQ", 0, n))
 
     def compute(self, nodes: Sequence[int], tensors: Sequence[Desc], device: int = 0) -> tuple[int, str] | None:
-        """GRAPH_COMPUTE: (status, reason) from a 7.1 server; None from an older one, which answers nothing
-        (a ping, DEVICE_COUNT, waits for the compute: it raises if the server closed the connection)."""
+        """GRAPH_COMPUTE: (status, reason) on a connection with graph answers; None on one without, where the
+        server answers nothing (a ping, DEVICE_COUNT, waits for the compute: it raises if the server closed
+        the connection)."""
         return self._graph(GRAPH_COMPUTE, graph_message(device, nodes, tensors))
 
     def recompute(self, device: int = 0) -> tuple[int, str] | None:
