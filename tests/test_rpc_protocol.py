@@ -80,3 +80,56 @@ def test_the_extension_command_is_answered_with_one_byte(server):
 
 
 # pyggml's own client against this server: tests/test_rpc.py (it asks for graph answers and gets them)
+
+
+# --- pyggml's client against upstream's server: a pyggml built without patches 0023 and 0030 (tests/builds.py)
+# serves RPC as upstream's server does (protocol 7.0, no graph checks, no answers; 0020's checks of malformed
+# tensors stay)
+CLIENT = """
+import sys
+import numpy as np
+import pyggml as gg
+from pyggml import rpc
+[dev] = rpc.add_server(sys.argv[1])
+ctx = gg.Context()
+a = ctx.tensor("f32", (3, 8), "a", input=True)
+y = ctx.mul_mat(a, ctx.exp(a))
+graph = gg.Graph(ctx).build_forward_expand(y)
+x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(3, 8)
+got = gg.Runner(dev.name.lower()).run(graph, {a: x}, y)
+want = np.exp(x) @ x.T
+assert np.allclose(got, want, rtol=1e-5), (got, want)
+print("computed on", dev.name)
+"""
+
+
+@pytest.fixture(scope="module")
+def upstream_server_build(tmp_path_factory):
+    from builds import pyggml_without_patches
+
+    return pyggml_without_patches(tmp_path_factory.mktemp("upstream-rpc"))
+
+
+@pytest.mark.rebuild  # a second pyggml without the patches (tests/conftest.py: opt-in, CI runs it)
+def test_pyggmls_client_computes_on_upstreams_server(upstream_server_build):
+    import os
+    import site
+    import stat
+    import subprocess
+    import sys
+
+    # the other build's `python -m pyggml rpc-server`: -S, so that no .pth file (this build's editable
+    # install) shadows the package first on PYTHONPATH
+    python = upstream_server_build / "python-S"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    path = os.pathsep.join([str(upstream_server_build), *site.getsitepackages()])
+    with rpc.Server(python=str(python), cwd=str(upstream_server_build), env={"PYTHONPATH": path}) as srv:
+        with socket.create_connection((srv.host, srv.port), timeout=30) as s:
+            assert hello_answer(s) == (7, 0, 0, 0)  # upstream's answer: no offer of graph answers
+        with Connection(srv.host, srv.port) as conn:  # asks only a server that offers
+            assert not conn.answers_graphs and _benign(conn, REFUSED_ATTACK)
+        client = subprocess.run(
+            [sys.executable, "-c", CLIENT, srv.endpoint], capture_output=True, text=True, timeout=300
+        )
+        assert client.returncode == 0 and "computed on RPC" in client.stdout, client.stdout + client.stderr

@@ -13,7 +13,6 @@ takes minutes on 2 cores: its tests are opt-in (PYGGML_REBUILD_TESTS=1, tests/co
 
 import json
 import os
-import shutil
 import site
 import subprocess
 import sys
@@ -23,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from builds import LEFT_OUT, pyggml_without_patches
 
 ROOT = Path(__file__).resolve().parent.parent
-PATCHES = "0001-meta-split-permuted-view.patch,0001-seed-delta-net-host-slot-index.patch"
+PATCHES = LEFT_OUT["seed"]
 SEED_GRAPH = textwrap.dedent("""
     import pyggml as gg
     from pyggml.testing.cases.conv_state import ConvStateCase
@@ -38,38 +38,7 @@ SEED_GRAPH = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def pyggml_without_patch(tmp_path_factory) -> Path:
-    cmake = shutil.which("cmake")
-    if cmake is None:
-        pytest.skip("cmake is needed to build pyggml without the patch")
-    # one folder per interpreter: CMake keeps the Python it found in its cache, and a folder configured by
-    # another Python version fails to configure ("Could NOT find Python (missing: Development.Module)")
-    build = ROOT / "build" / f"without-seed-{sys.implementation.cache_tag}"
-    configure = [
-        cmake,
-        "-S",
-        str(ROOT),
-        "-B",
-        str(build),
-        "-DCMAKE_BUILD_TYPE=Release",
-        f"-DPYGGML_SKIP_PATCHES={PATCHES}",
-        f"-DPython_EXECUTABLE={sys.executable}",
-        # the CPU alone, portable: the options of the wheel's build and of scripts/python_versions.sh's, so that
-        # with a compiler cache (CI's) only the sources the two patches touch compile again
-        "-DGGML_VULKAN=OFF",
-        "-DGGML_CUDA=OFF",
-        "-DPYGGML_PORTABLE=ON",
-    ]
-    if shutil.which("ninja"):
-        configure += ["-G", "Ninja"]
-    for cmd in (configure, [cmake, "--build", str(build), "--target", "_pyggml_cffi", "--parallel"]):
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    pkg = tmp_path_factory.mktemp("without-seed") / "pyggml"
-    shutil.copytree(ROOT / "pyggml", pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    for f in build.glob("_pyggml_cffi*.so"):
-        shutil.copy(f, pkg)
-    shutil.copy(build / "generated" / "_build_info.json", pkg)
-    return pkg.parent
+    return pyggml_without_patches(tmp_path_factory.mktemp("without-seed"))
 
 
 def run_seed_graph(pythonpath: Path | None, program: str = SEED_GRAPH) -> subprocess.CompletedProcess:
