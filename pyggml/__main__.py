@@ -242,7 +242,12 @@ def quantize_main(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; a reader that goes away (`| head`) ends it quietly, as with other command-line tools."""
+    """Run the command; a reader that goes away (`| head`) ends it quietly, as with other command-line tools.
+    Started by a pyggml process that names itself in the environment (`pyggml.parent.ENV`: `rpc.Server`),
+    it ends when that process ends."""
+    from pyggml import parent
+
+    parent.end_with_env()
     try:
         rc = _main(argv)
         sys.stdout.flush()

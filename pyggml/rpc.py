@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from pyggml import transport
+from pyggml import parent, transport
 from pyggml._native import ffi, lib
 from pyggml.errors import GGMLError
 
@@ -437,9 +437,10 @@ class Server:
             cmd += ["--trust-clients"]
         # its output goes to a file: a pipe nobody reads would fill up and block the server
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd
-        )
+        # it ends with this process however that one ends (pyggml.parent; the other build's pyggml may not
+        # know the variable, and then only stop() and the finalizer below end it)
+        child_env = {**os.environ, parent.ENV: str(os.getpid()), **(env or {})}
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=child_env, cwd=cwd)
         # a caller that dies before stop() (a failing test's child process) leaves no server behind
         weakref.finalize(self, _end_process, self.proc)
         state = await_server(self.host, self.port, startup_timeout, lambda: self.proc.poll() is None)

@@ -58,6 +58,7 @@ MODULES = {
     "pyggml.errors": "errors.md",
     "pyggml.lifetime": "lifetime.md",
     "pyggml.serial": "serial.md",
+    "pyggml.parent": "parent.md",
     "pyggml.transport": "transport.md",
     "pyggml.graph_draw": "graph_draw.md",
     "pyggml.graph_dot": "graph_dot.md",

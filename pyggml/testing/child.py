@@ -66,6 +66,8 @@ _BOOT = (
     "import pickle, sys\n"
     "request = open(sys.argv[1], 'rb')\n"
     "sys.path[:] = pickle.load(request)\n"
+    "from pyggml import parent\n"
+    "parent.end_with(int(sys.argv[3]), death_signal=sys.argv[4] == '1')\n"
     "from pyggml.testing.child import _serve\n"
     "_serve(request, sys.argv[2])\n"
 )
@@ -219,14 +221,17 @@ def start(
     stderr_tail: int = 20_000,
     pass_fds: Sequence[int] = (),
     fork: bool = False,
+    waited: bool = False,
 ) -> Child:
     """Start `target(*args, **kwargs)` in a child process; `Child.wait` gives its Outcome. `pass_fds`: file
     descriptors the child inherits (under the same numbers). `fork`: a fork of this process where `can_fork`
-    (the module's docstring says when that is safe); `env` is then applied in the child."""
+    (the module's docstring says when that is safe); `env` is then applied in the child. The child ends when
+    this process ends (`pyggml.parent`); `waited`: this thread waits for it (`run`), so Linux's parent-death
+    signal may end it at once."""
     folder = tempfile.TemporaryDirectory(prefix="pyggml-child-")
     if fork and can_fork():
         try:
-            return _fork(target, args, kwargs, env, stderr_tail, pass_fds, folder)
+            return _fork(target, args, kwargs, env, stderr_tail, pass_fds, folder, waited)
         except OSError:  # no fork to be had (ENOMEM: a process with large mappings, under overcommit rules)
             pass  # an interpreter then, as without `fork`
     request_path = os.path.join(folder.name, "request")
@@ -236,7 +241,15 @@ def start(
     stdout = open(os.path.join(folder.name, "stdout"), "w+b")
     stderr = open(os.path.join(folder.name, "stderr"), "w+b")
     proc = subprocess.Popen(
-        [sys.executable, "-c", _BOOT, request_path, os.path.join(folder.name, "result")],
+        [
+            sys.executable,
+            "-c",
+            _BOOT,
+            request_path,
+            os.path.join(folder.name, "result"),
+            str(os.getpid()),
+            str(int(waited)),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=stdout,
         stderr=stderr,
@@ -255,12 +268,14 @@ def _fork(
     stderr_tail: int,
     pass_fds: Sequence[int],
     folder: tempfile.TemporaryDirectory[str],
+    waited: bool = False,
 ) -> Child:
     stdout = open(os.path.join(folder.name, "stdout"), "w+b")
     stderr = open(os.path.join(folder.name, "stderr"), "w+b")
     result_path = os.path.join(folder.name, "result")
     sys.stdout.flush()  # what this process has buffered is written once, by it, not again by the child
     sys.stderr.flush()
+    me = os.getpid()
     # the one thread such a process has besides its own is numpy's OpenBLAS pool, which stops itself
     # before a fork (pthread_atfork) and starts again in the child when it is next needed
     try:
@@ -271,9 +286,12 @@ def _fork(
         raise
     if pid:
         return Child(_Forked(pid), folder, stdout, stderr, stderr_tail)
+    from pyggml import parent
+
     code = 1
     try:  # the child: it never returns into the caller's code, whatever happens
         os.setsid()
+        parent.end_with(me, death_signal=waited)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         os.dup2(stdout.fileno(), 1)
         os.dup2(stderr.fileno(), 2)
@@ -302,7 +320,7 @@ def run(
     stderr_tail: int = 20_000,
 ) -> Outcome:
     """Run `target(*args, **kwargs)` in a child process and say how it ended (see the module's docstring)."""
-    return start(target, args, kwargs, env=env, stderr_tail=stderr_tail).wait(timeout)
+    return start(target, args, kwargs, env=env, stderr_tail=stderr_tail, waited=True).wait(timeout)
 
 
 # --- in the child ---------------------------------------------------------------------------------
