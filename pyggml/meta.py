@@ -19,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -202,11 +203,46 @@ def _as_callable(policy) -> Callable[[Tensor], Split | None]:
     return by_name
 
 
+class _Slot:
+    """A ggml meta device over a list of devices. ggml keeps it for the life of the process (it has no way to
+    free one) and calls back into it for split states; it answers with the policy of the MetaDevice that uses
+    it now. A slot whose MetaDevice is gone is used again by the next MetaDevice of the same devices, so that
+    making Runners over the same devices again and again makes no new ggml device (5 KB each)."""
+
+    def __init__(self, devs: Sequence[Device]) -> None:
+        self.owner: weakref.ref[MetaDevice] | None = None
+        self.handle = ffi.new_handle(self)
+        arr = ffi.new("ggml_backend_dev_t[]", [d.ptr for d in devs])
+        ptr = lib.ggml_backend_meta_device(arr, len(devs), lib.pyggml_meta_split_state, self.handle)
+        if ptr == ffi.NULL:
+            raise GGMLError("could not create the meta device")
+        self.device = Device(ptr)
+        rpc.register_meta(ptr, [d.ptr for d in devs])  # its faults are those of its RPC devices
+        lifetime.keep_forever(self)  # ggml calls back with this handle for as long as the process lives
+
+
+_SLOTS: dict[tuple[int, ...], list[_Slot]] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+def _take_slot(devs: Sequence[Device], user: MetaDevice) -> _Slot:
+    """A slot over these devices for `user`: a free one (its MetaDevice gone), else a new one."""
+    key = tuple(int(ffi.cast("uintptr_t", d.ptr)) for d in devs)
+    with _SLOTS_LOCK:
+        slots = _SLOTS.setdefault(key, [])
+        free = next((s for s in slots if s.owner is None or s.owner() is None), None)
+        if free is None:
+            free = _Slot(devs)
+            slots.append(free)
+        free.owner = weakref.ref(user)
+        return free
+
+
 class MetaDevice:
     """A meta device over several devices with a split policy: one graph spread over them.
 
-    The device is made once per set of devices and callback (ggml caches it) and kept for the life of the
-    process. `init()` makes its backend; `Runner("meta:dev1,dev2")` makes one for you.
+    ggml's meta devices live as long as the process; a MetaDevice uses one of the same devices whose
+    MetaDevice is gone, or a new one. `init()` makes its backend; `Runner("meta:dev1,dev2")` makes one for you.
 
     Args:
         devices: 1 to `MAX_DEVICES` devices, by name ('cpu', 'vulkan0', ...) or as Device objects.
@@ -232,14 +268,8 @@ class MetaDevice:
         self.set_policy(policy)
         self._lock = threading.Lock()
         self._errors: list[BaseException] = []
-        self._handle = ffi.new_handle(self)
-        arr = ffi.new("ggml_backend_dev_t[]", [d.ptr for d in devs])
-        ptr = lib.ggml_backend_meta_device(arr, len(devs), lib.pyggml_meta_split_state, self._handle)
-        if ptr == ffi.NULL:
-            raise GGMLError("could not create the meta device")
-        self.device = Device(ptr)
-        rpc.register_meta(ptr, [d.ptr for d in devs])  # its faults are those of its RPC devices
-        lifetime.keep_forever(self)  # ggml caches the device by (devices, callback, userdata) and calls back
+        self._slot = _take_slot(devs, self)
+        self.device = self._slot.device
 
     @property
     def name(self) -> str:
@@ -358,14 +388,19 @@ def pyggml_meta_split_state(tensor: CData, userdata: CData) -> CData:
 
     Args:
         tensor: the `struct ggml_tensor *`.
-        userdata: the MetaDevice's handle.
+        userdata: the handle of the device's `_Slot`.
 
     Returns:
         The `struct ggml_backend_meta_split_state`: the policy's split, or mirrored when the policy raised
         (the error is raised later in Python, `MetaDevice.raise_pending`).
     """
     out = ffi.new("struct ggml_backend_meta_split_state *")
-    ffi.from_handle(userdata)._split_state(tensor, out)
+    owner = ffi.from_handle(userdata).owner
+    meta = owner() if owner is not None else None
+    if meta is None:  # no MetaDevice uses the device now: nothing to split by
+        Split(MIRRORED).to_c(out)
+    else:
+        meta._split_state(tensor, out)
     return out[0]
 
 

@@ -85,7 +85,7 @@ def test_the_split_callback_is_safe_from_several_threads():
         try:
             for _ in range(200):
                 t = tensors[k % len(tensors)]
-                state = lib.pyggml_meta_split_state(t.ptr, meta._handle)
+                state = lib.pyggml_meta_split_state(t.ptr, meta._slot.handle)
                 results[k] = (state.axis, state.ne[0], state.ne[1], state.n_segments)
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
@@ -111,7 +111,7 @@ def test_errors_raised_inside_the_callback_surface_in_python():
     meta = MetaDevice(["cpu", "cpu"], policy)
     ctx = gg.Context()
     t = ctx.tensor("f32", (4,), "w")
-    state = lib.pyggml_meta_split_state(t.ptr, meta._handle)
+    state = lib.pyggml_meta_split_state(t.ptr, meta._slot.handle)
     assert state.axis == lib.GGML_BACKEND_SPLIT_AXIS_MIRRORED  # ggml gets a safe answer...
     with pytest.raises(RuntimeError, match="policy broke on w"):  # ...and Python the error
         meta.raise_pending()
