@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,7 +23,7 @@ from pyggml._native import build_info, cstr, ffi, lib
 from pyggml.context import Context
 from pyggml.errors import GGMLError, GraphError
 from pyggml.graph import MAX_GRAPH_SIZE, Graph
-from pyggml.lifetime import Lender, graph_tensors
+from pyggml.lifetime import Closable, Lender, graph_tensors
 from pyggml.serial import serialized
 from pyggml.tensor import Tensor
 from pyggml.types import DeviceType, Op, Status
@@ -206,7 +207,7 @@ def device(name: str) -> Device:
 
 
 # --- backends ----------------------------------------------------------------------------
-class Backend:
+class Backend(Closable):
     """A ggml backend (`ggml_backend_t`): a device's stream that computes graphs; freed with the object.
 
     Made by `device.init(n_threads)`, `pyggml.backend(name)` or `pyggml.cpu_backend(n_threads)`.
@@ -228,7 +229,8 @@ class Backend:
     """
 
     def __init__(self, ptr: CData, dev: Device | None = None, n_threads: int | None = None) -> None:
-        self.ptr = ffi.gc(ptr, lib.ggml_backend_free)
+        self._ptr = ffi.gc(ptr, lib.ggml_backend_free)
+        self._users: weakref.WeakSet = weakref.WeakSet()  # the Schedulers computing with it
         self.lock = threading.RLock()  # one compute at a time (pyggml.serial)
         self.device = dev if dev is not None else Device(lib.ggml_backend_get_device(ptr))
         self.n_threads: int | None = None
@@ -237,6 +239,15 @@ class Backend:
         if self.is_cpu:
             self.set_n_threads((os.cpu_count() or 1) if n_threads is None else n_threads)
             self.auto_threads = n_threads is None
+
+    def _close(self) -> None:
+        users = [u for u in self._users if not u.closed]
+        if users:
+            raise ValueError(
+                f"Backend.close: a Scheduler still computes with {self.name}: close it (or its Runner) first"
+            )
+        with self.lock:
+            ffi.release(self._ptr)
 
     @property
     def name(self) -> str:
@@ -335,7 +346,7 @@ class Backend:
             raise GGMLError(
                 f"{self.name}: could not allocate the context's tensors (none to allocate, or out of memory)"
             )
-        buf = Buffer(ptr)
+        buf = Buffer(ptr, ctx)
         ctx.keep_alive(buf)
         return buf
 
@@ -476,7 +487,7 @@ def cpu_backend(n_threads: int | None = None) -> Backend:
 
 
 # --- buffers and allocation -----------------------------------------------------------------
-class Buffer:
+class Buffer(Closable):
     """A ggml backend buffer (`ggml_backend_buffer_t`): memory on a device that tensors are placed in.
 
     Freed (`ggml_backend_buffer_free`) when the last reference goes; `Backend.alloc_tensors` returns one and
@@ -489,8 +500,18 @@ class Buffer:
         ptr: the `ggml_backend_buffer_t`.
     """
 
-    def __init__(self, ptr: CData) -> None:
-        self.ptr = ffi.gc(ptr, lib.ggml_backend_buffer_free)
+    def __init__(self, ptr: CData, ctx: Context | None = None) -> None:
+        self._ptr = ffi.gc(ptr, lib.ggml_backend_buffer_free)
+        self._ctx = weakref.ref(ctx) if ctx is not None else None  # whose tensors it holds
+
+    def _close(self) -> None:
+        # the tensors it holds lose their memory first: a read then raises instead of reading freed memory
+        ctx = self._ctx() if self._ctx is not None else None
+        if ctx is not None:
+            for t in ctx.tensors():
+                if t.ptr.buffer == self._ptr:
+                    t.ptr.data, t.ptr.buffer = ffi.NULL, ffi.NULL
+        ffi.release(self._ptr)
 
     @property
     def size(self) -> int:
@@ -548,7 +569,7 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**28 else f"{n / 2**20:.2f} MiB"
 
 
-class Gallocr(Lender):
+class Gallocr(Lender, Closable):
     """ggml's graph allocator (`ggml_gallocr`): a graph's tensors in one buffer type, memory reused between nodes.
 
     The graph is then computed with the backend's `compute`. The memory is lent to one graph at a time
@@ -571,7 +592,12 @@ class Gallocr(Lender):
         if ptr == ffi.NULL:
             raise GGMLError("could not create the graph allocator")
         self.lock = threading.RLock()  # one graph at a time (pyggml.serial)
-        self.ptr = ffi.gc(ptr, lib.ggml_gallocr_free)
+        self._ptr = ffi.gc(ptr, lib.ggml_gallocr_free)
+
+    def _close(self) -> None:
+        with self.lock:
+            self._release()  # the lent memory back first: the graph's tensors then raise when read
+            ffi.release(self._ptr)
 
     @serialized
     def reserve(self, graph: Graph) -> None:
@@ -621,7 +647,7 @@ class Gallocr(Lender):
         self._after_alloc(graph, fresh)
 
 
-class Scheduler(Lender):
+class Scheduler(Lender, Closable):
     """ggml's backend scheduler (`ggml_backend_sched`) over several backends; the last one must be the CPU.
 
     Graph inputs (tensors flagged with `set_input`) are placed on the last backend, so they are in host
@@ -667,10 +693,18 @@ class Scheduler(Lender):
         ptr = lib.ggml_backend_sched_new(arr, ffi.NULL, len(backends), self.graph_size, parallel, True)
         if ptr == ffi.NULL:
             raise GGMLError("could not create the scheduler")
-        self.ptr = ffi.gc(ptr, lib.ggml_backend_sched_free)
+        self._ptr = ffi.gc(ptr, lib.ggml_backend_sched_free)
+        for b in self.backends:
+            b._users.add(self)
         self.lock = threading.RLock()  # one graph at a time (pyggml.serial); a Runner holds it for a whole run
         self._placed: dict[int, tuple[Tensor, Backend]] = {}  # set_tensor_backend's assignments
         self._observer: EvalObserver | None = None  # observe()
+
+    def _close(self) -> None:
+        with self.lock:
+            self._release()  # the lent memory back first: the graph's tensors then raise when read
+            self._observer = None
+            ffi.release(self._ptr)
 
     @serialized
     def reserve(self, graph: Graph) -> None:

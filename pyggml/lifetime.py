@@ -33,8 +33,14 @@ its owner, and so nothing is freed while something that may touch it is alive.
   taken back at the allocator's next graph, which the export would outlive), as are device memory, a
   tensor without memory, and a tensor ggml handed to a callback (no Python object holds its memory). The
   live exports are counted per tensor address until the consumer drops them (`exports`).
-- Meta devices (`keep_forever`). ggml caches a meta device by (devices, callback, userdata) for the
-  life of the process and calls back into its Python object: that object must never be freed.
+- Meta devices (`keep_forever`). ggml keeps a meta device for the life of the process and calls back
+  into its Python object (pyggml.meta's `_Slot`): that object must never be freed; a slot whose
+  MetaDevice is gone serves the next MetaDevice of the same devices.
+- Closing (`Closable`). A Runner, Scheduler, Gallocr, Backend or Buffer frees its ggml object when its last
+  reference goes, or at once with `close()` (or at the end of a `with` block): lent memory is taken back
+  and a buffer's tensors lose their memory first, so that nothing reads freed memory; the object then
+  raises ValueError when used. A Context has no `close()`: its tensors point into its arena, and it goes
+  with the last of them.
 """
 
 from __future__ import annotations
@@ -460,6 +466,48 @@ class Lender:
             self._lent = None
             self.leaves = []
             self.generation += 1
+
+
+# --- closing ----------------------------------------------------------------------------------------
+class Closable:
+    """`close()` frees the object's ggml memory now rather than when its last reference goes, and `with obj:`
+    closes it at the block's end. Once closed, its `ptr` raises ValueError naming it, so no call reaches
+    freed memory; closing again does nothing. A subclass keeps its C pointer in `_ptr` and frees in `_close`."""
+
+    _closed = False
+    _ptr: Any
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Free the ggml object now (see the class). Raises what `_close` refuses (a Backend a live Scheduler
+        still uses)."""
+        if not self._closed:
+            self._close()
+            self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called."""
+        return self._closed
+
+    @property
+    def ptr(self) -> Any:
+        """The ggml object (cffi cdata).
+
+        Raises:
+            ValueError: the object is closed.
+        """
+        if self._closed:
+            raise ValueError(f"{type(self).__name__} is closed (close() was called): make a new one")
+        return self._ptr
+
+    def __enter__(self: Any) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # --- exports ----------------------------------------------------------------------------------------

@@ -81,6 +81,30 @@ class Runner:
         self.sched = Scheduler(self.backends, graph_size)
         self.lock = self.sched.lock  # a whole run at a time, from any thread (pyggml.serial)
 
+    def close(self) -> None:
+        """Free the runner's scheduler and backends now rather than with its last reference (`with Runner(...)
+        as r:` closes at the block's end). The tensors of the graph it allocated last lose the memory it lent
+        them (reading them raises); using the runner again raises ValueError. Closing again does nothing."""
+        with self.lock:
+            self.sched.close()
+            for b in self.backends:
+                b.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called."""
+        return self.sched.closed
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self, what: str) -> None:
+        if self.sched.closed:
+            raise ValueError(f"Runner.{what}: the runner is closed (close() was called): make a new one")
+
     @property
     def n_devices(self) -> int:
         """How many devices the runner computes on: the meta device's number of devices, else 1."""
@@ -131,6 +155,7 @@ class Runner:
             GraphError: a graph larger than `graph_size`, or one the preflight refuses.
             GGMLError: the memory cannot be had.
         """
+        self._check_open("allocate")
         if not isinstance(graph, Graph):
             raise TypeError(f"allocate: expected a Graph, got {type(graph).__name__}")
         self.sched.restore(graph)  # supports_op and the meta check must see the graph as built
@@ -161,6 +186,7 @@ class Runner:
             GGMLError: ggml reports a failed compute.
             pyggml.rpc.RpcError: an RPC server's connection failed.
         """
+        self._check_open("compute")
         try:
             self.sched.compute(graph)
         finally:

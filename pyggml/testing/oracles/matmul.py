@@ -12,12 +12,21 @@ from pyggml.testing.oracles._common import (
 
 
 # --- matrix -----------------------------------------------------------------------------------------
+def _broadcast(a4: np.ndarray, b4: np.ndarray) -> np.ndarray:
+    """a's matrices repeated over dims 2 and 3 to b's count (ggml's broadcast: b's matrix i12 uses a's
+    i12 // (ne12/ne02)); no copy where the counts already match (a model's weights: up to gigabytes)."""
+    r0, r1 = b4.shape[0] // a4.shape[0], b4.shape[1] // a4.shape[1]
+    if r0 > 1:
+        a4 = np.repeat(a4, r0, axis=0)
+    return np.repeat(a4, r1, axis=1) if r1 > 1 else a4
+
+
 def mul_mat(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """ggml_mul_mat: a [.., M, K], b [.., N, K] -> [.., N, M], out = b @ a^T per matrix. Over dims 2 and 3
     a broadcasts to b by repetition of each matrix: b's matrix i12 uses a's i12 // (ne12/ne02)."""
     a4 = _as4(np.asarray(a, dtype=np.float64))
     b4 = _as4(np.asarray(b, dtype=np.float64))
-    a4 = np.repeat(np.repeat(a4, b4.shape[0] // a4.shape[0], axis=0), b4.shape[1] // a4.shape[1], axis=1)
+    a4 = _broadcast(a4, b4)
     out = b4 @ np.swapaxes(a4, -1, -2)
     return _lead(out.astype(np.float32))
 
@@ -41,7 +50,7 @@ def out_prod(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     a broadcasts to b by repetition of each matrix (b's matrix i12 uses a's i12 // (ne12/ne02))."""
     a4 = _as4(np.asarray(a, dtype=np.float64))
     b4 = _as4(np.asarray(b, dtype=np.float64))
-    a4 = np.repeat(np.repeat(a4, b4.shape[0] // a4.shape[0], axis=0), b4.shape[1] // a4.shape[1], axis=1)
+    a4 = _broadcast(a4, b4)
     out = np.swapaxes(b4, -1, -2) @ a4
     return _lead(out.astype(np.float32))
 

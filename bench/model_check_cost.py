@@ -1,0 +1,115 @@
+"""What `check --model` costs on a real-sized model, against llama.cpp's own decode of the same tokens.
+
+    python bench/model_check_cost.py [--like qwen35-0.8b] [--type q4_k_m] [--tokens 32] [--folder DIR]
+
+Makes `make-model ARCH FILE --like PRESET --type TYPE` (kept in --folder for the next run), then, in one
+process each (so that each peak resident size is its own):
+- llama.cpp's decode of N tokens: `pyggml.llama` load and one `decode` of the batch (the decode timed);
+- the same decode under the node checker (`check --model --tokens N` as `run_model` does it), timed, with
+  where the time goes: reading each node's sources before it runs (capture: ggml's reads, and the weights'
+  bytes from the file for a repacked weight), the oracles, the comparison, and llama.cpp's compute (the rest).
+The CPU's extra buffer types are off in both (`--no-repack`: native builds' AMX products die on this
+project's machines, docs/findings.md 37). Prints one markdown table row, dated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+DECODE = """
+import json, resource, sys, time
+from pyggml import llama
+from pyggml.testing.model_check import tokens_for
+path, n = sys.argv[1], int(sys.argv[2])
+model = llama.Model.load(path, use_extra_bufts=False)
+ctx = llama.Context(model, n_ctx=max(64, 2 * n), n_batch=n, n_ubatch=n)
+tokens = tokens_for(model.n_vocab, n)
+t = time.perf_counter()
+ctx.decode(tokens, logits="all")
+seconds = time.perf_counter() - t
+print(json.dumps({"seconds": seconds, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+CHECK = """
+import json, resource, sys, time
+from pyggml.testing import model_check, nodes, verdict
+path, n = sys.argv[1], int(sys.argv[2])
+spent = {"capture": 0.0, "oracle and compare": 0.0}
+
+def timed(fn, key):
+    def wrapper(*a, **k):
+        t = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[key] += time.perf_counter() - t
+    return wrapper
+
+nodes.capture = timed(nodes.capture, "capture")
+nodes.NodeChecker._judge = timed(nodes.NodeChecker._judge, "oracle and compare")
+t = time.perf_counter()
+run = model_check.run_model(path, "cpu", n_tokens=n, extra_bufts=False)
+seconds = time.perf_counter() - t
+kinds = run.by_kind().values()
+print(json.dumps({
+    "seconds": seconds, "spent": spent, "error": run.error,
+    "checked": sum(c["checked"] for c in kinds), "failed": sum(c["failed"] for c in kinds),
+    "unread": sum(c["unread"] for c in kinds),
+    "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+}))
+"""
+
+
+def child(program: str, path: str, n: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", program, path, str(n)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"failed ({out.returncode}): {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--like", default="qwen35-0.8b")
+    p.add_argument("--type", default="q4_k_m")
+    p.add_argument("--tokens", type=int, default=32)
+    p.add_argument("--folder", default="bench-models")
+    args = p.parse_args()
+    from pyggml.models.make_model import PRESETS
+
+    arch = PRESETS[args.like][0]
+    os.makedirs(args.folder, exist_ok=True)
+    path = os.path.join(args.folder, f"{args.like}-{args.type}.gguf")
+    if not os.path.exists(path):
+        t = time.perf_counter()
+        cmd = [sys.executable, "-m", "pyggml", "make-model", arch, path, "--like", args.like, "--type", args.type]
+        subprocess.run(cmd, check=True, capture_output=True)
+        print(f"# made {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in {time.perf_counter() - t:.0f} s")
+    decode = child(DECODE, path, args.tokens)
+    check = child(CHECK, path, args.tokens)
+    spent = check["spent"]
+    rest = check["seconds"] - sum(spent.values())
+    print(f"# {datetime.date.today()}: python bench/model_check_cost.py {' '.join(sys.argv[1:])} ({os.cpu_count()} cores)")
+    print(
+        "| model | tokens | llama.cpp decode s | check s | ratio | capture s | oracles s | llama.cpp and the rest s"
+        " | nodes checked | failed | unread | peak MB decode / check |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        f"| {args.like} {args.type} | {args.tokens} | {decode['seconds']:.2f} | {check['seconds']:.1f} | "
+        f"{check['seconds'] / decode['seconds']:.0f}x | {spent['capture']:.1f} | {spent['oracle and compare']:.1f} | "
+        f"{rest:.1f} | {check['checked']} | {check['failed']} | {check['unread']} | "
+        f"{decode['peak_mb']:.0f} / {check['peak_mb']:.0f} |"
+    )
+    if check["error"]:
+        print(f"error: {check['error']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
