@@ -64,30 +64,156 @@ GROWTH = textwrap.dedent("""
     import gc, os, sys
     import numpy as np
     import pyggml as gg
+    B = sys.modules["pyggml.backend"]
 
     def rss_mb():
         return int(open(f"/proc/{os.getpid()}/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
-    def cycle(name):
+    def graph():
         ctx = gg.Context()
         a = ctx.tensor("f32", (2, 3), "a", input=True)
         y = ctx.add(a, a)
-        g = gg.Graph(ctx).build_forward_expand(y)
+        return gg.Graph(ctx).build_forward_expand(y), a, y
+
+    def runner(name):
+        g, a, y = graph()
         gg.Runner(name).run(g, {a: np.ones((2, 3))}, y)
 
-    name, n = sys.argv[1], int(sys.argv[2])
+    def closed_runner():
+        g, a, y = graph()
+        with gg.Runner("cpu") as r:
+            r.run(g, {a: np.ones((2, 3))}, y)
+
+    def scheduler():
+        g, a, y = graph()
+        s = B.Scheduler([B.cpu_backend()])
+        s.alloc_graph(g)
+        a.set(np.ones((2, 3)))
+        s.compute(g)
+
+    def gallocr():
+        g, a, y = graph()
+        be = B.cpu_backend()
+        al = B.Gallocr(be.buffer_type)
+        al.alloc_graph(g)
+        a.set(np.ones((2, 3)))
+        be.compute(g)
+
+    def backend():
+        B.cpu_backend().name
+
+    def buffer():
+        ctx = gg.Context()
+        w = ctx.tensor("f32", (64, 64), "w")
+        B.cpu_backend().alloc_tensors(ctx)
+        w.set(np.ones((64, 64)))
+
+    def context():
+        ctx = gg.Context(no_alloc=False)
+        x = ctx.tensor("f32", (64, 64), "x")
+        x.set(np.ones((64, 64)))
+        ctx.mul_mat(x, x)
+
+    def observer():
+        g, a, y = graph()
+        r = gg.Runner("cpu")
+        r.sched.observe(lambda t, ask: True)
+        r.run(g, {a: np.ones((2, 3))}, y)
+
+    def llama_model():
+        from pyggml import llama
+        m = llama.Model.load(sys.argv[3], n_gpu_layers=0)
+        c = llama.Context(m, n_ctx=64, n_batch=8, observe=lambda t, ask: False)
+        c.decode([1, 2, 3])
+
+    KINDS = {
+        "runner-cpu": lambda: runner("cpu"),
+        "runner-meta": lambda: runner("meta:cpu,cpu"),
+        "runner-closed": closed_runner,
+        "scheduler": scheduler,
+        "gallocr": gallocr,
+        "backend": backend,
+        "buffer": buffer,
+        "context": context,
+        "observer": observer,
+        "llama": llama_model,
+    }
+    cycle, n = KINDS[sys.argv[1]], int(sys.argv[2])
     for _ in range(200):  # the warm-up: caches, the allocator's arenas
-        cycle(name)
+        cycle()
     gc.collect()
     base = rss_mb()
     for _ in range(n):
-        cycle(name)
+        cycle()
     print(rss_mb() - base)
 """)
 
+KINDS = [
+    "runner-cpu",
+    "runner-meta",
+    "runner-closed",
+    "scheduler",
+    "gallocr",
+    "backend",
+    "buffer",
+    "context",
+    "observer",
+    "llama",
+]
+
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the resident size from /proc")
-def test_making_running_and_dropping_a_runner_5000_times_grows_the_process_less_than_10_mb():
-    proc = subprocess.run([sys.executable, "-c", GROWTH, "cpu", "5000"], capture_output=True, text=True, timeout=600)
+@pytest.mark.parametrize("kind", KINDS)
+def test_making_using_and_dropping_an_object_5000_times_grows_the_process_less_than_10_mb(kind, tmp_path):
+    """A meta Runner grew 5 KB each (a new ggml meta device per Runner: pyggml.meta's slots now serve again)."""
+    from pyggml.models.make_model import make_model
+
+    model = tmp_path / "tiny.gguf"
+    if kind == "llama":
+        make_model("llama", model)
+    cmd = [sys.executable, "-c", GROWTH, kind, "5000", str(model)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert float(proc.stdout) < 10, f"{float(proc.stdout):.0f} MB more after 5,000 Runners"
+    assert float(proc.stdout) < 10, f"{kind}: {float(proc.stdout):.1f} MB more after 5,000"
+
+
+def test_close_gives_the_memory_back_now_and_refuses_further_use():
+    B = sys.modules["pyggml.backend"]  # noqa: N806 - the module (pyggml.backend is the function backend())
+
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (2, 3), "a", input=True)
+    y = ctx.add(a, a)
+    graph = gg.Graph(ctx).build_forward_expand(y)
+    with gg.Runner("cpu") as runner:
+        assert (runner.run(graph, {a: np.ones((2, 3))}, y) == 2).all()
+    assert runner.closed and runner.sched.closed and all(b.closed for b in runner.backends)
+    with pytest.raises(ValueError, match="no memory"):  # the lent memory went back before the scheduler went
+        y.numpy()
+    with pytest.raises(ValueError, match="the runner is closed"):
+        runner.run(graph, {a: np.ones((2, 3))}, y)
+    runner.close()  # again: nothing
+    # a backend a live scheduler computes with is not closed under it
+    be = B.cpu_backend()
+    sched = B.Scheduler([be])
+    with pytest.raises(ValueError, match="a Scheduler still computes with CPU"):
+        be.close()
+    sched.close()
+    be.close()
+    with pytest.raises(ValueError, match="Backend is closed"):
+        be.name  # noqa: B018
+    # a buffer: its tensors lose their memory first
+    ctx2 = gg.Context()
+    w = ctx2.tensor("f32", (4,), "w")
+    with B.cpu_backend().alloc_tensors(ctx2) as buf:
+        w.set(np.arange(4))
+        assert (w.numpy() == np.arange(4)).all()
+    assert buf.closed
+    with pytest.raises(ValueError, match="no memory"):
+        w.numpy()
+    # a graph allocator
+    be3 = B.cpu_backend()
+    alloc = B.Gallocr(be3.buffer_type)
+    alloc.alloc_graph(graph)
+    alloc.close()
+    with pytest.raises(ValueError, match="Gallocr is closed"):
+        alloc.alloc_graph(graph)
