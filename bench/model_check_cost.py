@@ -94,7 +94,9 @@ def main() -> int:
     check = child(CHECK, path, args.tokens)
     spent = check["spent"]
     rest = check["seconds"] - sum(spent.values())
-    print(f"# {datetime.date.today()}: python bench/model_check_cost.py {' '.join(sys.argv[1:])} ({os.cpu_count()} cores)")
+    print(
+        f"# {datetime.date.today()}: python bench/model_check_cost.py {' '.join(sys.argv[1:])} ({os.cpu_count()} cores)"
+    )
     print(
         "| model | tokens | llama.cpp decode s | check s | ratio | capture s | oracles s | llama.cpp and the rest s"
         " | nodes checked | failed | unread | peak MB decode / check |"

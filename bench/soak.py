@@ -153,7 +153,17 @@ def main() -> int:
         t = time.monotonic()
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         res = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "pyggml.testing.pytest_plugin", "-p", "no:cacheprovider", path],
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "pyggml.testing.pytest_plugin",
+                "-p",
+                "no:cacheprovider",
+                path,
+            ],
             capture_output=True,
             text=True,
             cwd=folder.name,
