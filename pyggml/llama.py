@@ -43,6 +43,7 @@ from numpy.typing import ArrayLike
 from pyggml._native import build_info, ffi, lib, logged_warnings
 from pyggml.backend import Device, EvalObserver, device
 from pyggml.errors import LlamaError
+from pyggml.lifetime import Closable
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ def _c_str(text: str) -> bytes:
     return os.fsencode(text)
 
 
-class Model:
+class Model(Closable):
     """A llama.cpp model (`llama_model *`), loaded from a GGUF file with `Model.load`.
 
     Freed when the last reference goes; the contexts made from it hold it.
@@ -190,14 +191,13 @@ class Model:
         LlamaError: `ptr` is NULL.
     """
 
-    ptr: CData
-
     def __init__(self, ptr: CData, path: str) -> None:
         if ptr == ffi.NULL:
             raise LlamaError(f"{path}: no model")
-        self.ptr = ptr
+        self._ptr = ptr
         self.path = path
-        self.vocab = lib.llama_model_get_vocab(ptr)
+        self._vocab = lib.llama_model_get_vocab(ptr)
+        self._contexts: weakref.WeakSet = weakref.WeakSet()  # the contexts made from it (they hold it)
         self._finalizer = weakref.finalize(self, lib.llama_model_free, ptr)
 
     @classmethod
@@ -270,6 +270,12 @@ class Model:
         return cls(ptr, fspath)
 
     @property
+    def vocab(self) -> CData:
+        """The model's `llama_vocab *` (part of the model: it raises ValueError once the model is closed)."""
+        self.ptr  # noqa: B018 - raises when closed
+        return self._vocab
+
+    @property
     def n_vocab(self) -> int:
         """The number of tokens in the vocabulary (`llama_vocab_n_tokens`)."""
         return int(lib.llama_vocab_n_tokens(self.vocab))
@@ -340,15 +346,18 @@ class Model:
         n = lib.llama_model_desc(self.ptr, buf, 256)
         return ffi.string(buf, max(0, min(n, 255))).decode("utf-8", "replace")
 
-    def close(self) -> None:
-        """Free the model now; the contexts made from it hold it, so it is freed when the last one goes."""
+    def _close(self) -> None:
+        """Free the model now (`close()`, or the end of a `with` block); it is refused while a Context made
+        from it is open (close those first). Using the model afterwards raises ValueError."""
+        if any(not c.closed for c in self._contexts):
+            raise ValueError(f"Model.close: a Context of {self.path} is still open: close it first")
         self._finalizer()
 
     def __repr__(self) -> str:
         return f"<Model {self.path}>"
 
 
-class Context:
+class Context(Closable):
     """An inference context over a Model (`llama_init_from_model`): the memory (KV cache), the batch's buffers, the last decode's logits.
 
     It holds its model.
@@ -442,8 +451,9 @@ class Context:
             ptr = lib.llama_init_from_model(model.ptr, params)
         if ptr == ffi.NULL:
             raise LlamaError(f"llama.cpp could not make a context for {model.path}: {_reason(lines, 'no reason')}")
-        self.ptr = ptr
+        self._ptr = ptr
         self.model = model
+        model._contexts.add(self)
         self._outputs: list[int] = []  # batch indices of the last decode that produced logits
         self._finalizer = weakref.finalize(self, lib.llama_free, ptr)
 
@@ -752,8 +762,9 @@ class Context:
             raise ValueError(f"{what}: seq {seq} outside 0..{self.n_seq_max - 1}")
         return int(seq)  # type: ignore[call-overload]
 
-    def close(self) -> None:
-        """Free the context now (`llama_free`)."""
+    def _close(self) -> None:
+        """Free the context now (`llama_free`; `close()`, or the end of a `with` block). Using it afterwards
+        raises ValueError."""
         self._finalizer()
 
     def __repr__(self) -> str:

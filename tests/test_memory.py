@@ -217,3 +217,23 @@ def test_close_gives_the_memory_back_now_and_refuses_further_use():
     alloc.close()
     with pytest.raises(ValueError, match="Gallocr is closed"):
         alloc.alloc_graph(graph)
+
+
+def test_a_llama_model_and_context_close_now_and_refuse_further_use(tmp_path):
+    llama = pytest.importorskip("pyggml.llama", reason="pyggml built without libllama (PYGGML_LLAMA=OFF)")
+    from pyggml.models.make_model import make_model
+
+    path = tmp_path / "tiny.gguf"
+    make_model("llama", path)
+    with llama.Model.load(path, n_gpu_layers=0) as model:
+        with llama.Context(model, n_ctx=64, n_batch=8) as ctx:
+            ctx.decode([1, 2, 3])
+            with pytest.raises(ValueError, match="a Context of .* is still open"):
+                model.close()
+        assert ctx.closed
+        with pytest.raises(ValueError, match="Context is closed"):
+            ctx.decode([4])
+        ctx.close()  # again: nothing
+    assert model.closed
+    with pytest.raises(ValueError, match="Model is closed"):
+        model.n_vocab  # noqa: B018
