@@ -119,3 +119,27 @@ def test_generation_token_by_token_on_the_split_equals_the_single_cpu(files, sin
     assert len(got) == len(single[arch])
     errors = [nmse(g, w) for g, w in zip(got, single[arch])]
     assert max(errors) <= BOUND, errors
+
+
+SPLIT_DECODE = "pyggml.testing.model_check:run_model"
+
+
+@pytest.mark.parametrize("file_type", ["q4_k_m", "q8_0"])
+def test_a_quantized_qwen35_split_over_two_cpus(tmp_path, file_type):
+    """llama.cpp's own qwen35 model quantized to Q4_K_M: its split policy gave a gated Q one head per
+    device and K both heads on one (K-quant blocks of 256 larger than a head's rows), and the first flash
+    attention aborted the process (llama.cpp patch 0005). Its logits on meta:cpu,cpu are the CPU's."""
+    from pyggml import llama
+    from pyggml.models import llama_archs
+
+    f32 = llama_archs.generate("qwen35", tmp_path / "f32.gguf", seed=0)
+    path = tmp_path / f"{file_type}.gguf"
+    llama.quantize(f32, path, file_type)
+    runs = {}
+    for backend in ("cpu", "meta:cpu,cpu"):
+        out = child.run(SPLIT_DECODE, (str(path), backend, 8, 0), {"extra_bufts": False}, timeout=300)
+        assert out.status == "returned", out.stderr[-2000:]
+        assert not out.value.error, out.value.error
+        runs[backend] = out.value.logits
+    err = float(np.mean((runs["meta:cpu,cpu"] - runs["cpu"]) ** 2) / np.mean(runs["cpu"] ** 2))
+    assert err < BOUND, err
