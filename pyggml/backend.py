@@ -490,11 +490,13 @@ def cpu_backend(n_threads: int | None = None) -> Backend:
 class Buffer(Closable):
     """A ggml backend buffer (`ggml_backend_buffer_t`): memory on a device that tensors are placed in.
 
-    Freed (`ggml_backend_buffer_free`) when the last reference goes; `Backend.alloc_tensors` returns one and
-    the context keeps it alive.
+    Freed (`ggml_backend_buffer_free`) when the last reference goes, or at once with `close()` (a `with`
+    block); `Backend.alloc_tensors` returns one and the context keeps it alive.
 
     Args:
         ptr: the `ggml_backend_buffer_t` (cffi cdata); the Buffer frees it.
+        ctx: the context whose tensors it holds: `close()` takes their memory away first, so that reading them
+            raises instead of reading freed memory.
 
     Attributes:
         ptr: the `ggml_backend_buffer_t`.
