@@ -159,9 +159,12 @@ def quantize(
             keep += [ffi.new("char[]", name.encode()), ffi.from_buffer("float[]", data)]
             entries[i].name, entries[i].data, entries[i].size = keep[-2], keep[-1], data.size
         params.imatrix = entries
+    existed = os.path.exists(dst_path)
     with logged_warnings() as lines:
         rc = lib.llama_model_quantize(_c_str(src_path), _c_str(dst_path), params)
     if rc != 0:
+        if not existed and os.path.exists(dst_path):  # llama.cpp leaves what it began to write: not a model
+            os.remove(dst_path)
         raise LlamaError(f"llama.cpp could not quantize {src_path} to {key}: {_reason(lines, 'no reason logged')}")
 
 

@@ -79,3 +79,16 @@ def test_the_quantize_command_computes_the_matrix_where_the_type_needs_it(tmp_pa
 def test_an_importance_matrix_with_a_non_finite_value_is_refused(tmp_path, moe_model):
     with pytest.raises(ValueError, match="not finite"):
         llama.quantize(moe_model, tmp_path / "x.gguf", "iq2_xs", imatrix={"blk.0.attn_q.weight": [np.nan] * 256})
+
+
+def test_a_weight_no_product_reads_gets_an_even_matrix_and_the_model_quantizes(tmp_path):
+    """llama.cpp's generated qwen3next keeps blk.N.ssm_in.weight, which its graph does not read: the
+    quantizer refused IQ2_XS ("Missing importance matrix for tensor blk.0.ssm_in.weight")."""
+    src = llama_archs.generate("qwen3next", tmp_path / "q3n.gguf", seed=0)
+    m = imatrix.compute(src, n_tokens=8)
+    assert np.array_equal(m["blk.0.ssm_in.weight"], np.ones_like(m["blk.0.ssm_in.weight"]))
+    llama.quantize(src, tmp_path / "iq2.gguf", "iq2_xs", imatrix=m)
+    # a type llama.cpp refuses for these sizes leaves no file behind (llama.cpp had begun writing it)
+    with pytest.raises(llama.LlamaError, match="no tensor type fallback"):
+        llama.quantize(src, tmp_path / "q1.gguf", "q1_0")
+    assert not (tmp_path / "q1.gguf").exists()

@@ -39,6 +39,8 @@ class _Collector:
         src0 = t.ptr.src[0]
         if t.op.name not in PRODUCTS or src0 == ffi.NULL:
             return None
+        while src0.view_src != ffi.NULL:  # a reshape or view of the weight (qwen3next's ssm_in): the weight's
+            src0 = src0.view_src
         name = ffi.string(src0.name).decode()
         return name if name in self.weights else None
 
@@ -105,10 +107,17 @@ def compute(path: str | os.PathLike[str], n_tokens: int = 64, seed: int = 0) -> 
 
     if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 1:
         raise ValueError(f"n_tokens must be a positive int, got {n_tokens!r}")
-    weights = set(gguf.read_info(path).tensor_info)
+    infos = gguf.read_info(path).tensor_info
     model = llama.Model.load(path, n_gpu_layers=0, use_extra_bufts=False)
-    collector = _Collector(weights)
+    collector = _Collector(set(infos))
     ctx = llama.Context(model, n_ctx=max(64, n_tokens), n_batch=n_tokens, n_ubatch=n_tokens, observe=collector)
     tokens = np.random.default_rng(seed).integers(0, model.n_vocab, n_tokens).tolist()
     ctx.decode(tokens)
-    return collector.result()
+    out = collector.result()
+    # a weight of the file that no product of this graph reads (llama.cpp's qwen3next keeps an ssm_in it does
+    # not use): its columns weighted alike, so that the quantizer, which wants an entry for every weight it
+    # makes an IQ1/IQ2 type of, gets one
+    for name, info in infos.items():
+        if name not in out and name.endswith(".weight") and sum(n > 1 for n in info.ne) >= 2:
+            out[name] = np.ones(info.ne[0] * (info.ne[2] if info.ne[2] > 1 else 1), np.float32)
+    return out
