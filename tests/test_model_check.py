@@ -332,3 +332,14 @@ def test_a_quantized_qwen4exp_decodes(tmp_path: Path) -> None:
     )
     res = _cli("--model", str(path), "--no-repack", "--tokens", "4")
     assert res.returncode == 0 and "FAIL" not in res.stdout, res.stdout + res.stderr
+
+
+def test_the_logits_of_a_quantized_model_are_compared_within_the_activations_rounding(
+    tmp_path: Path, tiny: dict[str, Path]
+) -> None:
+    """Each backend rounds the activations of a quantized product its own way: vulkan0 against the CPU at
+    Q4_K_M differed by NMSE 1.7e-4, over llama.cpp's F32 bound of 1e-4, with every node passing on each."""
+    assert model_check.logits_bound(str(tiny["llama"])) == model_check.LOGITS_NMSE == 1e-4
+    q = tmp_path / "q8.gguf"
+    llama.quantize(tiny["llama"], q, "q8_0")
+    assert model_check.logits_bound(str(q)) == model_check.LOGITS_NMSE_QUANTIZED == opdb.NMSE_Q8_DOT

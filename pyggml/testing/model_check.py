@@ -35,8 +35,14 @@ from pyggml.testing import repro
 from pyggml.testing.nodes import NodeChecker, NodeVerdict, file_weights
 from pyggml.testing.verdict import Record, Status, nmse
 
-LOGITS_NMSE = 1e-4
-DIED = "the process running it died"  # llama.cpp's test-llama-archs: a backend's logits against the CPU's
+LOGITS_NMSE = 1e-4  # llama.cpp's test-llama-archs: a backend's logits against the CPU's (F32 models)
+# a model with quantized weights: each backend rounds the activations entering a quantized product its own way
+# (the CPU to the weight's dot type, docs/findings.md 38; Vulkan to its own), each within the product bound
+# NMSE_Q8_DOT of the op database, and the logits of two backends differ by that rounding carried through the
+# layers: measured NMSE 5e-5 to 1.7e-4 on vulkan0 and meta:vulkan0,vulkan1 against the CPU for nine
+# architectures at Q4_K_M (docs/llama.md), against the F32 models' 2e-7
+LOGITS_NMSE_QUANTIZED = 5e-4
+DIED = "the process running it died"
 
 
 @dataclass
@@ -209,6 +215,16 @@ def reference(runs: list[ModelRun]) -> ModelRun | None:
     return next((r for r in done if not is_meta(r.backend)), done[0] if done else None)
 
 
+def logits_bound(path: str) -> float:
+    """The NMSE two backends' logits of a model may differ by: LOGITS_NMSE for float weights (F32, F16, BF16),
+    LOGITS_NMSE_QUANTIZED when a weight is quantized (the activations' rounding differs per backend)."""
+    from pyggml import gguf
+
+    floats = {"F32", "F16", "BF16"}
+    quantized = any(i.type.name not in floats for i in gguf.read_info(path).tensor_info.values())
+    return LOGITS_NMSE_QUANTIZED if quantized else LOGITS_NMSE
+
+
 def records(path: str, runs: list[ModelRun]) -> list[Record]:
     """The runs as check's records: one per backend and op kind (failed, passed, or skipped for a kind
     with no oracle or only unread nodes), one per backend for its logits against the reference's."""
@@ -244,11 +260,9 @@ def records(path: str, runs: list[ModelRun]) -> list[Record]:
                 n = c["no oracle"] + c["not modelled"]
                 out.append(Record(f"{name}/{kind}", run.backend, Status.SKIPPED, message=f"{n} nodes, no oracle"))
         if ref is not None and ref.logits is not None and run is not ref and run.logits is not None:
-            err = nmse(run.logits, ref.logits)
-            status = Status.PASS if err <= LOGITS_NMSE else Status.FAIL
-            out.append(
-                Record(f"{name}/logits", run.backend, status, err, LOGITS_NMSE, message=f"against {ref.backend}")
-            )
+            err, bound = nmse(run.logits, ref.logits), logits_bound(path)
+            status = Status.PASS if err <= bound else Status.FAIL
+            out.append(Record(f"{name}/logits", run.backend, status, err, bound, message=f"against {ref.backend}"))
     return out
 
 
