@@ -61,6 +61,15 @@ def test_the_wheel_holds_a_module_that_needs_only_the_c_library(wheel, tmp_path)
     ).stdout
     libraries = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
     assert libraries and all(SYSTEM_LIBRARIES.fullmatch(name) for name in libraries), libraries
+    # llama.cpp's generator of random models (make-model), an executable beside the module: as portable
+    assert "pyggml/llama-archs" in names
+    with zipfile.ZipFile(wheel) as z:
+        z.extract("pyggml/llama-archs", tmp_path)
+    dynamic = subprocess.run(
+        ["readelf", "-d", str(tmp_path / "pyggml" / "llama-archs")], capture_output=True, text=True, check=True
+    ).stdout
+    libraries = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
+    assert libraries and all(SYSTEM_LIBRARIES.fullmatch(name) for name in libraries), libraries
 
 
 def test_the_wheel_runs_the_cpu_suite_from_a_fresh_venv(wheel, tmp_path):
@@ -104,4 +113,14 @@ def test_the_wheel_runs_the_cpu_suite_from_a_fresh_venv(wheel, tmp_path):
     records = json.loads((elsewhere / "records.json").read_text())
     statuses = {r["status"] for r in records}
     assert len(records) > 1500 and statuses <= {"pass", "unsupported"}, statuses
+    # llama.cpp's generator, installed executable beside the module, writes a model llama.cpp decodes
+    made = subprocess.run(
+        [str(python), "-m", "pyggml", "make-model", "gpt2", str(elsewhere / "g.gguf")],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0 and "(made by llama.cpp)" in made.stdout, made.stdout + made.stderr
     assert not (elsewhere / "cache").exists()

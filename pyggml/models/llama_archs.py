@@ -61,6 +61,8 @@ def program() -> Path:
             f"this pyggml has no {PROGRAM} (llama.cpp's generator of random models): it was built without "
             "libllama or from a llama.cpp tree without tests/test-llama-archs.cpp"
         )
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"{path} is not executable: reinstall pyggml (or chmod +x it)")
     return path
 
 
