@@ -127,7 +127,7 @@ def main() -> int:
         if not args.no_llama and rounds % 20 == 0:
             from pyggml import llama
 
-            m = llama.Model.load(model, n_gpu_layers=0)
+            m = llama.Model.load(model, n_gpu_layers=0, devices=[])
             c = llama.Context(m, n_ctx=64, n_batch=8)
             c.decode(rng.integers(0, m.n_vocab, 8).tolist())
             del c, m

@@ -84,3 +84,54 @@ def test_without_the_bytes_the_node_is_unread_with_the_reason_and_the_run_goes_o
             runner.run(graph, {x: X}, y)
         [v] = checker.verdicts
         assert v.unread and v.error.startswith(UNREADABLE) and "CPU_REPACK" in v.error and w.name in v.error
+
+
+VERDICTS = """
+import json, sys
+from pyggml.testing import model_check
+from pyggml.transport import extra_buffer_types
+out = {"bufts": sorted(extra_buffer_types().values())}
+for on in (True, False):
+    run = model_check.run_model(sys.argv[1], "cpu", n_tokens=8, extra_bufts=on)
+    out[str(on)] = {"error": run.error, "verdicts": [(v.kind, v.name, v.ok, v.unread) for v in run.verdicts]}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.rebuild  # a portable pyggml (tests/builds.py): CPU_REPACK without the AMX kernels that die here
+@pytest.mark.parametrize("file_type", ["q4_0", "q4_k_m", "iq4_nl"])
+def test_verdicts_with_the_cpus_extra_buffers_equal_those_without(tmp_path_factory, file_type):
+    """llama.cpp puts these weights in CPU_REPACK by default; the checker reads them from the model file. Every
+    node gets the same verdict with the extra buffer types on and off, and none is unread."""
+    import json
+    import os
+    import site
+    import subprocess
+
+    from builds import pyggml_without_patches
+
+    from pyggml import llama
+    from pyggml.models import llama_archs
+
+    folder = tmp_path_factory.mktemp("repack")
+    portable = pyggml_without_patches(tmp_path_factory.mktemp("portable"))
+    f32 = llama_archs.generate("qwen35", folder / "f32.gguf", seed=0)
+    path = folder / f"{file_type}.gguf"
+    llama.quantize(f32, path, file_type)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(portable), *site.getsitepackages()]))
+    res = subprocess.run(
+        [sys.executable, "-S", "-c", VERDICTS, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=folder,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    if "CPU_REPACK" not in out["bufts"]:
+        pytest.skip("this CPU has no CPU_REPACK buffer type (x86 with AVX2, or ARM)")
+    on, off = out["True"], out["False"]
+    assert not on["error"] and not off["error"], (on["error"], off["error"])
+    assert on["verdicts"] == off["verdicts"]
+    assert all(ok and not unread for _, _, ok, unread in on["verdicts"])

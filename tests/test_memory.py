@@ -122,7 +122,7 @@ GROWTH = textwrap.dedent("""
 
     def llama_model():
         from pyggml import llama
-        m = llama.Model.load(sys.argv[3], n_gpu_layers=0)
+        m = llama.Model.load(sys.argv[3], n_gpu_layers=0, devices=[])
         c = llama.Context(m, n_ctx=64, n_batch=8, observe=lambda t, ask: False)
         c.decode([1, 2, 3])
 
@@ -225,7 +225,7 @@ def test_a_llama_model_and_context_close_now_and_refuse_further_use(tmp_path):
 
     path = tmp_path / "tiny.gguf"
     make_model("llama", path)
-    with llama.Model.load(path, n_gpu_layers=0) as model:
+    with llama.Model.load(path, n_gpu_layers=0, devices=[]) as model:
         with llama.Context(model, n_ctx=64, n_batch=8) as ctx:
             ctx.decode([1, 2, 3])
             with pytest.raises(ValueError, match="a Context of .* is still open"):

@@ -108,7 +108,7 @@ def compute(path: str | os.PathLike[str], n_tokens: int = 64, seed: int = 0) -> 
     if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 1:
         raise ValueError(f"n_tokens must be a positive int, got {n_tokens!r}")
     infos = gguf.read_info(path).tensor_info
-    model = llama.Model.load(path, n_gpu_layers=0, use_extra_bufts=False)
+    model = llama.Model.load(path, n_gpu_layers=0, devices=[], use_extra_bufts=False)  # the CPU alone: no op offload
     collector = _Collector(set(infos))
     ctx = llama.Context(model, n_ctx=max(64, n_tokens), n_batch=n_tokens, n_ubatch=n_tokens, observe=collector)
     tokens = np.random.default_rng(seed).integers(0, model.n_vocab, n_tokens).tolist()
