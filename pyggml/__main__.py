@@ -227,6 +227,7 @@ def quantize_main(args: argparse.Namespace) -> int:
     """`quantize IN OUT TYPE`: llama.cpp's quantizer, with an importance matrix computed from IN where the type
     needs one (or --imatrix asks); its refusal is an error message and exit status 2."""
     from pyggml import llama
+    from pyggml.errors import GGMLError
     from pyggml.models import imatrix
 
     try:
@@ -234,7 +235,7 @@ def quantize_main(args: argparse.Namespace) -> int:
         if args.imatrix or (args.imatrix is None and args.type.lower() in imatrix.NEEDED_BY):
             importance = imatrix.compute(args.src, n_tokens=args.imatrix_tokens)
         llama.quantize(args.src, args.dst, args.type, n_threads=args.threads, imatrix=importance)
-    except (ValueError, OSError, llama.LlamaError) as e:
+    except (ValueError, OSError, GGMLError) as e:  # LlamaError, and GGUFError from the importance matrix's read
         print(f"quantize: {e}", file=sys.stderr)
         return 2
     print(f"{args.dst}: {args.type.lower()}, {os.path.getsize(args.dst)} bytes")

@@ -92,3 +92,17 @@ def test_a_weight_no_product_reads_gets_an_even_matrix_and_the_model_quantizes(t
     with pytest.raises(llama.LlamaError, match="no tensor type fallback"):
         llama.quantize(src, tmp_path / "q1.gguf", "q1_0")
     assert not (tmp_path / "q1.gguf").exists()
+
+
+def test_the_quantize_command_refuses_a_file_that_is_not_a_model(tmp_path):
+    """The importance matrix reads the file first: a file that is not GGUF was a traceback there."""
+    bad = tmp_path / "bad.gguf"
+    bad.write_text("not a model")
+    res = subprocess.run(
+        [sys.executable, "-m", "pyggml", "quantize", str(bad), str(tmp_path / "o.gguf"), "iq2_xs"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2 and "Traceback" not in res.stderr and "invalid magic" in res.stderr, res.stderr
+    assert not (tmp_path / "o.gguf").exists()
