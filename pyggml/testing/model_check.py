@@ -419,6 +419,11 @@ def main(args: argparse.Namespace) -> int:
     if all(is_meta(b) for b in backends):  # the logits of a tensor split are compared with the CPU's
         backends.insert(0, "cpu")
     directory = args.save_failures or repro.DEFAULT_DIR
+
+    # run_in_child's arguments but the extra buffer types
+    def common(path: str, backend: str) -> tuple[str, str, int, int, float | None, list[str], str | None]:
+        return path, backend, args.tokens, 0, args.node_nmse, args.save_node or [], getattr(args, "rpc", None)
+
     rows: list[tuple[str, ModelRun | None, str]] = []
     recs: list[Record] = []
     all_runs: list[ModelRun] = []
@@ -434,22 +439,12 @@ def main(args: argparse.Namespace) -> int:
             runs = []
             for b in backends:
                 started = time.perf_counter()
-                run = run_in_child(
-                    path,
-                    b,
-                    args.tokens,
-                    0,
-                    args.node_nmse,
-                    args.save_node or [],
-                    getattr(args, "rpc", None),
-                    not getattr(args, "no_repack", False),
-                )
-                if run.error.startswith(DIED) and not getattr(args, "no_repack", False):
+                repack = not getattr(args, "no_repack", False)
+                run = run_in_child(*common(path, b), repack)
+                if run.error.startswith(DIED) and repack:
                     # ggml's AMX product dies on some machines (docs/findings.md 37): check the nodes without the
                     # extra buffer types, and report the death as the run's own error record
-                    again = run_in_child(
-                        path, b, args.tokens, 0, args.node_nmse, args.save_node or [], getattr(args, "rpc", None), False
-                    )
+                    again = run_in_child(*common(path, b), False)
                     if not again.error:
                         again.died_with_extra_bufts, run = run.error, again
                 run.seconds = time.perf_counter() - started

@@ -100,16 +100,15 @@ def _product_node(n: Node, product: Callable[..., np.ndarray]) -> np.ndarray | M
     args = [n.arg(i) for i in range(3 if product is oracles.mul_mat_id else 2)]
     if not n.computed_by_cpu() or b.type != int(types.Type.F32) or dot_type == int(types.Type.F32):
         return product(*args)
-    b_values = args[1]
-    args[1] = dot_rounding.as_dot_type(b_values, types.Type(dot_type).name)
-    expected = product(*args)
-    if dot_type == int(types.Type.Q8_1):  # Q4_1, Q5_1: the block minimum times Q8_1's stored block sum
-        blocks = n.raw_blocks(0)
-        if blocks is None:  # the weight's bytes were not read: its minima are not known
-            return product(*[n.arg(i) for i in range(len(args))])
+    blocks = n.raw_blocks(0) if dot_type == int(types.Type.Q8_1) else None
+    if dot_type == int(types.Type.Q8_1) and blocks is None:  # the weight's bytes were not read: no block minima
+        return product(*args)
+    rounded = dot_rounding.as_dot_type(args[1], types.Type(dot_type).name)
+    expected = product(args[0], rounded, *args[2:])
+    if blocks is not None:  # Q4_1, Q5_1: the block minimum times Q8_1's stored block sum
         minima = np.ascontiguousarray(blocks[..., 2:4]).view(np.float16)[..., 0]  # block: F16 d, F16 m, ...
         minima = minima.reshape(*np.shape(args[0])[:-1], minima.shape[-1])
-        extra = [minima, dot_rounding.q8_1_sum_error(b_values), *args[2:]]
+        extra = [minima, dot_rounding.q8_1_sum_error(args[1]), *args[2:]]
         expected = (expected.astype(np.float64) + product(*extra)).astype(np.float32)
     return Modeled(expected, NMSE_CPU_DOT)
 
