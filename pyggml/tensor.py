@@ -355,9 +355,16 @@ class Tensor:
         """Whether the tensor has memory (its data pointer is set).
 
         Not before a Runner, an allocator or `Backend.alloc_tensors` has placed it, nor after a graph allocator
-        took lent memory back to allocate another graph: then `set`, `numpy` and `view` raise ValueError.
+        took lent memory back to allocate another graph, nor after its buffer was closed: then `set`, `numpy`
+        and `view` raise ValueError. A view made earlier kept its source's address: it has memory only while
+        every source it views still has.
         """
-        return self.ptr.data != ffi.NULL
+        p = self.ptr
+        while p != ffi.NULL:
+            if p.data == ffi.NULL:
+                return False
+            p = p.view_src
+        return True
 
     @property
     def is_host(self) -> bool:
@@ -516,8 +523,7 @@ class Tensor:
             if not types.has_raw_dtype(t):
                 return types.decode(t, self.raw_bytes(), tuple(reversed(self.ne))).reshape(self.shape)
             # raw types: one copy, straight into the array
-            if p.data == ffi.NULL:
-                self._require_allocated("read")
+            self._require_allocated("read")  # also a view whose source's memory went
             out = np.empty(self.shape, dtype=types.host_dtype(t))
             if p.buffer == ffi.NULL:
                 ffi.memmove(ffi.from_buffer(out), p.data, out.nbytes)
@@ -526,6 +532,7 @@ class Tensor:
                 lib.ggml_backend_tensor_get(p, ffi.from_buffer(out), 0, out.nbytes)
                 transport.after_transfer(p.buffer)
             return out
+        self._require_allocated("read")
         full = tuple(reversed(self.ne))
         # a strided view: read through its strides, on the host
         if not types.has_raw_dtype(self.type):

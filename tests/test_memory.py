@@ -237,3 +237,20 @@ def test_a_llama_model_and_context_close_now_and_refuse_further_use(tmp_path):
     assert model.closed
     with pytest.raises(ValueError, match="Model is closed"):
         model.n_vocab  # noqa: B018
+
+
+def test_a_view_made_before_its_buffer_was_closed_has_no_memory_after():
+    """A view kept the address of its source's memory: after Buffer.close() it read freed memory (garbage), in
+    its own context and in another."""
+    B = sys.modules["pyggml.backend"]  # noqa: N806 - the module (pyggml.backend is the function backend())
+    wctx = gg.Context()
+    w = wctx.tensor("f32", (4, 8), "w")
+    buf = B.cpu_backend().alloc_tensors(wctx)
+    w.set(np.ones((4, 8)))
+    same = wctx.reshape_1d(w, 32)
+    other = gg.Context().reshape_1d(w, 32)
+    assert (same.numpy() == 1).all() and (other.numpy() == 1).all()
+    buf.close()
+    for v in (w, same, other):
+        with pytest.raises(ValueError, match="has no memory"):
+            v.numpy()
