@@ -223,7 +223,7 @@ def test_sigterm_ends_check_and_the_children_it_started(tmp_path):
     made = subprocess.run([sys.executable, "-m", "pyggml", "make-model", "qwen35", str(model)], capture_output=True)
     assert made.returncode == 0, made.stderr[-2000:]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pyggml", "check", "--model", str(model), "--backend", "cpu", "--tokens", "512"],
+        [sys.executable, "-m", "pyggml", "check", "--model", str(model), "--backend", "cpu", "--tokens", "2048"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
