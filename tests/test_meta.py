@@ -626,6 +626,30 @@ def test_a_partial_sum_output_reads_as_its_sum(meta_backend_name):
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-2000:] + proc.stderr[-3000:]
 
 
+def test_a_reduced_partial_sum_reads_as_its_value(meta_backend_name):
+    """A partial sum that a later node consumed, so the meta backend reduced it in place, read back: before
+    patch 0031 it came back as the sum of every device's reduced copy (2x on two devices), silently."""
+    runner = gg.Runner(meta_backend_name)
+    runner.set_policy([("w1", lambda t: Split.even(1, t.ne[1], 2)), ("w2", lambda t: Split.even(0, t.ne[0], 2))])
+    rng = np.random.default_rng(5)
+    W1, W2 = rng.standard_normal((8, 6), np.float32), rng.standard_normal((5, 8), np.float32)
+    wctx = gg.Context()
+    w1, w2 = wctx.tensor("f32", W1.shape, "w1"), wctx.tensor("f32", W2.shape, "w2")
+    runner.backend.alloc_tensors(wctx)
+    w1.set(W1)
+    w2.set(W2)
+    ctx = gg.Context()
+    x = ctx.tensor("f32", (3, 6), "x", input=True)
+    z = ctx.mul_mat(w2, ctx.relu(ctx.mul_mat(w1, x)))
+    y = ctx.exp(ctx.scale(z, 0.1))
+    graph = gg.Graph(ctx).build_forward_expand(y)
+    X = rng.standard_normal((3, 6), np.float32)
+    want = np.maximum(X @ W1.T, 0) @ W2.T
+    got_z, got_y = runner.run(graph, {x: X}, [z, y])
+    np.testing.assert_allclose(got_z, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got_y, np.exp(0.1 * want), rtol=1e-5)
+
+
 def test_an_output_keeps_its_shape_on_a_meta_device(meta_backend_name):
     """A product of a (1, 8) input had shape (8,) on a meta device but (1, 8) on the CPU: its rank was first
     derived while the run read it back, with its sources rewired to the scheduler's copies."""
