@@ -508,11 +508,6 @@ class NodeChecker:
         if s is None:
             self.verdicts.append(NodeVerdict(index, k, t.name, None, buffer=where))
             return True
-        if any(on_meta_buffer(p) for p in [t.ptr, *t.ptr.src] if p != ffi.NULL):
-            # not asked for: it cannot be read, and a meta split is computed whole anyway (patch 0025:
-            # ggml's meta backend computed a split wrongly in pieces, docs/findings.md 30)
-            self.verdicts.append(NodeVerdict(index, k, t.name, None, error=META_UNREAD, buffer=where))
-            return False
         try:
             self._pending = (s, capture(t, self.weights))  # before ggml computes t: what it will read
         except ValueError as e:

@@ -32,7 +32,14 @@ def _axis(dim: int) -> int:
 
 
 def broadcast_to(b: np.ndarray, shape: Sequence[int]) -> np.ndarray:
-    """ggml's repeat rule: b tiled so every dim reaches a's (a multiple of b's)."""
+    """ggml's repeat rule: b tiled so every dim reaches a's (a multiple of b's).
+
+    b may have more dims than `shape` where the extra ones are leading 1s (a tensor whose rank pyggml does not
+    know, such as the scheduler's copy of an input, has the rank of its ne; ggml sees both as 4-d).
+    """
+    extra = b.ndim - len(shape)
+    if extra > 0 and all(n == 1 for n in b.shape[:extra]):
+        b = b.reshape(b.shape[extra:])
     b4 = b.reshape((1,) * (len(shape) - b.ndim) + b.shape)
     return np.tile(b4, [s // n for s, n in zip(shape, b4.shape)])
 
