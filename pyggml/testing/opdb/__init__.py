@@ -306,12 +306,18 @@ class Node:
         return tuple(self.tensor.ne)
 
     def computed_by_cpu(self) -> bool:
-        """The node's output lies in a CPU buffer (ggml's scheduler computes a node on the backend whose
-        buffer holds it). False on a device, an RPC server (whose backend is not known here) or a meta split."""
+        """The node's output lies in a CPU buffer, or in a meta buffer over CPU buffers only ("Meta(CPU,CPU)":
+        each device's share computed by a CPU backend), since ggml's scheduler computes a node on the backend
+        whose buffer holds it. False on a device or an RPC server (whose backend is not known here)."""
         from pyggml._native import ffi, lib
 
         buffer = self.tensor.ptr.buffer
-        return buffer != ffi.NULL and ffi.string(lib.ggml_backend_buffer_name(buffer)).decode().startswith("CPU")
+        if buffer == ffi.NULL:
+            return False
+        name = ffi.string(lib.ggml_backend_buffer_name(buffer)).decode()
+        if name.startswith("Meta(") and name.endswith(")"):
+            return all(part.startswith("CPU") for part in name[5:-1].split(","))
+        return name.startswith("CPU")
 
     def value(self) -> np.ndarray:
         """The node's own output: only for ops whose result is defined up to an order ggml leaves open
