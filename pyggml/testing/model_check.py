@@ -8,10 +8,10 @@ and the nodes left unread. The final logits are compared across backends against
 (llama.cpp's own test-llama-archs bounds them at NMSE 1e-4 against the CPU).
 
 Backends: `cpu`; a device (`vulkan0`, `cuda0`, `rpc0` with `--rpc HOST:PORT`: every layer offloaded to it);
-`meta:DEV,DEV` (llama.cpp's `split_mode` tensor over those devices). On a meta device the nodes whose memory
-is in the meta device's buffer are left unread (reading them back through ggml's meta get_tensor aborted:
-pyggml.testing.nodes.META_UNREAD) and counted as such, never as passed; its logits are compared with the
-first backend's, or with a CPU run added for that purpose when only meta devices are named.
+`meta:DEV,DEV` (llama.cpp's `split_mode` tensor over those devices). On a meta device ggml's meta backend
+calls the checker node by node inside its compute, and each node is read back whole (the devices' shares
+assembled by its split state: ggml patch 0032); its logits are compared with the first backend's, or with a
+CPU run added for that purpose when only meta devices are named.
 
 The first failing nodes of each backend (MAX_FAILURES) are saved as reproducers (pyggml.testing.repro) in
 `--save-failures DIR`, and every node `--save-node PATTERN` names; `check --repro` reruns them.
@@ -59,7 +59,7 @@ class ModelRun:
 
     def by_kind(self) -> dict[str, Counter]:
         """Per op kind: checked, passed, failed, without an oracle (or whose oracle could not model it) and
-        left unread (in a meta device's buffer, or with a weight in memory ggml cannot read back)."""
+        left unread (with a weight in memory ggml cannot read back and not found in the model file)."""
         out: dict[str, Counter] = {}
         for v in self.verdicts:
             c = out.setdefault(v.kind, Counter())

@@ -109,7 +109,7 @@ class NodeVerdict:
             max_error, message); None when not checked (no reader for this kind, or `error`).
         nmse_bound: the NMSE bound it was compared with.
         error: why it was not judged: the reader could not model this node (its oracle raised), or it was
-            not read (`META_UNREAD`); "" otherwise.
+            not read (`UNREADABLE`); "" otherwise.
         buffer: the buffer type its memory is in (CPU, Vulkan0, RPC0[host:port], Meta...): where it ran.
         capture: its inputs (`Capture`), when the checker was asked to keep them; else None.
     """
@@ -130,9 +130,9 @@ class NodeVerdict:
 
     @property
     def unread(self) -> bool:
-        """Whether the node was left unread: in a meta device's buffer (`META_UNREAD`), or with a source whose
-        memory ggml cannot read back and whose values were not found elsewhere (`UNREADABLE`)."""
-        return self.error == META_UNREAD or self.error.startswith(UNREADABLE)
+        """Whether the node was left unread: with a source whose memory ggml cannot read back and whose values
+        were not found elsewhere (`UNREADABLE`)."""
+        return self.error.startswith(UNREADABLE)
 
 
 def kind(t: Tensor) -> str:
@@ -337,25 +337,6 @@ def values(t: Tensor) -> np.ndarray:
         ValueError: a view of a block type whose blocks are not packed along ne0.
     """
     return from_span(t.type.name, t.ne, t.nb, t.shape, span(t))
-
-
-META_UNREAD = "on a meta device's split buffer: not read back (ggml's meta get_tensor aborts on some split states)"
-
-
-def on_meta_buffer(p: object) -> bool:
-    """Whether the tensor lives in a meta device's buffer.
-
-    Reading such a tensor back went through ggml's meta get_tensor, which asserted (killing the process)
-    on tensors of llama.cpp's tensor split, views and nodes alike: the checker leaves them unread rather
-    than die.
-
-    Args:
-        p: the tensor's C pointer (struct ggml_tensor *).
-
-    Returns:
-        True when its buffer type's name starts with "Meta".
-    """
-    return buffer_name(p).startswith("Meta")
 
 
 def buffer_name(p: object) -> str:
