@@ -66,8 +66,10 @@ print(json.dumps({
 """
 
 
-def child(program: str, path: str, n: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", program, path, str(n)], capture_output=True, text=True)
+def child(program: str, path: str, n: int, env: dict[str, str] | None = None) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", program, path, str(n)], capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
     if out.returncode != 0:
         raise SystemExit(f"failed ({out.returncode}): {out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -91,7 +93,9 @@ def main() -> int:
         subprocess.run(cmd, check=True, capture_output=True)
         print(f"# made {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in {time.perf_counter() - t:.0f} s")
     decode = child(DECODE, path, args.tokens)
-    check = child(CHECK, path, args.tokens)
+    from pyggml.testing.model_check import CHILD_ENV
+
+    check = child(CHECK, path, args.tokens, CHILD_ENV)  # the environment `check --model` gives its children
     spent = check["spent"]
     rest = check["seconds"] - sum(spent.values())
     print(

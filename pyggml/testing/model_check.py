@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -144,6 +145,14 @@ def keeper(patterns: list[str], failures: int = repro.MAX_FAILURES) -> Callable[
     return keep
 
 
+# The environment a model's check runs in (a variable the user set wins). ggml's CPU backend computes with
+# OpenMP, whose idle threads spin after each graph compute (libgomp: GOMP_SPINCOUNT rounds, llama.cpp's 4
+# threads by default); under the checker ggml computes one node at a time and Python reads and judges in
+# between, so the spinning threads took the cores from Python. qwen35-0.8b Q4_K_M, 32 tokens, on this
+# project's 2-core machine: 14.6 s, 8.8 s without the spin (bench/model_check_cost.py).
+CHILD_ENV = {"GOMP_SPINCOUNT": "0"}
+
+
 def run_in_child(
     path: str,
     backend: str,
@@ -163,6 +172,7 @@ def run_in_child(
     out = child.run(
         "pyggml.testing.model_check:_child_run",
         (path, backend, n_tokens, seed, nmse_bound, list(save_patterns), rpc_servers, extra_bufts),
+        env={k: v for k, v in CHILD_ENV.items() if k not in os.environ},
     )
     if out.status == "returned":
         return out.value
