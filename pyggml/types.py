@@ -9,6 +9,8 @@ block-quantized types (Q8_0, Q4_0, ...) do not: they are converted on the way in
 from __future__ import annotations
 
 import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeAlias, cast
 
 import numpy as np
@@ -238,6 +240,10 @@ def encode(t: TypeLike, values: np.ndarray) -> np.ndarray:
     return out
 
 
+# values per chunk when `decode` converts a large tensor on several cores
+DECODE_CHUNK = 1 << 22
+
+
 def decode(t: TypeLike, raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """A tensor's bytes to values of the host dtype.
 
@@ -260,5 +266,18 @@ def decode(t: TypeLike, raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     traits = lib.ggml_get_type_traits(t)
     if traits.to_float == ffi.NULL:
         raise TypeError(f"ggml has no conversion from {t.name} to float")
-    traits.to_float(ffi.from_buffer(raw), ffi.from_buffer("float[]", out), n)
+    block, size = block_size(t), type_size(t)
+    workers = min(os.cpu_count() or 1, n // DECODE_CHUNK)
+    if workers < 2 or n % block:
+        traits.to_float(ffi.from_buffer(raw), ffi.from_buffer("float[]", out), n)
+        return out.reshape(shape)
+    # a large tensor (a model's weights) in chunks of whole blocks on every core: the conversion releases the GIL
+    src, dst = ffi.from_buffer(raw), ffi.from_buffer("float[]", out)
+    step = DECODE_CHUNK // block * block
+
+    def chunk(at: int) -> None:
+        traits.to_float(src + at // block * size, dst + at, min(step, n - at))
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(chunk, range(0, n, step)))
     return out.reshape(shape)

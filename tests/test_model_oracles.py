@@ -142,3 +142,56 @@ def test_argsort_may_order_equal_values_any_way_but_must_sort(order, monkeypatch
     monkeypatch.setattr(gg.testing.opdb.READERS["ARGSORT"], "from_node", lambda n: wrong(Backwards(n)))
     verdicts, _ = _checked(ctx, out, {x: xv})
     assert not verdicts["ARGSORT"].ok
+
+
+@pytest.mark.parametrize("weight", ["q4_k", "q6_k", "f32"])
+def test_get_rows_of_a_large_weight_decodes_only_the_rows_it_takes(weight, monkeypatch):
+    """A model's token embedding (248,320 rows for a batch's 32) is not decoded whole: the GET_ROWS reader
+    decodes the rows the index takes from the source's bytes, and judges them as the whole source would."""
+    from pyggml import types
+
+    rng = np.random.default_rng(4)
+    table = rng.standard_normal((300, 256)).astype(np.float32)
+    idx = np.array([7, 299, 7, 0, 150], dtype=np.int32)
+    ctx = gg.Context()
+    a, b = ctx.tensor(weight, table.shape, "embd", input=True), ctx.tensor("i32", idx.shape, "idx", input=True)
+    decoded: list[int] = []
+    real = types.decode
+    monkeypatch.setattr(types, "decode", lambda t, raw, shape: decoded.append(int(np.prod(shape))) or real(t, raw, shape))
+    by_kind, out = _checked(ctx, ctx.get_rows(a, b), {a: table, b: idx})
+    v = by_kind["GET_ROWS"]
+    assert v.comparison is not None and v.ok and v.comparison.nmse == 0, v
+    assert max(decoded) < table.size  # never the whole table
+    assert np.array_equal(out, types.decode(weight, types.encode(weight, table), table.shape)[idx])
+
+
+def test_a_large_tensor_decodes_on_several_cores_as_in_one_call(monkeypatch):
+    """types.decode converts a large tensor in chunks of whole blocks on every core: the same values as one
+    call, also for a size that is not a whole number of chunks."""
+    from pyggml import types
+
+    x = np.random.default_rng(5).standard_normal((3 * types.DECODE_CHUNK // 1024 + 3, 1024)).astype(np.float32)
+    for t in ("q4_k", "q8_0", "iq4_nl", "bf16"):
+        raw = types.encode(t, x)
+        chunked = types.decode(t, raw, x.shape)
+        monkeypatch.setattr(types, "DECODE_CHUNK", 1 << 40)
+        whole = types.decode(t, raw, x.shape)
+        monkeypatch.undo()
+        assert np.array_equal(chunked, whole), t
+
+
+def test_the_comparisons_fast_path_gives_the_full_paths_errors():
+    """compare's one-difference path for finite values gives the NMSE and largest error nmse() and
+    max_error() give, and the non-finite path still names misplaced NaN and Inf."""
+    from pyggml.testing.verdict import compare, max_error
+
+    rng = np.random.default_rng(6)
+    for _ in range(200):
+        e = rng.standard_normal(int(rng.integers(1, 60))).astype(np.float32)
+        a = (e + rng.standard_normal(e.size) * 10 ** rng.uniform(-8, 0)).astype(np.float32)
+        c = compare(a, e, 1.0, 1e9)
+        assert c.nmse == pytest.approx(nmse(a, e), rel=1e-9, abs=1e-30)
+        assert c.max_error == pytest.approx(max_error(a, e), rel=1e-12)
+    assert compare(np.zeros(4, np.float32), np.zeros(4, np.float32), 1e-6, 1e-3).ok
+    bad = compare(np.array([1.0, np.nan], np.float32), np.array([1.0, 2.0], np.float32), 1e-6, 1e-3)
+    assert not bad.ok and "NaN at 1 position" in bad.message

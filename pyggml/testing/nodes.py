@@ -51,7 +51,8 @@ class Source:
         nb: its strides in bytes, ggml order.
         shape: the NumPy shape the oracle got its values in.
         raw: the bytes it covered (uint8, `span`) just before ggml computed the node.
-        values: those bytes decoded: what the oracle was given.
+        given: its values where they were given (a saved reproducer's); None: decoded from `raw` when first
+            asked for (`values`).
     """
 
     slot: int  # its place among the node's sources (src[slot])
@@ -61,7 +62,15 @@ class Source:
     nb: tuple[int, ...]
     shape: tuple[int, ...]  # the NumPy shape the oracle got its values in
     raw: np.ndarray  # the bytes it covered (uint8, `span`) just before ggml computed the node
-    values: np.ndarray  # those bytes decoded: what the oracle was given
+    given: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def values(self) -> np.ndarray:
+        """The bytes decoded: what the oracle is given. Decoded when first asked for, since an oracle may need
+        only part of a large source (GET_ROWS of a model's token embedding: 254 M values for 32 rows)."""
+        if self.given is None:
+            self.given = from_span(self.type, self.ne, self.nb, self.shape, self.raw)
+        return self.given
 
 
 @dataclass
@@ -215,10 +224,12 @@ def file_weights(path: str) -> Weights:
     """
     from pyggml import gguf
 
-    info = gguf.read_info(path)
-    data = np.memmap(path, np.uint8, "r")
+    opened: list[tuple[gguf.GGUFFile, np.memmap]] = []  # read when first asked (a 248k vocabulary: 0.3 s)
 
     def get(name: str) -> np.ndarray | None:
+        if not opened:
+            opened.append((gguf.read_info(path), np.memmap(path, np.uint8, "r")))
+        info, data = opened[0]
         ti = info.tensor_info.get(name)
         if ti is None:
             return None
@@ -373,9 +384,7 @@ def capture(t: Tensor, weights: Weights | None = None) -> Capture:
             srcs.append(None)
             continue
         s = Tensor(p, t.ctx)
-        raw = source_bytes(s, weights)
-        values = from_span(s.type.name, s.ne, s.nb, s.shape, raw)
-        srcs.append(Source(slot, s.name, s.type.name, s.ne, s.nb, s.shape, raw, values))
+        srcs.append(Source(slot, s.name, s.type.name, s.ne, s.nb, s.shape, source_bytes(s, weights)))
     while srcs and srcs[-1] is None:
         srcs.pop()
     c = Capture(
@@ -508,7 +517,7 @@ class NodeChecker:
         try:
             sources = captured.sources
             result = s.from_node(
-                Node(t, [x.values if x else None for x in sources], [x.raw if x else None for x in sources])
+                Node(t, [_values_for(captured.kind, x) for x in sources], [x.raw if x else None for x in sources])
             )
         except Exception as e:  # noqa: BLE001 - a call the oracle does not model: no verdict, and why
             verdict.error = f"{type(e).__name__}: {e}"
@@ -528,6 +537,18 @@ class NodeChecker:
         if self.keep is not None and self.keep(verdict):
             verdict.capture = captured
         return True
+
+
+# (op kind, source slot): the sources whose values the node's reader asks for itself (Node.arg), which may
+# need only a part of them (pyggml.testing.opdb.movement's GET_ROWS decodes only the rows it takes)
+DECODED_WHEN_ASKED = {("GET_ROWS", 0)}
+
+
+def _values_for(kind: str, x: Source | None) -> np.ndarray | Callable[[], np.ndarray] | None:
+    """What a Node holds for source x: its values, or, for DECODED_WHEN_ASKED, a call that decodes them."""
+    if x is None:
+        return None
+    return (lambda: x.values) if (kind, x.slot) in DECODED_WHEN_ASKED else x.values
 
 
 @contextmanager

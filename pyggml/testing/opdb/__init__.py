@@ -263,10 +263,12 @@ class Modeled:
 @dataclass
 class Node:
     """A node as `from_node` sees it: its tensor (op_params, ne, type) and its sources' values as NumPy
-    arrays, by slot (None for an empty slot), as they were just before ggml computed the node."""
+    arrays, by slot (None for an empty slot), as they were just before ggml computed the node. A source the
+    reader asks for itself may be given as a call that decodes it (pyggml.testing.nodes.DECODED_WHEN_ASKED):
+    `arg` makes the call, the reader may read fewer values from `raw` instead."""
 
     tensor: Tensor
-    src: list[np.ndarray | None]
+    src: list[Any]  # np.ndarray, a call returning one (decoded when asked: `arg`), or None
     raw: list[np.ndarray | None] = field(default_factory=list)  # each source's bytes (uint8), where read
 
     def raw_blocks(self, i: int) -> np.ndarray | None:
@@ -287,6 +289,8 @@ class Node:
         a = self.src[i] if i < len(self.src) else None
         if a is None:
             raise ValueError(f"{self.tensor.op.name} node: no source in slot {i}")
+        if callable(a):  # decoded when asked for
+            a = self.src[i] = a()
         return a
 
     def params(self, n: int, dtype: Any = np.int32) -> np.ndarray:

@@ -98,12 +98,37 @@ _GET_ROWS_BAD = [
 ]
 _WEIGHT_SAMPLES = weight_samples()
 
+def _get_rows_node(n: Node) -> np.ndarray:
+    """GET_ROWS: of a packed 2-d source (a model's token embedding: 254 M values for a batch's rows), only the
+    rows the index takes are decoded from the source's bytes; otherwise the whole source."""
+    idx = np.asarray(n.arg(1))
+    p = n.tensor.ptr.src[0]
+    ne = [int(p.ne[d]) for d in range(4)]
+    t = types.Type(p.type)
+    raw = n.raw[0] if n.raw else None
+    row = types.row_size(t, ne[0])
+    whole = (
+        raw is None
+        or ne[2] * ne[3] != 1
+        or not lib.ggml_is_contiguous(p)
+        or raw.size != row * ne[1]
+        or idx.size == 0
+        or idx.min() < 0
+        or idx.max() >= ne[1]
+    )
+    if whole:
+        return oracles.get_rows(n.arg(0), n.arg(1))
+    taken = np.unique(idx)
+    rows = types.decode(t, np.ascontiguousarray(raw.reshape(ne[1], row)[taken]).reshape(-1), (taken.size, ne[0]))
+    return oracles.get_rows(rows, np.searchsorted(taken, idx))
+
+
 spec(
     "get_rows",
     lambda xp, x: xp.get_rows(x.a, x.b),
     reads=("GET_ROWS",),
     hints={"a": hints.get_rows_a, "b": hints.get_rows_b},
-    from_node=lambda n: oracles.get_rows(n.arg(0), n.arg(1)),
+    from_node=_get_rows_node,
     errors=_GET_ROWS_BAD,
     grad=[Grad({"a": (F32, (5, 4)), "b": ("i32", (6,), integers(0, 5))}, ("a",))],
     samples=[
