@@ -157,7 +157,9 @@ def test_get_rows_of_a_large_weight_decodes_only_the_rows_it_takes(weight, monke
     a, b = ctx.tensor(weight, table.shape, "embd", input=True), ctx.tensor("i32", idx.shape, "idx", input=True)
     decoded: list[int] = []
     real = types.decode
-    monkeypatch.setattr(types, "decode", lambda t, raw, shape: decoded.append(int(np.prod(shape))) or real(t, raw, shape))
+    monkeypatch.setattr(
+        types, "decode", lambda t, raw, shape: decoded.append(int(np.prod(shape))) or real(t, raw, shape)
+    )
     by_kind, out = _checked(ctx, ctx.get_rows(a, b), {a: table, b: idx})
     v = by_kind["GET_ROWS"]
     assert v.comparison is not None and v.ok and v.comparison.nmse == 0, v

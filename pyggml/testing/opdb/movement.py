@@ -98,6 +98,7 @@ _GET_ROWS_BAD = [
 ]
 _WEIGHT_SAMPLES = weight_samples()
 
+
 def _get_rows_node(n: Node) -> np.ndarray:
     """GET_ROWS: of a packed 2-d source (a model's token embedding: 254 M values for a batch's rows), only the
     rows the index takes are decoded from the source's bytes; otherwise the whole source."""
