@@ -10,7 +10,6 @@ from pyggml.testing.oracles._common import (
     _lead,
 )
 
-
 # --- matrix -----------------------------------------------------------------------------------------
 # Products of more multiply-adds than this are computed in float32 (BLAS), smaller ones in float64: a model's
 # products (a 1B model's weights: 0.8 billion values, 6 GB as float64) spent most of `check --model`'s oracle
