@@ -92,6 +92,24 @@ def test_a_tensor_held_whole_by_one_device_runs_every_op_as_the_single_device(bu
         np.testing.assert_allclose(g.reshape(w.shape), w, rtol=1e-5, atol=1e-6, err_msg=f"output {i}")
 
 
+def _nan_everywhere(ctx, w, x, pos):
+    """_attention_k of NaN inputs: every value NaN."""
+    return _attention_k(ctx, w, ctx.sqrt(ctx.scale(ctx.sqr(x), -1.0)), pos)
+
+
+def test_an_empty_share_is_zeroed_whatever_its_memory_held():
+    """Device 0 holds nothing of wk and wo, so it computes nothing of the output product's partial sum, and the
+    meta backend zeroes its part before the reduction. It scaled that unset memory by 0 (a NaN stays NaN): in
+    10 of 20 runs a NaN from memory went into every device's sum (ggml patch 0033, docs/findings.md 32)."""
+    policy = [("wk", Split(1, HOLDERS["device 1"])), ("wo", Split(0, HOLDERS["device 1"]))]
+    want = _run("cpu", None, _attention_k, 1)
+    for _ in range(20):
+        _run("meta:cpu,cpu", policy, _nan_everywhere, 1)  # its freed memory is likely the next runner's
+        got = _run("meta:cpu,cpu", policy, _attention_k, 1)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.reshape(w.shape), w, rtol=1e-5, atol=1e-6)
+
+
 def test_a_split_between_devices_is_still_refused_along_the_dim_a_norm_works_on():
     """Only a split whose one device holds everything has no meaningful axis: halves are still refused."""
 
