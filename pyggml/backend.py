@@ -869,9 +869,9 @@ class Scheduler(Lender, Closable):
         compute there). ggml computes the nodes not asked for together with the next one asked for, after fn
         was asked about it: a node's sources hold what it will read at `ask=True` only when fn asked for every
         node before it (views compute nothing); an observer that asks for each node sees each one with its
-        sources as they were. On a meta device ggml computes the split whole (patch 0025): fn is asked about
-        every node first and told about those it asked for afterwards, when their sources may hold later
-        values. An exception fn raises stops the compute and is raised by `compute`.
+        sources as they were. On a meta device the meta backend does the same inside its compute (ggml patch
+        0032): each node is read back whole, its devices' shares assembled. An exception fn raises stops the
+        compute and is raised by `compute`.
 
         Args:
             fn: the observer `fn(node: Tensor, ask: bool) -> bool`, or None to stop observing.

@@ -21,10 +21,12 @@ Measured (bench/README.md, a loaded 2-core machine): about 3 us per node on one 
 graph of small nodes, little once a node takes tens of microseconds), far more where the CPU starts
 several threads per node, x1.5-1.9 on lavapipe. Use repeats (medians) on a busy machine.
 
-A meta device's split is computed whole, never node by node (patch 0025: its meta backend computes a part
-of a split wrongly): its nodes are timed together, as one row covering them all (`ProfileRow.indices`),
-from the last question to the first report. The scheduler's copies of a split's inputs from another
-backend happen before the split's first question: they are in `wall_us`, not in any row.
+A meta device computes its split node by node for the callback too (ggml patch 0032), every device
+synchronized after each node; a node whose partial sums the meta backend reduces is timed with that
+reduction. Nodes asked about together and reported together (a backend that computes them as one) are one
+row covering them all (`ProfileRow.indices`), from the last question to the first report. The scheduler's
+copies of a split's inputs from another backend happen before the split's first question: they are in
+`wall_us`, not in any row.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def _addr(p: Any) -> int:
 
 @dataclass(frozen=True)
 class ProfileRow:
-    """One timed unit of a profile: a node, or the nodes a meta device computed as one.
+    """One timed unit of a profile: a node, or nodes a backend computed as one.
 
     Attributes:
         index: the graph's compute-order index of the (last) node timed.
@@ -65,7 +67,7 @@ class ProfileRow:
         backend: the name of the backend that computed it (ggml_backend_name: 'CPU', 'Vulkan0', a meta
             device's name, 'RPC0[...]').
         times_us: its time in each repeat, microseconds.
-        indices: the compute-order indices of every node the time covers (one, or a meta split's).
+        indices: the compute-order indices of every node the time covers (one, or those computed as one).
         names: their names, in the same order.
     """
 
@@ -92,7 +94,7 @@ class ProfileRow:
 
     @property
     def together(self) -> bool:
-        """Whether the time covers several nodes computed as one (a meta device's split)."""
+        """Whether the time covers several nodes computed as one."""
         return len(self.indices) > 1
 
 
@@ -101,7 +103,7 @@ class Profile:
     """Per-node times of one graph on one Runner (`Runner.profile`).
 
     Attributes:
-        rows: the timed units in compute order (`ProfileRow`: one per node, one per meta split).
+        rows: the timed units in compute order (`ProfileRow`: one per node, or per nodes computed as one).
         runner: the Runner's name ('cpu', 'vulkan0', 'meta:vulkan0,vulkan1', ...).
         n_nodes: the graph's node count.
         warmup: computes made before timing, with and without the callback each.

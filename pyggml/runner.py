@@ -235,8 +235,8 @@ class Runner:
         That serializes the graph's compute (no overlap of nodes on a GPU, the CPU's threads started per
         node) and adds two Python calls per node: the times are each node's alone, and their sum runs
         above a plain compute (`Profile.overhead`, the profiled compute's median over the plain one's).
-        On a meta device ggml computes a split whole, so its nodes are one row, timed together
-        (pyggml.profile says more).
+        On a meta device each node is timed the same way, every device synchronized after it (ggml patch
+        0032; pyggml.profile says more).
 
         Args:
             graph: the graph to profile.

@@ -1,5 +1,5 @@
 """Runner.profile: every node timed once per repeat with its op, shape and backend, on the CPU, vulkan0, a
-meta device (its split timed as one) and an RPC server's device; the times hang together (each repeat's
+meta device (node by node, as on one device) and an RPC server's device; the times hang together (each repeat's
 node times fit inside that repeat's compute, and their sum is within a broad factor of a plain compute:
 never a claim about absolute speed); bad arguments raise clear errors."""
 
@@ -91,7 +91,8 @@ def test_every_node_is_timed_with_its_op_and_backend(name: str) -> None:
 
 def test_a_meta_device_is_timed_by_split(meta_backend_name: str) -> None:
     """A two-layer MLP split for tensor parallelism (w1 by rows, w2 by columns): the meta device computes
-    its split whole, so the nodes it computes are one row."""
+    its split node by node for the callback (ggml patch 0032; before it, the split whole: one row), so each
+    node is its own row, the reduced product timed with its reduction."""
     runner = gg.Runner(meta_backend_name)
     runner.set_policy(
         [
@@ -117,12 +118,11 @@ def test_a_meta_device_is_timed_by_split(meta_backend_name: str) -> None:
     on_meta = [r for r in prof.rows if r.backend == runner.backend.name]
     assert on_meta, prof.table()
     assert sum(len(r.indices) for r in on_meta) == graph.n_nodes  # a meta runner computes every node there
-    assert any(r.together for r in on_meta)  # the split, timed whole
-    big = max(on_meta, key=lambda r: len(r.indices))
-    assert big.name == f"{big.names[0]} .. {big.names[-1]}" and big.names[0] == "h"
-    assert big.op.startswith("MUL_MAT, GELU")
-    assert prof.row_of("g") is big and prof.row_of(graph.node(0)) is big
-    assert f"us in a split of {len(big.indices)} nodes" in graph.to_dot(placement=runner, profile=prof)
+    assert not any(r.together for r in on_meta)  # one row per node
+    assert [r.name for r in on_meta] == ["h", "g", "z", "zg", "y"] and on_meta[2].op == "MUL_MAT"
+    assert prof.row_of("z") is on_meta[2] and prof.row_of(graph.node(0)) is on_meta[0]
+    assert all(r.time_us > 0 for r in on_meta)
+    assert f"{on_meta[2].time_us:.1f} us" in graph.to_dot(placement=runner, profile=prof)
 
 
 def test_bad_arguments_raise_clear_errors() -> None:

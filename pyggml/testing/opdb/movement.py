@@ -117,7 +117,7 @@ def _get_rows_node(n: Node) -> np.ndarray:
         or idx.min() < 0
         or idx.max() >= ne[1]
     )
-    if whole:
+    if whole or raw is None:  # (raw is None is in `whole`: said again for the type checker)
         return oracles.get_rows(n.arg(0), n.arg(1))
     taken = np.unique(idx)
     rows = types.decode(t, np.ascontiguousarray(raw.reshape(ne[1], row)[taken]).reshape(-1), (taken.size, ne[0]))

@@ -18,7 +18,7 @@ from pyggml.testing.oracles._common import (
 FLOAT64_UP_TO = 1 << 24
 
 
-def _product_dtype(a: np.ndarray, b: np.ndarray) -> type:
+def _product_dtype(a: ArrayLike, b: ArrayLike) -> type:
     """float64, or float32 for a product of more than FLOAT64_UP_TO multiply-adds (at most a's values times b's
     rows) whose weight a is float32."""
     work = np.size(a) * (np.size(b) // max(1, np.shape(b)[-1]))
