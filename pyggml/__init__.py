@@ -12,7 +12,10 @@
 `pyggml.checked` is ggml.h's part of it with GGML_ASSERT turned into `OpError`.
 """
 
-from pyggml import ops
+from pyggml import (
+    graph_dot,  # noqa: E402,F401 - registers Graph.to_dot's renderer
+    ops,
+)
 from pyggml._native import build_info, checked, ffi, lib
 from pyggml.backend import (
     Backend,

@@ -124,7 +124,7 @@ def info(args: argparse.Namespace) -> int:
             f"patches: {len(g['patches'])} of vendor/ggml/patches, applied at build (one already in the ggml "
             "source is skipped):"
         )
-        from pyggml.testing.check import _wrap
+        from pyggml.testing.session import _wrap
 
         print(_wrap([p.removesuffix(".patch") for p in g["patches"]]))
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pyggml._args import instance, integer, text
@@ -21,6 +22,11 @@ MAX_GRAPH_SIZE = 2**24  # nodes of one graph: far beyond any model's, well insid
 
 def _addr(ptr) -> int:
     return int(ffi.cast("uintptr_t", ptr))
+
+
+# Graph.to_dot's renderer: pyggml.graph_dot.graph_to_dot, registered by that module (a floor above this one:
+# it reads backends, meta devices, runners and profiles), so that the graph need not import upward
+_to_dot: Callable[..., str] | None = None
 
 
 class Graph:
@@ -251,9 +257,9 @@ class Graph:
                 title, or (native) a name ggml would write unescaped into its record syntax.
             OSError: path cannot be written.
         """
-        from pyggml.graph_dot import graph_to_dot
-
-        return graph_to_dot(self, path, placement=placement, profile=profile, native=native, title=title)
+        if _to_dot is None:  # pyggml/__init__ imports pyggml.graph_dot, which registers it
+            raise RuntimeError("Graph.to_dot: pyggml.graph_dot is not loaded (import pyggml)")
+        return _to_dot(self, path, placement=placement, profile=profile, native=native, title=title)
 
     # --- gradients ---------------------------------------------------------------------------------
     @classmethod

@@ -28,14 +28,17 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pyggml import graph as _graph
 from pyggml._native import cstr, ffi, lib
+from pyggml.backend import Scheduler
+from pyggml.graph import Graph
 from pyggml.lifetime import built_sources
+from pyggml.meta import MetaBackend, MetaDevice, Split
+from pyggml.profile import Profile
+from pyggml.runner import Runner
 from pyggml.tensor import MAX_DIMS, Tensor
-
-if TYPE_CHECKING:
-    from pyggml.graph import Graph
 
 # fills by kind (no placement), and by backend in order of first use (with one)
 KIND_FILL = {
@@ -169,7 +172,6 @@ def split_text(state: Any, n_devices: int) -> str | None:
 def _meta_splits(meta: Any, graph: Graph, tensors: list[Any]) -> tuple[dict[int, str], str]:
     """Split text per tensor address: computed nodes from ggml's own derivation
     (ggml_backend_meta_graph_split_states), static tensors on the meta device from the policy."""
-    from pyggml.meta import Split
 
     n = graph.n_nodes
     out: dict[int, str] = {}
@@ -205,9 +207,6 @@ def _resolve(graph: Graph, placement: Any, tensors: list[Any]) -> _Placement | N
     tensor."""
     if placement is None:
         return None
-    from pyggml.backend import Scheduler
-    from pyggml.meta import MetaBackend, MetaDevice
-    from pyggml.runner import Runner
 
     sched, meta = None, None
     if isinstance(placement, Runner):
@@ -376,7 +375,6 @@ def graph_to_dot(
             (native) a name ggml would write unescaped into its record syntax.
         OSError: path cannot be written.
     """
-    from pyggml.graph import Graph
 
     if not isinstance(graph, Graph):
         raise TypeError(f"to_dot: expected a Graph, got {type(graph).__name__}")
@@ -391,8 +389,6 @@ def graph_to_dot(
             )
         text = native_dot(graph)
     else:
-        from pyggml.profile import Profile
-
         if profile is not None and not isinstance(profile, Profile):
             raise TypeError(f"to_dot: profile must be a pyggml.profile.Profile, got {type(profile).__name__}")
         nodes, leaves, sources = _collect(graph)
@@ -497,7 +493,6 @@ def native_dot(graph: Graph) -> str:
         TypeError: graph is not a Graph.
         ValueError: a tensor's name has record syntax in it (the message names it).
     """
-    from pyggml.graph import Graph
 
     if not isinstance(graph, Graph):
         raise TypeError(f"native_dot: expected a Graph, got {type(graph).__name__}")
@@ -622,7 +617,6 @@ def placements(graph: Graph, placement: Any) -> list[Placed]:
         TypeError: graph is not a Graph, placement is None, or what to_dot raises for the placement.
         ValueError: what to_dot raises for the placement.
     """
-    from pyggml.graph import Graph
 
     if not isinstance(graph, Graph):
         raise TypeError(f"placements: expected a Graph, got {type(graph).__name__}")
@@ -637,3 +631,6 @@ def placements(graph: Graph, placement: Any) -> list[Placed]:
         op = cstr(lib.ggml_op_desc(p)) if p.op != lib.GGML_OP_NONE else "leaf"
         out.append(Placed(cstr(lib.ggml_get_name(p)), op, i, where.backend.get(a), where.split.get(a)))
     return out
+
+
+_graph._to_dot = graph_to_dot  # Graph.to_dot's renderer (pyggml.graph keeps the slot)

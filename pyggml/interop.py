@@ -406,7 +406,7 @@ class SupportsDLPack(Protocol):
 def as_array(values: Any, what: str) -> np.ndarray:
     """Values as a NumPy array, without a copy where the producer allows one.
 
-    An ndarray as it is; a pyggml Tensor through `numpy()` (a copy, wherever its memory is); an object with
+    An ndarray as it is (a pyggml Tensor is the caller's to read first: `Tensor.set` does); an object with
     `__dlpack__` (a torch tensor on the CPU, a JAX array on the host) through `np.from_dlpack`; anything
     else through `np.asarray` (the buffer protocol: memoryview, array.array, bytes-likes; the array
     interface; lists and scalars).
@@ -425,10 +425,6 @@ def as_array(values: Any, what: str) -> np.ndarray:
     """
     if isinstance(values, np.ndarray):
         return values
-    from pyggml.tensor import Tensor
-
-    if isinstance(values, Tensor):
-        return values.numpy()
     if hasattr(values, "__dlpack__") and not isinstance(values, (bytes, bytearray, memoryview)):
         try:
             return np.from_dlpack(values)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyggml import lifetime, preflight, rpc
+from pyggml import lifetime, preflight, rpc_link
 from pyggml._args import instance, integer
 from pyggml._native import ffi, lib
 from pyggml.backend import Backend, Buffer, Device, GGMLError, device
@@ -217,7 +217,7 @@ class _Slot:
         if ptr == ffi.NULL:
             raise GGMLError("could not create the meta device")
         self.device = Device(ptr)
-        rpc.register_meta(ptr, [d.ptr for d in devs])  # its faults are those of its RPC devices
+        rpc_link.register_meta(ptr, [d.ptr for d in devs])  # its faults are those of its RPC devices
         lifetime.keep_forever(self)  # ggml calls back with this handle for as long as the process lives
 
 

@@ -418,7 +418,7 @@ class Tensor:
             self._require_allocated("set")
         if not lib.ggml_is_contiguous(p):
             raise ValueError("set: tensor is not contiguous; write to the tensor it views instead")
-        arr = interop.as_array(values, "set")
+        arr = values.numpy() if isinstance(values, Tensor) else interop.as_array(values, "set")  # a copy of a Tensor
         t = _TYPE_OF[p.type]
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"set: values of dtype {arr.dtype} cannot be written to a {t.name} tensor")

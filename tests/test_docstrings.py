@@ -84,6 +84,10 @@ MODULES = {
 INTERNAL = {
     # generated (tools/gen_methods.py): Context's op methods, the wrappers of pyggml.ops' page
     "pyggml.ops.methods",
+    # floors under a public face: Context's pool (its page shows Arena's methods as Context's) and the RPC
+    # client's state (re-exported by pyggml.rpc)
+    "pyggml.arena",
+    "pyggml.rpc_link",
     # the checks every compute runs before ggml sees a graph: what they refuse is raised as GraphError or
     # Unsupported by the Runner, Backend and Scheduler calls (docs/errors.md)
     "pyggml.preflight",
@@ -113,6 +117,8 @@ INTERNAL = {
     "pyggml.testing.perf",
     "pyggml.testing.guard",
     "pyggml.testing.workers",
+    "pyggml.testing.session",
+    "pyggml.testing.twin_check",
     "pyggml.testing.junit",
     "pyggml.testing.coverage",
     "pyggml.testing.model_check",
@@ -279,8 +285,13 @@ def _public_names(module: Any) -> list[str]:
 
 
 def _members(cls: type) -> Iterator[tuple[str, Any, str]]:
-    """(name, object, kind) of the public methods and properties cls itself defines."""
-    for name, value in vars(cls).items():
+    """(name, object, kind) of the public methods and properties cls defines, or a base of it in an internal
+    floor module does (Context's Arena): a user meets them on cls."""
+    found: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is cls or klass.__module__ in INTERNAL - {"pyggml.ops.methods"}:
+            found.update(vars(klass))
+    for name, value in found.items():
         if name.startswith("_"):
             continue
         if isinstance(value, (property, functools.cached_property)):

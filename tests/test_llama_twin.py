@@ -15,6 +15,7 @@ from pyggml.testing.check import available_backends
 
 pytest.importorskip("pyggml.llama", reason="pyggml built without libllama (PYGGML_LLAMA=OFF)")
 from pyggml.models import llama_twin  # noqa: E402
+from pyggml.testing import twin_check  # noqa: E402
 
 VULKAN = pytest.mark.skipif("vulkan0" not in available_backends(), reason="no Vulkan device")
 
@@ -32,7 +33,7 @@ def files(tmp_path_factory) -> dict[str, str]:
 @pytest.mark.parametrize("backend", ["cpu", pytest.param("vulkan0", marks=VULKAN)])
 @pytest.mark.parametrize("arch", ["qwen3next", "qwen35"])
 def test_the_twin_equals_llama_cpps_layer(files, arch, backend):
-    records = llama_twin.compare_with_llama(files[arch], backend, chunks=(5, 3, 1))
+    records = twin_check.compare_with_llama(files[arch], backend, chunks=(5, 3, 1))
     assert [(r.layer, r.step, r.n_tokens) for r in records] == [(0, 0, 5), (0, 1, 3), (0, 2, 1)]
     for r in records:  # outputs and both states, bit for bit
         assert (r.output, r.conv, r.ssm) == (0.0, 0.0, 0.0) and r.ok, r
@@ -61,7 +62,7 @@ def test_the_wrong_layout_does_not_match(files, arch, wrong):
         ba = np.concatenate([w.pop("ssm_beta").reshape(nk, r, -1), w.pop("ssm_alpha").reshape(nk, r, -1)], axis=1)
         w["ssm_ba"] = ba.reshape(2 * nk * r, -1)
     twin.config = dataclasses.replace(twin.config, layout=wrong)
-    records = llama_twin.compare_with_llama(files[arch], "cpu", chunks=(4,), twin=twin)
+    records = twin_check.compare_with_llama(files[arch], "cpu", chunks=(4,), twin=twin)
     r = records[0]
     assert r.output > 1e-5 and r.ssm > 1e-2 and not r.ok, r  # the residual carries most of the output
 
@@ -80,7 +81,7 @@ def test_a_file_without_the_layer_is_refused_with_the_reason(files, tmp_path):
     with pytest.raises(ValueError, match="no metadata key 'qwen35.ssm.state_size'"):
         llama_twin.load_twin(cut)
     with pytest.raises(ValueError, match="chunks"):
-        llama_twin.compare_with_llama(files["qwen35"], "cpu", chunks=(0,))
+        twin_check.compare_with_llama(files["qwen35"], "cpu", chunks=(0,))
 
 
 def test_recurrent_layers_follow_llama_cpps_rules():
@@ -111,7 +112,7 @@ def test_the_twin_split_as_llama_cpp_splits_it_equals_llama_cpps_layer(files, ar
     """The twin on a meta device, split with llama.cpp's own policy (several segments), against llama.cpp's
     layer on the CPU: within the twin's bound for that device (the split sums ssm_out's partial products
     in another order)."""
-    records = llama_twin.compare_with_llama(files[arch], "cpu", chunks=(5, 3, 1), twin_backend=twin_backend)
+    records = twin_check.compare_with_llama(files[arch], "cpu", chunks=(5, 3, 1), twin_backend=twin_backend)
     assert len(records) == 3
     for r in records:
         assert r.ok, r

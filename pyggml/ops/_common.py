@@ -11,6 +11,7 @@ import numpy as np
 
 from pyggml import types
 from pyggml._native import ffi, guard_error, lib
+from pyggml.arena import Arena
 from pyggml.errors import GGMLError
 from pyggml.tensor import MAX_DIMS, Tensor
 
@@ -32,9 +33,7 @@ def _guarded(c_name: str):
 
 def _bad_arguments(op: str, exc: Exception, ctx, **args) -> Exception:
     """The slow path of a call cffi refused: say which argument was wrong."""
-    from pyggml.context import Context
-
-    if not isinstance(ctx, Context):
+    if not isinstance(ctx, Arena):
         return TypeError(f"{op}: ctx must be a Context, got {type(ctx).__name__}")
     for name, value in args.items():
         if not isinstance(value, Tensor):

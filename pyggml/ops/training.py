@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from pyggml._args import integer
 from pyggml._native import ffi, lib
+from pyggml.arena import Arena
 from pyggml.ops._common import (
     _ARG_ERRORS,
     _NULL,
@@ -28,9 +29,7 @@ if TYPE_CHECKING:
 
 def _tensors(op: str, ctx, **tensors) -> None:
     """TypeError naming the first argument that is not a Tensor (or a ctx that is not a Context)."""
-    from pyggml.context import Context
-
-    if not isinstance(ctx, Context) or not all(isinstance(t, Tensor) for t in tensors.values()):
+    if not isinstance(ctx, Arena) or not all(isinstance(t, Tensor) for t in tensors.values()):
         raise _bad_arguments(op, TypeError("bad argument"), ctx, **tensors)
 
 

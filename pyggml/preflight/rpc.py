@@ -1,6 +1,6 @@
 """RPC devices whose server failed: ggml's client (patch 0019) marks a failed connection and then
 completes every command on it at once, computing nothing and saying SUCCESS. Before a compute or an
-allocation pyggml asks ggml whether the connection failed; after one, pyggml.rpc's transport hook asks
+allocation pyggml asks ggml whether the connection failed; after one, pyggml.rpc_link's transport hook asks
 again (the connection can fail during the call)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pyggml import rpc
+from pyggml import rpc_link as rpc
 from pyggml.preflight.core import Rule
 
 

@@ -389,8 +389,8 @@ def main(args: argparse.Namespace) -> int:
     import tempfile
     import time
 
-    from pyggml.testing.check import available_backends
     from pyggml.testing.junit import write_junit
+    from pyggml.testing.session import available_backends
 
     def fail(msg: str) -> int:
         print(f"check: {msg}", file=sys.stderr)

@@ -283,8 +283,8 @@ def rerun(r: Repro, backend: str, runner: Runner | None = None) -> Record:
 def main(args: argparse.Namespace) -> int:
     """`check --repro FILE_OR_DIR [--backend B]...`: rerun the reproducers on each backend named (default:
     the backend each one was saved from); exit 1 when one fails, 2 for what cannot be read."""
-    from pyggml.testing.check import backend_error, table
     from pyggml.testing.junit import write_junit
+    from pyggml.testing.session import backend_error, table
 
     if args.json == "-" and args.junit == "-":
         print("check: only one report can go to stdout (-): give --json or --junit a file", file=sys.stderr)

@@ -35,6 +35,10 @@ class Status(StrEnum):
         return self in (Status.FAIL, Status.ERROR)
 
 
+class Mismatch(Exception):
+    """A property a case checks on the backend itself did not hold (e.g. rollback == rerun): a failure."""
+
+
 @dataclass
 class Record:
     case: str
@@ -242,8 +246,6 @@ def judge(
 def attempt(case_name: str, backend: str, fn: Callable[[], Any]) -> tuple[Any, Record | None]:
     """Run `fn` (a case's execution); an exception becomes the case's record: unsupported, fail (a
     property the case checks on the backend did not hold) or error. The run goes on either way."""
-    from pyggml.testing.cases import Mismatch
-
     start = time.perf_counter()
     try:
         return fn(), None

@@ -59,7 +59,7 @@ def serve(fd: int, backends: list[str], slow: bool, n_threads: int | None, modul
     import importlib
 
     from pyggml.testing import cases
-    from pyggml.testing.check import check_case, make_runners
+    from pyggml.testing.session import check_case, make_runners
 
     conn = Connection(fd)
     for m in modules:  # modules that register cases of their own
@@ -312,7 +312,7 @@ def run_check(
     started: list[_Worker] | None = None,
 ) -> list[Record]:
     """`check`'s run in `jobs` workers: the records of `run_check` in one process, with a progress bar."""
-    from pyggml.testing.check import Progress
+    from pyggml.testing.session import Progress
 
     bar: list[Progress] = []
 

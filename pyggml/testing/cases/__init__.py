@@ -41,13 +41,10 @@ from pyggml.testing.opdb import (  # noqa: F401
     default_nmse,
     uniform,
 )
+from pyggml.testing.verdict import Mismatch as Mismatch  # the verdict's (it judges it); cases raise it
 from pyggml.testing.verdict import default_max_error
 
 REGISTRY: dict[str, "Case"] = {}
-
-
-class Mismatch(Exception):
-    """A property a case checks on the backend itself did not hold (e.g. rollback == rerun): a failure."""
 
 
 class Case:
