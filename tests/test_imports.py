@@ -1,18 +1,30 @@
-"""pyggml's modules import each other without circles.
+"""pyggml's modules import in floors: every import that runs points down, or stays in its floor without a cycle.
 
-The graph is read from the source with `ast`: an edge for each module-level import of another pyggml
-module (imports inside functions run later, when every module is loaded, and are not edges; neither are
-those under `if TYPE_CHECKING:`). `from pyggml import x` is an edge to pyggml.x when x is a module,
-else to the package. A module's own parent packages are loaded first by Python whatever it imports,
-so they are not edges either. pyggml.testing is left out: it is the test suite's, not the library's.
+The floors are docs/layout.md's table ("Floors"): a module is on the floor of the longest prefix that names
+it. The graph is read from the source with `ast`: an edge for every import of another pyggml module, at a
+module's top or inside a function, a class or a try block (they all run, sooner or later); only those
+under `if TYPE_CHECKING:` are left out, and they may point up only through `ANNOTATIONS_UP`. `from pyggml
+import x` is an edge to pyggml.x when x is a module, else to the package. A module's own parent packages
+are loaded first by Python whatever it imports, so they are not edges.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "pyggml"
+LAYOUT = ROOT.parent / "docs" / "layout.md"
+
+# (importer prefix, imported module): annotations that name a class of a floor above. Only shrinks: the
+# test fails on an entry no module needs any more.
+ANNOTATIONS_UP = {
+    ("pyggml.ops", "pyggml.context"),  # every op's signature: ctx: Context
+    ("pyggml.tensor", "pyggml.context"),  # Tensor.ctx
+    ("pyggml.lifetime", "pyggml.graph"),  # the graphs a lender lends to
+    ("pyggml.graph", "pyggml.profile"),  # Graph.to_dot(profile=)
+}
 
 
 def modules() -> dict[str, Path]:
@@ -21,43 +33,7 @@ def modules() -> dict[str, Path]:
         parts = list(f.relative_to(ROOT.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
-        name = ".".join(parts)
-        if not name.startswith("pyggml.testing"):
-            out[name] = f
-    return out
-
-
-def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
-    """The statements that run when the module is imported (into if/try blocks, not TYPE_CHECKING's)."""
-    out: list[ast.stmt] = []
-    for node in body:
-        if isinstance(node, ast.If):
-            if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
-                out += _top_level(node.body) + _top_level(node.orelse)
-        elif isinstance(node, ast.Try):
-            out += _top_level(node.body) + _top_level(node.orelse) + _top_level(node.finalbody)
-            for h in node.handlers:
-                out += _top_level(h.body)
-        else:
-            out.append(node)
-    return out
-
-
-def imports_of(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out: set[str] = set()
-    for node in _top_level(ast.parse(path.read_text()).body):
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
-        else:
-            continue
-        out.update(t for t in targets if t in mods and t != name)
+        out[".".join(parts)] = f
     return out
 
 
@@ -66,10 +42,68 @@ def compiled() -> set[str]:
     return {f"pyggml.{f.name.split('.')[0]}" for f in [*ROOT.glob("*.pyi"), *ROOT.glob("*.so")]}
 
 
-def import_graph() -> dict[str, set[str]]:
+def floors() -> list[tuple[str, list[str]]]:
+    """docs/layout.md's floors, lowest first: (name, module prefixes)."""
+    text = LAYOUT.read_text()
+    table = text[text.index("| floor | modules |") :].split("\n\n")[0].splitlines()[2:]
+    return [(row.split("|")[1].strip(), re.findall(r"`([\w.]+)`", row.split("|")[2])) for row in table]
+
+
+def floor_of(name: str, table: list[tuple[str, list[str]]]) -> int | None:
+    best: tuple[int, int] | None = None
+    for i, (_, prefixes) in enumerate(table):
+        for p in prefixes:
+            if (name == p or name.startswith(p + ".")) and (best is None or len(p) > best[1]):
+                best = (i, len(p))
+    return None if best is None else best[0]
+
+
+def _imports(tree: ast.Module) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """(imports that run, imports under `if TYPE_CHECKING:`), anywhere in the module."""
+    runs: list[ast.stmt] = []
+    annotations: list[ast.stmt] = []
+
+    def visit(node: ast.AST, typing_only: bool) -> None:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for child in node.body:
+                visit(child, True)
+            for child in node.orelse:
+                visit(child, typing_only)
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            (annotations if typing_only else runs).append(node)
+        for child in ast.iter_child_nodes(node):
+            visit(child, typing_only)
+
+    visit(tree, False)
+    return runs, annotations
+
+
+def targets(name: str, path: Path, node: ast.stmt, known: set[str]) -> set[str]:
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        assert isinstance(node, ast.ImportFrom)
+        base = node.module or ""
+        if node.level:
+            parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+            base = ".".join(parts + ([base] if base else []))
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+    return {t for t in names if t in known and t != name and not name.startswith(t + ".")}
+
+
+def import_graphs() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(the imports that run, the annotation-only ones) of every module, as edges between modules."""
     mods = modules()
-    known = {**dict.fromkeys(compiled(), ROOT), **mods}
-    return {name: imports_of(name, path, known) for name, path in mods.items()}
+    known = set(mods) | compiled()
+    runs: dict[str, set[str]] = {}
+    annotations: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        r, a = _imports(ast.parse(path.read_text()))
+        runs[name] = set().union(*(targets(name, path, n, known) for n in r))
+        annotations[name] = set().union(*(targets(name, path, n, known) for n in a))
+    return runs, annotations
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -80,7 +114,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     def visit(n: str) -> list[str] | None:
         state[n] = 1
         path.append(n)
-        for m in sorted(graph.get(n, ())):  # a compiled module imports nothing of pyggml
+        for m in sorted(graph.get(n, ())):
             if state.get(m) == 1:
                 return path[path.index(m) :] + [m]
             if m not in state:
@@ -92,29 +126,76 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         return None
 
     for n in sorted(graph):
-        if n not in state:  # a new start: every module is visited once
+        if n not in state:
             found = visit(n)
             if found:
                 return found
     return None
 
 
-def test_the_graph_is_read_from_the_source():
-    graph = import_graph()
-    assert "pyggml.tensor" in graph and "pyggml.testing.check" not in graph
-    assert "pyggml.transport" in graph["pyggml.tensor"]  # tensor.py reports transfers there
-    assert "pyggml.rpc" not in graph["pyggml.tensor"]
+def test_every_module_is_on_a_floor():
+    table = floors()
+    assert [name for name, _ in table][:2] == ["base", "lifetime"] and len(table) >= 10, table
+    lost = sorted(m for m in modules() if floor_of(m, table) is None)
+    assert not lost, f"modules on no floor of docs/layout.md's table: {lost}"
 
 
-def test_the_cycle_finder_finds_a_cycle():
-    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert find_cycle({"a": {"b"}, "b": set()}) is None
+def test_every_import_that_runs_points_down_or_stays_in_its_floor():
+    table = floors()
+    runs, _ = import_graphs()
+    up = sorted(
+        f"{m} ({table[floor_of(m, table)][0]}) imports {t} ({table[floor_of(t, table)][0]})"  # type: ignore[index]
+        for m, ts in runs.items()
+        for t in ts
+        if floor_of(t, table) is not None and floor_of(t, table) > floor_of(m, table)  # type: ignore[operator]
+    )
+    assert not up, "imports that point up a floor:\n" + "\n".join(up)
 
 
-def test_pyggml_imports_without_cycles():
-    cycle = find_cycle(import_graph())
+def test_no_import_cycle_counting_imports_inside_functions():
+    runs, _ = import_graphs()
+    cycle = find_cycle(runs)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-def test_transport_imports_nothing_but_native_and_errors():
-    assert import_graph()["pyggml.transport"] <= {"pyggml._native", "pyggml.errors"}
+def test_the_library_does_not_import_its_test_suite():
+    runs, annotations = import_graphs()
+    wrong = sorted(
+        f"{m} -> {t}"
+        for g in (runs, annotations)
+        for m, ts in g.items()
+        for t in ts
+        if not m.startswith("pyggml.testing") and m not in ("pyggml", "pyggml.__main__") and t.startswith("pyggml.testing")
+    )
+    assert not wrong, wrong
+
+
+def test_annotations_point_up_only_through_the_allow_list_which_only_shrinks():
+    table = floors()
+    _, annotations = import_graphs()
+    up = {
+        (m, t)
+        for m, ts in annotations.items()
+        for t in ts
+        if floor_of(t, table) is not None and floor_of(t, table) > floor_of(m, table)  # type: ignore[operator]
+    }
+    allowed = lambda m, t: any(m == p or m.startswith(p + ".") for p, target in ANNOTATIONS_UP if t == target)  # noqa: E731
+    assert not [e for e in sorted(up) if not allowed(*e)], "annotations pointing up, not allowed"
+    unused = [e for e in sorted(ANNOTATIONS_UP) if not any(m.startswith(e[0]) and t == e[1] for m, t in up)]
+    assert not unused, f"ANNOTATIONS_UP entries no module needs: remove them: {unused}"
+    assert len(ANNOTATIONS_UP) <= 10
+
+
+def test_the_checker_sees_an_upward_import_inside_a_function(tmp_path):
+    """The walk reads imports in functions, classes and try blocks, and skips TYPE_CHECKING's."""
+    src = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from pyggml.runner import Runner\n"
+        "def f():\n    from pyggml.backend import Backend\n"
+        "class C:\n    def g(self):\n        try:\n            import pyggml.meta\n        except ImportError:\n            pass\n"
+    )
+    runs, annotations = _imports(ast.parse(src))
+    known = {"pyggml.runner", "pyggml.backend", "pyggml.meta"}
+    got = set().union(*(targets("pyggml.x", tmp_path / "x.py", n, known) for n in runs))
+    assert got == {"pyggml.backend", "pyggml.meta"}
+    assert set().union(*(targets("pyggml.x", tmp_path / "x.py", n, known) for n in annotations)) == {"pyggml.runner"}
