@@ -17,7 +17,7 @@ backends; the failed server's devices stay failed. `set_timeout(seconds)` bounds
 receive of connections opened afterwards (default 60 s: a receive waits for the server's compute, so
 the timeout must exceed the longest graph).
 
-Refusals: with our patch 0023 the server checks every graph before it runs it (README: "The RPC server's
+Refusals: with our patch 0023 the server checks every graph before it runs it (docs/reference.md: "The RPC server's
 threat model") and answers a refused one with its reason; the client raises `RpcRefused` (an `RpcError`)
 naming it, and the connection stays usable: the next graph is computed as usual.
 

@@ -13,7 +13,7 @@ dataclass, its fields under `Attributes:`). The op wrappers of `pyggml.ops` are 
 docstrings use ggml's notation (`a: ne [K, M]`, `Result:`, `Precision:`; pyggml/ops/__init__.py), and
 tests/test_docs.py checks that each names its parameters.
 
-The reference itself is built by `mkdocs build --strict` (README, "API reference"; .ci/run runs it).
+The reference itself is built by `mkdocs build --strict` (docs/reference.md, "API reference"; .ci/run runs it).
 """
 
 from __future__ import annotations

@@ -165,7 +165,9 @@ def test_the_library_does_not_import_its_test_suite():
         for g in (runs, annotations)
         for m, ts in g.items()
         for t in ts
-        if not m.startswith("pyggml.testing") and m not in ("pyggml", "pyggml.__main__") and t.startswith("pyggml.testing")
+        if not m.startswith("pyggml.testing")
+        and m not in ("pyggml", "pyggml.__main__")
+        and t.startswith("pyggml.testing")
     )
     assert not wrong, wrong
 

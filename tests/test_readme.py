@@ -59,3 +59,12 @@ def test_relative_links_lead_to_files(path):
         if "://" not in target and not (path.parent / target).exists()
     ]
     assert missing == [], f"{path.name} links to missing files: {missing}"
+
+
+def test_the_readme_stays_a_newcomers_path():
+    """The two commands, what pyggml is, first steps, one short paragraph per capability with its link: at most
+    14 KB (it had grown to 22 KB of reference, now docs/reference.md)."""
+    text = README.read_text()
+    assert len(text.encode()) <= 14 * 1024, len(text.encode())
+    assert text.index("pip install -e . && python -m pyggml check") < text.index("## First steps")
+    assert "(docs/reference.md)" in text

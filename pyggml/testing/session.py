@@ -53,7 +53,7 @@ OP_ALIASES = {
 }
 
 
-# CMake option that builds each ggml backend (README, Building)
+# CMake option that builds each ggml backend (docs/building.md)
 CMAKE_OPTION = {
     "vulkan": "GGML_VULKAN",
     "cuda": "GGML_CUDA",
@@ -416,7 +416,7 @@ def backend_error(name: str) -> str | None:
     if family in CMAKE_OPTION and family not in built:
         return (
             f"no device {name!r}: this build of pyggml has no {LABEL.get(family, family)} backend ({have}).\n"
-            f'Build it in: CMAKE_ARGS="-D{CMAKE_OPTION[family]}=ON" pip install -e .   (README, Building)'
+            f'Build it in: CMAKE_ARGS="-D{CMAKE_OPTION[family]}=ON" pip install -e .   (docs/building.md)'
         )
     if family == "vulkan":
         visible = os.environ.get("GGML_VK_VISIBLE_DEVICES")
