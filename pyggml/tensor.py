@@ -431,16 +431,7 @@ class Tensor:
         # raw types keep their bytes in C order whatever the shape; the others convert row by row
         with np.errstate(over="ignore"):  # overflow was refused above unless cast=True asked for inf
             raw = types.encode(t, arr if types.has_raw_dtype(t) else arr.reshape(tuple(reversed(self.ne))))
-        nbytes = lib.ggml_nbytes(p)
-        if raw.nbytes != nbytes:
-            raise ValueError(f"set: {raw.nbytes} bytes encoded for a tensor of {nbytes} bytes")
-        if p.buffer == ffi.NULL:
-            ffi.memmove(p.data, ffi.from_buffer(raw), nbytes)
-        else:
-            lib.ggml_backend_tensor_set(p, ffi.from_buffer(raw), 0, nbytes)
-            transport.after_transfer(p.buffer)  # a tensor on a failed RPC server was not written
-        lifetime.written(p)
-        return self
+        return self._write(raw, "set: {} bytes encoded for a tensor of {} bytes")
 
     @lifetime.with_lender_lock  # another thread must not take the memory back meanwhile
     def set_raw(self, data: Buffer | np.ndarray) -> "Tensor":
@@ -467,9 +458,14 @@ class Tensor:
         # on one and needed on the other (mypy's verdict must not depend on the NumPy a Python resolves to)
         buffer: Any = data
         raw = np.ascontiguousarray(np.frombuffer(memoryview(buffer).cast("B"), np.uint8))
+        return self._write(raw, "set_raw: {} bytes for a tensor of {} bytes")
+
+    def _write(self, raw: np.ndarray, wrong_size: str) -> "Tensor":
+        """Write the tensor's whole bytes (`set`'s and `set_raw`'s end): wrong_size formats the size error."""
+        p = self.ptr
         nbytes = lib.ggml_nbytes(p)
         if raw.nbytes != nbytes:
-            raise ValueError(f"set_raw: {raw.nbytes} bytes for a tensor of {nbytes} bytes")
+            raise ValueError(wrong_size.format(raw.nbytes, nbytes))
         if p.buffer == ffi.NULL:
             ffi.memmove(p.data, ffi.from_buffer(raw), nbytes)
         else:

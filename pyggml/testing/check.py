@@ -14,14 +14,13 @@ docs/findings.md records), unsupported, skipped, fail or error, with the figures
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
 from datetime import datetime
 from typing import TextIO
 
 from pyggml.testing import cases as case_registry
-from pyggml.testing.junit import write_junit
+from pyggml.testing.junit import write_report
 
 # the suite's session (pyggml.testing.session), re-exported: this module was its home
 from pyggml.testing.session import (
@@ -186,19 +185,11 @@ def perf_main(args: argparse.Namespace, backends: list[str]) -> int:
     )
     print(perf.table(records, limits), file=out, flush=True)
     for kind, path in reports:
-        stream = sys.stdout if path == "-" else None
-        if kind == "JSON":
-            data = {"limits": {k: asdict(v) for k, v in limits.items()}, "records": [asdict(r) for r in records]}
-            text = json.dumps(data, indent=1) + "\n"
-            if stream is not None:
-                stream.write(text)
-            else:
-                with open(path, "w") as f:
-                    f.write(text)
-        else:
-            write_junit(
-                perf.as_records(records), sys.stdout.buffer if stream else path, "pyggml.perf", "us/run", started
-            )
+        limits_and_records = {
+            "limits": {k: asdict(v) for k, v in limits.items()},
+            "records": [asdict(r) for r in records],
+        }
+        write_report(kind, path, perf.as_records(records), "pyggml.perf", "us/run", started, limits_and_records)
     return 1 if any(r.status == "error" for r in records) else 0
 
 
@@ -316,21 +307,14 @@ def _main(args: argparse.Namespace, pool: list | None) -> int:
     print(table(records, quiet=args.quiet), file=out, flush=True)
     for kind, path in reports:
         try:
-            if kind == "JSON":
-                if path == "-":
-                    json.dump([asdict(r) for r in records], sys.stdout, indent=1)
-                    sys.stdout.write("\n")
-                else:
-                    with open(path, "w") as f:
-                        json.dump([asdict(r) for r in records], f, indent=1)
-            else:
-                write_junit(
-                    records,
-                    sys.stdout.buffer if path == "-" else path,
-                    "pyggml.check.grad" if grad else "pyggml.check",
-                    "relative gradient error against finite differences" if grad else "NMSE against the oracle",
-                    started,
-                )
+            write_report(
+                kind,
+                path,
+                records,
+                "pyggml.check.grad" if grad else "pyggml.check",
+                "relative gradient error against finite differences" if grad else "NMSE against the oracle",
+                started,
+            )
         except OSError as e:
             if isinstance(e, BrokenPipeError):
                 raise

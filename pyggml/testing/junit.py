@@ -5,12 +5,15 @@ exception as <error>, unsupported, skipped and known disagreements as <skipped> 
 
 from __future__ import annotations
 
+import json
 import re
 import socket
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import datetime
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyggml.testing.verdict import Record
@@ -100,3 +103,25 @@ def write_junit(
     tree = junit_tree(records, name, measure, timestamp)
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)
+
+
+def write_report(
+    kind: str,
+    path: str,
+    records: Sequence[Record],
+    name: str,
+    measure: str = "NMSE against the oracle",
+    timestamp: datetime | None = None,
+    data: Any = None,
+) -> None:
+    """One report of a run (`check`'s, `check --model`'s, `check --repro`'s, `--mode perf`'s): kind "JSON" (the
+    records as dicts, or `data` when given) or "JUnit" (`write_junit`); path "-" is standard output."""
+    if kind == "JSON":
+        text = json.dumps([asdict(r) for r in records] if data is None else data, indent=1) + "\n"
+        if path == "-":
+            sys.stdout.write(text)
+        else:
+            with open(path, "w") as f:
+                f.write(text)
+    else:
+        write_junit(records, sys.stdout.buffer if path == "-" else path, name, measure, timestamp)

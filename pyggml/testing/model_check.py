@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
 import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -389,7 +388,7 @@ def main(args: argparse.Namespace) -> int:
     import tempfile
     import time
 
-    from pyggml.testing.junit import write_junit
+    from pyggml.testing.junit import write_report
     from pyggml.testing.session import available_backends
 
     def fail(msg: str) -> int:
@@ -480,12 +479,7 @@ def main(args: argparse.Namespace) -> int:
             )
     if any(run.saved for run in all_runs):
         print(f"rerun the saved nodes: python -m pyggml check --repro {directory}", file=out)
-    if args.json:
-        data = json.dumps([asdict(r) for r in recs], indent=1)
-        if args.json == "-":
-            print(data)
-        else:
-            Path(args.json).write_text(data)
-    if args.junit:
-        write_junit(recs, sys.stdout.buffer if args.junit == "-" else args.junit, "pyggml.check.model")
+    for kind, path in (("JSON", args.json), ("JUnit", args.junit)):
+        if path:
+            write_report(kind, path, recs, "pyggml.check.model")
     return 1 if any(r.status.bad for r in recs) else 0

@@ -25,7 +25,7 @@ import argparse
 import json
 import re
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -283,7 +283,7 @@ def rerun(r: Repro, backend: str, runner: Runner | None = None) -> Record:
 def main(args: argparse.Namespace) -> int:
     """`check --repro FILE_OR_DIR [--backend B]...`: rerun the reproducers on each backend named (default:
     the backend each one was saved from); exit 1 when one fails, 2 for what cannot be read."""
-    from pyggml.testing.junit import write_junit
+    from pyggml.testing.junit import write_report
     from pyggml.testing.session import backend_error, table
 
     if args.json == "-" and args.junit == "-":
@@ -313,12 +313,7 @@ def main(args: argparse.Namespace) -> int:
             records.append(rerun(r, b, runners[b]))
     out = sys.stderr if args.json == "-" else sys.stdout
     print(table(records, quiet=args.quiet), file=out)
-    if args.json:
-        data = json.dumps([asdict(r) for r in records], indent=1)
-        if args.json == "-":
-            print(data)
-        else:
-            Path(args.json).write_text(data)
-    if args.junit:
-        write_junit(records, sys.stdout.buffer if args.junit == "-" else args.junit, "pyggml.check.repro")
+    for kind, path in (("JSON", args.json), ("JUnit", args.junit)):
+        if path:
+            write_report(kind, path, records, "pyggml.check.repro")
     return 1 if any(r.status.bad for r in records) else 0
