@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer
 
     from pyggml._pyggml_cffi import CData
-    from pyggml.context import Context
+    from pyggml.arena import Arena
 
 MAX_DIMS = lib.GGML_MAX_DIMS
 # plain dict lookups: Enum(value) costs several times more, and op building reads types a lot
@@ -126,7 +126,7 @@ class Tensor:
 
     __slots__ = ("ptr", "ctx", "__weakref__")
 
-    def __init__(self, ptr: CData, ctx: Context | None) -> None:
+    def __init__(self, ptr: CData, ctx: Arena | None) -> None:
         self.ptr = ptr
         # keeps the context (and so the tensor's memory) alive; None for the tensors ggml's callbacks hand
         # over (typed Any: pyggml/ops/attention.py's flash_attn_ext_add_sinks uses it without a None check)
