@@ -88,7 +88,7 @@ def ggml_info() -> dict:
 
 
 def info(args: argparse.Namespace) -> int:
-    from pyggml import build_info, devices
+    from pyggml import backend_kinds, build_info, devices
     from pyggml.backend import backend_features
 
     data: dict = {"build": build_info(), "ggml": ggml_info(), "devices": [], "backend_features": {}}
@@ -138,21 +138,14 @@ def info(args: argparse.Namespace) -> int:
     for d in data["devices"]:
         mem = f", {d['memory_total'] / 2**30:.1f} GiB" if d["memory_total"] else ""
         print(f"  {d['name'].lower():<10} {d['type']:<5} {d['description']}{mem}")
-    if "cuda" in data["build"]["backends"] and not any(d["backend"] == "CUDA" for d in data["devices"]):
-        print(
-            "  (no CUDA device: CUDA is built, but the CUDA runtime found no NVIDIA GPU or driver it can use; "
-            "ggml's message on stderr says which)"
-        )
-    if "vulkan" in data["build"]["backends"]:
-        print(
-            "note: ggml lists CPU-type Vulkan devices (Mesa's lavapipe) only when GGML_VK_VISIBLE_DEVICES "
-            "names them, e.g. GGML_VK_VISIBLE_DEVICES=0 (or 0,0 for the same device twice)"
-        )
-    else:
-        print(
-            'not built: Vulkan (CMAKE_ARGS="-DGGML_VULKAN=ON" pip install -e .)'
-            + ("" if "cuda" in data["build"]["backends"] else ', CUDA (CMAKE_ARGS="-DGGML_CUDA=ON" pip install -e .)')
-        )
+    built = data["build"]["backends"]
+    listed = {d["name"].lower().rstrip("0123456789") for d in data["devices"]}
+    for k in backend_kinds.KINDS:  # a kind built whose devices are missing: why (pyggml.backend_kinds)
+        if k.family in built and k.missing and (k.family not in listed or k.family == "vulkan"):
+            print(f"  (no {k.label} device: {k.missing})" if k.family not in listed else f"note: {k.missing}")
+    wanted = [k for k in backend_kinds.KINDS if k.family in ("vulkan", "cuda") and k.family not in built]
+    if wanted:
+        print("not built: " + ", ".join(f"{k.label} ({backend_kinds.build_hint(k)})" for k in wanted))
     return 0
 
 

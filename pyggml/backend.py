@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyggml import lifetime, preflight, transport
+from pyggml import backend_kinds, lifetime, preflight, transport
 from pyggml._args import instance, integer, text
 from pyggml._native import build_info, cstr, ffi, lib
 from pyggml.context import Context
@@ -181,7 +181,7 @@ def device(name: str) -> Device:
 
     Raises:
         ValueError: no device matches; the message lists this build's devices (and how to get a missing
-            Vulkan or CUDA one).
+            one: `pyggml.backend_kinds`).
         TypeError: `name` is not a str.
     """
     text("device: name", name)
@@ -190,19 +190,11 @@ def device(name: str) -> Device:
             return d
     known = ", ".join(d.name.lower() for d in devices())
     hint = ""
-    for prefix, backend_name, option in (("vulkan", "vulkan", "GGML_VULKAN"), ("cuda", "cuda", "GGML_CUDA")):
-        if not name.lower().startswith(prefix):
-            continue
-        if backend_name not in build_info()["backends"]:
-            hint = (
-                f' (this build has no {backend_name} backend: rebuild with CMAKE_ARGS="-D{option}=ON" pip install -e .)'
-            )
-        elif prefix == "vulkan":
-            hint = (
-                " (ggml lists CPU-type Vulkan devices such as Mesa's lavapipe only when "
-                "GGML_VK_VISIBLE_DEVICES names them, e.g. GGML_VK_VISIBLE_DEVICES=0, set before the first "
-                "device is listed: pyggml.enable_cpu_vulkan_devices())"
-            )
+    k = backend_kinds.kind(name.lower().rstrip("0123456789"))
+    if k is not None and k.family not in build_info()["backends"]:
+        hint = f" (this build has no {k.family} backend: rebuild with {backend_kinds.build_hint(k)})"
+    elif k is not None and k.missing:
+        hint = f" ({k.missing})"
     raise ValueError(f"no device named {name!r}; this build has: {known}{hint}")
 
 

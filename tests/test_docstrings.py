@@ -88,6 +88,8 @@ INTERNAL = {
     # client's state (re-exported by pyggml.rpc)
     "pyggml.arena",
     "pyggml.rpc_link",
+    # the table of backend kinds the device lookup, check and info read (docs/layout.md, "Backend kinds")
+    "pyggml.backend_kinds",
     # the checks every compute runs before ggml sees a graph: what they refuse is raised as GraphError or
     # Unsupported by the Runner, Backend and Scheduler calls (docs/errors.md)
     "pyggml.preflight",

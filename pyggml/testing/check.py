@@ -23,13 +23,7 @@ from pyggml.testing import cases as case_registry
 from pyggml.testing.junit import write_report
 
 # the suite's session (pyggml.testing.session), re-exported: this module was its home
-from pyggml.testing.session import (
-    CMAKE_OPTION as CMAKE_OPTION,
-)
-from pyggml.testing.session import (
-    LABEL as LABEL,
-)
-from pyggml.testing.session import (
+from pyggml.testing.session import (  # noqa: I001
     OP_ALIASES as OP_ALIASES,
 )
 from pyggml.testing.session import (

@@ -14,7 +14,7 @@ from typing import TextIO
 
 import numpy as np
 
-from pyggml import rpc
+from pyggml import backend_kinds, rpc
 from pyggml.backend import devices
 from pyggml.runner import Runner
 from pyggml.testing import cases as case_registry
@@ -50,39 +50,6 @@ OP_ALIASES = {
     "divide": "div",
     "contiguous": "cont",
     "swish": "silu",
-}
-
-
-# CMake option that builds each ggml backend (docs/building.md)
-CMAKE_OPTION = {
-    "vulkan": "GGML_VULKAN",
-    "cuda": "GGML_CUDA",
-    "rpc": "GGML_RPC",
-    "metal": "GGML_METAL",
-    "sycl": "GGML_SYCL",
-    "hip": "GGML_HIP",
-    "rocm": "GGML_HIP",
-    "opencl": "GGML_OPENCL",
-    "cann": "GGML_CANN",
-    "musa": "GGML_MUSA",
-    "webgpu": "GGML_WEBGPU",
-    "blas": "GGML_BLAS",
-}
-
-
-LABEL = {
-    "vulkan": "Vulkan",
-    "cuda": "CUDA",
-    "rpc": "RPC",
-    "metal": "Metal",
-    "sycl": "SYCL",
-    "hip": "HIP",
-    "rocm": "HIP",
-    "opencl": "OpenCL",
-    "cann": "CANN",
-    "musa": "MUSA",
-    "webgpu": "WebGPU",
-    "blas": "BLAS",
 }
 
 
@@ -413,25 +380,19 @@ def backend_error(name: str) -> str | None:
     built = [b.lower() for b in build_info()["backends"]]
     have = f"this build's backends: {', '.join(built)}; its devices: {', '.join(names)}"
     family = re.sub(r"\d+$", "", name)
-    if family in CMAKE_OPTION and family not in built:
+    k = backend_kinds.kind(family)
+    if k is not None and k.family not in built:
         return (
-            f"no device {name!r}: this build of pyggml has no {LABEL.get(family, family)} backend ({have}).\n"
-            f'Build it in: CMAKE_ARGS="-D{CMAKE_OPTION[family]}=ON" pip install -e .   (docs/building.md)'
+            f"no device {name!r}: this build of pyggml has no {k.label} backend ({have}).\n"
+            f"Build it in: {backend_kinds.build_hint(k)}   (docs/building.md)"
         )
-    if family == "vulkan":
+    if k is not None and k.family == "vulkan":
         visible = os.environ.get("GGML_VK_VISIBLE_DEVICES")
-        return (
-            f"no device {name!r} ({have}).\nggml lists CPU-type Vulkan devices (Mesa's lavapipe) only when "
-            f"GGML_VK_VISIBLE_DEVICES names them (now {visible!r}): --vk-devices 0 for vulkan0, --vk-devices 0,0 "
-            "for vulkan0 and vulkan1 (the same device twice)"
-        )
-    if family == "rpc":
-        return (
-            f"no device {name!r} ({have}).\nRPC devices come from servers: start one with "
-            "`python -m pyggml rpc-server` and add it with --rpc HOST:PORT (rpc0, rpc1, ... in that order)"
-        )
+        return f"no device {name!r} ({have}).\n{k.missing} (GGML_VK_VISIBLE_DEVICES is now {visible!r})"
+    if k is not None and k.missing:
+        return f"no device {name!r} ({have}).\n{k.missing}"
     near = closest(name, names + ["meta:cpu,cpu"])
-    if family in built or family in CMAKE_OPTION:
+    if family in built or k is not None:
         return f"no device {name!r}" + (f"; did you mean {', '.join(near)}?" if near else "") + f" ({have})"
     return (
         f"no backend {name!r}"
