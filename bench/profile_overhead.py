@@ -41,7 +41,7 @@ def tensor_parallel(t: gg.Tensor, n_devices: int) -> Split | None:
 def main() -> None:
     os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0,0")
     have = available_backends()
-    runners = [("cpu", 1), ("cpu", None), ("vulkan0", None), ("meta:vulkan0,vulkan1", None)]
+    runners = [("cpu", 1), ("cpu", None), ("meta:cpu,cpu", 1), ("vulkan0", None), ("meta:vulkan0,vulkan1", None)]
     rng = np.random.default_rng(0)
     print(f"# cores: {os.cpu_count()}; median of {REPEATS} computes after {WARMUP} warm-up, each way")
     print("| runner | nodes | width | plain us | profiled us | sum of rows us | rows | overhead | added us per node |")
