@@ -5,7 +5,7 @@ bench/README.md with the load average before each run.
 
     python bench/check_jobs.py [--backend cpu] [--jobs 2] [--repeat 3] [--wait-load 1.5]
 
-`--default` compares `check` without `-j` (the workers the selection is worth, pyggml.testing.workers.wanted)
+`--default` compares `check` without `-j` (the workers the selection is worth, pyggml.testing.engine.workers.wanted)
 with `-j 1` over a small, a medium and the whole selection; `--costs` measures what the rule's figures are
 (CASE_SECONDS: a case's seconds by kind, from a `-j 0` run's records; START_SECONDS: what `-j 1` and `-j 2`
 add to a one-case run over `-j 0`).
@@ -65,7 +65,7 @@ def wait_for_load(limit: float) -> float:
 
 
 def default_against_one(args: argparse.Namespace) -> None:
-    from pyggml.testing import cases, workers
+    from pyggml.testing.engine import cases, workers
 
     print(f"# cores: {os.cpu_count()}; backend {args.backend}; {args.repeat} runs each, interleaved; load average")
     rows, loads = [], []
@@ -98,8 +98,8 @@ def _filters(select: list[str]) -> tuple[None, list[str] | None, None]:
 def costs(args: argparse.Namespace) -> None:
     """CASE_SECONDS: each case as a worker runs it (check_case: inputs, graph, compute, oracle, verdict), timed in
     this process on one backend; START_SECONDS: what `-j 1` adds to a one-case run over `-j 0`."""
-    from pyggml.testing import cases
     from pyggml.testing.check import check_case, make_runners
+    from pyggml.testing.engine import cases
 
     selected = cases.select()
     runners, _ = make_runners([args.backend])

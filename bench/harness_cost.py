@@ -30,10 +30,10 @@ from collections import defaultdict
 import pyggml.backend  # noqa: F401 - the module, found in sys.modules below
 from pyggml import preflight, types
 from pyggml.runner import Runner
-from pyggml.testing import cases
-from pyggml.testing.guard import run_guarded
-from pyggml.testing.verdict import judge
-from pyggml.testing.workers import QUANT_TABLES
+from pyggml.testing.engine import cases
+from pyggml.testing.engine.guard import run_guarded
+from pyggml.testing.engine.verdict import judge
+from pyggml.testing.engine.workers import QUANT_TABLES
 
 PHASES = ("inputs", "build", "preflight", "compute", "transfers and guards", "oracle", "verdict")
 

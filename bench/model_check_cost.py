@@ -26,7 +26,7 @@ import time
 DECODE = """
 import json, resource, sys, time
 from pyggml import llama
-from pyggml.testing.model_check import tokens_for
+from pyggml.testing.engine.model_check import tokens_for
 path, n = sys.argv[1], int(sys.argv[2])
 model = llama.Model.load(path, use_extra_bufts=False)
 tokens = tokens_for(model.n_vocab, n)
@@ -41,7 +41,7 @@ print(json.dumps({"seconds": seconds, "peak_mb": resource.getrusage(resource.RUS
 
 CHECK = """
 import json, resource, sys, time
-from pyggml.testing import model_check, nodes, verdict
+from pyggml.testing.engine import model_check, nodes, verdict
 path, n = sys.argv[1], int(sys.argv[2])
 spent = {"capture": 0.0, "oracle and compare": 0.0}
 
@@ -96,7 +96,7 @@ def main() -> int:
         subprocess.run(cmd, check=True, capture_output=True)
         print(f"# made {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in {time.perf_counter() - t:.0f} s")
     decode = child(DECODE, path, args.tokens)
-    from pyggml.testing.model_check import CHILD_ENV
+    from pyggml.testing.engine.model_check import CHILD_ENV
 
     check = child(CHECK, path, args.tokens, CHILD_ENV)  # the environment `check --model` gives its children
     spent = check["spent"]

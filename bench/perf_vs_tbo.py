@@ -25,7 +25,7 @@ from pyggml._native import ffi, lib
 from pyggml.backend import cpu_backend
 from pyggml.context import Context
 from pyggml.graph import Graph
-from pyggml.testing import cases, perf
+from pyggml.testing.engine import cases, perf
 
 # ops whose inputs are all floats: test-backend-ops fills a generic node's sources with random values, which
 # would make indices (get_rows, rope's positions) point anywhere

@@ -49,10 +49,13 @@ CPU_FEATURES = (
 
 # the fuzzers' commands: each module has add_arguments(parser) and main(args, parser)
 FUZZERS = {
-    "fuzz": ("pyggml.testing.fuzz", "call every public op and method with random arguments (the Python layer)"),
-    "meta-fuzz": ("pyggml.testing.meta_fuzz", "random small graphs split over a meta device against one device"),
-    "gguf-fuzz": ("pyggml.testing.gguf_fuzz", "load mutated GGUF files, each batch in a child process"),
-    "rpc-fuzz": ("pyggml.testing.rpc_fuzz", "send malformed messages to ggml's RPC server"),
+    "fuzz": ("pyggml.testing.fuzzers.fuzz", "call every public op and method with random arguments (the Python layer)"),
+    "meta-fuzz": (
+        "pyggml.testing.fuzzers.meta_fuzz",
+        "random small graphs split over a meta device against one device",
+    ),
+    "gguf-fuzz": ("pyggml.testing.fuzzers.gguf_fuzz", "load mutated GGUF files, each batch in a child process"),
+    "rpc-fuzz": ("pyggml.testing.fuzzers.rpc_fuzz", "send malformed messages to ggml's RPC server"),
 }
 
 
@@ -124,7 +127,7 @@ def info(args: argparse.Namespace) -> int:
             f"patches: {len(g['patches'])} of vendor/ggml/patches, applied at build (one already in the ggml "
             "source is skipped):"
         )
-        from pyggml.testing.session import _wrap
+        from pyggml.testing.engine.session import _wrap
 
         print(_wrap([p.removesuffix(".patch") for p in g["patches"]]))
     else:

@@ -378,7 +378,7 @@ class Context(Closable):
         observe: called for every node llama.cpp's scheduler computes (its `cb_eval`), as
             `pyggml.backend.Scheduler.observe` calls it: `observe(node, ask=True)` before the node is
             computed (True: show it computed), `observe(node, ask=False)` once it is.
-            `pyggml.testing.nodes.NodeChecker` is one. An exception it raises stops the decode and is raised
+            `pyggml.testing.engine.nodes.NodeChecker` is one. An exception it raises stops the decode and is raised
             by `decode`. On llama.cpp's tensor split (a meta device) ggml aborts reading some nodes back:
             NodeChecker leaves those unread (docs/llama.md).
         n_rs_seq: recurrent-state snapshots each sequence keeps for rollback (llama.cpp's n_rs_seq, 0 to

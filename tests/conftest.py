@@ -169,7 +169,7 @@ def device_records(request) -> dict:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if getattr(item, "originalname", "") in CASE_VERDICT_TESTS and params.get("backend", "cpu") != "cpu":
             selected.setdefault(params["backend"], []).append(params["case"])
-    from pyggml.testing import workers
+    from pyggml.testing.engine import workers
 
     start = time.monotonic()
     deadline = start + _BUDGET / 2 if _BUDGET is not None else None
@@ -188,7 +188,7 @@ def device_records(request) -> dict:
 
 def _breadth_first(chosen: list) -> list:
     """`chosen` with each op's n-th type group (workers.group) after every op's (n-1)-th; in order within."""
-    from pyggml.testing import workers
+    from pyggml.testing.engine import workers
 
     rank: dict[str, int] = {}
     per_op: dict[str, int] = {}

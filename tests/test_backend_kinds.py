@@ -8,7 +8,7 @@ import pytest
 import pyggml
 from pyggml import backend_kinds
 from pyggml.backend_kinds import BackendKind
-from pyggml.testing.session import backend_error
+from pyggml.testing.engine.session import backend_error
 
 
 def test_every_kind_is_named_once_and_built_by_a_ggml_option():

@@ -21,7 +21,7 @@ from pyggml import lib, ops
 from pyggml.context import Context
 from pyggml.graph import Graph
 from pyggml.runner import Runner
-from pyggml.testing import opdb
+from pyggml.testing.engine import opdb
 
 
 def public_ops() -> list[str]:
@@ -43,7 +43,7 @@ class T:
 
 
 # (op, call(ctx, t), exception, words the message must hold besides "<op>:"): each op spec's `errors=`,
-# in the op database (pyggml/testing/opdb/<family>.py)
+# in the op database (pyggml/testing/engine/opdb/<family>.py)
 BAD: list[tuple[str, Callable[..., Any], type[Exception], str]] = [
     (op, b.fn, b.raises, b.words) for op, s in opdb.load().items() for b in s.errors
 ]

@@ -9,9 +9,9 @@ import sys
 
 import numpy as np
 
-from pyggml.testing import cases, verdict
 from pyggml.testing.check import Progress
 from pyggml.testing.coverage import op_kinds, wrappers_of
+from pyggml.testing.engine import cases, verdict
 
 
 def test_one_wrong_element_fails_although_nmse_passes():
@@ -123,8 +123,8 @@ def test_a_property_mismatch_is_a_failure_not_an_error():
     """A case that checks a property on the backend itself (delta_net: rollback == rerun) and finds it
     broken is a `fail` with its message, like a disagreement with the oracle."""
     from pyggml.runner import Runner
-    from pyggml.testing.cases import Case, Mismatch
     from pyggml.testing.check import run_case
+    from pyggml.testing.engine.cases import Case, Mismatch
 
     class Broken(Case):
         name = "broken/f32"
@@ -168,7 +168,7 @@ def test_listing_does_not_probe_types_it_leaves_out():
         "seen = []\n"
         "orig = T._quantize_chunk_writes\n"
         "T._quantize_chunk_writes = lambda t: seen.append(t) or orig(t)\n"
-        "from pyggml.testing import cases\n"
+        "from pyggml.testing.engine import cases\n"
         "assert len(cases.select()) > 1000\n"
         "assert T.Type.IQ2_S not in seen, seen\n"
     )

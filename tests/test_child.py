@@ -1,4 +1,4 @@
-"""The child-process runner (pyggml.testing.child): each way a call can end gives its outcome, and
+"""The child-process runner (pyggml.testing.engine.child): each way a call can end gives its outcome, and
 the parent lives on."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pyggml.testing import child
+from pyggml.testing.engine import child
 
 
 def _say_then_abort(text: str) -> None:

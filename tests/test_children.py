@@ -21,7 +21,7 @@ PARENT = textwrap.dedent("""
         srv = rpc.Server()
         pid = srv.proc.pid
     else:
-        from pyggml.testing import child
+        from pyggml.testing.engine import child
         c = child.start(time.sleep, (600,), fork=kind == "fork")
         pid = c.proc.pid
     print(pid, flush=True)

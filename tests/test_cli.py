@@ -30,7 +30,7 @@ def test_meta_fuzz_refuses_a_negative_seed():
 
 
 def test_meta_fuzz_counts_only_ggml_refusals_as_unsplittable():
-    from pyggml.testing import meta_fuzz
+    from pyggml.testing.fuzzers import meta_fuzz
 
     res = run("pyggml", "meta-fuzz", "--trials", "6", "--seed", "3")
     assert "Traceback" not in res.stderr

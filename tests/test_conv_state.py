@@ -13,7 +13,7 @@ from pyggml.models.conv_state import (
     Ubatch,
     windows_written,
 )
-from pyggml.testing.oracles.conv_state import ConvStateOracle
+from pyggml.testing.engine.oracles.conv_state import ConvStateOracle
 
 L, D, C, M = 3, 4, 5, 6
 

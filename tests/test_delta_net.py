@@ -8,10 +8,10 @@ import pytest
 
 from pyggml.models.delta_net import DeltaNet, DeltaNetConfig, split_policy
 from pyggml.runner import Runner
-from pyggml.testing.cases import REGISTRY, _load_all
-from pyggml.testing.cases.delta_net import DeltaNetCase, Scenario
-from pyggml.testing.oracles.delta_net import DeltaNetReference
-from pyggml.testing.verdict import Status, bounds, compare
+from pyggml.testing.engine.cases import REGISTRY, _load_all
+from pyggml.testing.engine.cases.delta_net import DeltaNetCase, Scenario
+from pyggml.testing.engine.oracles.delta_net import DeltaNetReference
+from pyggml.testing.engine.verdict import Status, bounds, compare
 
 _load_all()
 CASES = [c for c in REGISTRY.values() if isinstance(c, DeltaNetCase)]

@@ -14,7 +14,7 @@ import pytest
 
 import pyggml as gg
 from pyggml import ffi, lib, types
-from pyggml.testing.nodes import UNREADABLE, NodeChecker, observing
+from pyggml.testing.engine.nodes import UNREADABLE, NodeChecker, observing
 from pyggml.transport import extra_buffer_types, unreadable
 
 M, K, N = 64, 128, 8  # rows CPU_REPACK interleaves 8 at a time, blocks of 32 along K
@@ -88,7 +88,7 @@ def test_without_the_bytes_the_node_is_unread_with_the_reason_and_the_run_goes_o
 
 VERDICTS = """
 import json, sys
-from pyggml.testing import model_check
+from pyggml.testing.engine import model_check
 from pyggml.transport import extra_buffer_types
 out = {"bufts": sorted(extra_buffer_types().values())}
 for on in (True, False):

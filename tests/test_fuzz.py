@@ -57,8 +57,8 @@ def test_a_death_is_printed_as_a_standalone_reproducer(tmp_path):
 
 
 def test_calls_are_deterministic_from_the_seed():
-    from pyggml.testing import child
-    from pyggml.testing.fuzz import run_calls
+    from pyggml.testing.engine import child
+    from pyggml.testing.fuzzers.fuzz import run_calls
 
     runs = [child.run(run_calls, (7, 0, 25, False, None, []), timeout=300) for _ in range(2)]
     assert [r.status for r in runs] == ["returned", "returned"], runs[0].stderr[-2000:]

@@ -504,7 +504,7 @@ def test_big_endian_and_nested_files_from_the_gguf_package(tmp_path):
 
 
 def test_fuzz_loop_no_deaths():
-    from pyggml.testing import gguf_fuzz
+    from pyggml.testing.fuzzers import gguf_fuzz
 
     res = gguf_fuzz.run(300, seed=7, batch=300)
     c = res["counts"]

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from pyggml.runner import Runner
-from pyggml.testing import grad
-from pyggml.testing import oracles as O
 from pyggml.testing.check import Record
-from pyggml.testing.opdb import uniform
+from pyggml.testing.engine import grad
+from pyggml.testing.engine import oracles as O
+from pyggml.testing.engine.opdb import uniform
 
 CASES = grad.select()
 

@@ -7,7 +7,7 @@ import pytest
 
 import pyggml as gg
 from pyggml.testing.check import available_backends
-from pyggml.testing.guard import OutOfBounds, run_guarded
+from pyggml.testing.engine.guard import OutOfBounds, run_guarded
 
 
 @pytest.mark.parametrize("name", [b for b in available_backends()])

@@ -9,11 +9,11 @@ import xml.etree.ElementTree as ET
 
 import pyggml.__main__ as cli
 from pyggml.runner import Runner
-from pyggml.testing import cases
-from pyggml.testing.cases import Case, Mismatch
 from pyggml.testing.check import available_backends
-from pyggml.testing.junit import junit_tree, write_junit
-from pyggml.testing.verdict import Record, run_case
+from pyggml.testing.engine import cases
+from pyggml.testing.engine.cases import Case, Mismatch
+from pyggml.testing.engine.junit import junit_tree, write_junit
+from pyggml.testing.engine.verdict import Record, run_case
 
 # the attributes Jenkins' JUnit schema (junit-10.xsd, which GitLab and GitHub reporters read too) allows
 SUITES_ATTRS = {"name", "time", "tests", "failures", "disabled", "errors"}

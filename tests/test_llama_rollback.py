@@ -18,7 +18,7 @@ import pytest
 from pyggml._native import lib
 from pyggml.models.make_model import make_model
 from pyggml.testing.check import available_backends
-from pyggml.testing.oracles.conv_state import ConvStateOracle
+from pyggml.testing.engine.oracles.conv_state import ConvStateOracle
 
 llama = pytest.importorskip("pyggml.llama", reason="pyggml built without libllama (PYGGML_LLAMA=OFF)")
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from pyggml.models.make_model import make_model
-from pyggml.testing import child
 from pyggml.testing.check import available_backends
+from pyggml.testing.engine import child
 
 pytest.importorskip("pyggml.llama", reason="pyggml built without libllama (PYGGML_LLAMA=OFF)")
 
@@ -120,7 +120,7 @@ def test_generation_token_by_token_on_the_split_equals_the_single_cpu(files, sin
     assert max(errors) <= BOUND, errors
 
 
-SPLIT_DECODE = "pyggml.testing.model_check:run_model"
+SPLIT_DECODE = "pyggml.testing.engine.model_check:run_model"
 
 
 @pytest.mark.parametrize("file_type", ["q4_k_m", "q8_0"])

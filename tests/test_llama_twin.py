@@ -15,7 +15,7 @@ from pyggml.testing.check import available_backends
 
 pytest.importorskip("pyggml.llama", reason="pyggml built without libllama (PYGGML_LLAMA=OFF)")
 from pyggml.models import llama_twin  # noqa: E402
-from pyggml.testing import twin_check  # noqa: E402
+from pyggml.testing.engine import twin_check  # noqa: E402
 
 VULKAN = pytest.mark.skipif("vulkan0" not in available_backends(), reason="no Vulkan device")
 

@@ -8,7 +8,7 @@ import pytest
 import pyggml as gg
 from pyggml import lib
 from pyggml.meta import MetaDevice, Split
-from pyggml.testing.cases.conv_state import ConvStateCase
+from pyggml.testing.engine.cases.conv_state import ConvStateCase
 
 
 def test_meta_device_is_named_after_its_devices():
@@ -131,7 +131,7 @@ def test_seed_graph_on_meta_matches_the_model(strategy, K, dtype, meta_backend_n
 
 def test_split_equivalence_fuzz():
     """Seeded and bounded; `python -m pyggml meta-fuzz --trials N` runs longer."""
-    from pyggml.testing.meta_fuzz import fuzz
+    from pyggml.testing.fuzzers.meta_fuzz import fuzz
 
     records = fuzz(seed=0, trials=12, devices="cpu,cpu")
     failed = [r for r in records if r["status"] not in ("pass", "unsplittable")]
@@ -183,7 +183,7 @@ def test_check_runs_the_seed_cases_on_the_meta_backends(tmp_path):
 
 def test_soft_max_along_a_split_dim_is_refused_not_wrong():
     """Fuzz trial 28 gave a silently wrong result before patch 0007."""
-    from pyggml.testing.meta_fuzz import describe, make_trial, run_in_child
+    from pyggml.testing.fuzzers.meta_fuzz import describe, make_trial, run_in_child
 
     trial = make_trial(28)
     assert describe(trial).startswith("mul_mat(1) -> soft_max")
@@ -539,7 +539,7 @@ def test_views_that_do_not_line_up_with_the_split_are_refused(views, T, transpos
 
 def test_the_meta_fuzzer_draws_views_of_split_results():
     """Bounded; `python -m pyggml meta-fuzz --views --trials N` runs longer."""
-    from pyggml.testing.meta_fuzz import fuzz
+    from pyggml.testing.fuzzers.meta_fuzz import fuzz
 
     records = fuzz(seed=0, trials=60, devices="cpu,cpu", views=True, in_process=True)
     assert [r for r in records if r["status"] not in ("pass", "unsplittable")] == []

@@ -18,8 +18,8 @@ import numpy as np  # noqa: E402
 import pyggml  # noqa: E402
 from pyggml.models.make_model import make_model  # noqa: E402
 from pyggml.runner import Runner  # noqa: E402
-from pyggml.testing import model_check, opdb, repro  # noqa: E402
-from pyggml.testing.nodes import NodeChecker  # noqa: E402
+from pyggml.testing.engine import model_check, opdb, repro  # noqa: E402
+from pyggml.testing.engine.nodes import NodeChecker  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ import pytest
 
 import pyggml as gg
 from pyggml import lib
-from pyggml.testing import oracles
-from pyggml.testing.nodes import NodeChecker, observing
-from pyggml.testing.opdb.matmul import NMSE_CPU_DOT
-from pyggml.testing.oracles import dot_rounding
-from pyggml.testing.verdict import nmse
+from pyggml.testing.engine import oracles
+from pyggml.testing.engine.nodes import NodeChecker, observing
+from pyggml.testing.engine.opdb.matmul import NMSE_CPU_DOT
+from pyggml.testing.engine.oracles import dot_rounding
+from pyggml.testing.engine.verdict import nmse
 
 
 def _checked(ctx: gg.Context, out: gg.Tensor, values: dict) -> tuple[dict, np.ndarray]:
@@ -126,7 +126,7 @@ def test_argsort_may_order_equal_values_any_way_but_must_sort(order, monkeypatch
     verdicts, _ = _checked(ctx, out, {x: xv})
     assert verdicts["ARGSORT"].ok, verdicts["ARGSORT"]
     # the reader still refuses an order that does not sort
-    from pyggml.testing.opdb import reductions
+    from pyggml.testing.engine.opdb import reductions
 
     class Backwards:
         def __init__(self, n):
@@ -185,7 +185,7 @@ def test_a_large_tensor_decodes_on_several_cores_as_in_one_call(monkeypatch):
 def test_the_comparisons_fast_path_gives_the_full_paths_errors():
     """compare's one-difference path for finite values gives the NMSE and largest error nmse() and
     max_error() give, and the non-finite path still names misplaced NaN and Inf."""
-    from pyggml.testing.verdict import compare, max_error
+    from pyggml.testing.engine.verdict import compare, max_error
 
     rng = np.random.default_rng(6)
     for _ in range(200):

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import pyggml as gg
-from pyggml.testing import opdb
-from pyggml.testing.nodes import NodeChecker, observing
+from pyggml.testing.engine import opdb
+from pyggml.testing.engine.nodes import NodeChecker, observing
 
 
 def test_the_observer_sees_every_node_before_and_after_it_is_computed():
@@ -188,7 +188,7 @@ def test_llama_cpps_tensor_split_under_the_checker_does_not_kill_the_interpreter
     code = (
         "from pyggml import llama\n"
         "from pyggml.models.make_model import make_model\n"
-        "from pyggml.testing.nodes import NodeChecker\n"
+        "from pyggml.testing.engine.nodes import NodeChecker\n"
         f"make_model('llama', {str(tmp_path / 'm.gguf')!r})\n"
         f"m = llama.Model.load({str(tmp_path / 'm.gguf')!r}, devices=['vulkan0', 'vulkan1'], split_mode='tensor')\n"
         "chk = NodeChecker()\n"

@@ -6,8 +6,8 @@ import pytest
 
 from pyggml import ops
 from pyggml.runner import Runner
-from pyggml.testing.cases import REGISTRY, OpCase, _load_all
-from pyggml.testing.verdict import Status, run_case
+from pyggml.testing.engine.cases import REGISTRY, OpCase, _load_all
+from pyggml.testing.engine.verdict import Status, run_case
 
 _load_all()
 OP_CASES = [c for c in REGISTRY.values() if isinstance(c, OpCase)]

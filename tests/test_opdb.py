@@ -8,9 +8,9 @@ import pytest
 from pyggml import ops
 from pyggml.errors import Unsupported
 from pyggml.runner import Runner
-from pyggml.testing import opdb
-from pyggml.testing.cases import REGISTRY, OpCase, _load_all
-from pyggml.testing.nodes import VIEW_KINDS, check_case_nodes
+from pyggml.testing.engine import opdb
+from pyggml.testing.engine.cases import REGISTRY, OpCase, _load_all
+from pyggml.testing.engine.nodes import VIEW_KINDS, check_case_nodes
 
 _load_all()
 SPEC_CASES = [c for c in REGISTRY.values() if isinstance(c, OpCase) and c.spec.op in opdb.SPECS]

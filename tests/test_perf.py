@@ -1,4 +1,4 @@
-"""`check --mode perf` (pyggml.testing.perf): each case's graph timed as test-backend-ops times its own,
+"""`check --mode perf` (pyggml.testing.engine.perf): each case's graph timed as test-backend-ops times its own,
 its rate and the fraction of the backend's measured limits, as a table, JSON and JUnit."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 from pyggml.context import Context
-from pyggml.testing import perf
+from pyggml.testing.engine import perf
 
 
 def test_flops_and_bytes_are_counted_as_test_backend_ops_counts_them():

@@ -15,7 +15,7 @@ import pytest
 import pyggml as gg
 from pyggml import preflight
 from pyggml.preflight import CPU_RULES, GRAPH_RULES, VULKAN_RULES, Rule, RuleTable
-from pyggml.testing import oracles as O  # noqa: N812
+from pyggml.testing.engine import oracles as O  # noqa: N812
 from pyggml.types import Op
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import pyggml as gg
-from pyggml.testing import repro
 from pyggml.testing.check import available_backends
-from pyggml.testing.nodes import NodeChecker, observing
+from pyggml.testing.engine import repro
+from pyggml.testing.engine.nodes import NodeChecker, observing
 
 
 def _checked_graph(backend: str) -> list:

@@ -562,7 +562,7 @@ def test_a_refused_graph_is_an_rpc_error_and_the_client_goes_on():
 
 def test_server_survives_malformed_messages():
     """The server fuzzer's CI run: malformed commands after a valid handshake, 0 server crashes."""
-    from pyggml.testing.rpc_fuzz import run
+    from pyggml.testing.fuzzers.rpc_fuzz import run
 
     res = run(messages=60, seed=0)
     assert res["crashes"] == 0, res["reproducers"]
@@ -571,7 +571,7 @@ def test_server_survives_malformed_messages():
 def test_server_survives_mutated_graphs():
     """The graph fuzzer's CI run (rpc-fuzz --graphs): op cases' graphs mutated field by field, 300 of them;
     no death, no byte changed outside the destinations, the unmutated graph computed again to the same bytes."""
-    from pyggml.testing.rpc_fuzz import run_graphs
+    from pyggml.testing.fuzzers.rpc_fuzz import run_graphs
 
     res = run_graphs(graphs=60, seed=0, mutations=5)
     assert res["failures"] == [], "\n".join(res["failures"][:10])
@@ -606,7 +606,7 @@ def test_server_refuses_what_used_to_kill_it(what):
     import socket
     import struct
 
-    from pyggml.testing import rpc_fuzz as fz
+    from pyggml.testing.fuzzers import rpc_fuzz as fz
 
     with rpc.Server(threads=1) as srv:
         with socket.create_connection((srv.host, srv.port), timeout=10) as s:

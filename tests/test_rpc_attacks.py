@@ -1,4 +1,4 @@
-"""Graph attacks on the RPC server (issue 23, pyggml/testing/rpc_attacks.py): each hostile graph against a
+"""Graph attacks on the RPC server (issue 23, pyggml/testing/fuzzers/rpc_attacks.py): each hostile graph against a
 fresh `python -m pyggml rpc-server` is refused (or, where the hostile field cannot hurt, computed right),
 the server keeps running, and the benign twin (the same graph with that field set right) computes the
 right values on the same connection and on the next one."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pyggml import rpc
-from pyggml.testing.rpc_attacks import ATTACKS, run
+from pyggml.testing.fuzzers.rpc_attacks import ATTACKS, run
 
 pytestmark = pytest.mark.skipif(not rpc.available(), reason="built without ggml's RPC backend")
 

@@ -10,8 +10,8 @@ import struct
 import pytest
 
 from pyggml import rpc
-from pyggml.testing.rpc_attacks import ATTACKS, G, _benign
-from pyggml.testing.rpc_wire import (
+from pyggml.testing.fuzzers.rpc_attacks import ATTACKS, G, _benign
+from pyggml.testing.fuzzers.rpc_wire import (
     GRAPH_ANSWERS,
     HELLO,
     REFUSED,

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PATCHES = LEFT_OUT["seed"]
 SEED_GRAPH = textwrap.dedent("""
     import pyggml as gg
-    from pyggml.testing.cases.conv_state import ConvStateCase
+    from pyggml.testing.engine.cases.conv_state import ConvStateCase
     case = ConvStateCase("host_index", "f32", 4)
     got = case.execute(gg.Runner("meta:cpu,cpu"))
     assert all((g == w).all() for g, w in zip(got, case.expected()))

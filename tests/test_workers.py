@@ -1,4 +1,4 @@
-"""`check -j N` (pyggml.testing.workers): the records of a run in one process, in the same order, and a
+"""`check -j N` (pyggml.testing.engine.workers): the records of a run in one process, in the same order, and a
 worker's death reported as its case's error while the run goes on."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from pyggml.__main__ import main as pyggml_main
-from pyggml.testing import cases, child, workers
 from pyggml.testing.check import run_check
+from pyggml.testing.engine import cases, child, workers
 
 
 def _plain(records):

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from pyggml.runner import Runner
-from pyggml.testing.cases import Case, register
+from pyggml.testing.engine.cases import Case, register
 
 
 class Dying(Case):

@@ -10,7 +10,7 @@ weights by llama.cpp's tensor names (`blk.<il>.attn_qkv.weight`, `ssm_ba.weight`
 file's layout: llama.cpp's [q | k | v] channel order and the architecture's value-head broadcast
 (delta_net's docstring).
 
-The comparison with llama.cpp's own layer is pyggml.testing.twin_check's (`compare_with_llama`).
+The comparison with llama.cpp's own layer is pyggml.testing.engine.twin_check's (`compare_with_llama`).
 """
 
 from __future__ import annotations

@@ -135,7 +135,7 @@ def rope_ext(
     Precision: the angles are computed in F32 on every backend (the CPU caches cos/sin per row; the
     GPU shaders compute them per element), so large positions differ from a float64 NumPy reference by
     a few F32 ulps of the angle; an F16 a is rotated in F32 and rounded to F16 (11 bits) once. The suite's
-    bounds: pyggml/testing/cases/attention.py.
+    bounds: pyggml/testing/engine/cases/attention.py.
     """
     # multi-section modes read sections this wrapper cannot pass (ggml_rope_multi); the kernels
     # would read garbage, so only the two plain modes (a bool is no mode)

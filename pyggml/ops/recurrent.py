@@ -197,7 +197,7 @@ def gated_delta_net(
     K: how many state snapshots to keep, >= 1.
     Result: F32 [S*H, n_tokens*n_seqs + K*S*n_seqs]: the outputs [S, H, n_tokens, n_seqs], then K
     snapshots of the state, slot i the state i tokens before the last (slot 0 the final state); slots
-    >= n_tokens are not written. See pyggml.testing.oracles.gated_delta_net for the recurrence.
+    >= n_tokens are not written. See pyggml.testing.engine.oracles.gated_delta_net for the recurrence.
     Precision: F32 on every backend (the suite: NMSE 1e-7 on the CPU; docs/findings.md entry 25 for a
     whole layer on Vulkan).
     """

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from pyggml.testing.opdb import NMSE_F32
-from pyggml.testing.verdict import compare
+from pyggml.testing.engine.opdb import NMSE_F32
+from pyggml.testing.engine.verdict import compare
 
 
 def assert_close(actual: Any, expected: Any, nmse: float = NMSE_F32, max_error: float | None = None) -> None:

@@ -19,62 +19,62 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import TextIO
 
-from pyggml.testing import cases as case_registry
-from pyggml.testing.junit import write_report
+from pyggml.testing.engine import cases as case_registry
+from pyggml.testing.engine.junit import write_report
 
-# the suite's session (pyggml.testing.session), re-exported: this module was its home
-from pyggml.testing.session import (  # noqa: I001
+# the suite's session (pyggml.testing.engine.session), re-exported: this module was its home
+from pyggml.testing.engine.session import (  # noqa: I001
     OP_ALIASES as OP_ALIASES,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     STATUSES as STATUSES,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     Progress as Progress,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     _wrap as _wrap,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     available_backends as available_backends,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     backend_error as backend_error,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     check_case as check_case,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     closest as closest,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     cross_compare as cross_compare,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     fmt_err as fmt_err,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     list_cases as list_cases,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     make_runners as make_runners,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     selection_error as selection_error,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     summary as summary,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     table as table,
 )
-from pyggml.testing.session import (
+from pyggml.testing.engine.session import (
     type_label as type_label,
 )
-from pyggml.testing.verdict import Record as Record
-from pyggml.testing.verdict import Status as Status
-from pyggml.testing.verdict import nmse as nmse
-from pyggml.testing.verdict import run_case as run_case
+from pyggml.testing.engine.verdict import Record as Record
+from pyggml.testing.engine.verdict import Status as Status
+from pyggml.testing.engine.verdict import nmse as nmse
+from pyggml.testing.engine.verdict import run_case as run_case
 
 # the Python API (the rest of this module serves the command line)
 __all__ = [
@@ -108,18 +108,18 @@ def run_check(
         ops: select cases of these op names; None: all.
         type_names: select cases of these ggml type names; None: all.
         slow: also run what is skipped only for its cost (shaders lavapipe compiles for minutes).
-        jobs: 0 runs the cases in this process; N >= 1 in N worker processes (`pyggml.testing.workers`:
+        jobs: 0 runs the cases in this process; N >= 1 in N worker processes (`pyggml.testing.engine.workers`:
             the same records in the same order, and a worker's death is the case's error instead of the
             run's end).
         started: workers already started for these backends.
 
     Returns:
-        One Record per case and backend (`pyggml.testing.verdict.Record`: status, NMSE, bound, message),
+        One Record per case and backend (`pyggml.testing.engine.verdict.Record`: status, NMSE, bound, message),
         plus an error record per backend that cannot be had.
     """
     selected = case_registry.select(pattern, ops, type_names)
     if (jobs or started) and selected:
-        from pyggml.testing import workers
+        from pyggml.testing.engine import workers
 
         return workers.run_check(selected, backends, jobs, slow, progress, started)
     runners, records = make_runners(backends)
@@ -163,7 +163,7 @@ def backends_reports_error(args: argparse.Namespace, backends: list[str]) -> str
 
 def perf_main(args: argparse.Namespace, backends: list[str]) -> int:
     """`check --mode perf`: the table (rows as they come on stderr with -q off), --json, --junit."""
-    from pyggml.testing import perf
+    from pyggml.testing.engine import perf
 
     why = backends_reports_error(args, backends)
     if why:
@@ -189,14 +189,14 @@ def perf_main(args: argparse.Namespace, backends: list[str]) -> int:
 
 def explicit_jobs(args: argparse.Namespace) -> bool:
     """Whether the command line named the number of workers (`-j N`): then a run has N (at most one per case);
-    by default, as many as its cases are worth (`pyggml.testing.workers.wanted`), at most the machine's cores."""
+    by default, as many as its cases are worth (`pyggml.testing.engine.workers.wanted`), at most the machine's cores."""
     return getattr(args, "jobs", None) is not None
 
 
 def jobs_for(args: argparse.Namespace, backends: list[str]) -> int:
     """The most worker processes of a run (0: this process). RPC devices stay in this process: ggml's RPC server
     serves one client at a time, and this process is connected to it already."""
-    from pyggml.testing.workers import default_jobs
+    from pyggml.testing.engine.workers import default_jobs
 
     jobs = args.jobs if explicit_jobs(args) else default_jobs()
     if getattr(args, "rpc", None) or any("rpc" in b for b in backends):
@@ -231,7 +231,7 @@ def main(args: argparse.Namespace) -> int:
         backends = backends_of(args)
         jobs = jobs_for(args, backends)
         if jobs and (fork or not any(backend_error(b) for b in backends)):
-            from pyggml.testing import cases, workers
+            from pyggml.testing.engine import cases, workers
 
             # the registry and the selection first: each fork then has the registry, as this process has it,
             # and the run gets the workers its cases are worth (`-j` the most); an invalid selection: _main says why
@@ -246,19 +246,19 @@ def main(args: argparse.Namespace) -> int:
         return _main(args, pool)
     finally:
         if pool:
-            from pyggml.testing import workers
+            from pyggml.testing.engine import workers
 
             workers.close([w for w in pool if w.child.poll() is None])
 
 
 def _main(args: argparse.Namespace, pool: list | None) -> int:
     if getattr(args, "repro", None):  # saved nodes, each computed again on its own
-        from pyggml.testing import model_check, repro
+        from pyggml.testing.engine import model_check, repro
 
         why = model_check.not_applicable(args, "--repro")
         return _fail(why) if why else repro.main(args)
     if getattr(args, "model", None) or getattr(args, "arch", None):  # llama.cpp's graphs of models, node by node
-        from pyggml.testing import model_check
+        from pyggml.testing.engine import model_check
 
         return model_check.main(args)
     grad = args.mode == "grad"
@@ -267,7 +267,7 @@ def _main(args: argparse.Namespace, pool: list | None) -> int:
     if grad and (args.op or args.type):
         return _fail(
             "--mode grad selects cases by name only: use --only PATTERN (`check --mode grad --list` "
-            "is not available; the grad cases are in pyggml/testing/grad.py)"
+            "is not available; the grad cases are in pyggml/testing/engine/grad.py)"
         )
     if not grad:
         why = selection_error(args.only, args.op, args.type)
@@ -290,7 +290,7 @@ def _main(args: argparse.Namespace, pool: list | None) -> int:
     progress = None if args.quiet else sys.stderr
     started = datetime.now()  # the JUnit report's timestamp
     if grad:
-        from pyggml.testing.grad import run_grad
+        from pyggml.testing.engine.grad import run_grad
 
         records = run_grad(backends, args.only)
     else:

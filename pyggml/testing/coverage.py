@@ -17,8 +17,8 @@ from typing import Any, TextIO
 
 from pyggml import ops
 from pyggml._native import ffi, lib
-from pyggml.testing import cases as case_registry
 from pyggml.testing.check import Record, available_backends, backend_error, jobs_for, run_check
+from pyggml.testing.engine import cases as case_registry
 
 NOT_COUNTED = {"NONE", "UNARY", "GLU", "MAP_CUSTOM1", "MAP_CUSTOM2", "MAP_CUSTOM3", "CUSTOM"}
 NOT_OPS = {"set_name"}  # Context methods that make no node

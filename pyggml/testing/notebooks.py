@@ -199,7 +199,7 @@ def main(args: argparse.Namespace) -> int:
     """Execute each notebook; with --refresh store its outputs, else compare them with the committed ones."""
     # the environment of the tests (tests/conftest.py): lavapipe listed twice
     os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0,0")
-    from pyggml.testing.session import available_backends
+    from pyggml.testing.engine.session import available_backends
 
     backends = available_backends()
     status = 0

@@ -96,7 +96,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """
     if not {"ggml_backend", "ggml_meta_backend"} & set(metafunc.fixturenames):
         return
-    from pyggml.testing.session import available_backends
+    from pyggml.testing.engine.session import available_backends
 
     backends = available_backends()
     for fixture, names in (("ggml_backend", backends), ("ggml_meta_backend", available_meta_backends(backends))):

@@ -1,0 +1,485 @@
+"""`python -m pyggml check --model FILE.gguf`: llama.cpp's own forward pass, every node against its oracle.
+
+llama.cpp builds and computes the graph (pyggml.llama); its scheduler shows each node to pyggml's
+`NodeChecker` (the context's `cb_eval`) just before and just after computing it, so every node is checked
+against its op's NumPy oracle with the values it actually received, within that op's bound. Per backend:
+nodes checked, passed and failed per op kind, the kinds with no oracle (listed, never counted as passed),
+and the nodes left unread. The final logits are compared across backends against the first one named
+(llama.cpp's own test-llama-archs bounds them at NMSE 1e-4 against the CPU).
+
+Backends: `cpu`; a device (`vulkan0`, `cuda0`, `rpc0` with `--rpc HOST:PORT`: every layer offloaded to it);
+`meta:DEV,DEV` (llama.cpp's `split_mode` tensor over those devices). On a meta device ggml's meta backend
+calls the checker node by node inside its compute, and each node is read back whole (the devices' shares
+assembled by its split state: ggml patch 0032); its logits are compared with the first backend's, or with a
+CPU run added for that purpose when only meta devices are named.
+
+The first failing nodes of each backend (MAX_FAILURES) are saved as reproducers (pyggml.testing.engine.repro) in
+`--save-failures DIR`, and every node `--save-node PATTERN` names; `check --repro` reruns them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pyggml.testing.engine import repro
+from pyggml.testing.engine.nodes import NodeChecker, NodeVerdict, file_weights
+from pyggml.testing.engine.verdict import Record, Status, nmse
+
+LOGITS_NMSE = 1e-4  # llama.cpp's test-llama-archs: a backend's logits against the CPU's (F32 models)
+# a model with quantized weights: each backend rounds the activations entering a quantized product its own way
+# (the CPU to the weight's dot type, docs/findings.md 38; Vulkan to its own), each within the product bound
+# NMSE_Q8_DOT of the op database, and the logits of two backends differ by that rounding carried through the
+# layers: measured NMSE 5e-5 to 1.7e-4 on vulkan0 and meta:vulkan0,vulkan1 against the CPU for nine
+# architectures at Q4_K_M (docs/llama.md), against the F32 models' 2e-7
+LOGITS_NMSE_QUANTIZED = 5e-4
+DIED = "the process running it died"
+
+
+@dataclass
+class ModelRun:
+    """One forward pass of a model on one backend: its node verdicts and its logits."""
+
+    backend: str
+    verdicts: list[NodeVerdict] = field(default_factory=list)
+    logits: np.ndarray | None = None
+    error: str = ""
+    saved: list[Path] = field(default_factory=list)  # the reproducers written for this run
+    seconds: float = 0.0  # the run's wall time, its child's start included
+    died_with_extra_bufts: str = ""  # the death of the run with the CPU's extra buffer types, rerun without them
+
+    def by_kind(self) -> dict[str, Counter]:
+        """Per op kind: checked, passed, failed, without an oracle (or whose oracle could not model it) and
+        left unread (with a weight in memory ggml cannot read back and not found in the model file)."""
+        out: dict[str, Counter] = {}
+        for v in self.verdicts:
+            c = out.setdefault(v.kind, Counter())
+            if v.unread:
+                c["unread"] += 1
+            elif v.comparison is None:
+                c["no oracle" if not v.error else "not modelled"] += 1
+            else:
+                c["checked"] += 1
+                c["passed" if v.ok else "failed"] += 1
+        return out
+
+    @property
+    def failed(self) -> list[NodeVerdict]:
+        """The nodes that disagreed with their oracle beyond their bound, in compute order."""
+        return [v for v in self.verdicts if not v.ok]
+
+
+def tokens_for(n_vocab: int, n: int, seed: int = 0) -> list[int]:
+    """n token ids drawn from the vocabulary, reproducibly."""
+    return [int(t) for t in np.random.default_rng(seed).integers(0, n_vocab, n)]
+
+
+def is_meta(backend: str) -> bool:
+    """A meta device: llama.cpp's tensor split over the devices it names (meta:vulkan0,vulkan1)."""
+    return backend.startswith("meta:")
+
+
+def load_for(path: str, backend: str, extra_bufts: bool = True) -> Any:
+    """The model loaded for `backend`: the CPU alone; every layer on one device; or llama.cpp's tensor split
+    over a meta device's devices. extra_bufts: False is llama.cpp's `--no-repack` (no CPU_REPACK, AMX)."""
+    from pyggml import llama
+
+    if backend == "cpu":  # no GPU at all, not even for op offload
+        return llama.Model.load(path, n_gpu_layers=0, devices=[], use_extra_bufts=extra_bufts)
+    if is_meta(backend):
+        devices = [d for d in backend[5:].split(",") if d]
+        return llama.Model.load(path, devices=devices, split_mode="tensor", use_extra_bufts=extra_bufts)
+    return llama.Model.load(path, devices=[backend], split_mode="none", use_extra_bufts=extra_bufts)
+
+
+def run_model(
+    path: str,
+    backend: str,
+    n_tokens: int = 8,
+    seed: int = 0,
+    tolerance: Callable[[object, float], float] | None = None,
+    keep: Callable[[NodeVerdict], bool] | None = None,
+    extra_bufts: bool = True,
+) -> ModelRun:
+    """Load `path` for `backend`, decode n_tokens tokens with every node checked; never raises for the
+    model's sake: what went wrong is the run's `error`. tolerance and keep: as NodeChecker's; extra_bufts: as
+    `load_for`'s."""
+    from pyggml import llama
+
+    run = ModelRun(backend)
+    try:
+        model = load_for(path, backend, extra_bufts)
+        # weights llama.cpp put in a CPU extra buffer type (CPU_REPACK) are read from the file
+        checker = NodeChecker(tolerance=tolerance, keep=keep, weights=file_weights(path))
+        ctx = llama.Context(model, n_ctx=max(64, 2 * n_tokens), n_batch=n_tokens, n_ubatch=n_tokens, observe=checker)
+        ctx.decode(tokens_for(model.n_vocab, n_tokens, seed), logits="all")
+        run.verdicts, run.logits = checker.verdicts, ctx.all_logits()
+    except Exception as e:  # noqa: BLE001 - reported as the backend's error, the other backends still run
+        run.error = f"{type(e).__name__}: {e}"
+    return run
+
+
+def keeper(patterns: list[str], failures: int = repro.MAX_FAILURES) -> Callable[[NodeVerdict], bool]:
+    """NodeChecker's `keep` for one run: the first `failures` failing nodes, and every node whose name or
+    kind matches one of the patterns (fnmatch, e.g. `attn_norm-*`, `MUL_MAT`)."""
+    left = [failures]
+
+    def keep(v: NodeVerdict) -> bool:
+        if any(fnmatch.fnmatchcase(v.name, p) or fnmatch.fnmatchcase(v.kind, p.upper()) for p in patterns):
+            return True
+        if not v.ok and left[0] > 0:
+            left[0] -= 1
+            return True
+        return False
+
+    return keep
+
+
+# The environment a model's check runs in (a variable the user set wins). ggml's CPU backend computes with
+# OpenMP, whose idle threads spin after each graph compute (libgomp: GOMP_SPINCOUNT rounds, llama.cpp's 4
+# threads by default); under the checker ggml computes one node at a time and Python reads and judges in
+# between, so the spinning threads took the cores from Python. qwen35-0.8b Q4_K_M, 32 tokens, on this
+# project's 2-core machine: 14.6 s, 8.8 s without the spin (bench/model_check_cost.py).
+CHILD_ENV = {"GOMP_SPINCOUNT": "0"}
+
+
+def run_in_child(
+    path: str,
+    backend: str,
+    n_tokens: int = 8,
+    seed: int = 0,
+    nmse_bound: float | None = None,
+    save_patterns: Sequence[str] = (),
+    rpc_servers: str | None = None,
+    extra_bufts: bool = True,
+) -> ModelRun:
+    """run_model in a child process (pyggml.testing.engine.child), with `--node-nmse`'s bound and `--save-node`'s
+    patterns: llama.cpp's GGML_ASSERTs end the process they fail in (docs/llama.md), and one backend's must
+    not take the others' results with it. A child that dies is the run's error, with ggml's last words.
+    rpc_servers: the `--rpc` servers, added in the child too (before anything lists the devices)."""
+    from pyggml.testing.engine import child
+
+    out = child.run(
+        "pyggml.testing.engine.model_check:_child_run",
+        (path, backend, n_tokens, seed, nmse_bound, list(save_patterns), rpc_servers, extra_bufts),
+        env={k: v for k, v in CHILD_ENV.items() if k not in os.environ},
+    )
+    if out.status == "returned":
+        return out.value
+    if out.status == "raised":
+        return ModelRun(backend, error=f"{out.error_type}: {out.message}")
+    said = [line.strip() for line in out.stderr.splitlines() if "GGML_ASSERT" in line or "ggml aborted" in line]
+    how = out.signal_name or f"exit status {out.exit_code}"
+    hint = ""
+    if extra_bufts and not said:  # ggml's AMX kernels die so on machines that list AMX (docs/findings.md 37)
+        hint = "; if the CPU keeps weights in an extra buffer type (CPU_REPACK, AMX), try --no-repack"
+    return ModelRun(backend, error=f"{DIED} ({how})" + (f": {said[-1]}" if said else "") + hint)
+
+
+def _child_run(
+    path: str,
+    backend: str,
+    n_tokens: int,
+    seed: int,
+    nmse_bound: float | None,
+    save_patterns: list[str],
+    rpc_servers: str | None,
+    extra_bufts: bool = True,
+) -> ModelRun:
+    if rpc_servers:
+        from pyggml import rpc
+
+        rpc.add_servers(rpc_servers)
+    tolerance = node_nmse(nmse_bound) if nmse_bound is not None else None
+    return run_model(
+        path, backend, n_tokens, seed, tolerance=tolerance, keep=keeper(save_patterns), extra_bufts=extra_bufts
+    )
+
+
+def node_nmse(bound: float) -> Callable[[object, float], float]:
+    """NodeChecker's `tolerance` for `--node-nmse`: every node of an inexact op judged within `bound`
+    (exact ops stay bit-exact)."""
+    return lambda t, b: b if b == 0 else bound
+
+
+def save_captured(run: ModelRun, path: str, directory: str | Path) -> list[Path]:
+    """Write the reproducer of every node of the run whose inputs were kept; returns the JSON files."""
+    run.saved = [repro.save(directory, v, path, run.backend) for v in run.verdicts if v.capture is not None]
+    return run.saved
+
+
+def reference(runs: list[ModelRun]) -> ModelRun | None:
+    """The run whose logits the others are compared with: the first that computed, a meta device's only when
+    no other did."""
+    done = [r for r in runs if r.logits is not None]
+    return next((r for r in done if not is_meta(r.backend)), done[0] if done else None)
+
+
+def logits_bound(path: str) -> float:
+    """The NMSE two backends' logits of a model may differ by: LOGITS_NMSE for float weights (F32, F16, BF16),
+    LOGITS_NMSE_QUANTIZED when a weight is quantized (the activations' rounding differs per backend)."""
+    from pyggml import gguf
+
+    floats = {"F32", "F16", "BF16"}
+    quantized = any(i.type.name not in floats for i in gguf.read_info(path).tensor_info.values())
+    return LOGITS_NMSE_QUANTIZED if quantized else LOGITS_NMSE
+
+
+def records(path: str, runs: list[ModelRun]) -> list[Record]:
+    """The runs as check's records: one per backend and op kind (failed, passed, or skipped for a kind
+    with no oracle or only unread nodes), one per backend for its logits against the reference's."""
+    name = Path(path).name
+    out: list[Record] = []
+    ref = reference(runs)
+    for run in runs:
+        if run.error:
+            out.append(Record(f"{name}/model", run.backend, Status.ERROR, message=run.error))
+            continue
+        if run.died_with_extra_bufts:
+            msg = f"with the CPU's extra buffer types: {run.died_with_extra_bufts}; its nodes checked without them"
+            out.append(Record(f"{name}/extra-buffers", run.backend, Status.ERROR, message=msg))
+        for kind, c in sorted(run.by_kind().items()):
+            worst = max(
+                (v.comparison.nmse for v in run.verdicts if v.kind == kind and v.comparison is not None), default=None
+            )
+            unread = f"; {c['unread']} unread" if c["unread"] else ""
+            if c["failed"]:
+                bad = next(v for v in run.verdicts if v.kind == kind and not v.ok)
+                assert bad.comparison is not None
+                msg = f"{c['failed']} of {c['checked']} nodes; first: {bad.name!r}: {bad.comparison.message}{unread}"
+                out.append(Record(f"{name}/{kind}", run.backend, Status.FAIL, worst, bad.nmse_bound, msg))
+            elif c["checked"]:
+                out.append(
+                    Record(f"{name}/{kind}", run.backend, Status.PASS, worst, message=f"{c['checked']} nodes{unread}")
+                )
+            elif c["unread"]:
+                why = next(v.error for v in run.verdicts if v.kind == kind and v.unread)
+                msg = f"{c['unread']} nodes unread: {why}"
+                out.append(Record(f"{name}/{kind}", run.backend, Status.SKIPPED, message=msg))
+            else:
+                n = c["no oracle"] + c["not modelled"]
+                out.append(Record(f"{name}/{kind}", run.backend, Status.SKIPPED, message=f"{n} nodes, no oracle"))
+        if ref is not None and ref.logits is not None and run is not ref and run.logits is not None:
+            err, bound = nmse(run.logits, ref.logits), logits_bound(path)
+            status = Status.PASS if err <= bound else Status.FAIL
+            out.append(Record(f"{name}/logits", run.backend, status, err, bound, message=f"against {ref.backend}"))
+    return out
+
+
+def table(runs: list[ModelRun]) -> str:
+    """Per backend, a row per op kind: nodes checked, passed, failed, with no oracle, unread; then the first
+    failing nodes and the reproducers saved."""
+    lines = []
+    for run in runs:
+        lines.append(f"== {run.backend}" + (f": {run.error}" if run.error else ""))
+        if run.error:
+            continue
+        if run.died_with_extra_bufts:
+            lines.append(f"  ERROR with the CPU's extra buffer types: {run.died_with_extra_bufts}")
+            lines.append("  the nodes below: checked without them (--no-repack)")
+        where = Counter(v.buffer or "host" for v in run.verdicts)
+        lines.append("  nodes in: " + ", ".join(f"{n} {b}" for b, n in sorted(where.items(), key=lambda x: -x[1])))
+        lines.append(f"  {'op kind':<22} {'checked':>8} {'passed':>8} {'failed':>8} {'no oracle':>10} {'unread':>7}")
+        for kind, c in sorted(run.by_kind().items()):
+            lines.append(
+                f"  {kind:<22} {c['checked']:>8} {c['passed']:>8} {c['failed']:>8}"
+                f" {c['no oracle'] + c['not modelled']:>10} {c['unread']:>7}"
+            )
+        for v in run.failed[:5]:
+            assert v.comparison is not None
+            lines.append(f"  FAIL node {v.index} {v.kind} {v.name!r}: {v.comparison.message}")
+        if run.saved:
+            lines.append(f"  {len(run.saved)} reproducers saved in {run.saved[0].parent}")
+    return "\n".join(lines)
+
+
+def not_applicable(args: argparse.Namespace, what: str) -> str | None:
+    """Why options given with `check --model` or `check --repro` (what) cannot apply, or None: those that
+    select op cases, and those of the other mode. Refused rather than ignored."""
+    flags = [
+        ("--only", args.only),
+        ("--op", args.op),
+        ("--type", args.type and not getattr(args, "arch", None)),  # with --arch: the models' file types
+        ("--list", args.list),
+        ("--slow", args.slow),
+        ("--mode grad", args.mode == "grad"),
+    ]
+    if what == "--repro":
+        flags += [
+            ("--model", args.model),
+            ("--arch", getattr(args, "arch", None)),
+            ("--save-failures", args.save_failures),
+            ("--save-node", args.save_node),
+            ("--node-nmse", args.node_nmse is not None),
+            ("--no-repack", getattr(args, "no_repack", False)),
+        ]
+    given = [flag for flag, value in flags if value]
+    if not given:
+        return None
+    verb = "does" if len(given) == 1 else "do"
+    runs = "a model's graph" if what == "--model" else "saved nodes"
+    return f"{what} runs {runs}, not the op cases: {', '.join(given)} {verb} not apply"
+
+
+def made_models(archs: Sequence[str], file_types: Sequence[str], folder: str) -> list[tuple[str, str | None, str]]:
+    """`--arch` x `--type`: each model written by `make-model ARCH FILE --type TYPE` (in a child: llama.cpp's
+    generator and quantizer run there) into folder, as (label, path or None, why not)."""
+    import subprocess
+
+    from pyggml.models import llama_archs
+    from pyggml.models.make_model import architectures
+
+    if list(archs) == ["all"]:
+        archs = llama_archs.names() + [a for a in architectures() if a not in llama_archs.names()]
+    out: list[tuple[str, str | None, str]] = []
+    for arch in archs:
+        for file_type in file_types:
+            label, path = f"{arch}-{file_type}", str(Path(folder) / f"{arch}-{file_type}.gguf")
+            cmd = [sys.executable, "-m", "pyggml", "make-model", arch, path, "--type", file_type]
+            made = subprocess.run(cmd, capture_output=True, text=True)
+            said = made.stderr.strip().splitlines()
+            why = said[-1].removeprefix("make-model: ") if said else f"exit status {made.returncode}"
+            out.append((label, path, "") if made.returncode == 0 else (label, None, why))
+    return out
+
+
+def summary(rows: list[tuple[str, ModelRun | None, str]]) -> str:
+    """The matrix: a row per model and backend (nodes checked, failed, without an oracle, unread, seconds, and
+    what went wrong), then the first failing nodes of each row that has them."""
+    head = f"{'model':<28} {'backend':<18} {'nodes':>6} {'failed':>7} {'no oracle':>10} {'unread':>7} {'s':>6}  error"
+    lines = [head]
+    for label, run, why in rows:
+        if run is None:
+            lines.append(f"{label:<28} {'-':<18} {'-':>6} {'-':>7} {'-':>10} {'-':>7} {'-':>6}  not made: {why}")
+            continue
+        kinds = run.by_kind().values()
+        count = {k: sum(c[k] for c in kinds) for k in ("checked", "failed", "no oracle", "not modelled", "unread")}
+        lines.append(
+            f"{label:<28} {run.backend:<18} {count['checked']:>6} {count['failed']:>7}"
+            f" {count['no oracle'] + count['not modelled']:>10} {count['unread']:>7} {run.seconds:>6.1f}  {run.error}"
+            + (
+                f"with extra buffer types: {run.died_with_extra_bufts}; checked without"
+                if run.died_with_extra_bufts
+                else ""
+            )
+        )
+    for label, run, _ in rows:
+        if run is None:
+            continue
+        for v in run.failed[:3]:
+            assert v.comparison is not None
+            lines.append(f"  FAIL {label} on {run.backend}: node {v.index} {v.kind} {v.name!r}: {v.comparison.message}")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    """`check --model FILE [--model FILE ...]` or `check --arch ARCH... [--type TYPE...]`: exit 1 when a node
+    or the logits fail, a backend could not run a model, or a model could not be made; 2 for arguments it
+    cannot use. One model prints its table per op kind; several print the matrix (`summary`)."""
+    import tempfile
+    import time
+
+    from pyggml.testing.engine.junit import write_report
+    from pyggml.testing.engine.session import available_backends
+
+    def fail(msg: str) -> int:
+        print(f"check: {msg}", file=sys.stderr)
+        return 2
+
+    why = not_applicable(args, "--model")
+    if why:
+        return fail(why)
+    if args.tokens < 1:
+        return fail(f"--tokens must be at least 1, not {args.tokens}")
+    if args.node_nmse is not None and not 0 < args.node_nmse < float("inf"):
+        return fail(f"--node-nmse must be a positive number, not {args.node_nmse}")
+    files = list(args.model or [])
+    archs = list(getattr(args, "arch", None) or [])
+    if archs and archs != ["all"]:
+        from pyggml.models import llama_archs
+        from pyggml.models.make_model import architectures
+
+        unknown = [a for a in archs if a not in llama_archs.names() and a not in architectures()]
+        if unknown:
+            return fail(f"--arch {', '.join(unknown)}: no such architecture (python -m pyggml make-model --list)")
+    for f in files:
+        if not Path(f).is_file():
+            return fail(f"--model {f}: no such file")
+    if args.json == "-" and args.junit == "-":
+        return fail("only one report can go to stdout (-): give --json or --junit a file")
+    backends = list(dict.fromkeys(b.lower() for b in (args.backend or ["cpu"])))
+    known = set(available_backends())
+    for b in backends:
+        parts = [d for d in b[5:].split(",") if d] if is_meta(b) else [b]
+        if not parts:
+            return fail(f"--backend {b}: a meta device names its devices, e.g. meta:vulkan0,vulkan1")
+        unknown = [d for d in parts if d not in known]
+        if unknown:
+            return fail(f"no backend {', '.join(unknown)} in this build (available: {', '.join(sorted(known))})")
+    if all(is_meta(b) for b in backends):  # the logits of a tensor split are compared with the CPU's
+        backends.insert(0, "cpu")
+    directory = args.save_failures or repro.DEFAULT_DIR
+
+    # run_in_child's arguments but the extra buffer types
+    def common(path: str, backend: str) -> tuple[str, str, int, int, float | None, list[str], str | None]:
+        return path, backend, args.tokens, 0, args.node_nmse, args.save_node or [], getattr(args, "rpc", None)
+
+    rows: list[tuple[str, ModelRun | None, str]] = []
+    recs: list[Record] = []
+    all_runs: list[ModelRun] = []
+    with tempfile.TemporaryDirectory(prefix="pyggml-models-") as folder:
+        models = [(Path(f).name, f, "") for f in files]
+        if archs:
+            models += made_models(archs, args.type or ["f32"], folder)
+        for label, path, not_made in models:
+            if path is None:
+                rows.append((label, None, not_made))
+                recs.append(Record(f"{label}.gguf/model", "-", Status.ERROR, message=f"not made: {not_made}"))
+                continue
+            runs = []
+            for b in backends:
+                started = time.perf_counter()
+                repack = not getattr(args, "no_repack", False)
+                run = run_in_child(*common(path, b), repack)
+                if run.error.startswith(DIED) and repack:
+                    # ggml's AMX product dies on some machines (docs/findings.md 37): check the nodes without the
+                    # extra buffer types, and report the death as the run's own error record
+                    again = run_in_child(*common(path, b), False)
+                    if not again.error:
+                        again.died_with_extra_bufts, run = run.error, again
+                run.seconds = time.perf_counter() - started
+                runs.append(run)
+                rows.append((label, run, ""))
+            try:
+                for run in runs:
+                    save_captured(run, path, directory)
+            except OSError as e:
+                return fail(f"--save-failures {directory}: cannot write the reproducers: {e}")
+            recs += records(path, runs)
+            all_runs += runs
+    out = sys.stderr if args.json == "-" else sys.stdout
+    if len(rows) == len(backends) and files:  # one model file: its table per op kind
+        print(table(all_runs), file=out)
+    else:
+        print(summary(rows), file=out)
+    for r in recs:
+        if r.case.endswith("/logits"):
+            print(
+                f"logits of {r.case[: -len('/logits')]} on {r.backend} {r.message}: NMSE {r.error:.1e} ({r.status})",
+                file=out,
+            )
+    if any(run.saved for run in all_runs):
+        print(f"rerun the saved nodes: python -m pyggml check --repro {directory}", file=out)
+    for kind, path in (("JSON", args.json), ("JUnit", args.junit)):
+        if path:
+            write_report(kind, path, recs, "pyggml.check.model")
+    return 1 if any(r.status.bad for r in recs) else 0

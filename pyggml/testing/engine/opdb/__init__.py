@@ -1,0 +1,449 @@
+"""The op database: one `OpSpec` per op, holding everything pyggml knows about that op.
+
+A spec is what PyTorch's OpInfo is to torch and one `test_case` struct to test-backend-ops:
+
+- `call(xp, x, *args)`: how to call the op, written once. It runs twice: with `xp` a ggml
+  `Context` (the checked wrappers, `xp.add(x.a, x.b)`) and with `xp` the NumPy oracles
+  (`pyggml.testing.engine.oracles`, the same names and argument order). Where the two must differ,
+  `oracle(x, *args)` overrides the NumPy side;
+- `samples`: the inputs (types, NumPy-order shapes, value generators, layouts such as a
+  permuted or column-sliced view) and arguments from which the cases are generated;
+- `bounds`, `known` and `skips`: per-backend and per-type overrides as data, each with its
+  reason (a sentence or a docs/findings.md number);
+- `grad`: the samples of grad mode (ggml's backward pass against finite differences);
+- `errors`: the bad calls, each with the exception type and words it must raise;
+- `hints`: how the fuzzer shapes each argument so that most random calls build;
+- `reads` and `from_node`: how a computed ggml node of that op kind is read back into an
+  oracle call (its op_params and source values to the oracle's arguments), so that any node
+  of any graph can be checked against its oracle with the data it actually received
+  (`pyggml.testing.engine.nodes`).
+
+A new op is its wrapper (`pyggml/ops/<family>.py`), its oracle
+(`pyggml/testing/engine/oracles/<family>.py`) and one `spec(...)` in `opdb/<family>.py`; the cases,
+grad cases, bad-call tests, fuzz hints and node checks all come from the spec.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pyggml import types
+
+if TYPE_CHECKING:
+    from pyggml.context import Context
+    from pyggml.tensor import Tensor
+
+Gen = Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]
+
+
+# --- value generators -----------------------------------------------------------------------------
+def uniform(lo: float = -1.0, hi: float = 1.0) -> Gen:
+    return lambda rng, shape: rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def integers(lo: int, hi: int) -> Gen:
+    return lambda rng, shape: rng.integers(lo, hi, size=shape).astype(np.int64)
+
+
+def signed_away_from_zero(lo: float = 0.5, hi: float = 2.0) -> Gen:
+    """|x| in [lo, hi) with a random sign: div denominators."""
+    return lambda rng, shape: (rng.uniform(lo, hi, size=shape) * rng.choice([-1.0, 1.0], size=shape)).astype(np.float32)
+
+
+def distinct(lo: float = -1.0, hi: float = 1.0) -> Gen:
+    """Values with no ties in any row (argsort / argmax are ambiguous on ties)."""
+
+    def gen(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        vals = np.linspace(lo, hi, int(np.prod(shape)), dtype=np.float32)
+        return rng.permutation(vals).reshape(shape)
+
+    return gen
+
+
+def permutation_rows(n: int) -> Gen:
+    """Distinct row indices (set_rows with repeated rows is order-dependent)."""
+    return (
+        lambda rng, shape: np.stack([rng.permutation(n)[: shape[-1]] for _ in range(int(np.prod(shape[:-1])))])
+        .reshape(shape)
+        .astype(np.int64)
+    )
+
+
+# --- layouts: how an input reaches the op ----------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """A view the op reads instead of the input tensor itself; `tag` goes into the case's name."""
+
+    def ggml(self, ctx: Context, t: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def numpy(self, a: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Permuted(Layout):
+    """ggml_permute(t, *axes) (ggml's dims); rows stay contiguous when axes[0] == 0."""
+
+    axes: tuple[int, int, int, int] = (0, 2, 1, 3)
+
+    def ggml(self, ctx: Context, t: Tensor) -> Tensor:
+        return ctx.permute(t, *self.axes)
+
+    def numpy(self, a: np.ndarray) -> np.ndarray:
+        from pyggml.testing.engine import oracles
+
+        return oracles.permute(a, *self.axes)
+
+
+@dataclass(frozen=True)
+class Transposed(Layout):
+    """ggml_transpose: rows no longer contiguous."""
+
+    def ggml(self, ctx: Context, t: Tensor) -> Tensor:
+        return ctx.transpose(t)
+
+    def numpy(self, a: np.ndarray) -> np.ndarray:
+        return np.swapaxes(a, -1, -2)
+
+
+@dataclass(frozen=True)
+class Columns(Layout):
+    """Columns start..stop of every row (a view with the source's row strides)."""
+
+    start: int
+    stop: int
+
+    def ggml(self, ctx: Context, t: Tensor) -> Tensor:
+        ne = t.ne
+        return ctx.view_4d(
+            t, self.stop - self.start, ne[1], ne[2], ne[3], t.nb[1], t.nb[2], t.nb[3], self.start * t.nb[0]
+        )
+
+    def numpy(self, a: np.ndarray) -> np.ndarray:
+        return a[..., self.start : self.stop]
+
+
+@dataclass(frozen=True)
+class In:
+    """One input: its ggml type, its NumPy-order shape, how its values are drawn, and its layout."""
+
+    type: str
+    shape: tuple[int, ...]
+    gen: Gen | None = None
+    layout: Layout | None = None
+
+
+InputSpec = In | tuple  # (type, shape[, gen]) is short for In(type, shape, gen)
+
+
+def as_input(spec: InputSpec) -> In:
+    return spec if isinstance(spec, In) else In(spec[0], tuple(spec[1]), spec[2] if len(spec) > 2 else None)
+
+
+# --- bounds, known disagreements and skips: structured, each with its reason -----------------------
+# NMSE bounds by output precision (test-backend-ops uses 1e-7 for most F32 ops)
+NMSE_F32 = 1e-7
+NMSE_F16 = 1e-5
+NMSE_BF16 = 1e-4
+NMSE_QUANT = 1e-6  # oracle sees the dequantized inputs, so only accumulation order differs
+# NMSE bounds that depend on more than the input types (see each use)
+NMSE_FP16_TABLE = 1e-5  # gelu / gelu_quick on CPU look F32 inputs up in an fp16 table
+NMSE_Q8_DOT = 5e-4  # mul_mat with a quantized a: the CPU quantizes b to Q8_0 first
+NMSE_Q8_STORE = 1e-4  # values written into a Q8_0 tensor (quantized on the way)
+
+
+def default_nmse(type_names: set[str]) -> float:
+    """The NMSE bound an output earns from its inputs' precision."""
+    if "bf16" in type_names:
+        return NMSE_BF16
+    return NMSE_F16 if "f16" in type_names else NMSE_F32
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The error a backend may show: NMSE (and largest single error, relative to the output's scale;
+    None: 30 root-mean-square errors of the NMSE). `backend` is a name prefix ("vulkan", "meta:vulkan";
+    "" for all), `types` the case types it applies to (empty for all)."""
+
+    nmse: float
+    max_error: float | None = None
+    backend: str = ""
+    types: tuple[str, ...] = ()
+    why: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.backend or self.types) and not self.why:
+            raise ValueError(f"a bound for {self.backend or self.types} needs its reason (why=)")
+
+
+@dataclass(frozen=True)
+class Known:
+    """A backend known to disagree with the oracle (reported as `known`, not `fail`): why it does."""
+
+    backend: str
+    why: str
+    types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Cases not run on a backend (by name prefix, and `device` in its description) unless asked for."""
+
+    backend: str
+    why: str
+    types: tuple[str, ...] = ()
+    device: str = ""
+
+
+EXACT = Bound(0.0, 0.0)
+
+
+# --- samples ------------------------------------------------------------------------------------------
+@dataclass
+class Sample:
+    """One generated case: inputs (name -> In or (type, shape[, gen])), the op's other arguments,
+    the variant (the name's last part), the type tag (the name's middle; default: the inputs' types)
+    and overrides of the spec's call, oracle and bounds for this sample only."""
+
+    inputs: Mapping[str, InputSpec]
+    args: tuple = ()
+    variant: str = ""
+    tag: str | None = None
+    call: Callable[..., Any] | None = None
+    oracle: Callable[..., Any] | None = None
+    bounds: Sequence[Bound] = ()
+    known: Sequence[Known] = ()
+    types: tuple[str, ...] = ()  # types the case involves beyond its inputs' (a cast's target)
+    exact: bool | None = None
+
+
+@dataclass
+class Grad:
+    """A grad-mode sample: `params` are the inputs that get gradients. Its case is named
+    <op>/<variant>, or `name` where the grad case has a name of its own."""
+
+    inputs: Mapping[str, InputSpec]
+    params: tuple[str, ...]
+    args: tuple = ()
+    variant: str = "f32"
+    call: Callable[..., Any] | None = None
+    oracle: Callable[..., Any] | None = None
+    bound: float | None = None
+    known: Sequence[Known] = ()
+    name: str | None = None
+
+
+@dataclass
+class Bad:
+    """A call that must raise `raises` with `words` in its message: fn(ctx, make_tensor)."""
+
+    fn: Callable[..., Any]
+    raises: type[Exception]
+    words: str
+
+
+@dataclass(frozen=True)
+class Modeled:
+    """What a `from_node` returns when its oracle models what the backend computing the node does, beyond
+    the op's definition (the CPU's rounding of activations to a quantized weight's dot type): the values
+    it expects, and the tighter NMSE bound that modeling earns (instead of the spec's plain one)."""
+
+    values: np.ndarray
+    nmse: float
+
+
+@dataclass
+class Node:
+    """A node as `from_node` sees it: its tensor (op_params, ne, type) and its sources' values as NumPy
+    arrays, by slot (None for an empty slot), as they were just before ggml computed the node. A source the
+    reader asks for itself may be given as a call that decodes it (pyggml.testing.engine.nodes.DECODED_WHEN_ASKED):
+    `arg` makes the call, the reader may read fewer values from `raw` instead."""
+
+    tensor: Tensor
+    src: list[Any]  # np.ndarray, a call returning one (decoded when asked: `arg`), or None
+    raw: list[np.ndarray | None] = field(default_factory=list)  # each source's bytes (uint8), where read
+
+    def raw_blocks(self, i: int) -> np.ndarray | None:
+        """Source i's bytes as [rows..., blocks, block bytes] (a packed tensor of a block type), else None."""
+        from pyggml import types
+
+        raw = self.raw[i] if i < len(self.raw) else None
+        p = self.tensor.ptr.src[i]
+        t = types.Type(p.type)
+        block, size = types.block_size(t), types.type_size(t)
+        ne = [int(p.ne[d]) for d in range(4)]
+        if raw is None or block == 1 or raw.size != size * int(np.prod(ne)) // block:
+            return None
+        return raw.reshape(ne[3], ne[2], ne[1], ne[0] // block, size)
+
+    def arg(self, i: int) -> np.ndarray:
+        """Source i's values; ValueError when the node has no source in that slot."""
+        a = self.src[i] if i < len(self.src) else None
+        if a is None:
+            raise ValueError(f"{self.tensor.op.name} node: no source in slot {i}")
+        if callable(a):  # decoded when asked for
+            a = self.src[i] = a()
+        return a
+
+    def params(self, n: int, dtype: Any = np.int32) -> np.ndarray:
+        """The first n op_params read as `dtype` (ggml keeps them as 64 bytes of int32 slots)."""
+        from pyggml._native import ffi
+
+        return np.frombuffer(bytes(ffi.buffer(self.tensor.ptr.op_params)), dtype)[:n].copy()
+
+    def i32(self, i: int) -> int:
+        return int(self.params(i + 1, np.int32)[i])
+
+    def f32(self, i: int) -> float:
+        return float(self.params(i + 1, np.float32)[i])
+
+    @property
+    def ne(self) -> tuple[int, ...]:
+        return tuple(self.tensor.ne)
+
+    def computed_by_cpu(self) -> bool:
+        """The node's output lies in a CPU buffer, or in a meta buffer over CPU buffers only ("Meta(CPU,CPU)":
+        each device's share computed by a CPU backend), since ggml's scheduler computes a node on the backend
+        whose buffer holds it. False on a device or an RPC server (whose backend is not known here)."""
+        from pyggml._native import ffi, lib
+
+        buffer = self.tensor.ptr.buffer
+        if buffer == ffi.NULL:
+            return False
+        name = ffi.string(lib.ggml_backend_buffer_name(buffer)).decode()
+        if name.startswith("Meta(") and name.endswith(")"):
+            return all(part.startswith("CPU") for part in name[5:-1].split(","))
+        return name.startswith("CPU")
+
+    def value(self) -> np.ndarray:
+        """The node's own output: only for ops whose result is defined up to an order ggml leaves open
+        (top_k), where the reader checks the node's set and then answers in the node's order."""
+        return self.tensor.numpy()
+
+
+@dataclass
+class OpSpec:
+    """Everything about one op (module docstring). `op` is the wrapper's name in pyggml.ops and the
+    first part of every generated case's name."""
+
+    op: str
+    call: Callable[..., Any] | None = None
+    samples: Sequence[Sample] = ()
+    oracle: Callable[..., Any] | None = None
+    exact: bool = False
+    bounds: Sequence[Bound] = ()
+    known: Sequence[Known] = ()
+    skips: Sequence[Skip] = ()
+    grad: Sequence[Grad] = ()
+    errors: Sequence[Bad] = ()
+    hints: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    reads: tuple[str, ...] = ()
+    from_node: Callable[[Node], np.ndarray] | None = None
+    family: str = ""
+
+
+SPECS: dict[str, OpSpec] = {}
+READERS: dict[str, OpSpec] = {}  # ggml op kind (ggml_op_desc) -> the spec that reads its nodes
+
+
+def spec(op: str, call: Callable[..., Any] | None = None, samples: Iterable[Sample] = (), **fields: Any) -> OpSpec:
+    """Register the spec of `op` (once: a second spec of the same op raises)."""
+    if op in SPECS:
+        raise ValueError(f"op {op!r} already has a spec (in opdb/{SPECS[op].family}.py): one spec per op")
+    s = OpSpec(op, call, list(samples), **fields)
+    s.family = s.family or _calling_family()
+    for kind in s.reads:
+        if kind in READERS:
+            raise ValueError(f"{kind} nodes are already read by the spec of {READERS[kind].op}")
+        if s.from_node is None:
+            raise ValueError(f"{op}: reads {kind} but has no from_node")
+        READERS[kind] = s
+    SPECS[op] = s
+    return s
+
+
+def _calling_family() -> str:
+    import sys
+
+    mod = sys._getframe(2).f_globals.get("__name__", "")
+    return mod.rsplit(".", 1)[-1]
+
+
+_loaded = False
+
+
+def load() -> dict[str, OpSpec]:
+    """Import every family module of the database once (each registers its specs when imported)."""
+    global _loaded
+    if not _loaded:
+        for info in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{info.name}")
+        _loaded = True
+    return SPECS
+
+
+# --- running a spec's call on both sides ---------------------------------------------------------------
+def ggml_side(s: OpSpec, sample: Sample | Grad) -> Callable[[Context, SimpleNamespace], Tensor]:
+    """build(ctx, x): the inputs through their layouts, then the spec's call with xp = the context."""
+    call = sample.call or s.call
+    if call is None:
+        raise ValueError(f"{s.op}: neither the spec nor its sample has a call")
+    layouts = {k: as_input(v).layout for k, v in sample.inputs.items()}
+
+    def build(ctx: Context, x: SimpleNamespace) -> Tensor:
+        xs = {k: (lay.ggml(ctx, t) if (lay := layouts[k]) else t) for k, t in vars(x).items()}
+        return call(ctx, SimpleNamespace(**xs), *sample.args)
+
+    return build
+
+
+def oracle_side(s: OpSpec, sample: Sample | Grad) -> Callable[[SimpleNamespace], np.ndarray]:
+    """oracle(x): the inputs through their layouts, then the oracle override or the call with xp = oracles."""
+    from pyggml.testing.engine import oracles
+
+    override = sample.oracle or (s.oracle if sample.call is None else None)
+    call = sample.call or s.call
+    layouts = {k: as_input(v).layout for k, v in sample.inputs.items()}
+
+    def oracle(x: SimpleNamespace) -> np.ndarray:
+        xs = SimpleNamespace(**{k: (lay.numpy(a) if (lay := layouts[k]) else a) for k, a in vars(x).items()})
+        if override is not None:
+            return override(xs, *sample.args)
+        assert call is not None
+        return call(oracles, xs, *sample.args)
+
+    return oracle
+
+
+def type_tag(inputs: Mapping[str, InputSpec]) -> str:
+    """The type part of a case's name: the inputs' distinct types in order ("f32", "f16_f32")."""
+    seen: list[str] = []
+    for v in inputs.values():
+        t = as_input(v).type.lower()
+        if t not in seen:
+            seen.append(t)
+    return "_".join(seen) if seen else "f32"
+
+
+def case_name(s: OpSpec, sample: Sample) -> str:
+    tag = sample.tag if sample.tag is not None else type_tag(sample.inputs)
+    return "/".join(p for p in (s.op, tag, sample.variant) if p)
+
+
+def involved_types(sample: Sample, tag: str) -> frozenset[str]:
+    """The ggml types a case involves: its inputs', its tag's parts that are type names, and any extra."""
+    out = {as_input(v).type.lower() for v in sample.inputs.values()} | {t.lower() for t in sample.types}
+    for part in tag.replace("to_", "").split("_"):
+        try:
+            out.add(types.as_type(part).name.lower())
+        except (KeyError, ValueError, TypeError):
+            pass
+    return frozenset(out)

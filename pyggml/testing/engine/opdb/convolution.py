@@ -1,0 +1,706 @@
+"""Specs of convolution, pooling, resampling and padding: odd sizes, strides 1-3, paddings 0-2,
+dilations 1-2, several channels and batches, F16 where the op takes it, permuted inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pyggml import ops
+from pyggml.errors import GraphError, OpError
+from pyggml.tensor import Tensor
+from pyggml.testing.engine import oracles
+from pyggml.testing.engine.opdb import (
+    NMSE_F16,
+    Bad,
+    Bound,
+    In,
+    Node,
+    Permuted,
+    Sample,
+    Transposed,
+    distinct,
+    spec,
+)
+
+# the composite convolutions (conv_1d/_2d/_dw) store the data as F16 columns (im2col's dst type) before
+# the mul_mat: their error is F16 rounding of the data even with F32 inputs
+_F16_COLUMNS = [Bound(NMSE_F16)]
+# an F16 result (im2col's F16 columns) or an F16 kernel that rounds b to F16
+_F16_OUT = [Bound(NMSE_F16)]
+
+
+def _f16_if(cond: bool) -> list[Bound]:
+    return _F16_OUT if cond else []
+
+
+# --- bad calls (moved from tests/bad_calls_convolution.py): op -> Bad ----------------------------------------------
+_BAD: list[tuple[str, Callable[..., Any], type[Exception], str]] = []
+_GIVEN: set[str] = set()  # the ops whose specs took their bad calls
+
+
+def _bad(op: str, fn: Callable[..., Any], exc: type[Exception], words: str) -> None:
+    _BAD.append((op, fn, exc, words))
+
+
+def _errors(op: str) -> list[Bad]:
+    _GIVEN.add(op)
+    return [Bad(fn, exc, words) for o, fn, exc, words in _BAD if o == op]
+
+
+def _k2(t: Callable[..., Tensor], type: str = "f32") -> Tensor:
+    return t(type, (2, 3, 3, 3))  # kernel [KW 3, KH 3, IC 3, OC 2]
+
+
+def _x2(t: Callable[..., Tensor], type: str = "f32") -> Tensor:
+    return t(type, (1, 3, 7, 9))  # data [W 9, H 7, IC 3, N 1]
+
+
+# --- im2col -------------------------------------------------------------------------------------------------------
+_bad("im2col", lambda c, t: ops.im2col(c, _k2(t), _x2(t), 0, 1, 0, 0, 1, 1, True), ValueError, "s0 must be in 1..")
+_bad(
+    "im2col", lambda c, t: ops.im2col(c, t("f32", (2, 3, 9, 9)), _x2(t), 1, 1, 0, 0, 1, 1, True), OpError, "b too small"
+)
+_bad(
+    "im2col",
+    lambda c, t: ops.im2col(c, t("f32", (2, 4, 3, 3)), _x2(t), 1, 1, 0, 0, 1, 1, True),
+    OpError,
+    "a->ne[2] == b->ne[2]",
+)
+_bad("im2col", lambda c, t: ops.im2col(c, _k2(t), _x2(t), 1, 1, -1, 0, 1, 1, True), ValueError, "p0 must be in 0..")
+_bad("im2col", lambda c, t: ops.im2col(c, _k2(t), _x2(t), 1, 1, 0, 0, 1, 1, 1), TypeError, "is_2D must be a bool")
+_bad("im2col", lambda c, t: ops.im2col(c, _k2(t), [1], 1, 1, 0, 0, 1, 1, True), TypeError, "b must be a Tensor")
+_bad(
+    "im2col",
+    lambda c, t: ops.im2col(c, _k2(t), _x2(t), 1, 1, 0, 0, 1, 1, True, "bf16"),
+    GraphError,
+    "F32 or F16 columns",
+)
+_bad(
+    "im2col",
+    lambda c, t: ops.im2col(c, _k2(t), _x2(t, "f16"), 1, 1, 0, 0, 1, 1, True, "f32"),
+    GraphError,
+    "takes F32 src1, got F16",
+)
+_bad(
+    "im2col",
+    lambda c, t: ops.im2col(c, _k2(t), ops.transpose(c, _x2(t)), 1, 1, 0, 0, 1, 1, True),
+    GraphError,
+    "contiguous rows",
+)
+
+# --- convolutions ----------------------------------------------------------------------------------------------------
+_bad(
+    "conv_1d",
+    lambda c, t: ops.conv_1d(c, t("f32", (2, 3, 3)), t("f32", (1, 3, 9)), 0, 0, 1),
+    ValueError,
+    "s0 must be in 1..",
+)
+_bad("conv_1d", lambda c, t: ops.conv_1d(c, t("f32", (2, 3, 13)), t("f32", (1, 3, 9)), 1, 1, 1), OpError, "b too small")
+_bad(
+    "conv_1d_dw",
+    lambda c, t: ops.conv_1d_dw(c, t("f32", (3, 1, 3)), t("f32", (1, 3, 9)), 1, 0, 0),
+    ValueError,
+    "d0 must be in 1..",
+)
+_bad("conv_2d", lambda c, t: ops.conv_2d(c, _k2(t), _x2(t), 1, 1, 0, 0, 1, 1.5), TypeError, "d1 must be an integer")
+_bad(
+    "conv_2d",
+    lambda c, t: ops.conv_2d(c, t("f32", (2, 4, 3, 3)), _x2(t), 1, 1, 0, 0, 1, 1),
+    OpError,
+    "a->ne[2] == b->ne[2]",
+)
+_bad(
+    "conv_2d_dw",
+    lambda c, t: ops.conv_2d_dw(c, t("f16", (3, 1, 3, 3)), _x2(t), 1, 0, 0, 0, 1, 1),
+    ValueError,
+    "s1 must be in 1..",
+)
+_bad(
+    "conv_2d_direct",
+    lambda c, t: ops.conv_2d_direct(c, _k2(t), _x2(t), 1, 1, 0, 0, 0, 1),
+    ValueError,
+    "d0 must be in 1..",
+)
+_bad(
+    "conv_2d_direct",
+    lambda c, t: ops.conv_2d_direct(c, t("f32", (2, 3, 9, 3)), _x2(t), 1, 1, 0, 0, 1, 1),
+    ValueError,
+    "b too small",
+)
+_bad(
+    "conv_2d_dw_direct",
+    lambda c, t: ops.conv_2d_dw_direct(c, t("f32", (3, 1, 3, 3)), _x2(t), 1, 1, 0, 0, 5, 1),
+    ValueError,
+    "b too small",
+)
+_bad(
+    "conv_2d_direct",
+    lambda c, t: ops.conv_2d_direct(c, _k2(t, "bf16"), _x2(t), 1, 1, 0, 0, 1, 1),
+    GraphError,
+    "takes F32/F16 src0, got BF16",
+)
+_bad(
+    "conv_2d_dw_direct",
+    lambda c, t: ops.conv_2d_dw_direct(c, t("f32", (3, 1, 3, 3)), _x2(t), 0, 1, 0, 0, 1, 1),
+    ValueError,
+    "stride0 must be in 1..",
+)
+_bad(
+    "conv_2d_dw_direct",
+    lambda c, t: ops.conv_2d_dw_direct(c, t("f32", (4, 1, 3, 3)), _x2(t), 1, 1, 0, 0, 1, 1),
+    OpError,
+    "a->ne[3] == b->ne[2]",
+)
+_bad(
+    "conv_2d_dw_direct",
+    lambda c, t: ops.conv_2d_dw_direct(c, t("f32", (3, 1, 3, 3)), ops.transpose(c, _x2(t)), 1, 1, 0, 0, 1, 1),
+    GraphError,
+    "contiguous data, or channels",
+)
+_bad(
+    "conv_transpose_1d",
+    lambda c, t: ops.conv_transpose_1d(c, t("f32", (3, 2, 3)), t("f32", (3, 9)), 1, 1, 1),
+    OpError,
+    "p0 == 0",
+)
+_bad(
+    "conv_transpose_1d",
+    lambda c, t: ops.conv_transpose_1d(c, t("f32", (3, 2, 3)), t("f32", (3, 9)), 0),
+    ValueError,
+    "s0 must be in 1..",
+)
+_bad(
+    "conv_transpose_2d_p0",
+    lambda c, t: ops.conv_transpose_2d_p0(c, t("f32", (3, 2, 3, 3)), _x2(t), 0),
+    ValueError,
+    "stride must be in 1..",
+)
+_bad(
+    "conv_transpose_2d_p0",
+    lambda c, t: ops.conv_transpose_2d_p0(c, t("f32", (4, 2, 3, 3)), _x2(t), 1),
+    OpError,
+    "a->ne[3] == b->ne[2]",
+)
+
+# --- pooling ---------------------------------------------------------------------------------------------------------
+_bad("pool_1d", lambda c, t: ops.pool_1d(c, t("f32", (3, 9)), 2, 3, 1, 0), ValueError, "op must be 0 (max) or 1 (avg)")
+_bad("pool_1d", lambda c, t: ops.pool_1d(c, t("f32", (3, 9)), 0, 3, 0, 0), ValueError, "s0 must be in 1..")
+_bad("pool_1d", lambda c, t: ops.pool_1d(c, t("f32", (3, 9)), 0, 3, 1, 3), ValueError, "must be smaller than k0")
+_bad("pool_1d", lambda c, t: ops.pool_1d(c, t("f32", (3, 2)), 0, 3, 1, 0), OpError, "ne[0] > 0")
+_bad("pool_1d", lambda c, t: ops.pool_1d(c, t("i32", (3, 9)), 0, 3, 1, 0), GraphError, "takes F32/F16 src0, got I32")
+_bad("pool_2d", lambda c, t: ops.pool_2d(c, t("f32", (3, 9)), -1, 3, 3, 1, 1, 0, 0), ValueError, "op must be 0")
+_bad(
+    "pool_2d", lambda c, t: ops.pool_2d(c, t("f32", (3, 9)), 0, 3, 3, 1, 1, 0.5, 0), TypeError, "p0 must be an integer"
+)
+_bad("pool_2d", lambda c, t: ops.pool_2d(c, t("f32", (2, 9)), 0, 3, 3, 1, 1, 0, 0), OpError, "ne[1] > 0")
+_bad(
+    "pool_2d",
+    lambda c, t: ops.pool_2d(c, ops.transpose(c, t("f32", (5, 9))), 1, 3, 3, 1, 1, 0, 0),
+    GraphError,
+    "contiguous",
+)
+
+# --- padding ---------------------------------------------------------------------------------------------------------
+_bad("pad_reflect_1d", lambda c, t: ops.pad_reflect_1d(c, t("f32", (3, 5)), 5, 0), OpError, "p0 < a->ne[0]")
+_bad("pad_reflect_1d", lambda c, t: ops.pad_reflect_1d(c, t("f32", (3, 5)), -1, 0), ValueError, "p0 must be in 0..")
+_bad("pad_reflect_1d", lambda c, t: ops.pad_reflect_1d(c, t("f16", (3, 5)), 1, 1), OpError, "GGML_TYPE_F32")
+
+# --- 3-D ----------------------------------------------------------------------------------------------------------
+_bad(
+    "im2col_3d",
+    lambda c, t: ops.im2col_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 0, 1, 1, 1, 0, 0, 0, 1, 1, 1),
+    ValueError,
+    "IC must be in 1..",
+)
+_bad(
+    "im2col_3d",
+    lambda c, t: ops.im2col_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 3, 1, 0, 1, 0, 0, 0, 1, 1, 1),
+    ValueError,
+    "s1 must be in 1..",
+)
+
+# --- col2im_1d, resampling -------------------------------------------------------------------------------------------
+_bad("col2im_1d", lambda c, t: ops.col2im_1d(c, t("f32", (5, 6)), 0, 2, 0), OpError, "s0 > 0")
+_bad("col2im_1d", lambda c, t: ops.col2im_1d(c, t("f32", (5, 7)), 1, 2, 0), OpError, "K_OC == K * oc")
+_bad("col2im_1d", lambda c, t: ops.col2im_1d(c, t("f32", (5, 6)), 1, 2, -1), ValueError, "p0 must be in 0..")
+_bad("upscale", lambda c, t: ops.upscale(c, t("f32", (3, 5)), 1), ValueError, "scale_factor must be in 2..")
+_bad("upscale", lambda c, t: ops.upscale(c, t("f32", (3, 5)), 2, 7), OpError, "GGML_SCALE_MODE_COUNT")
+_bad("upscale", lambda c, t: ops.upscale(c, t("f16", (3, 5)), 2, 0), OpError, "GGML_TYPE_F32")
+_bad("upscale_ext", lambda c, t: ops.upscale_ext(c, t("f32", (3, 5)), 0, 3, 1, 1), ValueError, "ne must be positive")
+_bad("interpolate", lambda c, t: ops.interpolate(c, t("f32", (3, 5)), 7, 3, 1, 1, 0 | 512), OpError, "ANTIALIAS")
+_bad(
+    "interpolate", lambda c, t: ops.interpolate(c, t("f32", (3, 5)), 7, 3, 1, 1, -1), ValueError, "mode must be in 0.."
+)
+_bad("interpolate", lambda c, t: ops.interpolate(c, "x", 7, 3, 1, 1), TypeError, "a must be a Tensor")
+_bad(
+    "im2col_3d",
+    lambda c, t: ops.im2col_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (5, 5, 7, 9)), 3, 1, 1, 1, 0, 0, 0, 1, 1, 1),
+    ValueError,
+    "b's ne[3] (5) must be a multiple of IC (3)",
+)
+_bad(
+    "im2col_3d",
+    lambda c, t: ops.im2col_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 3, 1, 1, 1, 0, 0, 0, 1, 1, 1, "q8_0"),
+    GraphError,
+    "F32 or F16 columns",
+)
+_bad(
+    "conv_3d",
+    lambda c, t: ops.conv_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 2, 7, 9)), 3, 1, 1, 1, 0, 0, 0, 1, 1, 1),
+    OpError,
+    "b too small",
+)
+_bad(
+    "conv_3d",
+    lambda c, t: ops.conv_3d(c, t("f32", (7, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 3, 1, 1, 1, 0, 0, 0, 1, 1, 1),
+    ValueError,
+    "a's ne[3] (7) must be a multiple of IC",
+)
+_bad(
+    "conv_3d_direct",
+    lambda c, t: ops.conv_3d_direct(
+        c, t("f32", (6, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 1, 1, 1, 0, 0, 0, 1, 1, 1, 3, 2, 3
+    ),
+    OpError,
+    "a->ne[3] == (int64_t) c * oc",
+)
+_bad(
+    "conv_3d_direct",
+    lambda c, t: ops.conv_3d_direct(
+        c, t("f32", (6, 3, 3, 3)), t("f32", (6, 2, 7, 9)), 1, 1, 1, 0, 0, 0, 1, 1, 1, 3, 2, 2
+    ),
+    ValueError,
+    "b too small",
+)
+_bad(
+    "conv_3d_direct",
+    lambda c, t: ops.conv_3d_direct(
+        c, t("f32", (6, 3, 3, 3)), t("f16", (6, 5, 7, 9)), 1, 1, 1, 0, 0, 0, 1, 1, 1, 3, 2, 2
+    ),
+    GraphError,
+    "takes F32 src1, got F16",
+)
+# ggml's conv_1d mixes the batches of b (docs/findings.md): one sequence only
+_bad(
+    "conv_1d",
+    lambda c, t: ops.conv_1d(c, t("f32", (3, 2, 3)), t("f32", (2, 2, 11)), 1, 0, 1),
+    ValueError,
+    "must hold one sequence",
+)
+
+# scalar arguments (issue 19)
+_bad(
+    "pool_2d",
+    lambda c, t: ops.pool_2d(c, t("f32", (1, 1, 8, 8)), 0, "2", 2, 2, 2, 0, 0),
+    TypeError,
+    "k0 must be an integer, got str",
+)
+_bad(
+    "conv_2d",
+    lambda c, t: ops.conv_2d(c, t("f32", (2, 1, 3, 3)), t("f32", (1, 1, 8, 8)), 1.0, 1, 0, 0, 1, 1),
+    TypeError,
+    "s0 must be an integer, got float",
+)
+
+
+# --- im2col -----------------------------------------------------------------------------------------------------
+def _im2col_node(n: Node) -> Any:
+    p = n.params(7)
+    return oracles.im2col(n.arg(0), n.arg(1), *(int(v) for v in p[:6]), bool(p[6]))
+
+
+# 2-D: (kernel KH, KW), (IC, H, W), N, s0, s1, p0, p1, d0, d1
+_IM2COL_2D = [
+    ((3, 3), (2, 7, 9), 1, 1, 1, 0, 0, 1, 1),
+    ((3, 3), (3, 11, 7), 2, 2, 1, 1, 1, 1, 1),
+    ((2, 5), (1, 9, 13), 1, 3, 2, 2, 0, 1, 2),
+    ((3, 2), (2, 13, 11), 2, 1, 3, 0, 2, 2, 1),
+    ((1, 1), (4, 5, 5), 3, 1, 1, 0, 0, 1, 1),
+    ((5, 3), (2, 9, 7), 1, 2, 2, 2, 1, 2, 2),
+]
+# 1-D: K, (IC, W), N, s0, p0, d0
+_IM2COL_1D = [(3, (2, 11), 1, 1, 0, 1), (5, (3, 13), 2, 2, 2, 1), (3, (1, 17), 3, 3, 1, 2), (2, (4, 7), 2, 1, 1, 2)]
+_im2col_samples: list[Sample] = []
+for _i, (_kk, (_ic, _h, _w), _n, *_g2) in enumerate(_IM2COL_2D):
+    for _dst in ("f32", "f16"):
+        _im2col_samples.append(
+            Sample(
+                {"a": ("f32", (2, _ic) + _kk), "b": ("f32", (_n, _ic, _h, _w))},
+                (*_g2, True, _dst),
+                variant=f"2d_{_dst}_{_i}",
+                bounds=_f16_if(_dst == "f16"),
+            )
+        )
+    _im2col_samples.append(
+        Sample({"a": ("f16", (2, _ic) + _kk), "b": ("f16", (_n, _ic, _h, _w))}, (*_g2, True, "f16"), variant=f"2d_{_i}")
+    )
+for _i, (_k, (_ic, _w), _n, _s0, _p0, _d0) in enumerate(_IM2COL_1D):
+    for _dst in ("f32", "f16"):
+        _im2col_samples.append(
+            Sample(
+                {"a": ("f32", (3, _ic, _k)), "b": ("f32", (_n, _ic, _w))},
+                (_s0, 0, _p0, 0, _d0, 0, False, _dst),
+                variant=f"1d_{_dst}_{_i}",
+                bounds=_f16_if(_dst == "f16"),
+            )
+        )
+# permuted data: channels and batches swapped in memory (the kernel reads whole rows, any plane strides)
+_im2col_samples += [
+    Sample(
+        {"a": ("f32", (2, 3, 3, 3)), "b": In("f32", (3, 2, 7, 9), layout=Permuted((0, 1, 3, 2)))},
+        (2, 1, 1, 0, 1, 2, True, "f32"),
+        variant="2d_permuted",
+    ),
+    Sample(
+        {"a": ("f32", (2, 3, 3)), "b": In("f32", (3, 2, 11), layout=Permuted((0, 2, 1, 3)))},
+        (1, 0, 1, 0, 1, 0, False, "f32"),
+        variant="1d_permuted",
+    ),
+]
+spec(
+    "im2col",
+    lambda xp, x, *g: xp.im2col(x.a, x.b, *g),
+    _im2col_samples,
+    reads=("IM2COL",),
+    from_node=_im2col_node,
+    errors=_errors("im2col"),
+)
+
+# --- conv_1d / conv_2d (im2col + mul_mat) ---------------------------------------------------------------------------
+# conv_1d of one sequence only: ggml_conv_1d mixes batches and channels when N > 1 (its final reshape_3d
+# ignores the mul_mat layout [OW*N, OC]) on every backend, and the wrapper refuses it (docs/findings.md)
+# conv_1d: K, IC, OC, W, s0, p0, d0
+spec(
+    "conv_1d",
+    lambda xp, x, *g: xp.conv_1d(x.a, x.b, *g),
+    [
+        Sample({"a": (_t, (_oc, _ic, _k)), "b": ("f32", (1, _ic, _w))}, (_s, _p, _d), variant=str(_i), tag=_t)
+        for _i, (_k, _ic, _oc, _w, _s, _p, _d) in enumerate(
+            [(3, 2, 3, 11, 1, 0, 1), (5, 3, 2, 13, 2, 2, 1), (3, 1, 4, 17, 3, 1, 2), (2, 4, 3, 9, 1, 1, 2)]
+        )
+        for _t in ("f32", "f16")
+    ],
+    bounds=_F16_COLUMNS,
+    errors=_errors("conv_1d"),
+)
+
+# conv_2d / conv_2d_direct: (KH, KW), IC, OC, (H, W), N, s0, s1, p0, p1, d0, d1
+_CONV_2D = [
+    ((3, 3), 2, 3, (7, 9), 1, 1, 1, 0, 0, 1, 1),
+    ((3, 3), 3, 2, (11, 7), 2, 2, 2, 1, 1, 1, 1),
+    ((2, 5), 1, 4, (9, 13), 1, 1, 3, 2, 0, 1, 2),
+    ((3, 2), 2, 3, (13, 11), 2, 3, 1, 0, 2, 2, 1),
+    ((1, 1), 4, 3, (5, 7), 1, 1, 1, 0, 0, 1, 1),
+    ((5, 3), 2, 2, (9, 7), 1, 2, 1, 1, 2, 2, 2),
+]
+
+
+def _conv_2d_samples() -> list[Sample]:
+    return [
+        Sample({"a": (t, (oc, ic) + kk), "b": ("f32", (n, ic) + hw)}, tuple(g), variant=str(i), tag=t)
+        for i, (kk, ic, oc, hw, n, *g) in enumerate(_CONV_2D)
+        for t in ("f32", "f16")
+    ]
+
+
+spec(
+    "conv_2d",
+    lambda xp, x, *g: xp.conv_2d(x.a, x.b, *g),
+    _conv_2d_samples(),
+    bounds=_F16_COLUMNS,
+    errors=_errors("conv_2d"),
+)
+spec(
+    "conv_2d_direct",
+    lambda xp, x, *g: xp.conv_2d_direct(x.a, x.b, *g),
+    _conv_2d_samples(),
+    reads=("CONV_2D",),
+    from_node=lambda n: oracles.conv_2d_direct(n.arg(0), n.arg(1), *map(int, n.params(6))),
+    errors=_errors("conv_2d_direct"),
+)
+
+# --- depthwise ----------------------------------------------------------------------------------------------------------
+spec(
+    "conv_1d_dw",
+    lambda xp, x, *g: xp.conv_1d_dw(x.a, x.b, *g),
+    [
+        Sample({"a": ("f32", (_ch, 1, _k)), "b": ("f32", (1, _ch, _w))}, (_s, _p, _d), variant=str(_i))
+        for _i, (_k, _ch, _w, _s, _p, _d) in enumerate([(3, 2, 11, 1, 0, 1), (5, 3, 13, 2, 2, 1), (3, 4, 17, 3, 1, 2)])
+    ],
+    bounds=_F16_COLUMNS,
+    errors=_errors("conv_1d_dw"),
+)
+# with an F32 kernel the graph multiplies F32 by F16 columns, which the CPU mul_mat does not take
+spec(
+    "conv_2d_dw",
+    lambda xp, x, *g: xp.conv_2d_dw(x.a, x.b, *g),
+    [
+        Sample({"a": (_t, (_ic, 1) + _kk), "b": ("f32", (_n, _ic) + _hw)}, tuple(_gs), variant=str(_i), tag=_t)
+        for _i, (_kk, _ic, _oc, _hw, _n, *_gs) in enumerate(_CONV_2D)
+        for _t in ("f32", "f16")
+    ],
+    bounds=_F16_COLUMNS,
+    errors=_errors("conv_2d_dw"),
+)
+spec(
+    "conv_2d_dw_direct",
+    lambda xp, x, *g: xp.conv_2d_dw_direct(x.a, x.b, *g),
+    [
+        *(
+            Sample({"a": (_t, (_ic, 1) + _kk), "b": ("f32", (_n, _ic) + _hw)}, tuple(_gs), variant=str(_i), tag=_t)
+            for _i, (_kk, _ic, _oc, _hw, _n, *_gs) in enumerate(_CONV_2D)
+            for _t in ("f16", "f32")
+        ),
+        # channels innermost in memory (ggml_is_contiguous_channels: the CWHN layout and result); the result
+        # is CWHN too (not contiguous): cont() so a device result can be read back
+        Sample(
+            {
+                "a": In("f32", (3, 3, 3, 1), layout=Permuted((2, 3, 0, 1))),
+                "b": In("f32", (2, 7, 9, 3), layout=Permuted((2, 0, 1, 3))),
+            },
+            (1, 2, 1, 1, 1, 1),
+            variant="cwhn",
+            call=lambda xp, x, *g: xp.cont(xp.conv_2d_dw_direct(x.a, x.b, *g)),
+        ),
+    ],
+    reads=("CONV_2D_DW",),
+    errors=_errors("conv_2d_dw_direct"),
+    from_node=lambda n: oracles.conv_2d_dw_direct(n.arg(0), n.arg(1), *map(int, n.params(6))),
+)
+
+# --- transposed ---------------------------------------------------------------------------------------------------------
+# an F16 kernel rounds b to F16
+spec(
+    "conv_transpose_1d",
+    lambda xp, x, *g: xp.conv_transpose_1d(x.a, x.b, *g),
+    [
+        Sample(
+            {"a": (_t, (_ic, _oc, _k)), "b": ("f32", (_ic, _w))},
+            (_s, 0, 1),
+            variant=str(_i),
+            tag=_t,
+            bounds=_f16_if(_t == "f16"),
+        )
+        for _i, (_k, _ic, _oc, _w, _s) in enumerate(
+            [(3, 2, 3, 7, 1), (5, 3, 2, 9, 2), (2, 1, 4, 11, 3), (4, 4, 3, 5, 2)]
+        )
+        for _t in ("f32", "f16")
+    ],
+    reads=("CONV_TRANSPOSE_1D",),
+    errors=_errors("conv_transpose_1d"),
+    from_node=lambda n: oracles.conv_transpose_1d(n.arg(0), n.arg(1), *map(int, n.params(3))),
+)
+spec(
+    "conv_transpose_2d_p0",
+    lambda xp, x, s: xp.conv_transpose_2d_p0(x.a, x.b, s),
+    [
+        Sample(
+            {"a": (_t, (_ic, _oc) + _kk), "b": ("f32", (_n, _ic) + _hw)},
+            (_s,),
+            variant=str(_i),
+            tag=_t,
+            bounds=_f16_if(_t == "f16"),
+        )
+        for _i, (_kk, _ic, _oc, _hw, _n, _s) in enumerate(
+            [((3, 3), 2, 3, (5, 7), 1, 1), ((2, 3), 3, 2, (7, 5), 2, 2), ((3, 2), 1, 2, (5, 5), 1, 3)]
+        )
+        for _t in ("f32", "f16")
+    ],
+    reads=("CONV_TRANSPOSE_2D",),
+    errors=_errors("conv_transpose_2d_p0"),
+    from_node=lambda n: oracles.conv_transpose_2d_p0(n.arg(0), n.arg(1), n.i32(0)),
+)
+
+# --- pooling (distinct values: max has no ties) ----------------------------------------------------------------------
+spec(
+    "pool_1d",
+    lambda xp, x, *g: xp.pool_1d(x.a, *g),
+    [
+        Sample({"a": (_t, _shape, distinct())}, (_op, _k, _s, _p), variant=f"{'max' if _op == 0 else 'avg'}_{_i}")
+        for _i, (_shape, _k, _s, _p) in enumerate(
+            [((3, 11), 3, 1, 0), ((2, 3, 13), 5, 2, 2), ((17,), 3, 3, 1), ((2, 9), 2, 2, 1)]
+        )
+        for _op in (0, 1)
+        for _t in ("f32", "f16")
+    ],
+    reads=("POOL_1D",),
+    errors=_errors("pool_1d"),
+    from_node=lambda n: oracles.pool_1d(n.arg(0), *map(int, n.params(4))),
+)
+spec(
+    "pool_2d",
+    lambda xp, x, *g: xp.pool_2d(x.a, *g),
+    [
+        Sample({"a": (_t, _shape, distinct())}, (_op, *_g7), variant=f"{'max' if _op == 0 else 'avg'}_{_i}")
+        for _i, (_shape, *_g7) in enumerate(
+            [
+                ((2, 7, 9), 3, 3, 1, 1, 0, 0),
+                ((3, 11, 7), 3, 2, 2, 3, 1, 1),
+                ((1, 2, 9, 13), 5, 3, 3, 2, 2, 0),
+                ((5, 5), 2, 2, 2, 2, 1, 1),
+            ]
+        )
+        for _op in (0, 1)
+        for _t in ("f32", "f16")
+    ],
+    reads=("POOL_2D",),
+    errors=_errors("pool_2d"),
+    from_node=lambda n: oracles.pool_2d(n.arg(0), *map(int, n.params(7))),
+)
+
+# --- padding ------------------------------------------------------------------------------------------------------------
+spec(
+    "pad_reflect_1d",
+    lambda xp, x, p0, p1: xp.pad_reflect_1d(x.a, p0, p1),
+    [
+        Sample({"a": ("f32", _shape)}, (_p0, _p1), variant=str(_i))
+        for _i, (_shape, _p0, _p1) in enumerate(
+            [((3, 7), 2, 3), ((2, 3, 11), 0, 5), ((13,), 4, 0), ((2, 2, 2, 5), 1, 1)]
+        )
+    ],
+    exact=True,
+    reads=("PAD_REFLECT_1D",),
+    errors=_errors("pad_reflect_1d"),
+    from_node=lambda n: oracles.pad_reflect_1d(n.arg(0), n.i32(0), n.i32(1)),
+)
+
+# --- col2im_1d: a [T_in, K*OC] ------------------------------------------------------------------------------------------
+spec(
+    "col2im_1d",
+    lambda xp, x, *g: xp.col2im_1d(x.a, *g),
+    [
+        Sample({"a": (_t, (_t_in, _k * _oc))}, (_s, _oc, _p), variant=str(_i))
+        for _i, (_t_in, _k, _oc, _s, _p) in enumerate(
+            [(5, 3, 2, 1, 0), (7, 4, 3, 2, 1), (4, 5, 1, 3, 2), (9, 2, 4, 2, 0)]
+        )
+        for _t in ("f32", "f16", "bf16")
+    ],
+    reads=("COL2IM_1D",),
+    errors=_errors("col2im_1d"),
+    from_node=lambda n: oracles.col2im_1d(n.arg(0), *map(int, n.params(3))),
+)
+
+# --- resampling: modes nearest 0, bilinear 1, | 256 align corners (nearest is exact) -----------------------------------
+spec(
+    "upscale",
+    lambda xp, x, f, m: xp.upscale(x.a, f, m),
+    [
+        Sample({"a": ("f32", _shape)}, (_f, _m), variant=f"{_m}_{_i}", exact=True if _m == 0 else None)
+        for _i, (_shape, _f) in enumerate([((2, 5, 7), 2), ((3, 1, 3, 5), 3), ((7, 9), 2)])
+        for _m in (0, 1, 257)
+    ],
+    errors=_errors("upscale"),
+)
+# (ggml order ne of the input, of the result)
+_RESAMPLE = [
+    ((5, 7, 2, 1), (11, 13, 2, 1)),
+    ((9, 7, 3, 1), (4, 5, 3, 1)),
+    ((5, 5, 1, 1), (7, 3, 1, 1)),
+    ((6, 3, 2, 2), (12, 9, 4, 2)),
+    ((7, 5, 3, 1), (7, 5, 3, 1)),
+]
+
+
+def _resample_samples() -> list[Sample]:
+    return [
+        Sample({"a": ("f32", ne_in[::-1])}, (*ne_out, m), variant=f"{m}_{i}", exact=True if m == 0 else None)
+        for i, (ne_in, ne_out) in enumerate(_RESAMPLE)
+        for m in (0, 1, 257)
+    ]
+
+
+spec("upscale_ext", lambda xp, x, *g: xp.upscale_ext(x.a, *g), _resample_samples(), errors=_errors("upscale_ext"))
+# upscale, upscale_ext and interpolate all make UPSCALE nodes: the result's ne and the mode (op_params[0])
+spec(
+    "interpolate",
+    lambda xp, x, *g: xp.interpolate(x.a, *g),
+    [
+        *_resample_samples(),
+        # a transposed input: the kernels read through the strides
+        Sample({"a": In("f32", (2, 7, 5), layout=Transposed())}, (11, 9, 2, 1, 1), variant="transposed"),
+    ],
+    reads=("UPSCALE",),
+    errors=_errors("interpolate"),
+    from_node=lambda n: oracles.interpolate(n.arg(0), *n.ne, n.i32(0)),
+)
+
+# --- 3-D: (KD, KH, KW), IC, OC, (D, H, W), N, s0, s1, s2, p0, p1, p2, d0, d1, d2 ------------------------------------------
+_CONV_3D = [
+    ((3, 3, 3), 2, 3, (5, 7, 9), 1, 1, 1, 1, 0, 0, 0, 1, 1, 1),
+    ((2, 3, 2), 3, 2, (5, 5, 7), 2, 2, 1, 3, 1, 1, 2, 1, 2, 1),
+    ((1, 2, 3), 1, 4, (3, 9, 7), 1, 1, 2, 1, 0, 2, 1, 2, 1, 1),
+    ((3, 1, 2), 2, 2, (7, 3, 5), 2, 1, 1, 2, 1, 0, 0, 1, 1, 2),
+]
+
+
+def _im2col_3d_node(n: Node) -> Any:
+    p = [int(v) for v in n.params(10)]  # s0, s1, s2, p0, p1, p2, d0, d1, d2, IC
+    return oracles.im2col_3d(n.arg(0), n.arg(1), p[9], *p[:9])
+
+
+spec(
+    "im2col_3d",
+    lambda xp, x, *g: xp.im2col_3d(x.a, x.b, *g),
+    [
+        *(
+            Sample(
+                {"a": ("f32", (_oc * _ic,) + _kk), "b": ("f32", (_n * _ic,) + _dhw)},
+                (_ic, *_gs, _dst),
+                variant=f"{_dst}_{_i}",
+                bounds=_f16_if(_dst == "f16"),
+            )
+            for _i, (_kk, _ic, _oc, _dhw, _n, *_gs) in enumerate(_CONV_3D)
+            for _dst in ("f32", "f16")
+        ),
+        # a permuted input (depth and height swapped in memory): the kernels read through the strides
+        Sample(
+            {"a": ("f32", (4, 3, 3, 3)), "b": In("f32", (2, 7, 5, 9), layout=Permuted((0, 2, 1, 3)))},
+            (2, 1, 1, 1, 1, 1, 1, 1, 1, 1, "f32"),
+            variant="permuted",
+        ),
+    ],
+    reads=("IM2COL_3D",),
+    from_node=_im2col_3d_node,
+    errors=_errors("im2col_3d"),
+)
+spec(
+    "conv_3d",
+    lambda xp, x, *g: xp.conv_3d(x.a, x.b, *g),
+    [
+        Sample({"a": (_t, (_oc * _ic,) + _kk), "b": ("f32", (_n * _ic,) + _dhw)}, (_ic, *_gs), variant=str(_i), tag=_t)
+        for _i, (_kk, _ic, _oc, _dhw, _n, *_gs) in enumerate(_CONV_3D)
+        for _t in ("f32", "f16")
+    ],
+    bounds=_F16_COLUMNS,
+    errors=_errors("conv_3d"),
+)
+# an F16 kernel: the patches are stored as F16
+spec(
+    "conv_3d_direct",
+    lambda xp, x, *g: xp.conv_3d_direct(x.a, x.b, *g),
+    [
+        *(
+            Sample(
+                {"a": (_t, (_oc * _ic,) + _kk), "b": ("f32", (_n * _ic,) + _dhw)},
+                (*_gs, _ic, _n, _oc),
+                variant=str(_i),
+                tag=_t,
+                bounds=_f16_if(_t == "f16"),
+            )
+            for _i, (_kk, _ic, _oc, _dhw, _n, *_gs) in enumerate(_CONV_3D)
+            for _t in ("f32", "f16")
+        ),
+        Sample(
+            {"a": ("f32", (4, 3, 3, 3)), "b": In("f32", (2, 7, 5, 9), layout=Permuted((0, 2, 1, 3)))},
+            (1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 2),
+            variant="permuted",
+        ),
+    ],
+    reads=("CONV_3D",),
+    errors=_errors("conv_3d_direct"),
+    from_node=lambda n: oracles.conv_3d_direct(n.arg(0), n.arg(1), *map(int, n.params(12))),
+)
+
+_unmoved = {op for op, *_ in _BAD} - _GIVEN
+assert not _unmoved, f"bad calls of ops with no spec: {_unmoved}"

@@ -1,0 +1,272 @@
+"""The one verdict pipeline: a record type with a status, one place that resolves a case's bound,
+skip and known disagreement on a backend (each with its reason), and one comparison.
+
+`check`, grad mode, JUnit, the pytest plugin, pyggml's own tests and the fuzzers all judge
+through here, so a case cannot pass in one and fail in another for a reason of their own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from pyggml.errors import Unsplittable, Unsupported
+from pyggml.testing.engine.opdb import Bound, Known, Skip
+
+if TYPE_CHECKING:
+    from pyggml.testing.engine.cases import Case
+
+
+class Status(StrEnum):
+    PASS = "pass"
+    KNOWN = "known"  # a disagreement findings.md records
+    UNSUPPORTED = "unsupported"
+    SKIPPED = "skipped"
+    FAIL = "fail"
+    ERROR = "error"
+
+    @property
+    def bad(self) -> bool:
+        return self in (Status.FAIL, Status.ERROR)
+
+
+class Mismatch(Exception):
+    """A property a case checks on the backend itself did not hold (e.g. rollback == rerun): a failure."""
+
+
+@dataclass
+class Record:
+    case: str
+    backend: str
+    status: Status
+    error: float | None = None  # NMSE against the oracle (worst output); grad mode: worst relative error
+    bound: float | None = None
+    message: str = ""
+    cross: dict = field(default_factory=dict)  # other backend -> NMSE between the two results
+    seconds: float = 0.0
+    ops: list = field(default_factory=list)  # the op kinds the case's graphs compute
+
+
+# --- the error measures and the comparison ----------------------------------------------------------------
+def nmse(actual: np.ndarray, expected: np.ndarray) -> float:
+    a = np.asarray(actual, dtype=np.float64).ravel()
+    e = np.asarray(expected, dtype=np.float64).ravel()
+    if a.shape != e.shape:
+        return float("inf")
+    off = ~np.isfinite(a)
+    if (off != ~np.isfinite(e)).any() or not np.array_equal(a[off], e[off], equal_nan=True):
+        return float("inf")  # NaN and Inf must sit where the oracle has them
+    fin = np.isfinite(e)
+    num = np.sum((a[fin] - e[fin]) ** 2)
+    den = np.sum(e[fin] ** 2)
+    return float(num / den) if den > 0 else float(num)
+
+
+def max_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    """The largest per-element error relative to the output's scale (max |expected|), finite entries."""
+    a = np.asarray(actual, dtype=np.float64).ravel()
+    e = np.asarray(expected, dtype=np.float64).ravel()
+    fin = np.isfinite(e) & np.isfinite(a)
+    if not fin.any():
+        return 0.0
+    diff = np.abs(a[fin] - e[fin]).max()
+    scale = np.abs(e[fin]).max()
+    return float(diff / scale) if scale > 0 else float(diff)
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    nmse: float = 0.0
+    max_error: float = 0.0
+    message: str = ""
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, nmse_bound: float, max_error_bound: float) -> Comparison:
+    """The suite's verdict on one output: same size, NaN and Inf in the same places, NMSE within
+    nmse_bound and every element within max_error_bound of the output's scale (a single wrong element
+    of a large output can hide under an NMSE bound). Bounds of 0 mean bit-exact."""
+    a, e = np.asarray(actual), np.asarray(expected)
+    if a.size != e.size:
+        return Comparison(False, float("inf"), float("inf"), f"{a.size} elements, the oracle has {e.size}")
+    a = a.reshape(e.shape)
+    if nmse_bound == 0 and max_error_bound == 0:
+        same = np.array_equal(a, e, equal_nan=a.dtype.kind == "f")
+        return Comparison(
+            same,
+            0.0 if same else float("inf"),
+            0.0 if same else float("inf"),
+            "" if same else f"{int((a != e).sum())} element(s) differ (bit-exact case)",
+        )
+    a64, e64 = a.astype(np.float64), e.astype(np.float64)
+    if np.isfinite(a64).all() and np.isfinite(e64).all():  # the common case, in fewer passes (a model's logits)
+        err, worst = _finite_errors(a64.ravel(), e64.ravel())
+    else:
+        nonfinite = _nonfinite_mismatch(a64, e64)
+        if nonfinite:
+            return Comparison(False, float("inf"), float("inf"), nonfinite)
+        err, worst = nmse(a64, e64), max_error(a64, e64)
+    if err > nmse_bound:
+        return Comparison(False, err, worst, f"NMSE {err:.2e} > {nmse_bound:.0e}")
+    if worst > max_error_bound:
+        at = np.unravel_index(np.argmax(np.abs(a64 - e64) * np.isfinite(e64)), e64.shape)
+        return Comparison(
+            False,
+            err,
+            worst,
+            f"largest error {worst:.2e} of the output's scale > {max_error_bound:.1e} "
+            f"(at {tuple(int(i) for i in at)}: {a64[at]!r} vs {e64[at]!r})",
+        )
+    return Comparison(True, err, worst)
+
+
+def _finite_errors(a: np.ndarray, e: np.ndarray) -> tuple[float, float]:
+    """`nmse` and `max_error` of two finite float64 vectors, in one difference."""
+    d = a - e
+    num, den = float(np.dot(d, d)), float(np.dot(e, e))
+    diff = float(np.abs(d).max()) if d.size else 0.0
+    scale = float(np.abs(e).max()) if e.size else 0.0
+    return (num / den if den > 0 else num), (diff / scale if scale > 0 else diff)
+
+
+def _nonfinite_mismatch(a64: np.ndarray, e64: np.ndarray) -> str:
+    """Where NaN, +Inf or -Inf are not in the same places in both: what differs; "" when they are."""
+    for what, fn in (("NaN", np.isnan), ("+Inf", np.isposinf), ("-Inf", np.isneginf)):
+        if (fn(a64) != fn(e64)).any():
+            extra, missing = int((fn(a64) & ~fn(e64)).sum()), int((fn(e64) & ~fn(a64)).sum())
+            why = [f"{what} at {extra} position(s) the oracle does not have"] if extra else []
+            why += [f"no {what} at {missing} position(s) where the oracle has it"] if missing else []
+            return "; ".join(why)
+    return ""
+
+
+# --- resolving a case's policy on a backend -----------------------------------------------------------------
+def default_max_error(nmse_bound: float) -> float:
+    """30 root-mean-square errors of the NMSE bound: the largest error one element may have."""
+    return 30 * nmse_bound**0.5
+
+
+def _matches(backend: str, types: frozenset[str], rule_backend: str, rule_types: Sequence[str]) -> bool:
+    return backend.startswith(rule_backend) and (not rule_types or bool(types & set(rule_types)))
+
+
+def _most_specific(rules: Sequence[Any], backend: str, types: frozenset[str]) -> Any:
+    """The matching rule with the longest backend prefix, then with types; the first such rule wins."""
+    hits = [r for r in rules if _matches(backend, types, r.backend, r.types)]
+    return max(hits, key=lambda r: (len(r.backend), bool(r.types)), default=None)
+
+
+def bounds(case: Case, backend: str) -> tuple[float, float]:
+    """(NMSE bound, largest-error bound) of `case` on `backend`: the case's own, or an override stated
+    for that backend or type (e.g. Vulkan's F16 copy of a non-contiguous F32 operand)."""
+    rule: Bound | None = _most_specific([b for b in case.bounds if b.backend or b.types], backend, case.types)
+    if rule is None:
+        return case.nmse_bound, case.max_error_bound
+    return rule.nmse, rule.max_error if rule.max_error is not None else default_max_error(rule.nmse)
+
+
+class HasRules(Protocol):
+    """What known() reads of a case (an op case, a scenario case or a grad case)."""
+
+    @property
+    def known(self) -> Sequence[Known]: ...
+    @property
+    def types(self) -> frozenset[str]: ...
+
+
+def known(case: HasRules, backend: str) -> str | None:
+    """Why `backend` is known to disagree with the oracle on this case, or None."""
+    rule: Known | None = _most_specific(case.known, backend, case.types)
+    return rule.why if rule else None
+
+
+# Mesa's lavapipe (llvmpipe) compiles the Vulkan shaders of these types' products for 30-90 s each, and
+# NVFP4's does not finish in 15 minutes (docs/findings.md): on it they are skipped unless asked for
+SLOW_ON_LAVAPIPE = ("q1_0", "q2_0", "tq1_0", "tq2_0", "nvfp4")
+SKIPS: list[Skip] = [
+    Skip(
+        "vulkan",
+        "lavapipe compiles this type's shaders for minutes (--slow runs it)",
+        SLOW_ON_LAVAPIPE,
+        device="llvmpipe",
+    )
+]
+
+
+def skipped(case: Case, backend: str, slow: bool = False) -> str | None:
+    """Why `case` is not run on `backend` (None: run it). `slow` runs what is skipped only for its cost."""
+    if slow:
+        return None
+    for rule in [*SKIPS, *case.skips]:
+        if _matches(backend, case.types, rule.backend, rule.types) and _device_is(backend, rule.device):
+            return rule.why
+    return None
+
+
+def _device_is(backend: str, words: str) -> bool:
+    if not words:
+        return True
+    from pyggml.backend import device
+
+    return words in device(backend).description.lower()
+
+
+# --- judging one run ----------------------------------------------------------------------------------------
+def judge(
+    case: Case, backend: str, actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], seconds: float = 0.0
+) -> Record:
+    """The record of one case's outputs against its oracle's on `backend`."""
+    if len(actual) != len(expected):
+        return Record(
+            case.name,
+            backend,
+            Status.FAIL,
+            message=f"{len(actual)} outputs, the oracle has {len(expected)}",
+            seconds=seconds,
+        )
+    nmse_bound, max_error_bound = bounds(case, backend)
+    verdicts = [compare(a, e, nmse_bound, max_error_bound) for a, e in zip(actual, expected)]
+    worst = max(verdicts, key=lambda v: (not v.ok, v.nmse))
+    err = max(v.nmse for v in verdicts)
+    if worst.ok:
+        return Record(case.name, backend, Status.PASS, err, nmse_bound, seconds=seconds)
+    why = known(case, backend)
+    if why:
+        return Record(
+            case.name, backend, Status.KNOWN, err, nmse_bound, f"known: {why} ({worst.message})", seconds=seconds
+        )
+    return Record(case.name, backend, Status.FAIL, err, nmse_bound, worst.message, seconds=seconds)
+
+
+def attempt(case_name: str, backend: str, fn: Callable[[], Any]) -> tuple[Any, Record | None]:
+    """Run `fn` (a case's execution); an exception becomes the case's record: unsupported, fail (a
+    property the case checks on the backend did not hold) or error. The run goes on either way."""
+    start = time.perf_counter()
+    try:
+        return fn(), None
+    except (Unsupported, Unsplittable) as e:  # a meta device that cannot split a node cannot compute it
+        return None, Record(case_name, backend, Status.UNSUPPORTED, message=f"not supported: {e}")
+    except Mismatch as e:
+        return None, Record(case_name, backend, Status.FAIL, message=str(e), seconds=time.perf_counter() - start)
+    except Exception as e:  # noqa: BLE001 - a failing case must not stop the run (a guard overwritten included)
+        return None, Record(
+            case_name, backend, Status.ERROR, message=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - start
+        )
+
+
+def run_case(case: Case, runner: Any, backend: str, slow: bool = False) -> tuple[Record, list[np.ndarray] | None]:
+    """Run one case on one backend and judge it: the record, and the outputs when it computed."""
+    why = skipped(case, backend, slow)
+    if why:
+        return Record(case.name, backend, Status.SKIPPED, message=why), None
+    start = time.perf_counter()
+    actual, failed = attempt(case.name, backend, lambda: case.execute(runner))
+    if failed is not None:
+        return failed, None
+    expected = case.expected()
+    return judge(case, backend, actual, expected, time.perf_counter() - start), actual

@@ -1,0 +1,360 @@
+"""Split-equivalence fuzz: a random small graph with randomly split weights gives the same
+result on a meta device as on one device.
+
+    python -m pyggml meta-fuzz [--seed 0] [--trials 20] [--devices cpu,cpu] [--views] [--in-process]
+
+Each trial is a chain of ops the meta backend has split rules for (mul_mat, add, mul,
+scale, unary ops, rms_norm, soft_max, cont of a transpose), its weights split on axis 0,
+axis 1 or mirrored. A third of the trials split the first weight in several segments, each
+repeated (llama.cpp's fused [q | k | v] splits: every device holds several ranges of the
+axis, `seg1` below, the layout after `|`), and biases or the second weight either the same
+way (`seg0`: compatible) or otherwise. About half the trials end in views of the chain's (split) result:
+view_1d, view_2d or view_3d at random offsets and extents, some straddling the devices'
+shares, some strided (every s-th element, or a field of each group of a row), each made
+contiguous and scaled. A trial runs in its own process (pyggml.testing.engine.child): when ggml cannot split a combination
+(or pyggml refuses a view ggml would map wrongly) the trial is reported as `unsplittable`
+with the op chain, the splits and the reason, never skipped silently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pyggml._args import at_least
+from pyggml.testing.engine import child
+
+if TYPE_CHECKING:
+    from pyggml.context import Context
+    from pyggml.meta import Split
+    from pyggml.tensor import Tensor
+
+UNARY = ("silu", "relu", "tanh", "gelu", "neg")
+SPLITS = ("mirrored", 0, 1)
+
+
+def make_trial(seed: int, views: bool = False, segments: bool = True) -> dict:
+    """A random op chain; dims are multiples of the device count so even splits exist. With views, the
+    chain keeps a split result (a weight split on axis 1, then ops that keep the split) and always
+    ends in views of it. With segments, a third of the trials split the first weight's M outputs in
+    several segments (drawn from a stream of their own: the rest of a trial is as without)."""
+    rng = np.random.default_rng(seed)
+    K, M, P, N = (int(x) * 4 for x in rng.integers(1, 5, 4))
+    if views:
+        steps: list[dict[str, Any]] = [{"op": "mul_mat", "w": "w1", "split": 1}]
+        for _ in range(int(rng.integers(0, 3))):
+            kind = ["unary", "scale", "transpose"][rng.integers(3)]
+            steps.append({"op": kind, "fn": UNARY[rng.integers(len(UNARY))]} if kind == "unary" else {"op": kind})
+        steps.append(_views_step(rng))
+        return _segmented({"seed": seed, "K": K, "M": M, "P": P, "N": N, "steps": steps}, segments)
+    steps = [{"op": "mul_mat", "w": "w1", "split": SPLITS[rng.integers(3)]}]
+    for _ in range(int(rng.integers(1, 4))):
+        kind = ["unary", "scale", "add", "mul", "rms_norm", "soft_max", "transpose"][rng.integers(7)]
+        step: dict[str, Any] = {"op": kind}
+        if kind == "unary":
+            step["fn"] = UNARY[rng.integers(len(UNARY))]
+        if kind in ("add", "mul"):
+            step["w"] = f"b{len(steps)}"
+            step["split"] = SPLITS[rng.integers(2)]  # a bias vector: mirrored or axis 0
+        steps.append(step)
+    if rng.integers(2):
+        steps.append({"op": "mul_mat", "w": "w2", "split": SPLITS[rng.integers(3)]})
+    if rng.integers(2):
+        steps.append(_views_step(rng))
+    return _segmented({"seed": seed, "K": K, "M": M, "P": P, "N": N, "steps": steps}, segments)
+
+
+def _segmented(trial: dict, segments: bool) -> dict:
+    """A third of the trials: w1 split along its outputs (axis 1) in segments, `layout`: [extent, repeats]
+    per segment (extents times repeats add up to M) and, per segment, 7 cut points in [0, 1) of which a
+    meta device of n devices takes the first n-1 (a device's share may be empty); each bias and w2 then
+    takes that layout (`seg0`) half of the time."""
+    rng = np.random.default_rng([trial["seed"], 1])
+    if not segments or rng.integers(3):
+        return trial
+    M = trial["M"]
+    while True:
+        n = int(rng.integers(1, 4))
+        repeats, extents = rng.integers(1, 4, n), rng.integers(1, M + 1, n)
+        if int((repeats * extents).sum()) == M and (n > 1 or repeats[0] > 1):
+            break
+    trial["layout"] = [[int(e), int(r)] for e, r in zip(extents, repeats)]
+    trial["cuts"] = [[round(float(u), 4) for u in rng.random(7)] for _ in range(n)]
+    for step in trial["steps"]:
+        if step.get("w") == "w1":
+            step["split"] = "seg1"
+        elif "w" in step and rng.integers(2):
+            step["split"] = "seg0"
+    return trial
+
+
+def layout_split(trial: dict, axis: int, extent: int, n_devices: int) -> "Split":
+    """The trial's segmented split along axis for n devices (an even one when the tensor's extent along the
+    axis is not the layout's M: after a transpose)."""
+    from pyggml.meta import Split
+
+    if extent != trial["M"]:
+        return Split.even(axis, extent, n_devices)
+    sizes = []
+    for (e, _), cuts in zip(trial["layout"], trial["cuts"]):
+        points = [0, *sorted(int(u * e) for u in cuts[: n_devices - 1]), e]
+        sizes.append(tuple(b - a for a, b in zip(points, points[1:])))
+    return Split(axis, tuple(sizes), tuple(r for _, r in trial["layout"]))
+
+
+def _views_step(rng) -> dict:
+    """1-3 views of the result: fractions, resolved against its shape when the graph is built."""
+    return {
+        "op": "views",
+        "views": [
+            {"kind": VIEWS[rng.integers(len(VIEWS))], "u": [round(float(f), 4) for f in rng.random(6)]}
+            for _ in range(int(rng.integers(1, 4)))
+        ],
+    }
+
+
+VIEWS = ("1d", "2d", "2d", "strided", "3d")
+
+
+def _pick(u: float, n: int) -> int:
+    """0..n-1 from a fraction in [0, 1)."""
+    return min(int(u * n), n - 1)
+
+
+def make_view(ctx: Context, cur: Tensor, spec: dict) -> Tensor:
+    """One view of cur (2-D, contiguous) from its fractions: the same view on every runner."""
+    ne0, ne1 = cur.ne[0], cur.ne[1]
+    es, row = cur.element_size, cur.nb[1]
+    u = spec["u"]
+    whole = u[5] < 0.5  # half the views keep the rows whole (the split axis, where it is axis 0)
+    if spec["kind"] == "1d":
+        if whole:  # whole rows
+            n = ne0 * (1 + _pick(u[0], ne1))
+            return ctx.view_1d(cur, n, _pick(u[1], ne1 - n // ne0 + 1) * row)
+        n = 1 + _pick(u[0], ne0 * ne1)
+        return ctx.view_1d(cur, n, _pick(u[1], ne0 * ne1 - n + 1) * es)
+    if spec["kind"] == "2d":
+        w, h = (ne0 if whole else 1 + _pick(u[0], ne0)), 1 + _pick(u[1], ne1)
+        off1 = _pick(u[3], ne1 - h + 1) * ne0
+        if u[4] < 0.3:  # a block of a row's equal parts, e.g. llama.cpp's q/k/v
+            parts = 2 + int(u[2] * 3)
+            if ne0 % parts == 0:
+                w = ne0 // parts
+                return ctx.view_2d(cur, w, h, row, (_pick(u[4] / 0.3, parts) * w + off1) * es)
+        return ctx.view_2d(cur, w, h, row, (_pick(u[2], ne0 - w + 1) + off1) * es)
+    if spec["kind"] == "strided":  # every s-th element of a row, from a phase
+        s = 1 + _pick(u[0], 4)
+        phase = _pick(u[1], s)
+        n = (ne0 - phase + s - 1) // s
+        n = n if whole else 1 + _pick(u[2], n)
+        h = 1 + _pick(u[3], ne1)
+        return ctx.view_3d(cur, 1, n, h, s * es, row, (phase + _pick(u[4], ne1 - h + 1) * ne0) * es)
+    # 3d: each row as groups of G elements, a field of each group (delta-net's q/k/v heads)
+    divisors = [g for g in range(1, ne0 + 1) if ne0 % g == 0]
+    G = divisors[_pick(u[0], len(divisors))]
+    w = 1 + _pick(u[1], G)
+    field = _pick(u[2], G - w + 1)
+    groups = 1 + _pick(u[3], ne0 // G) if u[5] < 0.3 else ne0 // G
+    g0 = _pick(u[4], ne0 // G - groups + 1)
+    return ctx.view_3d(cur, w, groups, ne1, G * es, row, (g0 * G + field) * es)
+
+
+def describe(trial: dict) -> str:
+    parts = []
+    for s in trial["steps"]:
+        if s["op"] == "views":
+            parts.append("views(" + ",".join(v["kind"] for v in s["views"]) + ")")
+            continue
+        name = s.get("fn", s["op"])
+        parts.append(f"{name}({s['split']})" if "split" in s else name)
+    layout = " | " + " ".join(f"{e}x{r}" for e, r in trial["layout"]) if "layout" in trial else ""
+    return " -> ".join(parts) + layout
+
+
+def _weights(trial: dict) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(trial["seed"] + 1000)
+    K, M, P = trial["K"], trial["M"], trial["P"]
+    out = {}
+    width, other = M, trial["N"]  # the chain's ne[0] and ne[1] after w1
+    for s in trial["steps"]:
+        if s["op"] == "mul_mat":
+            rows = M if s["w"] == "w1" else P
+            cols = K if s["w"] == "w1" else width
+            out[s["w"]] = rng.standard_normal((rows, cols)).astype(np.float32) / np.sqrt(cols)
+            width = rows
+        elif s["op"] in ("add", "mul"):
+            out[s["w"]] = rng.standard_normal((width,)).astype(np.float32)
+        elif s["op"] == "transpose":
+            width, other = other, width
+    return out
+
+
+def run_trial(trial: dict, runner_name: str) -> np.ndarray:
+    """Build and compute the trial's graph on one runner (cpu, or meta:...)."""
+    import pyggml as gg
+    from pyggml.meta import Split
+
+    weights = _weights(trial)
+    runner = gg.Runner(runner_name)
+    splits = {s["w"]: s["split"] for s in trial["steps"] if "w" in s}
+    if runner.meta is not None:
+        n = runner.n_devices
+
+        def policy(t):
+            axis = splits.get(t.name, "mirrored")
+            if axis in ("seg0", "seg1"):
+                return layout_split(trial, int(axis[3]), t.ne[int(axis[3])], n)
+            return Split(axis) if axis == "mirrored" else Split.even(axis, t.ne[axis], n)
+
+        runner.set_policy(policy)
+    wctx = gg.Context()
+    tensors = {name: wctx.tensor("f32", w.shape, name) for name, w in weights.items()}
+    runner.backend.alloc_tensors(wctx)
+    for name, w in weights.items():
+        tensors[name].set(w)
+    ctx = gg.Context()
+    x = ctx.tensor("f32", (trial["N"], trial["K"]), "x", input=True)
+    cur = x
+    for s in trial["steps"]:
+        op = s["op"]
+        if op == "mul_mat":
+            cur = ctx.mul_mat(tensors[s["w"]], cur)
+        elif op == "unary":
+            cur = getattr(ctx, s["fn"])(cur)
+        elif op == "scale":
+            cur = ctx.scale(cur, 0.5)
+        elif op in ("add", "mul"):
+            cur = getattr(ctx, op)(cur, tensors[s["w"]])
+        elif op == "rms_norm":
+            cur = ctx.rms_norm(cur, 1e-6)
+        elif op == "soft_max":
+            cur = ctx.soft_max(cur)
+        elif op == "transpose":
+            cur = ctx.cont(ctx.transpose(cur))
+    outs = [cur]
+    if trial["steps"][-1]["op"] == "views":
+        outs = [ctx.scale(ctx.cont(make_view(ctx, cur, v)), 2.0) for v in trial["steps"][-1]["views"]]
+    graph = gg.Graph(ctx)
+    for out in outs:
+        graph.build_forward_expand(out)
+    X = np.random.default_rng(trial["seed"] + 2000).standard_normal((trial["N"], trial["K"])).astype(np.float32)
+    results = runner.run(graph, {x: X}, outs)
+    return np.concatenate([r.ravel() for r in results])
+
+
+def run_in_child(trial: dict, devices: str, timeout: float = 120) -> dict:
+    """One trial in a child process: pass / fail (with its NMSE) / unsplittable (with ggml's message)."""
+    outcome = child.run(trial_result, (trial, devices), timeout=timeout)
+    record = {"seed": trial["seed"], "graph": describe(trial)}
+    if outcome.status == "returned":
+        record.update(outcome.value)
+        return record
+    # only ggml's own refusal counts as unsplittable: in-process (Unsplittable) or an abort of its
+    # meta code; any other error or death is a failure of the trial
+    m = re.search(r"ggml aborted: (.*ggml-backend-meta.*)", outcome.stderr)
+    if m:
+        record.update(status="unsplittable", message=m.group(1).split(": ", 1)[-1])
+    elif outcome.status == "raised":
+        record.update(status="fail", message=f"raised {outcome.error_type}: {outcome.message}")
+    elif outcome.status == "timeout":
+        record.update(status="fail", message=f"no result within {timeout} s")
+    else:
+        last = (outcome.stderr.strip().splitlines() or ["no output"])[-1]
+        record.update(status="fail", message=f"exit {outcome.exit_code}: {last}")
+    return record
+
+
+TRIAL_KEYS = ("seed", "K", "M", "P", "N")
+
+
+def parse_trial(text: str) -> dict:
+    """A trial from its JSON (as make_trial writes it); ValueError saying what is wrong."""
+    try:
+        trial = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not valid JSON: {e}") from None
+    return check_trial(trial)
+
+
+def check_trial(trial: Any) -> dict:
+    """trial, if it is one as make_trial writes it; ValueError saying what is wrong."""
+    if not isinstance(trial, dict):
+        raise ValueError(f"a trial is a JSON object, got {type(trial).__name__}")
+    missing = [k for k in (*TRIAL_KEYS, "steps") if k not in trial]
+    if missing:
+        raise ValueError(f"the trial lacks {', '.join(missing)} (a trial has {', '.join(TRIAL_KEYS)} and steps)")
+    for k in TRIAL_KEYS:
+        if not isinstance(trial[k], int) or isinstance(trial[k], bool) or trial[k] < (0 if k == "seed" else 1):
+            raise ValueError(f"{k} must be an integer >= {0 if k == 'seed' else 1}, got {trial[k]!r}")
+    steps = trial["steps"]
+    if not isinstance(steps, list) or not steps or not all(isinstance(x, dict) and "op" in x for x in steps):
+        raise ValueError("steps must be a non-empty list of objects, each with an op")
+    if steps[0]["op"] != "mul_mat":
+        raise ValueError(f"the first step must be mul_mat, got {steps[0]['op']!r}")
+    return trial
+
+
+def trial_result(trial: dict, devices: str) -> dict:
+    """Run a trial on the CPU and split over `devices`: {"status": "pass"/"fail", "error": NMSE} or
+    {"status": "unsplittable", "message": ggml's reason}. ValueError for a trial that is not one."""
+    from pyggml.errors import Unsplittable
+    from pyggml.testing.engine.verdict import nmse
+
+    check_trial(trial)
+    single = run_trial(trial, "cpu")
+    try:
+        split = run_trial(trial, f"meta:{devices}")
+    except Unsplittable as e:
+        return {"status": "unsplittable", "message": str(e)}
+    err = nmse(split, single)
+    return {"status": "pass" if err <= 1e-6 else "fail", "error": float(err)}
+
+
+def run_here(trial: dict, devices: str) -> dict:
+    """One trial in this process (faster; an abort of ggml ends the process)."""
+    return {"seed": trial["seed"], "graph": describe(trial), **trial_result(trial, devices)}
+
+
+def fuzz(seed: int, trials: int, devices: str, views: bool = False, in_process: bool = False) -> list[dict]:
+    run = run_here if in_process else run_in_child
+    return [run(make_trial(seed + i, views), devices) for i in range(trials)]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `python -m pyggml meta-fuzz`."""
+    parser.add_argument("--seed", type=at_least(0), default=0)
+    parser.add_argument("--trials", type=at_least(0), default=20)
+    parser.add_argument("--devices", default="cpu,cpu", help="the meta device's devices (default cpu,cpu)")
+    parser.add_argument(
+        "--views",
+        action="store_true",
+        help="every trial ends in views (1d/2d/3d, strided, straddling the shares) of a split result",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the trials in this process (faster; an abort of ggml ends the run)",
+    )
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a single trial (its JSON), in this process
+
+
+def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Run `python -m pyggml meta-fuzz` with its parsed options; parser reports a bad --one."""
+    if args.one is not None:
+        try:
+            trial = parse_trial(args.one)
+        except ValueError as e:
+            parser.error(f"--one: {e}")
+        print(json.dumps(trial_result(trial, args.devices)))
+        return 0
+    records = fuzz(args.seed, args.trials, args.devices, args.views, args.in_process)
+    for r in records:
+        detail = f"nmse {r['error']:.1e}" if r.get("error") is not None else r.get("message", "")
+        print(f"{r['seed']:>5}  {r['status']:<12} {r['graph']}  [{detail}]")
+    counts = {s: sum(r["status"] == s for r in records) for s in ("pass", "fail", "unsplittable")}
+    print("  ".join(f"{k}: {v}" for k, v in counts.items()))
+    return 1 if counts["fail"] else 0
