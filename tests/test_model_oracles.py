@@ -139,7 +139,7 @@ def test_argsort_may_order_equal_values_any_way_but_must_sort(order, monkeypatch
             return self.n.value()[..., ::-1].copy()
 
     wrong = reductions._argsort_node
-    monkeypatch.setattr(gg.testing.opdb.READERS["ARGSORT"], "from_node", lambda n: wrong(Backwards(n)))
+    monkeypatch.setattr(gg.testing.engine.opdb.READERS["ARGSORT"], "from_node", lambda n: wrong(Backwards(n)))
     verdicts, _ = _checked(ctx, out, {x: xv})
     assert not verdicts["ARGSORT"].ok
 
