@@ -172,13 +172,14 @@ def test_a_large_tensor_decodes_on_several_cores_as_in_one_call(monkeypatch):
     call, also for a size that is not a whole number of chunks."""
     from pyggml import types
 
-    x = np.random.default_rng(5).standard_normal((3 * types.DECODE_CHUNK // 1024 + 3, 1024)).astype(np.float32)
+    monkeypatch.setattr(types, "DECODE_CHUNK", 1 << 12)  # small chunks: the same path, a small tensor
+    x = np.random.default_rng(5).standard_normal((3 * types.DECODE_CHUNK // 256 + 3, 256)).astype(np.float32)
     for t in ("q4_k", "q8_0", "iq4_nl", "bf16"):
         raw = types.encode(t, x)
         chunked = types.decode(t, raw, x.shape)
-        monkeypatch.setattr(types, "DECODE_CHUNK", 1 << 40)
-        whole = types.decode(t, raw, x.shape)
-        monkeypatch.undo()
+        with monkeypatch.context() as m:
+            m.setattr(types, "DECODE_CHUNK", 1 << 40)
+            whole = types.decode(t, raw, x.shape)
         assert np.array_equal(chunked, whole), t
 
 
