@@ -265,6 +265,12 @@ def graph_tensors(graph: Graph) -> list:
     return out
 
 
+def _outputs(graph: Graph) -> tuple[int, ...]:
+    """The indices of the graph's nodes flagged as outputs (ggml_set_output): the memory plan keeps theirs."""
+    flag = lib.GGML_TENSOR_FLAG_OUTPUT
+    return tuple(i for i in range(graph.n_nodes) if lib.ggml_graph_node(graph.ptr, i).flags & flag)
+
+
 def written(p: Any) -> None:
     """Record that the C tensor `p` was written from the host.
 
@@ -365,20 +371,22 @@ class Lender:
     lock: Any  # a threading.RLock, made by the subclass: allocating, computing and taking memory back hold it
     # per context of the graph: (the context, weakly; its tensors given memory)
     _lent: list[tuple[weakref.ref, list]] | None = None
-    _planned: tuple | None = None  # (weak reference to the graph, its node count) the memory plan was made for
+    _planned: tuple | None = None  # (weak reference to the graph, its node count, its outputs) the plan was made for
     leaves: list = []  # leaves of the lent graph that must be written before it is computed
 
     def _needs_plan(self, graph: Graph) -> bool:
         """ggml's graph allocator reuses its last memory plan for any graph whose node and leaf
         counts and sizes fit it (ggml_gallocr_needs_realloc), without looking at which node reads
-        which: another graph of the same size then ran with the first graph's in-place reuse and
-        computed wrong values, silently. A plan is made again whenever the graph is not the one
-        (or has grown since) the plan was made for; a graph run again keeps its plan."""
+        which, nor at which nodes are outputs: another graph of the same size then ran with the first
+        graph's in-place reuse and computed wrong values, silently, and so did the same graph run with an
+        output it was not planned with (its memory given to a later node). A plan is made again whenever the
+        graph is not the one (or has grown since, or has other outputs than) the plan was made for; a graph
+        run again as it was keeps its plan."""
         planned = self._planned
-        return planned is None or planned[0]() is not graph or planned[1] != graph.n_nodes
+        return planned is None or planned[0]() is not graph or planned[1:] != (graph.n_nodes, _outputs(graph))
 
     def _plan_made(self, graph: Graph) -> None:
-        self._planned = (weakref.ref(graph), graph.n_nodes)
+        self._planned = (weakref.ref(graph), graph.n_nodes, _outputs(graph))
 
     def _before_alloc(self, graph: Graph) -> list:
         """Take back what this allocator, and the one that allocated graph before, lent; returns the

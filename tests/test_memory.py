@@ -254,3 +254,29 @@ def test_a_view_made_before_its_buffer_was_closed_has_no_memory_after():
     for v in (w, same, other):
         with pytest.raises(ValueError, match="has no memory"):
             v.numpy()
+
+
+@pytest.mark.parametrize("name", ["cpu", "meta:cpu,cpu"])
+def test_a_graph_run_again_with_another_output_reads_that_output(name):
+    """Runner.run(graph, ..., z) then run(graph, ..., [z, v]): ggml's allocator kept the first memory plan,
+    in which exp(v) reused v's memory, and v came back as exp(v), silently (1.4e12 for 28)."""
+    from pyggml.meta import Split
+
+    w_values = np.arange(32, dtype=np.float32).reshape(4, 8)
+    runner = gg.Runner(name)
+    if runner.meta is not None:
+        runner.set_policy([("w", lambda t: Split.even(1, t.ne[1], 2))])
+    wctx = gg.Context()
+    w = wctx.tensor("f32", (4, 8), "w")
+    runner.backend.alloc_tensors(wctx)
+    w.set(w_values)
+    ctx = gg.Context()
+    x = ctx.tensor("f32", (3, 8), "x", input=True)
+    z = ctx.mul_mat(w, x)
+    v = ctx.cont(ctx.transpose(z))
+    graph = gg.Graph(ctx).build_forward_expand(ctx.exp(v))
+    xs = np.ones((3, 8), np.float32)
+    runner.run(graph, {x: xs}, z)
+    got_z, got_v = runner.run(graph, {x: xs}, [z, v])
+    np.testing.assert_array_equal(got_z, xs @ w_values.T)
+    np.testing.assert_array_equal(got_v, (xs @ w_values.T).T)
