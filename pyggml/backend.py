@@ -2,9 +2,9 @@
 
 Devices are named as ggml names them, case-insensitively: `cpu`, `vulkan0`, `cuda0`.
 A CPU backend made without `n_threads` chooses its threads per graph: one for a small graph (ggml
-starts and joins its threads at every compute, which a small graph's work never repays: 40 ms
-against 0.5 ms per run on a loaded 2-core machine), the machine's cores for a large one
-(`auto_threads`, measured by bench/cpu_threads.py); ggml's own default is a fixed 4.
+starts and joins its threads at every compute, which a small graph's work never repays), the machine's
+cores for a large one (`auto_threads`; what each costs: bench/cpu_threads.py and bench/README.md); ggml's
+own default is a fixed 4.
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ def device(name: str) -> Device:
             return d
     known = ", ".join(d.name.lower() for d in devices())
     hint = ""
-    k = backend_kinds.kind(name.lower().rstrip("0123456789"))
+    k = backend_kinds.of_device(name)
     if k is not None and k.family not in build_info()["backends"]:
         hint = f" (this build has no {k.family} backend: rebuild with {backend_kinds.build_hint(k)})"
     elif k is not None and k.missing:
@@ -226,6 +226,7 @@ class Backend(Closable):
         self.lock = threading.RLock()  # one compute at a time (pyggml.serial)
         self.device = dev if dev is not None else Device(lib.ggml_backend_get_device(ptr))
         self.n_threads: int | None = None
+        self._rule_kinds: tuple[str, ...] | None = None
         # n_threads None: chosen per graph by its work (auto_threads), else fixed
         self.auto_threads = n_threads is None
         if self.is_cpu:
@@ -352,6 +353,15 @@ class Backend(Closable):
         """Whether a CPU device computes (some of) this backend's nodes, so that the CPU kernels' rules apply."""
         return self.is_cpu
 
+    @property
+    def rule_kinds(self) -> tuple[str, ...]:
+        """The backend kinds (pyggml.backend_kinds families) whose preflight rules hold for the nodes this backend
+        computes: its device's kind ("cpu", "vulkan", ...)."""
+        if self._rule_kinds is None:
+            k = backend_kinds.of_device(self.device.name)
+            self._rule_kinds = ("cpu",) if self.is_cpu else (k.family,) if k is not None else ()
+        return self._rule_kinds
+
     @serialized
     def compute(self, graph: Graph) -> None:
         """Compute a graph whose tensors are all allocated in memory this backend can use (`ggml_backend_graph_compute`).
@@ -372,7 +382,7 @@ class Backend(Closable):
         """
         if not isinstance(graph, Graph):
             raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
-        preflight.check(graph, on_cpu=self.runs_on_cpu, path=self, backend=self, on_vulkan=self.is_vulkan)
+        preflight.check(graph, kinds_at=self.rule_kinds, path=self, backend=self)
         if graph.n_nodes == 0:
             return  # nothing to compute (a graph of views only; ggml-rpc asserted on it)
         preflight.rpc.check_devices([self.device.ptr])
@@ -838,7 +848,7 @@ class Scheduler(Lender, Closable):
         # with one backend every node stays on it; with several, where ggml puts each node can change
         # with each allocation, and the CPU kernels' rules with it
         version = None if len(self.backends) == 1 else self.generation
-        preflight.check(graph, on_cpu=self._on_cpu, path=self, version=version, on_vulkan=self._on_vulkan)
+        preflight.check(graph, kinds_at=self._kinds_at, path=self, version=version)
         preflight.rpc.check_devices(self._devices)
         with contextlib.ExitStack() as held:  # and its backends, in one order (a Backend.compute may share one)
             for b in sorted(set(self.backends), key=id):
@@ -880,18 +890,14 @@ class Scheduler(Lender, Closable):
         self._observer = EvalObserver(fn)
         lib.ggml_backend_sched_set_eval_callback(self.ptr, lib.pyggml_eval_callback, self._observer.handle)
 
-    def _on_vulkan(self, p) -> bool:
+    def _kinds_at(self, p) -> tuple[str, ...]:
+        """The backend kinds whose preflight rules hold for node p: its backend's (the CPU's where the scheduler
+        has not placed it, as ggml then computes it on the last backend, the CPU)."""
         b = lib.ggml_backend_sched_get_tensor_backend(self.ptr, p)
-        return b != ffi.NULL and _is_vulkan(b)
-
-    def _on_cpu(self, p) -> bool:
-        b = lib.ggml_backend_sched_get_tensor_backend(self.ptr, p)
-        if b == ffi.NULL:
-            return True
         for backend in self.backends:
             if backend.ptr == b:
-                return backend.runs_on_cpu
-        return True
+                return backend.rule_kinds
+        return ("cpu",)
 
     @serialized
     def set_tensor_backend(self, t: Tensor, b: Backend) -> None:

@@ -83,6 +83,18 @@ def kind(family: str) -> BackendKind | None:
     return next((k for k in KINDS if family == k.family or family in k.aliases), None)
 
 
+def of_device(name: str) -> BackendKind | None:
+    """The kind of a device by its name (Vulkan0, CPU, rocm1), None for one pyggml does not know.
+
+    Args:
+        name: a device name, with or without its index.
+
+    Returns:
+        The BackendKind, or None.
+    """
+    return kind(name.rstrip("0123456789"))
+
+
 def build_hint(k: BackendKind) -> str:
     """How to build a kind in: the command line.
 

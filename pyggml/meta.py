@@ -424,6 +424,12 @@ class MetaBackend(Backend):
         """Whether the CPU kernels' rules apply: when any device of the meta device is a CPU."""
         return any(d.type == DeviceType.CPU for d in self.meta.devices)
 
+    @property
+    def rule_kinds(self) -> tuple[str, ...]:
+        """The CPU kernels' rules where a CPU is among its devices; the meta rules are checked apart
+        (`pyggml.preflight.meta`)."""
+        return ("cpu",) if self.runs_on_cpu else ()
+
     def alloc_tensors(self, ctx: Context) -> Buffer:
         """Check the policy over the context's tensors, then allocate them as `Backend.alloc_tensors` does.
 

@@ -17,9 +17,9 @@ thread pool run, and every node adds two calls into Python. The times are those 
 alone: a GPU backend loses its overlap of consecutive nodes and its fusions, the CPU starts its threads
 for every node. `Profile.wall_us` (the profiled computes) against `Profile.plain_us` (the same graph
 computed without the callback, same repeats) shows the price; `Profile.overhead` is their ratio.
-Measured (bench/README.md, a loaded 2-core machine): about 3 us per node on one CPU thread (x2-2.5 for a
-graph of small nodes, little once a node takes tens of microseconds), far more where the CPU starts
-several threads per node, x1.5-1.9 on lavapipe. Use repeats (medians) on a busy machine.
+It costs most on a graph of small nodes and where the CPU starts several threads per node, little once a
+node takes tens of microseconds (bench/profile_overhead.py; figures in bench/README.md). Use repeats
+(medians) on a busy machine.
 
 A meta device computes its split node by node for the callback too (ggml patch 0032), every device
 synchronized after each node; a node whose partial sums the meta backend reduces is timed with that

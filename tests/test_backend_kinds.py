@@ -33,3 +33,37 @@ def test_a_new_kind_is_one_entry(monkeypatch):
     assert why is not None and "no OpenVINO backend" in why and "-DGGML_OPENVINO=ON" in why
     with pytest.raises(ValueError, match=r"no openvino backend: rebuild with CMAKE_ARGS=\"-DGGML_OPENVINO=ON\""):
         pyggml.device("openvino0")
+
+
+def test_a_kinds_preflight_rules_come_from_the_table(monkeypatch):
+    """The preflight finds a kind's rules through its entry: a module named there, with a `structure` hook,
+    is asked about the nodes that kind's devices compute (here the CPU's, through a stand-in module)."""
+    import dataclasses
+    import sys
+    import types
+
+    import numpy as np
+
+    from pyggml import preflight
+
+    seen: list[int] = []
+
+    def structure(ns):
+        seen.append(len(ns))
+        raise pyggml.GraphError("refused by the kind's own rules")
+
+    rules = types.ModuleType("kind_rules_for_test")
+    rules.structure = structure
+    monkeypatch.setitem(sys.modules, "kind_rules_for_test", rules)
+    cpu = dataclasses.replace(backend_kinds.kind("cpu"), preflight="kind_rules_for_test")
+    monkeypatch.setattr(backend_kinds, "KINDS", tuple(cpu if k.family == "cpu" else k for k in backend_kinds.KINDS))
+    monkeypatch.setattr(preflight, "_RULES_OF", {})
+    ctx = pyggml.Context()
+    a = ctx.tensor("f32", (4,), "a")
+    graph = pyggml.Graph(ctx).build_forward_expand(ctx.exp(ctx.neg(a)))
+    backend = pyggml.cpu_backend(1)
+    backend.alloc_tensors(ctx)
+    a.set(np.zeros(4, np.float32))
+    with pytest.raises(pyggml.GraphError, match="refused by the kind's own rules"):
+        backend.compute(graph)
+    assert seen == [2]

@@ -72,3 +72,18 @@ def test_n_dims_zero_is_refused_not_a_silent_no_op():
     ctx = gg.Context()
     with pytest.raises(ValueError, match="rope_ext: n_dims"):
         ctx.rope_ext(ctx.tensor("f32", (3, 2, 8)), ctx.tensor("i32", (3,)), n_dims=0)
+
+
+@pytest.mark.parametrize("op", ["rope_ext", "rope_multi", "rope_ext_back"])
+@pytest.mark.parametrize(
+    "name, value, kind",
+    [("n_ctx_orig", 1.5, "an integer"), ("freq_base", "x", "a number"), ("beta_slow", None, "a number")],
+)
+def test_every_rope_names_the_yarn_argument_it_refuses(op, name, value, kind):
+    # the three ropes share one reader of their YaRN scalars: each must still name its own op and argument
+    ctx = gg.Context()
+    a = ctx.tensor("f32", (3, 2, 8))
+    pos = ctx.tensor("i32", (12 if op == "rope_multi" else 3,))
+    extra = {"sections": (2, 1, 1, 0)} if op == "rope_multi" else {}
+    with pytest.raises(TypeError, match=f"^{op}: {name} must be {kind}"):
+        getattr(ctx, op)(a, pos, **extra, **{name: value})

@@ -205,8 +205,8 @@ def test_a_new_backend_that_reuses_a_freed_ones_id_gets_its_own_check(monkeypatc
     """The structural check was kept per id(backend): a backend made after another was freed can get its
     id and then found the freed one's entry, and skipped the check of the graph for itself."""
     calls = []
-    structure = preflight._structure
-    monkeypatch.setattr(preflight, "_structure", lambda ns, on_cpu: (calls.append(1), structure(ns, on_cpu)))
+    structure = preflight.cpu.structure
+    monkeypatch.setattr(preflight.cpu, "structure", lambda ns: (calls.append(1), structure(ns)))
     ctx = gg.Context()
     a = ctx.tensor("f32", (4,), "a")
     graph = gg.Graph(ctx).build_forward_expand(ctx.exp(a))

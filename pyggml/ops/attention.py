@@ -14,7 +14,6 @@ from pyggml.ops._common import (
     _NULL,
     UnaryWrapper,
     _bad_arguments,
-    _check_scalars,
     _failed,
     _guarded,
     _make_unary,
@@ -163,18 +162,7 @@ def rope_ext(
         )
     except _ARG_ERRORS as e:
         # the scalars went to cffi unconverted (the hot path): name the one it refused
-        _check_scalars(
-            "rope_ext",
-            floats=dict(
-                freq_base=freq_base,
-                freq_scale=freq_scale,
-                ext_factor=ext_factor,
-                attn_factor=attn_factor,
-                beta_fast=beta_fast,
-                beta_slow=beta_slow,
-            ),
-            ints=dict(n_ctx_orig=n_ctx_orig),
-        )
+        _yarn("rope_ext", n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow)
         extra = {} if freq_factors is None else {"freq_factors": freq_factors}
         raise _bad_arguments("rope_ext", e, ctx, a=a, pos=pos, **extra) from None
     if not r:
@@ -198,6 +186,15 @@ def _rope_mode(op: str, mode) -> int:
             f"{op}: mode must be 0 (normal) or 2 (neox), got {mode} (multi-section modes need ggml_rope_multi)"
         )
     return m
+
+
+_YARN_FLOATS = ("freq_base", "freq_scale", "ext_factor", "attn_factor", "beta_fast", "beta_slow")
+
+
+def _yarn(op: str, n_ctx_orig, *floats) -> tuple:
+    """The YaRN scalars every rope takes after its mode, in ggml's order (n_ctx_orig, then the six floats of
+    _YARN_FLOATS), as C numbers, or a TypeError naming the first that is not a number of its kind."""
+    return (integer(f"{op}: n_ctx_orig", n_ctx_orig), *(_scalar(op, n, v) for n, v in zip(_YARN_FLOATS, floats)))
 
 
 def _finite(op: str, name: str, value) -> float:
@@ -249,7 +246,8 @@ def rope_multi(
     Result: a's shape and type. Precision: as rope_ext (F32 angles; F16 a rounded once).
     """
     op = "rope_multi"
-    mode, n_ctx_orig = _int_args(op, mode=mode, n_ctx_orig=n_ctx_orig)
+    (mode,) = _int_args(op, mode=mode)
+    n_ctx_orig, *floats = _yarn(op, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow)
     if n_dims is None and isinstance(a, Tensor):  # the whole head; the vision mode rotates (i, i + n_dims)
         n_dims = a.ptr.ne[0] // 2 if mode == lib.GGML_ROPE_TYPE_VISION else a.ptr.ne[0]
     (n_dims,) = _int_args(op, n_dims=n_dims)
@@ -268,17 +266,6 @@ def rope_multi(
     # divide by zero or index outside them
     if len(secs) != 4 or min(secs) < 0 or sum(secs[:3]) == 0:
         raise ValueError(f"{op}: sections must be 4 non-negative integers, the first three not all 0, got {sections!r}")
-    floats = [
-        _scalar(op, n, v)
-        for n, v in (
-            ("freq_base", freq_base),
-            ("freq_scale", freq_scale),
-            ("ext_factor", ext_factor),
-            ("attn_factor", attn_factor),
-            ("beta_fast", beta_fast),
-            ("beta_slow", beta_slow),
-        )
-    ]
     try:
         r = _rope_multi(
             ctx.ptr,

@@ -20,7 +20,7 @@ from pyggml.ops._common import (
     _result,
     _scalar,
 )
-from pyggml.ops.attention import _rope_mode
+from pyggml.ops.attention import _rope_mode, _yarn
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -131,18 +131,9 @@ def rope_ext_back(
     n_dims = a.ne[0] if n_dims is None else integer("rope_ext_back: n_dims", n_dims)  # None: the whole head
     if not (0 < n_dims and n_dims % 2 == 0):
         raise ValueError(f"rope_ext_back: n_dims ({n_dims}) must be even and positive")
-    n_ctx_orig = integer("rope_ext_back: n_ctx_orig", n_ctx_orig)
-    floats = [
-        _scalar("rope_ext_back", n, v)
-        for n, v in (
-            ("freq_base", freq_base),
-            ("freq_scale", freq_scale),
-            ("ext_factor", ext_factor),
-            ("attn_factor", attn_factor),
-            ("beta_fast", beta_fast),
-            ("beta_slow", beta_slow),
-        )
-    ]
+    n_ctx_orig, *floats = _yarn(
+        "rope_ext_back", n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow
+    )
     return _call(
         "rope_ext_back", ctx, {"a": a, "pos": pos, "freq_factors": freq_factors}, n_dims, mode, n_ctx_orig, *floats
     )

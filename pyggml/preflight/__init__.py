@@ -23,10 +23,11 @@ and the inputs' writes are checked at every compute.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
-from pyggml.errors import GraphError
+from pyggml import backend_kinds
 from pyggml.preflight import core, cpu, meta, rpc, vulkan
 from pyggml.preflight.core import (
     Rule,
@@ -68,23 +69,29 @@ __all__ = [
 GRAPH_RULES: list[Rule] = [*core.GRAPH_RULES, *vulkan.GRAPH_RULES, *meta.GRAPH_RULES, *rpc.GRAPH_RULES]
 
 
-def _always(p: Any) -> bool:
-    return True
+def _kind_rules(family: str) -> Any:
+    """The preflight module of a backend kind (`BackendKind.preflight` in pyggml.backend_kinds), None if it has
+    none. Such a module may define `structure(nodes)`, checked once per graph structure, and `memory(nodes)`,
+    checked at each allocation, each given the nodes a device of that kind computes."""
+    if family not in _RULES_OF:
+        k = backend_kinds.kind(family)
+        _RULES_OF[family] = importlib.import_module(k.preflight) if k is not None and k.preflight else None
+    return _RULES_OF[family]
 
 
-def _never(p: Any) -> bool:
-    return False
+_RULES_OF: dict[str, Any] = {}
 
 
-def _structure(ns: list, on_cpu: Callable[[Any], bool]) -> None:
+def _by_kind(ns: list, kinds_at: tuple[str, ...] | Callable[[Any], tuple[str, ...]], hook: str) -> None:
+    """Run each kind's `hook` (structure or memory) over the nodes its devices compute, in node order."""
+    groups: dict[str, list] = {}
     for p in ns:
-        core.check_empty([p])
-        # ops without rules are ones pyggml has no wrapper for: built through the raw layer,
-        # whose contract is ggml's own
-        if on_cpu(p):
-            why = CPU_RULES.why(p)
-            if why:
-                raise GraphError(f"compute: {core.name(p)}: {why}")
+        for family in kinds_at if isinstance(kinds_at, tuple) else kinds_at(p):
+            groups.setdefault(family, []).append(p)
+    for family, nodes in groups.items():
+        check_nodes = getattr(_kind_rules(family), hook, None)
+        if check_nodes is not None:
+            check_nodes(nodes)
 
 
 def check_allocatable(graph: Any) -> None:
@@ -97,26 +104,25 @@ def check_allocatable(graph: Any) -> None:
 def check(
     graph: Any,
     *,
-    on_cpu: bool | Callable[[Any], bool],
+    kinds_at: tuple[str, ...] | Callable[[Any], tuple[str, ...]],
     path: object,
     version: Any = None,
     backend: Any = None,
-    on_vulkan: bool | Callable[[Any], bool] = False,
 ) -> None:
-    """Raise GraphError unless `graph` can be computed now. on_cpu(node): a CPU device computes
-    that node (True/False for all). `path`: the object that computes (a Backend, a Scheduler): the
-    structural check is kept per path (held weakly), `version` and node count. `backend`: the one
-    backend that computes every node (Backend.compute), whose supports_op is asked with the structure.
-    on_vulkan(node): a Vulkan device computes that node (its tensors' alignment is checked)."""
-    cpu_at = _always if on_cpu is True else _never if on_cpu is False else on_cpu
-    vulkan_at = _always if on_vulkan is True else _never if on_vulkan is False else on_vulkan
+    """Raise GraphError unless `graph` can be computed now. kinds_at: the backend kinds (families of
+    pyggml.backend_kinds, "cpu", "vulkan") whose rules hold for every node, or a function of the node
+    that says them for each (a scheduler's nodes are on several devices). `path`: the object that
+    computes (a Backend, a Scheduler): the structural check is kept per path (held weakly), `version`
+    and node count. `backend`: the one backend that computes every node (Backend.compute), whose
+    supports_op is asked with the structure."""
     st = graph.state
     n = graph.n_nodes
     ns = None
     core.check_broken(graph, "compute: the graph must not be computed")
     if st.paths.get(path) != (version, n):  # one entry per compute path: constant memory over reruns
         ns = core.nodes(graph)
-        _structure(ns, cpu_at)
+        core.check_empty(ns)
+        _by_kind(ns, kinds_at, "structure")
         if backend is not None:
             core.check_supported(ns, backend)
         st.found_index_inputs = core.find_index_inputs(ns)
@@ -127,7 +133,7 @@ def check(
     if st.memory != (alloc, n):
         ns = ns if ns is not None else core.nodes(graph)
         core.check_memory(ns)
-        vulkan.check_aligned(ns, vulkan_at)
+        _by_kind(ns, kinds_at, "memory")
         st.memory = (alloc, n)
     core.check_written(graph)
     recorded = st.index_inputs

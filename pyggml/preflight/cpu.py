@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pyggml._native import ffi, lib
-from pyggml.preflight.core import RuleTable, read
+from pyggml.errors import GraphError
+from pyggml.preflight.core import RuleTable, name, read
 from pyggml.types import Op, Type
 
 _NULL = ffi.NULL
@@ -653,3 +654,11 @@ _cpu(Op.CROSS_ENTROPY_LOSS, _f32_rows(0, 1, rows=_padded_1d))
 _cpu(Op.CROSS_ENTROPY_LOSS_BACK, _f32_rows(0, 1, 2, rows=_contiguous))
 _cpu(Op.OPT_STEP_ADAMW, _opt_step(1, 2, 3))
 _cpu(Op.OPT_STEP_SGD, _opt_step(1))
+
+
+def structure(ns: list) -> None:
+    """The CPU kernels' rules over the nodes a CPU device computes (pyggml.preflight's kind hook)."""
+    for p in ns:
+        why = CPU_RULES.why(p)
+        if why:
+            raise GraphError(f"compute: {name(p)}: {why}")

@@ -3,7 +3,6 @@ Unsupported where a Vulkan device computes the node."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from pyggml._native import ffi, lib
@@ -105,10 +104,11 @@ VULKAN_RULES.register(
 )
 
 
-def check_aligned(ns: list, on_vulkan: Callable[[Any], bool]) -> None:
-    """Where a Vulkan device computes a node: its rules, and tensors at offsets its shader can bind."""
+def memory(ns: list) -> None:
+    """The nodes a Vulkan device computes (pyggml.preflight's kind hook): its rules, and tensors at offsets its
+    shader can bind."""
     for p in ns:
-        if p.op in VIEW_OPS or not on_vulkan(p):
+        if p.op in VIEW_OPS:
             continue
         why = VULKAN_RULES.why(p)
         if why:
@@ -134,7 +134,7 @@ def check_aligned(ns: list, on_vulkan: Callable[[Any], bool]) -> None:
 GRAPH_RULES = [
     Rule(
         (),
-        check_aligned,
+        memory,
         "docs/findings.md 4, 9, 10",
         "tests/test_safety.py::test_vulkan_refuses_misaligned_views_it_would_abort_on",
     )

@@ -3,7 +3,6 @@ of its forward definition (ggml.h), contracted with the output gradient, in floa
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,14 +65,6 @@ def soft_max_ext_back(a: np.ndarray, b: ArrayLike, scale: float = 1.0, max_bias:
     scale * y * (a - sum(y*a)) per row."""
     dy, y = _f64(a), _f64(b)
     return _out(scale * y * (dy - (y * dy).sum(axis=-1, keepdims=True)), a)
-
-
-def _yarn_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow):
-    def dim(n_rot):
-        with np.errstate(divide="ignore"):
-            return n_dims * np.log(n_ctx_orig / (n_rot * 2 * math.pi)) / (2 * math.log(freq_base))
-
-    return max(0.0, math.floor(dim(beta_fast))), min(n_dims - 1.0, math.ceil(dim(beta_slow)))
 
 
 def rope_ext_back(
