@@ -337,6 +337,7 @@ def main() -> int:
     parser.add_argument("--backend", action="append", default=[], help="backend built into ggml (repeatable)")
     parser.add_argument("--build-info", type=Path, help="write what was built here (JSON)")
     parser.add_argument("--stub-dir", type=Path, help="write the type stubs here (_pyggml_cffi.pyi, _enums.pyi)")
+    parser.add_argument("--tree", type=Path, help="tools/fetch_ggml.py's record of the tree and its patches")
     args = parser.parse_args()
 
     import cffi
@@ -367,6 +368,8 @@ def main() -> int:
         # declared_not_defined: in a public header, but no built library has it (a gap of
         # ggml's, e.g. ggml_threadpool_get_n_threads in 0.25.3); the coverage test pins the list
         info = {"headers": args.header, "backends": args.backend, "declared_not_defined": missing}
+        if args.tree and args.tree.exists():  # the tree and the patches (tools/fetch_ggml.py --record)
+            info["tree"] = json.loads(args.tree.read_text())
         args.build_info.write_text(json.dumps(info, indent=1) + "\n")
     return 0
 
