@@ -21,11 +21,8 @@ import statistics
 import subprocess
 import tempfile
 
-from pyggml._native import ffi, lib
 from pyggml.backend import cpu_backend
-from pyggml.context import Context
-from pyggml.graph import Graph
-from pyggml.testing.engine import cases, perf
+from pyggml.testing.engine import cases, perf, tbo
 
 # ops whose inputs are all floats: test-backend-ops fills a generic node's sources with random values, which
 # would make indices (get_rows, rope's positions) point anywhere
@@ -34,28 +31,8 @@ OPS = ["add", "mul", "scale", "silu", "soft_max", "rms_norm", "mul_mat", "cpy", 
 
 def single_node_cases(ops: list[str]) -> list[tuple[cases.OpCase, str]]:
     """(case, its node as a --test-file line) for the cases whose graph is one node of its inputs."""
-    out = []
-    for c in cases.select(None, ops):
-        if not isinstance(c, cases.OpCase) or any(i.layout is not None for i in c.inputs.values()):
-            continue
-        ctx = Context()
-        x = {k: ctx.tensor(s.type, s.shape, k, input=True) for k, s in c.inputs.items()}
-        try:
-            from types import SimpleNamespace
-
-            node = c.build_fn(ctx, SimpleNamespace(**x))
-        except Exception:  # noqa: BLE001 - a case that cannot build here is left out
-            continue
-        graph = Graph(ctx).build_forward_expand(node)
-        srcs = [node.ptr.src[i] for i in range(lib.GGML_MAX_SRC) if node.ptr.src[i] != ffi.NULL]
-        if graph.n_nodes != 1 or any(s.op != 0 for s in srcs):
-            continue
-        params = [ffi.cast("int32_t *", node.ptr.op_params)[i] for i in range(16)]
-        fields = [node.ptr.op, node.ptr.type, *[node.ptr.ne[i] for i in range(4)], 16, *params, len(srcs)]
-        for s in srcs:
-            fields += [s.type, *[s.ne[i] for i in range(4)], *[s.nb[i] for i in range(4)]]
-        out.append((c, " ".join(map(str, fields)) + " -"))
-    return out
+    lines = [(c, tbo.test_file_line(c)) for c in cases.select(None, ops)]
+    return [(c, line) for c, line in lines if isinstance(c, cases.OpCase) and line is not None]
 
 
 def tbo_times(exe: str, lines: list[str], threads: int) -> list[float | None]:

@@ -67,7 +67,7 @@ def ggml_info() -> dict:
     from pathlib import Path
 
     from pyggml import build_info, lib
-    from pyggml._native import cstr
+    from pyggml._native import cstr, has
 
     built = build_info()
     data: dict = {
@@ -84,9 +84,7 @@ def ggml_info() -> dict:
         data["pin_from"] = "source tree's vendor/ggml/pin.toml"
     if data["patches"] is None and (vendor / "patches").is_dir():
         data["patches"] = sorted(p.name for p in (vendor / "patches").glob("*.patch"))
-    data["cpu_features"] = [
-        f for f in CPU_FEATURES if hasattr(lib, f"ggml_cpu_has_{f}") and getattr(lib, f"ggml_cpu_has_{f}")()
-    ]
+    data["cpu_features"] = [f for f in CPU_FEATURES if has(f"ggml_cpu_has_{f}") and getattr(lib, f"ggml_cpu_has_{f}")()]
     return data
 
 
@@ -404,6 +402,19 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="read the results from a `check --json FILE` report instead of running the suite (- : from stdin)",
     )
     p_cov.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    p_find = sub.add_parser(
+        "findings",
+        help="which of docs/findings.md's upstream bugs this build still has: each finding's cases rerun in "
+        "worker processes, with the patch or upstream version that fixes it",
+    )
+    p_find.add_argument("--backend", action="append", metavar="NAME", help="backends to run on (default: all)")
+    p_find.add_argument("--json", action="store_true", help="print JSON")
+    p_find.add_argument(
+        "--export",
+        metavar="DIR",
+        help="write each finding's cases for upstream instead: test-backend-ops --test-file lines and a script",
+    )
+    p_find.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (default 2)")
     p_rpc = sub.add_parser("rpc-server", help="serve one local device over ggml's RPC backend (TCP)")
     p_rpc.add_argument(
         "--host",
@@ -502,13 +513,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
         )
         module.add_arguments(p_fuzz)
         fuzzers[name] = module, p_fuzz
-    for sub_parser in (p_info, p_check, p_cov):
+    for sub_parser in (p_info, p_check, p_cov, p_find):
         sub_parser.add_argument(
             "--rpc",
             metavar="HOST:PORT[,HOST:PORT...]",
             help="add these RPC servers' devices first (rpc0, rpc1, ... in this order)",
         )
-    for sub_parser in (p_info, p_check, p_cov, p_rpc):
+    for sub_parser in (p_info, p_check, p_cov, p_find, p_rpc):
         sub_parser.add_argument(
             "--vk-devices",
             metavar="LIST",
@@ -561,6 +572,14 @@ def _main(argv: Sequence[str] | None = None) -> int:
         from pyggml.testing import coverage
 
         return coverage.main(args)
+    if args.command == "findings":
+        from pyggml.testing import check
+        from pyggml.testing.engine import findings
+        from pyggml.testing.engine.session import available_backends
+
+        # the meta findings show on a split: two CPUs make one wherever pyggml runs
+        default = [*available_backends(), *([] if "meta:cpu,cpu" in available_backends() else ["meta:cpu,cpu"])]
+        return findings.main(args, check.run_check, args.backend or default)
     from pyggml.testing import check
 
     stop_on_sigterm()

@@ -8,10 +8,43 @@ from __future__ import annotations
 
 import enum
 
-from pyggml._native import ffi
+from pyggml._native import ffi, pinned_api, tree_version
 
 
-class _Named(enum.IntEnum):
+class Absent(int):
+    """A member of the pin's enum that this build's ggml lacks (`Op.LIGHTNING_INDEXER` on ggml 0.15.3): equal to
+    no value the tree has, so a rule or a case keyed by it never matches a node; `absent` says why. It is not a
+    member of the enum (not listed, not made by `Op(n)`)."""
+
+    name: str
+    absent: str
+
+    def __new__(cls, value: int, name: str, why: str) -> Absent:
+        self = super().__new__(cls, value)
+        self.name, self.absent = name, why
+        return self
+
+    def __repr__(self) -> str:
+        return f"<{self.name}: absent, {self.absent}>"
+
+    __str__ = __format__ = lambda self, *spec: self.name  # type: ignore[assignment]
+
+
+class _Tolerant(enum.EnumMeta):
+    """An enum type that answers a name of the pin's enum its tree lacks with an `Absent` (pyggml._native's
+    pinned API record) instead of an AttributeError: code written for the pin imports on an older ggml."""
+
+    def __getattr__(cls, name: str):
+        try:
+            return super().__getattr__(name)  # type: ignore[misc]
+        except AttributeError:
+            absent = cls.__dict__.get("_absent_", {}) if not name.startswith("_") else {}
+            if name in absent:
+                return absent[name]
+            raise
+
+
+class _Named(enum.IntEnum, metaclass=_Tolerant):
     """An IntEnum that prints as its name: `print(t.type)` shows `F32` (IntEnum prints the number)."""
 
     def __str__(self) -> str:
@@ -42,6 +75,12 @@ def _enum(name: str, c_enum: str, prefix: str) -> type[enum.IntEnum]:
     }
     cls = _Named(name, members, module=__name__)  # type: ignore[call-overload]
     cls.__doc__ = _DOCS[name]
+    pinned = [k[len(prefix) :] for k in pinned_api()["enums"].get(c_enum, ()) if k.startswith(prefix)]
+    why = f"not in ggml {tree_version()}"
+    lacking = [k for k in pinned if k not in members and not (k == "COUNT" or k.endswith("_COUNT"))]
+    type.__setattr__(
+        cls, "_absent_", {k: Absent(-1 - i, k, f"{c_enum} {prefix}{k} {why}") for i, k in enumerate(lacking)}
+    )
     return cls  # type: ignore[no-any-return]
 
 

@@ -25,9 +25,9 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pyggml.errors import OpError
+from pyggml.errors import OpError, Unsupported
 
 if TYPE_CHECKING:
     from pyggml._pyggml_cffi import CData
@@ -86,7 +86,86 @@ def _load_module() -> None:
 
 _load_module()
 from pyggml import _pyggml_cffi  # noqa: E402
-from pyggml._pyggml_cffi import ffi, lib  # noqa: E402
+from pyggml._pyggml_cffi import ffi  # noqa: E402
+from pyggml._pyggml_cffi import lib as real_lib  # noqa: E402
+
+
+class CApi:
+    """`lib`: the build's C API as pyggml's wrappers may call it. On the pinned tree it is the compiled module's
+    `lib` itself; on another tree (PYGGML_GGML_SOURCE, PYGGML_LLAMA_SOURCE) a function the pin has (the record
+    `_pinned_api.json`, tools/gen_pinned_api.py) that this tree lacks, or whose C type differs from the pin's,
+    is a stand-in that raises `Unsupported` with the reason when called (`unavailable(name)` says it
+    beforehand), instead of an import error or a call with the wrong arguments. Each name is looked up once."""
+
+    def __getattr__(self, name: str) -> Any:
+        value = _resolve(name)
+        self.__dict__[name] = value
+        return value
+
+    def __dir__(self) -> list[str]:
+        return dir(real_lib)
+
+
+@functools.cache
+def pinned_api() -> dict:
+    """The pin's C API (functions' C types, enums' members), as recorded in _pinned_api.json."""
+    path = Path(__file__).with_name("_pinned_api.json")
+    if not path.exists():  # only while tools/gen_pinned_api.py writes it the first time
+        return {"ggml_version": "", "functions": {}, "enums": {}}
+    return json.loads(path.read_text())
+
+
+def has(name: str) -> bool:
+    """Whether this build's C API has the function or constant `name` as pyggml's wrappers may use it."""
+    return getattr(lib, name, None) is not None and unavailable(name) is None
+
+
+def user_tree() -> bool:
+    """Whether this build is of a tree of the user's (PYGGML_GGML_SOURCE, PYGGML_LLAMA_SOURCE), not the pin."""
+    return (build_info().get("tree") or {}).get("tree") == "user"
+
+
+def tree_version() -> str:
+    """ggml's version in this build ("0.15.3"), as its CMakeLists.txt sets it."""
+    return (build_info().get("tree") or {}).get("ggml_version") or cstr(real_lib.ggml_version())
+
+
+def unavailable(name: str) -> str | None:
+    """Why the C function `name` (`ggml_lightning_indexer`, or its guarded twin) cannot be called in this build,
+    None if it can."""
+    return getattr(getattr(lib, name, None), "pyggml_unavailable", None)
+
+
+def _resolve(name: str) -> Any:
+    base = name.removeprefix("pyggml_guarded_")
+    pinned = pinned_api()["functions"].get(name)
+    try:
+        value = getattr(real_lib, name)
+    except AttributeError:
+        if pinned is None:
+            raise AttributeError(f"pyggml.lib has no {name} (not in this build's C API)") from None
+        return _refusal(name, f"{base} is not in ggml {tree_version()}")
+    if pinned is not None and callable(value):
+        here = ffi.typeof(value).cname
+        if here != pinned:
+            return _refusal(
+                name,
+                f"{base} is {here} in ggml {tree_version()}, but pyggml's wrapper was written for {pinned} "
+                f"(ggml {pinned_api()['ggml_version']})",
+            )
+    return value
+
+
+def _refusal(name: str, why: str) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise Unsupported(why)
+
+    refuse.__name__ = name
+    refuse.pyggml_unavailable = why  # type: ignore[attr-defined]
+    return refuse
+
+
+lib: _pyggml_cffi._Lib = CApi()  # type: ignore[assignment]  # typed as the module it stands for
 
 log = logging.getLogger("pyggml.ggml")
 
@@ -152,7 +231,7 @@ lib.ggml_log_set(lib.pyggml_log_callback, ffi.NULL)
 # and whoever waited for it hangs. From exit on, ggml logs to stderr itself.
 atexit.register(lib.ggml_log_set, ffi.NULL, ffi.NULL)
 # the C hook: inside a guarded call it jumps back; elsewhere it calls pyggml_abort_callback
-lib.ggml_set_abort_callback(ffi.addressof(lib, "pyggml_abort_hook"))
+lib.ggml_set_abort_callback(ffi.addressof(real_lib, "pyggml_abort_hook"))
 
 
 def guard_error(op: str) -> Exception | None:

@@ -123,7 +123,7 @@ class Arena:
             TypeError: extents that are not integers; a dtype with no ggml type.
             MemoryError: the context is full.
         """
-        t = types.as_type(type)
+        t = types.require(type)
         ne = list(ne)
         if not 1 <= len(ne) <= MAX_DIMS:
             raise ValueError(f"ne must have 1 to {MAX_DIMS} dims, got {len(ne)}")

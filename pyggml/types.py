@@ -16,8 +16,9 @@ from typing import TypeAlias, cast
 import numpy as np
 import numpy.typing as npt
 
-from pyggml._enums import DeviceType, Op, SortOrder, Status, Type, UnaryOp  # noqa: F401 - re-exported
-from pyggml._native import ffi, lib
+from pyggml._enums import Absent, DeviceType, Op, SortOrder, Status, Type, UnaryOp  # noqa: F401 - re-exported
+from pyggml._native import ffi, lib, pinned_api
+from pyggml.errors import Unsupported
 
 # what every type argument accepts (as_type): a Type, its name ('f32', 'Q8_0'), its number or a NumPy dtype
 TypeLike: TypeAlias = "Type | str | int | npt.DTypeLike"
@@ -53,6 +54,9 @@ def as_type(t: TypeLike) -> Type:
         try:
             return Type[t.upper()]
         except KeyError:
+            absent = Type._absent_.get(t.upper())  # type: ignore[attr-defined]
+            if absent is not None:  # the pin's type, not in this ggml: made only to be refused (require)
+                return cast(Type, absent)
             raise ValueError(f"unknown ggml type {t!r}") from None
     if isinstance(t, int) and not isinstance(t, bool):
         return Type(t)
@@ -65,6 +69,29 @@ def as_type(t: TypeLike) -> Type:
 
 _BLOCK_SIZE = {t: lib.ggml_blck_size(t) for t in Type}
 _TYPE_SIZE = {t: lib.ggml_type_size(t) for t in Type}
+_QUANTIZED = {t: bool(lib.ggml_is_quantized(t)) for t in Type}
+# a type of the pin this ggml lacks: its traits as the pin has them, so that the cases of it are made (and each
+# refused when it runs, by require)
+for _absent in Type._absent_.values():  # type: ignore[attr-defined]
+    _BLOCK_SIZE[_absent], _TYPE_SIZE[_absent], _QUANTIZED[_absent] = pinned_api()["types"][_absent.name]
+
+
+def require(t: TypeLike) -> Type:
+    """`as_type(t)`, or Unsupported for a type of the pin that this build's ggml lacks (before any C call with it).
+
+    Args:
+        t: a type (see `as_type`).
+
+    Returns:
+        The Type.
+
+    Raises:
+        Unsupported: the type is not in this ggml.
+    """
+    t = as_type(t)
+    if isinstance(t, Absent):
+        raise Unsupported(f"type {t.name}: {t.absent}")
+    return t
 
 
 def block_size(t: TypeLike) -> int:
@@ -102,7 +129,7 @@ def is_quantized(t: TypeLike) -> bool:
     Returns:
         True for a quantized type.
     """
-    return bool(lib.ggml_is_quantized(as_type(t)))
+    return _QUANTIZED[as_type(t)]
 
 
 _INTEGER = {Type.I8, Type.I16, Type.I32, Type.I64}
@@ -129,7 +156,7 @@ def can_quantize(t: TypeLike) -> str | None:
     Returns:
         None when it can, else the reason it cannot (an importance matrix needed, no quantizer).
     """
-    t = as_type(t)
+    t = require(t)
     if lib.ggml_quantize_requires_imatrix(t):
         return f"{t.name} needs an importance matrix to be quantized"
     if lib.ggml_get_type_traits(t).from_float_ref == ffi.NULL:
@@ -187,7 +214,7 @@ def row_size(t: TypeLike, n: int) -> int:
     Returns:
         The size in bytes.
     """
-    return lib.ggml_row_size(as_type(t), n)
+    return lib.ggml_row_size(require(t), n)
 
 
 def encode(t: TypeLike, values: np.ndarray) -> np.ndarray:
@@ -207,7 +234,7 @@ def encode(t: TypeLike, values: np.ndarray) -> np.ndarray:
         TypeError: a type ggml cannot quantize to.
         ValueError: a row length that is not a multiple of the block size.
     """
-    t = as_type(t)
+    t = require(t)
     if has_raw_dtype(t):
         return np.ascontiguousarray(values, dtype=_DTYPES[t])
     f = np.ascontiguousarray(values, dtype=np.float32)
@@ -258,7 +285,7 @@ def decode(t: TypeLike, raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     Raises:
         TypeError: a type ggml cannot convert to float.
     """
-    t = as_type(t)
+    t = require(t)
     if has_raw_dtype(t):
         return raw.view(_DTYPES[t]).reshape(shape)
     n = int(np.prod(shape, dtype=np.int64))

@@ -1,0 +1,319 @@
+"""docs/findings.md's upstream bugs as data: where each shows (the cases that show it, on which backend kinds)
+and what fixes it (our patch, or the ggml version upstream fixed it in).
+
+On a build that lacks the fix (a user's tree without our patches, an older ggml), a case a finding covers that
+fails or dies is `known`, naming the finding: an upstream bug, neither a pass nor an unexplained failure. `python
+-m pyggml findings` reruns each finding's cases on the built tree, in worker processes where an abort ends only
+the worker, and says which findings the tree still has; `--export DIR` writes them for upstream (a
+test-backend-ops `--test-file` per finding, and a reproducer script that runs them with test-backend-ops).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import cache
+
+from pyggml._native import build_info
+from pyggml.testing.engine.verdict import Record, Status
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One upstream bug of docs/findings.md.
+
+    Attributes:
+        number: its number in docs/findings.md.
+        where: the component (ggml-cpu, ggml-vulkan, ggml-backend-meta, ...).
+        what: the bug, in a line.
+        patch: the patch of vendor/ggml/patches (or `llama/NAME` of vendor/llama/patches) that fixes it, "" none.
+        fixed_in: the first ggml version that has it fixed upstream ("0.20.0"), "" not fixed upstream (or unknown).
+        cases: a regular expression over case names that show it ("" none: shown by tests, not by cases).
+        backends: the backend kinds it shows on (cpu, vulkan, meta), () any.
+        first_in: the first ggml version that has the bug (an op or a kernel it came with), "" older than any tried.
+    """
+
+    number: int
+    where: str
+    what: str
+    patch: str = ""
+    fixed_in: str = ""
+    cases: str = ""
+    backends: tuple[str, ...] = ()
+    first_in: str = ""
+
+
+FINDINGS: tuple[Finding, ...] = (
+    Finding(
+        1,
+        "ggml-vulkan buffer_clear",
+        "clearing a buffer to a byte other than 0 sets one byte of every four",
+        "0013-vulkan-buffer-clear-byte.patch",
+    ),
+    Finding(
+        5,
+        "ggml-vulkan RWKV_WKV6/7",
+        "shaders hardcode head size 64: other sizes silently wrong",
+        "0014-vulkan-wkv-head-size-64.patch",
+        cases=r"^rwkv_wkv[67]/",
+        backends=("vulkan",),
+    ),
+    Finding(
+        6,
+        "ggml-vulkan SSM_SCAN",
+        "with 8-wide subgroups and d_state 256, surplus subgroups overwrite rows",
+        "0015-vulkan-ssm-scan-partial-workgroup.patch",
+        cases=r"^ssm_scan/.*ds256",
+        backends=("vulkan",),
+    ),
+    Finding(
+        7,
+        "ggml-vulkan MUL_MAT / MUL_MAT_ID",
+        "matrix-vector path asserts on a BF16 b (or a non-F32 b of mul_mat_id) that supports_op accepted",
+        "0016-vulkan-mul-mat-vec-b-types.patch",
+        cases=r"^mul_mat(_id)?/.*bf16",
+        backends=("vulkan",),
+    ),
+    Finding(
+        8,
+        "ggml-vulkan ADD_ID",
+        "a 4-d a: dim 3 skipped, silently",
+        "0017-vulkan-add-id-3d.patch",
+        cases=r"^add_id/.*4d",
+        backends=("vulkan",),
+    ),
+    Finding(
+        26,
+        "ggml-backend-meta views",
+        "a view at an offset inside one element of its split dim had its offset scaled to each device's share",
+        "0018-meta-view-offset-inside-split-element.patch",
+        cases=r"^(delta_net|conv_state)",
+        backends=("meta",),
+    ),
+    Finding(
+        27,
+        "gguf writer",
+        "general.alignment set with gguf_set_val_u32 was stored but not used",
+        "0021-gguf-set-alignment.patch",
+    ),
+    Finding(
+        32,
+        "ggml-backend-meta reduction",
+        "a device's empty share zeroed by a scale by 0 of unset memory: now and then all-NaN results",
+        "0033-meta-zero-empty-share-with-fill.patch",
+        backends=("meta",),
+    ),
+    Finding(
+        33,
+        "ggml-backend-meta segmented splits",
+        "a computed tensor of a split in several segments read back in the wrong order",
+        "0026-meta-split-segments.patch",
+        cases=r"^delta_net/.*llama",
+        backends=("meta",),
+    ),
+    Finding(
+        34,
+        "ggml-backend-meta single-holder splits",
+        "a split that puts a whole tensor on one device got an axis from the shapes it went through",
+        "0028-meta-single-holder-computes-alone.patch",
+        backends=("meta",),
+    ),
+    Finding(
+        44,
+        "ggml-backend-meta partial sums",
+        "a partial sum a later node consumed read back as n_devices times its value",
+        "0031-meta-reduced-partial-reads-whole.patch",
+        backends=("meta",),
+    ),
+    Finding(
+        45,
+        "ggml-backend-meta under an eval callback",
+        "a split's nodes could not be read node by node",
+        "0032-meta-eval-callback-per-node.patch",
+        backends=("meta",),
+    ),
+    Finding(
+        31,
+        "llama.cpp recurrent memory",
+        "memory_seq_rm granted a rollback of all n tokens of the last ubatch, whose state before it no slot keeps",
+        "llama/0002-recurrent-rollback-within-the-last-ubatch.patch",
+    ),
+    Finding(
+        42,
+        "llama.cpp quantizer, qwen4exp",
+        "its 2-D norm weights were quantized and every quantized decode aborted",
+        "llama/0004-qwen4exp-ple-norms-unquantized.patch",
+    ),
+    Finding(
+        43,
+        "llama.cpp tensor-split policy",
+        "a gated Q quantized with a block larger than a head's rows split one head per device while K went by pairs",
+        "llama/0005-split-gated-q-granularity.patch",
+    ),
+)
+
+
+def by_number(number: int) -> Finding:
+    """The finding of that number (KeyError if docs/findings.md's table has no upstream bug of it)."""
+    for f in FINDINGS:
+        if f.number == number:
+            return f
+    raise KeyError(f"no upstream finding {number} (python -m pyggml findings lists them)")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+@cache
+def _patch_states() -> dict[str, str]:
+    tree = build_info().get("tree") or {}
+    return {p["name"]: p["state"] for p in tree.get("patches", [])}
+
+
+def fixed_here(f: Finding) -> str | None:
+    """How this build has the finding fixed ("patch 0013 applied", "fixed upstream in ggml 0.20.0"), None if it
+    lacks every fix (the finding may be present)."""
+    tree = build_info().get("tree") or {}
+    version = tree.get("ggml_version", "")
+    name = f.patch.removeprefix("llama/")
+    state = _patch_states().get(name)
+    if f.patch and (state in ("applied", "already in the source") or (not tree and f.patch)):
+        return f"patch {f.patch.split('-', 1)[0]} {state or 'applied (a build without a record: the pin)'}"
+    if f.fixed_in and version and _version(version) >= _version(f.fixed_in):
+        return f"fixed upstream in ggml {f.fixed_in} (this is {version})"
+    if f.first_in and version and _version(version) < _version(f.first_in):
+        return f"not in ggml {version} (it came with {f.first_in})"
+    return None
+
+
+def covering(case: str, backend: str) -> Finding | None:
+    """The finding this build may have that shows on this case and backend, None if none does."""
+    kind = "meta" if backend.startswith("meta") else backend.rstrip("0123456789")
+    for f in FINDINGS:
+        if f.cases and re.search(f.cases, case) and (not f.backends or kind in f.backends) and not fixed_here(f):
+            return f
+    return None
+
+
+def explain(records: list[Record]) -> list[Record]:
+    """The records with each failure or death a finding of this build covers made `known`, naming it."""
+    out = []
+    for r in records:
+        f = covering(r.case, r.backend) if r.status in (Status.FAIL, Status.ERROR) else None
+        if f is not None:
+            r = replace(
+                r,
+                status=Status.KNOWN,
+                message=f"known: upstream bug, docs/findings.md {f.number}: {f.what} "
+                f"(this build lacks {f.patch or 'the upstream fix'}) ({r.message})",
+            )
+        out.append(r)
+    return out
+
+
+def run(backends: list[str], run_check: Callable[..., list[Record]], jobs: int = 2) -> list[dict]:
+    """Each finding on this build: its fix here (patch or upstream version) and, where cases show it, what its
+    cases do on the given backends, each run in a worker process (an abort ends only the worker).
+
+    Args:
+        backends: the backends to run on (cpu, vulkan0, meta:cpu,cpu).
+        run_check: `pyggml.testing.check.run_check` (the command line's, handed down).
+        jobs: worker processes.
+
+    Returns:
+        A dict per finding: finding, where, what, patch, fixed_in, fixed_here, state (present, absent, not run),
+        detail, and the cases that showed it.
+    """
+    from pyggml.testing.engine import cases
+
+    rows = []
+    for f in FINDINGS:
+        row = {"finding": f.number, "where": f.where, "what": f.what, "patch": f.patch, "fixed_in": f.fixed_in}
+        row["fixed_here"] = fixed_here(f)
+        kinds = ["meta" if b.startswith("meta") else b.rstrip("0123456789") for b in backends]
+        on = [b for b, k in zip(backends, kinds) if not f.backends or k in f.backends]
+        selected = [c.name for c in cases.select(f.cases)] if f.cases else []
+        if not f.cases:
+            row["state"], row["detail"] = "not run", "shown by tests and reproducers, not by the op cases"
+        elif not on:
+            row["state"], row["detail"] = "not run", f"shows on {', '.join(f.backends)}: no such backend here"
+        elif not selected:
+            row["state"], row["detail"] = "not run", "no case of this build matches"
+        else:
+            records = run_check(on, f.cases, progress=None, jobs=max(1, jobs))
+            bad = [
+                r
+                for r in records
+                if r.status.bad or (r.status == Status.KNOWN and f"findings.md {f.number}:" in r.message)
+            ]
+            ran = [r for r in records if r.status != Status.UNSUPPORTED and r.status != Status.SKIPPED]
+            row["state"] = "present" if bad else "absent" if ran else "not run"
+            row["detail"] = (
+                f"{len(bad)} of {len(records)} records fail or die on {', '.join(on)}"
+                if bad
+                else f"{len(ran)} records pass on {', '.join(on)}"
+                if ran
+                else "every case unsupported here"
+            )
+            row["cases"] = sorted({r.case for r in bad})
+        rows.append(row)
+    return rows
+
+
+def export(directory: str) -> list[str]:
+    """Write each finding that cases show as files an upstream developer can run without pyggml: finding-N.txt,
+    its cases' nodes in test-backend-ops' --test-file format, and finding-N.sh, which runs them with
+    test-backend-ops on the backend they show on (against the CPU, test-backend-ops' reference). Returns the
+    paths written."""
+    from pathlib import Path
+
+    from pyggml.testing.engine import cases, tbo
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for f in FINDINGS:
+        if not f.cases:
+            continue
+        lines = [line for c in cases.select(f.cases) if (line := tbo.test_file_line(c)) is not None]
+        if not lines:
+            continue
+        test_file = out / f"finding-{f.number}.txt"
+        test_file.write_text("\n".join(lines) + "\n")
+        backend = {"vulkan": "Vulkan0", "cpu": "CPU"}.get(f.backends[0] if f.backends else "cpu", "Vulkan0")
+        script = out / f"finding-{f.number}.sh"
+        script.write_text(
+            "#!/bin/sh\n"
+            f"# docs/findings.md {f.number}, {f.where}: {f.what}\n"
+            f"# fixed by: {f.patch or 'no patch of pyggml'}{f'; upstream in ggml {f.fixed_in}' if f.fixed_in else ''}\n"
+            "# Run with llama.cpp's test-backend-ops (built from the tree under test): each line of the .txt file\n"
+            "# is one node, computed on the backend below and compared with the CPU.\n"
+            f'"${{TEST_BACKEND_OPS:-test-backend-ops}}" test -b {backend} --test-file "$(dirname "$0")/{test_file.name}"\n'
+        )
+        script.chmod(0o755)
+        written += [str(test_file), str(script)]
+    return written
+
+
+def main(args, run_check: Callable[..., list[Record]], backends: list[str]) -> int:
+    """`python -m pyggml findings [--json] [--export DIR]`: which findings this build still has."""
+    import json
+    import sys
+
+    if args.export:
+        for path in export(args.export):
+            print(path)
+        return 0
+    rows = run(backends, run_check, args.jobs)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    tree = build_info().get("tree") or {}
+    print(f"ggml {tree.get('ggml_version', '?')} ({tree.get('tree', 'pin')} tree); backends: {', '.join(backends)}")
+    for r in rows:
+        fix = r["fixed_here"] or f"lacks {r['patch'] or 'the upstream fix'}"
+        print(f"{r['finding']:>3} {r['state']:<8} {r['where']}: {r['what']}", file=sys.stdout)
+        print(f"    {r['detail']}; {fix}")
+    return 0
