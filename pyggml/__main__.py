@@ -67,16 +67,22 @@ def ggml_info() -> dict:
     from pathlib import Path
 
     from pyggml import build_info, lib
-    from pyggml._native import cstr, has
+    from pyggml._native import cstr
 
     built = build_info()
+    tree = built.get("tree")  # tools/fetch_ggml.py's record: every build since it wrote one
     data: dict = {
         "version": cstr(lib.ggml_version()),
         "commit": cstr(lib.ggml_commit()),
-        "pin": built.get("pin"),
-        "patches": built.get("patches"),
-        "pin_from": "build" if built.get("pin") else None,
+        "tree": tree,
+        "pin": tree["pin"] if tree and tree["tree"] == "pin" else None,
+        "patches": [p["name"] for p in tree["patches"] if p["state"] in ("applied", "already in the source")]
+        if tree
+        else None,
+        "pin_from": "build" if tree else None,
     }
+    if tree:
+        return _with_cpu_features(data)
     vendor = Path(__file__).resolve().parent.parent / "vendor" / "ggml"
     if data["pin"] is None and (vendor / "pin.toml").is_file():
         pin = tomllib.loads((vendor / "pin.toml").read_text())
@@ -84,15 +90,24 @@ def ggml_info() -> dict:
         data["pin_from"] = "source tree's vendor/ggml/pin.toml"
     if data["patches"] is None and (vendor / "patches").is_dir():
         data["patches"] = sorted(p.name for p in (vendor / "patches").glob("*.patch"))
+    return _with_cpu_features(data)
+
+
+def _with_cpu_features(data: dict) -> dict:
+    from pyggml import lib
+    from pyggml._native import has
+
     data["cpu_features"] = [f for f in CPU_FEATURES if has(f"ggml_cpu_has_{f}") and getattr(lib, f"ggml_cpu_has_{f}")()]
     return data
 
 
 def info(args: argparse.Namespace) -> int:
     from pyggml import backend_kinds, build_info, devices
+    from pyggml._native import adaptations
     from pyggml.backend import backend_features
 
     data: dict = {"build": build_info(), "ggml": ggml_info(), "devices": [], "backend_features": {}}
+    data["ggml"]["adapted"] = adaptations()
     for d in devices():
         free, total = d.memory()
         data["devices"].append(
@@ -112,7 +127,22 @@ def info(args: argparse.Namespace) -> int:
         return 0
     g = data["ggml"]
     print(f"ggml {g['version']} (build commit {g['commit'] or 'unknown'})")
-    if g["pin"]:
+    tree = g["tree"]
+    if tree and tree["tree"] == "user":
+        print(f"tree: the user's: ggml from {tree['ggml_source']}, llama.cpp from {tree['llama_source'] or '(none)'}")
+        print(f"patches ({tree['patch_choice']}{', strict' if tree['strict'] else ''}):")
+        for p in tree["patches"]:
+            if p["state"] != "not chosen":
+                print(f"  {p['name']}: {p['state']}{': ' + p['reason'] if p.get('reason') else ''}")
+        if all(p["state"] == "not chosen" for p in tree["patches"]):
+            print("  none applied")
+        a = adaptations()
+        print(
+            f"adapted to this tree: {len(a['missing'])} of the pin's functions missing, {len(a['changed'])} with "
+            f"another C type ({', '.join(a['changed']) or 'none'}), {len(a['absent'])} enum members absent: their "
+            "wrappers raise Unsupported saying so"
+        )
+    elif g["pin"]:
         pin = g["pin"]
         print(
             f"pin: {pin.get('package')}=={pin.get('version')}, sdist sha256 {pin.get('sha256')} "
@@ -120,10 +150,12 @@ def info(args: argparse.Namespace) -> int:
         )
     else:
         print("pin: not recorded in this build (see vendor/ggml/pin.toml in pyggml's source)")
-    if g["patches"] is not None:
+    if tree and tree["tree"] == "user":
+        pass
+    elif g["patches"] is not None:
         print(
-            f"patches: {len(g['patches'])} of vendor/ggml/patches, applied at build (one already in the ggml "
-            "source is skipped):"
+            f"patches: {len(g['patches'])} of vendor/ggml/patches and vendor/llama/patches, applied at build "
+            f"({'recorded by the build' if tree else 'read from the source tree'}):"
         )
         from pyggml.testing.engine.session import _wrap
 

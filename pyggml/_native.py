@@ -120,6 +120,45 @@ def has(name: str) -> bool:
     return getattr(lib, name, None) is not None and unavailable(name) is None
 
 
+def adaptations() -> dict:
+    """What the binding adapts in this build against the pin's C API it was written for: `missing`, the pin's
+    functions (ggml's, gguf's, llama.cpp's; their guarded twins left out) this tree lacks; `changed`, those
+    whose C type differs (their wrappers refuse); `absent`, the pin's enum members it lacks ("GGML_OP_...").
+    All empty on the pin."""
+    pinned = pinned_api()
+    missing, changed = [], []
+    for name, ctype in pinned["functions"].items():
+        if name.startswith("pyggml_guarded_"):
+            continue
+        value = getattr(real_lib, name, None)
+        if value is None:
+            missing.append(name)
+        elif ffi.typeof(value).cname != ctype:
+            changed.append(name)
+    absent = []
+    for c_enum, members in pinned["enums"].items():
+        try:
+            have = ffi.typeof(c_enum).relements
+        except ffi.error:
+            absent += members
+            continue
+        absent += [m for m in members if m not in have]
+    return {"missing": sorted(missing), "changed": sorted(changed), "absent": sorted(absent)}
+
+
+def require_after(feature: str, last_without: str) -> None:
+    """Unsupported unless this build's ggml is newer than `last_without`, the last version known to lack
+    `feature`: for what a ggml function came to accept without its C type changing (cffi cannot see it), so an
+    older tree refuses instead of reading a NULL it does not expect."""
+    version = tree_version()
+    if version and _version_key(version) <= _version_key(last_without):
+        raise Unsupported(f"{feature} is not in ggml {version} (it came after {last_without})")
+
+
+def _version_key(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
 def user_tree() -> bool:
     """Whether this build is of a tree of the user's (PYGGML_GGML_SOURCE, PYGGML_LLAMA_SOURCE), not the pin."""
     return (build_info().get("tree") or {}).get("tree") == "user"

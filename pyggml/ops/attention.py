@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pyggml._args import integer
-from pyggml._native import ffi, lib
+from pyggml._native import ffi, lib, require_after
 from pyggml.ops._common import (
     _ARG_ERRORS,
     _NULL,
@@ -534,6 +534,8 @@ def dsv4_hc_post(ctx: Context, x: Tensor, residual: Tensor, post: Tensor, comb: 
     Result: F32 [n_embd, hc, n_tokens]. Precision: F32.
     """
     try:
+        if comb is None:  # the identity came to ggml_dsv4_hc_post later than the op; older ones read NULL
+            require_after("dsv4_hc_post: comb=None (the identity)", "0.21.0")
         r = _guarded("dsv4_hc_post")(ctx.ptr, x.ptr, residual.ptr, post.ptr, _NULL if comb is None else comb.ptr)
     except _ARG_ERRORS as e:
         raise _bad_arguments(
