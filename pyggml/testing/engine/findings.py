@@ -133,6 +133,42 @@ FINDINGS: tuple[Finding, ...] = (
         "0032-meta-eval-callback-per-node.patch",
         backends=("meta",),
     ),
+    # found by running the suite on older trees (docs/compat.md): fixed upstream, present in the versions before
+    Finding(
+        47,
+        "ggml-cpu unary, GLU and SCALE ops",
+        "a BF16 input (gelu, silu, the GLU family, scale, scale_bias): supports_op accepts it, the kernel aborts "
+        '("fatal error")',
+        fixed_in="0.25.3",
+        cases=r"^(scale|scale_bias|gelu|gelu_quick|gelu_erf|silu|reglu|geglu|geglu_erf|geglu_quick|swiglu)"
+        r"(_swapped|_split)?/bf16",
+        backends=("cpu",),
+    ),
+    Finding(
+        48,
+        "ggml-cpu IM2COL",
+        "an F16 result from an F32 kernel (and conv_1d, conv_1d_dw, im2col_3d, built on it): "
+        "GGML_ASSERT(src0->type == GGML_TYPE_F16) aborts",
+        fixed_in="0.20.0",
+        cases=r"^(im2col/f32/\dd_f16_|im2col_3d/f32/f16_|conv_1d/f32/|conv_1d_dw/f32/)",
+        backends=("cpu",),
+    ),
+    Finding(
+        49,
+        "ggml-cpu CONV_2D_DW (direct)",
+        "an F16 kernel: wrong results (NMSE 3.7e38)",
+        fixed_in="0.20.0",
+        cases=r"^conv_2d_dw_direct/f16/",
+        backends=("cpu",),
+    ),
+    Finding(
+        50,
+        "ggml-cpu CONV_TRANSPOSE_2D",
+        "a batch of two inputs: wrong results (NMSE 0.48)",
+        fixed_in="0.25.3",
+        cases=r"^conv_transpose_2d_p0/f(16|32)/1$",
+        backends=("cpu",),
+    ),
     Finding(
         31,
         "llama.cpp recurrent memory",

@@ -1,0 +1,165 @@
+"""Build pyggml on other ggml and llama.cpp trees and run the suite on each: the table of docs/compat.md.
+
+Each tree is built in its own folder under --work (its source, a virtual environment, a build folder), with
+PYGGML_GGML_SOURCE and PYGGML_LLAMA_SOURCE set and PYGGML_PATCHES as given (default: none, the tree as
+upstream has it). Trees:
+
+- a llama-cpp-python version (0.3.30, 0.3.33, 0.3.35, 0.3.36): its sdist, downloaded with pip, is an archive
+  of llama.cpp and its ggml of that day; pyggml builds both, libllama included;
+- `ggml=DIR`: a checkout of ggml's own repository (include/ and src/ at its root), built without libllama;
+- `llama=DIR`: a llama.cpp checkout (its ggml/ and libllama).
+
+For each: the build's seconds, `info` (ggml's version, what the binding adapted), `check --backend cpu` (records
+by status; its exit status), `findings` (which findings the tree has), and with --model a `check --model` of a
+model `make-model` writes (where the tree's llama.cpp loads it). Prints a dated markdown table (and --json).
+
+    python scripts/compat_matrix.py --tree 0.3.30 --tree 0.3.33 --tree 0.3.35 --tree 0.3.36 --tree ggml=DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import fetch_ggml  # noqa: E402
+
+BUILD_REQUIREMENTS = ["cffi>=1.17", "numpy>=1.24", "scikit-build-core>=0.10", "ninja", "cmake>=3.21", "pip"]
+
+
+def sources(tree: str, work: Path) -> tuple[str, dict[str, str], list[str]]:
+    """(name, the environment that points pyggml's build at the tree, extra pip arguments)."""
+    kind, _, where = tree.partition("=")
+    if kind == "ggml":
+        return f"ggml {Path(where).name}", {"PYGGML_GGML_SOURCE": where}, ["-Ccmake.define.PYGGML_LLAMA=OFF"]
+    if kind == "llama":
+        return (
+            f"llama.cpp {Path(where).name}",
+            {"PYGGML_GGML_SOURCE": f"{where}/ggml", "PYGGML_LLAMA_SOURCE": where},
+            [],
+        )
+    folder = work / f"llama-cpp-python-{tree}"
+    if not (folder / "ggml" / "include" / "ggml.h").exists():
+        downloads = work / "downloads"
+        downloads.mkdir(parents=True, exist_ok=True)
+        sdist = next(iter(downloads.glob(f"llama_cpp_python-{tree}.tar.gz")), None)
+        if sdist is None:
+            sdist = fetch_ggml.pip_download("llama-cpp-python", tree, downloads)
+        fetch_ggml.extract_folders(sdist, {"vendor/llama.cpp": folder})
+    return (
+        f"llama-cpp-python {tree}",
+        {"PYGGML_GGML_SOURCE": str(folder / "ggml"), "PYGGML_LLAMA_SOURCE": str(folder)},
+        [],
+    )
+
+
+def run(cmd: list[str], env: dict | None = None, cwd: Path | None = None, timeout: float = 3600) -> tuple[int, str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def one_tree(tree: str, work: Path, patches: str, model: bool) -> dict:
+    name, env_vars, extra = sources(tree, work)
+    slug = tree.replace("=", "-").replace("/", "_")
+    venv, build = work / f"venv-{slug}", work / f"build-{slug}"
+    row: dict = {"tree": name}
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", *BUILD_REQUIREMENTS], check=True)
+    py = str(venv / "bin" / "python")
+    env = {**os.environ, **env_vars, "PYGGML_PATCHES": patches}
+    env.pop("PYTHONPATH", None)
+    start = time.perf_counter()
+    cmd = [py, "-m", "pip", "install", "-q", "--no-build-isolation", str(ROOT), f"--config-settings=build-dir={build}"]
+    rc, out = run([*cmd, *extra], env)
+    row["build_s"] = round(time.perf_counter() - start)
+    if rc != 0:
+        row["error"] = "build failed: " + out.strip().splitlines()[-1][:300] if out.strip() else "build failed"
+        return row
+    env.pop("PYGGML_GGML_SOURCE"), env.pop("PYGGML_LLAMA_SOURCE", None)
+    rc, out = run([py, "-m", "pyggml", "info", "--json"], env, cwd=work)
+    if rc != 0:
+        row["error"] = "import failed: " + out.strip()[-300:]
+        return row
+    info = json.loads(out)
+    tree_record = info["ggml"]["tree"] or {}
+    row["ggml"] = tree_record.get("ggml_version") or info["ggml"]["version"]
+    row["libllama"] = "llama.h" in info["build"]["headers"]
+    row["patches"] = [p["name"] for p in tree_record.get("patches", []) if p["state"] == "applied"]
+    row["patches_skipped"] = [p["name"] for p in tree_record.get("patches", []) if p["state"] == "does not apply"]
+    row["adapted"] = {k: len(v) for k, v in info["ggml"]["adapted"].items()}
+    row["changed"] = info["ggml"]["adapted"]["changed"]
+    report = work / f"check-{slug}.json"
+    start = time.perf_counter()
+    rc, out = run([py, "-m", "pyggml", "check", "--backend", "cpu", "-q", "--json", str(report)], env, cwd=work)
+    row["check_s"], row["check_rc"] = round(time.perf_counter() - start), rc
+    records = json.loads(report.read_text()) if report.exists() else []
+    row["records"] = dict(collections.Counter(r["status"] for r in records))
+    row["failing"] = sorted(r["case"] for r in records if r["status"] in ("fail", "error"))
+    rc, out = run(
+        [py, "-m", "pyggml", "findings", "--json", "--backend", "cpu", "--backend", "meta:cpu,cpu"], env, cwd=work
+    )
+    found = json.loads(out) if rc == 0 else []
+    row["findings_present"] = [f["finding"] for f in found if f["state"] == "present"]
+    row["findings_absent"] = [f["finding"] for f in found if f["state"] == "absent"]
+    if model and row["libllama"]:
+        gguf = work / f"model-{slug}.gguf"
+        rc, out = run([py, "-m", "pyggml", "make-model", "qwen3", str(gguf)], env, cwd=work)
+        if rc == 0:
+            rc, out = run([py, "-m", "pyggml", "check", "--model", str(gguf), "--no-repack"], env, cwd=work)
+        row["model"] = "qwen3: every node passes" if rc == 0 else f"qwen3: {out.strip().splitlines()[-1][:200]}"
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    head = [
+        "| tree | ggml | libllama | build s | cpu records: pass / unsupported / known / fail / error | check exit | "
+        "findings present | adapted: missing / changed / absent |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            head.append(f"| {r['tree']} | | | {r.get('build_s', '')} | {r['error']} | | | |")
+            continue
+        c = r["records"]
+        counts = " / ".join(str(c.get(k, 0)) for k in ("pass", "unsupported", "known", "fail", "error"))
+        a = r["adapted"]
+        head.append(
+            f"| {r['tree']} | {r['ggml']} | {'yes' if r['libllama'] else 'no'} | {r['build_s']} | {counts} | "
+            f"{r['check_rc']} | {', '.join(map(str, r['findings_present'])) or 'none'} | "
+            f"{a['missing']} / {a['changed']} / {a['absent']} |"
+        )
+    return "\n".join(head)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", action="append", required=True, help="0.3.33, ggml=DIR or llama=DIR (repeatable)")
+    parser.add_argument("--work", type=Path, default=Path("build/compat"), help="where the trees are built")
+    parser.add_argument("--patches", default="none", help="PYGGML_PATCHES for every tree (default none)")
+    parser.add_argument("--model", action="store_true", help="also check --model a make-model qwen3 file")
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for tree in args.tree:
+        print(f"compat: {tree} ...", file=sys.stderr, flush=True)
+        rows.append(one_tree(tree, args.work.resolve(), args.patches, args.model))
+        print(f"compat: {json.dumps(rows[-1])[:400]}", file=sys.stderr, flush=True)
+    print(f"Measured {datetime.date.today()} (PYGGML_PATCHES={args.patches}; `check --backend cpu`):\n")
+    print(table(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0 if all("error" not in r and r["check_rc"] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
