@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from pyggml import transport
-from pyggml._native import ffi, lib
+from pyggml._native import ffi, has, lib
 from pyggml.errors import Unsplittable
 from pyggml.preflight.core import Rule
 from pyggml.tensor import MAX_DIMS, Tensor
@@ -27,6 +27,10 @@ def check_graph(meta: Any, graph: Any) -> None:
     key = (graph.n_nodes, meta.policy_version)
     done = graph.state.split_checked.get(meta)
     if done is not None and key in done:
+        return
+    if not has("ggml_backend_meta_graph_split_states"):
+        # a ggml without patch 0022 (a user's tree): nothing to ask before the compute, which then shows
+        # what the tree's meta backend does (a case runs in a worker process; an abort is its error record)
         return
     reason = ffi.new("char[]", 1024)
     states = ffi.new("struct ggml_backend_meta_split_state[]", max(1, graph.n_nodes))

@@ -133,6 +133,23 @@ FINDINGS: tuple[Finding, ...] = (
         "0032-meta-eval-callback-per-node.patch",
         backends=("meta",),
     ),
+    Finding(
+        51,
+        "ggml-backend-meta views",
+        "a view of a permuted tensor is not split: the seed's graph (its conv windows written through a permuted "
+        "view) aborted with `view of permuted tensor not implemented`",
+        "0001-meta-split-permuted-view.patch",
+        cases=r"^(conv_state|delta_net)/",
+        backends=("meta",),
+    ),
+    Finding(
+        52,
+        "ggml-backend-meta ARANGE",
+        "ARANGE has no split state: a graph that builds an index on the device with it aborts in allocation",
+        "0005-meta-arange-mirrored.patch",
+        cases=r"^arange/",
+        backends=("meta",),
+    ),
     # found by running the suite on older trees (docs/compat.md): fixed upstream, present in the versions before
     Finding(
         47,
@@ -224,26 +241,30 @@ def fixed_here(f: Finding) -> str | None:
     return None
 
 
-def covering(case: str, backend: str) -> Finding | None:
-    """The finding this build may have that shows on this case and backend, None if none does."""
+def covering(case: str, backend: str) -> list[Finding]:
+    """The findings this build may have (it lacks their fixes) that show on this case and backend."""
     kind = "meta" if backend.startswith("meta") else backend.rstrip("0123456789")
-    for f in FINDINGS:
-        if f.cases and re.search(f.cases, case) and (not f.backends or kind in f.backends) and not fixed_here(f):
-            return f
-    return None
+    return [
+        f
+        for f in FINDINGS
+        if f.cases and re.search(f.cases, case) and (not f.backends or kind in f.backends) and not fixed_here(f)
+    ]
 
 
 def explain(records: list[Record]) -> list[Record]:
-    """The records with each failure or death a finding of this build covers made `known`, naming it."""
+    """The records with each failure or death that findings of this build cover made `known`, naming them (all
+    of them where several could explain it: the build lacks each one's fix)."""
     out = []
     for r in records:
-        f = covering(r.case, r.backend) if r.status in (Status.FAIL, Status.ERROR) else None
-        if f is not None:
+        found = covering(r.case, r.backend) if r.status in (Status.FAIL, Status.ERROR) else []
+        if found:
+            numbers = " or ".join(str(f.number) for f in found)
+            lacks = ", ".join(f.patch or f"the upstream fix (ggml {f.fixed_in})" for f in found)
             r = replace(
                 r,
                 status=Status.KNOWN,
-                message=f"known: upstream bug, docs/findings.md {f.number}: {f.what} "
-                f"(this build lacks {f.patch or 'the upstream fix'}) ({r.message})",
+                message=f"known: upstream bug, docs/findings.md {numbers}: {found[0].what} (this build lacks "
+                f"{lacks}) ({r.message})",
             )
         out.append(r)
     return out
