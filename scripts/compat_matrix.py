@@ -35,8 +35,9 @@ import fetch_ggml  # noqa: E402
 BUILD_REQUIREMENTS = ["cffi>=1.17", "numpy>=1.24", "scikit-build-core>=0.10", "ninja", "cmake>=3.21", "pip"]
 
 
-def sources(tree: str, work: Path) -> tuple[str, dict[str, str], list[str]]:
-    """(name, the environment that points pyggml's build at the tree, extra pip arguments)."""
+def sources(tree: str, work: Path, py: str) -> tuple[str, dict[str, str], list[str]]:
+    """(name, the environment that points pyggml's build at the tree, extra pip arguments). `py` downloads an
+    sdist (pip reads its metadata with scikit-build-core, which the tree's environment has)."""
     kind, _, where = tree.partition("=")
     if kind == "ggml":
         return f"ggml {Path(where).name}", {"PYGGML_GGML_SOURCE": where}, ["-Ccmake.define.PYGGML_LLAMA=OFF"]
@@ -52,7 +53,9 @@ def sources(tree: str, work: Path) -> tuple[str, dict[str, str], list[str]]:
         downloads.mkdir(parents=True, exist_ok=True)
         sdist = next(iter(downloads.glob(f"llama_cpp_python-{tree}.tar.gz")), None)
         if sdist is None:
-            sdist = fetch_ggml.pip_download("llama-cpp-python", tree, downloads)
+            cmd = [py, "-m", "pip", "download", "-q", "--no-deps", "--no-build-isolation", "--no-binary"]
+            subprocess.run([*cmd, "llama-cpp-python", f"llama-cpp-python=={tree}", "-d", str(downloads)], check=True)
+            sdist = next(downloads.glob(f"llama_cpp_python-{tree}.tar.gz"))
         fetch_ggml.extract_folders(sdist, {"vendor/llama.cpp": folder})
     return (
         f"llama-cpp-python {tree}",
@@ -66,17 +69,19 @@ def run(cmd: list[str], env: dict | None = None, cwd: Path | None = None, timeou
     return proc.returncode, proc.stdout + proc.stderr
 
 
-def one_tree(tree: str, work: Path, patches: str, model: bool) -> dict:
-    name, env_vars, extra = sources(tree, work)
+def one_tree(tree: str, work: Path, patches: str, model: bool, cmake_args: str = "") -> dict:
     slug = tree.replace("=", "-").replace("/", "_")
     venv, build = work / f"venv-{slug}", work / f"build-{slug}"
-    row: dict = {"tree": name}
     if not (venv / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", *BUILD_REQUIREMENTS], check=True)
     py = str(venv / "bin" / "python")
-    env = {**os.environ, **env_vars, "PYGGML_PATCHES": patches}
-    env.pop("PYTHONPATH", None)
+    name, env_vars, extra = sources(tree, work, py)
+    row: dict = {"tree": name}
+    # the tree alone decides: a CPU build (CMAKE_ARGS as given, not the caller's Vulkan one), its own build folder
+    env = {**os.environ, **env_vars, "PYGGML_PATCHES": patches, "CMAKE_ARGS": cmake_args}
+    for variable in ("PYTHONPATH", "SKBUILD_BUILD_DIR"):
+        env.pop(variable, None)
     start = time.perf_counter()
     cmd = [py, "-m", "pip", "install", "-q", "--no-build-isolation", str(ROOT), f"--config-settings=build-dir={build}"]
     rc, out = run([*cmd, *extra], env)
@@ -147,12 +152,13 @@ def main() -> int:
     parser.add_argument("--patches", default="none", help="PYGGML_PATCHES for every tree (default none)")
     parser.add_argument("--model", action="store_true", help="also check --model a make-model qwen3 file")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--cmake-args", default="", help="CMAKE_ARGS for every tree (default none: a CPU build)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     rows = []
     for tree in args.tree:
         print(f"compat: {tree} ...", file=sys.stderr, flush=True)
-        rows.append(one_tree(tree, args.work.resolve(), args.patches, args.model))
+        rows.append(one_tree(tree, args.work.resolve(), args.patches, args.model, args.cmake_args))
         print(f"compat: {json.dumps(rows[-1])[:400]}", file=sys.stderr, flush=True)
     print(f"Measured {datetime.date.today()} (PYGGML_PATCHES={args.patches}; `check --backend cpu`):\n")
     print(table(rows))

@@ -235,3 +235,24 @@ def test_the_findings_command_says_what_fixes_each_finding():
         if PIN and f.patch:
             assert r["fixed_here"] and r["state"] != "present", r
     assert np.all([r["detail"] for r in rows.values()])
+
+
+def test_make_model_writes_a_tokenizer_the_trees_llama_cpp_reads(monkeypatch):
+    from pyggml.models import make_model
+
+    tree = _native.build_info().get("tree") or {}
+    older = {**_native.build_info(), "tree": {**tree, "llama_tokenizers": ["bert", "gpt2", "llama", "rwkv"]}}
+    monkeypatch.setattr(make_model, "build_info", lambda: older)
+    assert make_model.vocabulary(4)["tokenizer.ggml.model"] == "rwkv"
+    newer = {**_native.build_info(), "tree": {**tree, "llama_tokenizers": ["rwkv", "test"]}}
+    monkeypatch.setattr(make_model, "build_info", lambda: newer)
+    assert make_model.vocabulary(4)["tokenizer.ggml.model"] == "test"
+
+
+def test_the_tree_record_lists_the_tokenizers_of_its_llama_cpp(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "llama-vocab.cpp").write_text(
+        'if (tokenizer_model == "llama") {} else if (tokenizer_model == "rwkv") {} else if (tokenizer_model == "llama")'
+    )
+    assert fetch_ggml.llama_tokenizers(tmp_path) == ["llama", "rwkv"]
+    assert fetch_ggml.llama_tokenizers(tmp_path / "nowhere") == []

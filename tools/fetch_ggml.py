@@ -346,7 +346,17 @@ def ggml_version(tree: Path) -> str:
     return ".".join(m.group(1) for m in parts) if all(parts) else ""  # type: ignore[union-attr]
 
 
-def tree_record(ggml: list[dict], llama: list[dict] | None, ggml_dest: Path, choice: PatchChoice) -> dict:
+def llama_tokenizers(tree: Path) -> list[str]:
+    """The tokenizer models this llama.cpp reads (`tokenizer.ggml.model`), as its src/llama-vocab.cpp names them:
+    make-model writes llama.cpp's test tokenizer where the tree has it."""
+    vocab = tree / "src" / "llama-vocab.cpp"
+    text = vocab.read_text(errors="replace") if vocab.exists() else ""
+    return sorted(set(re.findall(r'tokenizer_model == "(\w+)"', text)))
+
+
+def tree_record(
+    ggml: list[dict], llama: list[dict] | None, ggml_dest: Path, choice: PatchChoice, llama_dest: Path | None = None
+) -> dict:
     """What the build is made of, for _build_info.json: the tree (the pin, or the user's folders), ggml's
     version, the patch choice and each patch's state."""
     pin = tomllib.loads(PIN_FILE.read_text())
@@ -358,6 +368,7 @@ def tree_record(ggml: list[dict], llama: list[dict] | None, ggml_dest: Path, cho
         "ggml_source": str(ggml_root(ggml_source)) if ggml_source else None,
         "llama_source": llama_source,
         "ggml_version": ggml_version(ggml_dest),
+        "llama_tokenizers": llama_tokenizers(llama_dest) if llama_dest else [],
         "patch_choice": choice.text or ("none (a user's tree)" if _user_tree() else "all (the pin)"),
         "strict": choice.strict,
         "patches": ggml + (llama or []),
@@ -382,7 +393,8 @@ def main() -> int:
         ggml = prepare(args.dest, skip, choice)
         llama = prepare_llama(args.llama_dest, skip, choice) if args.llama_dest else None
         if args.record:
-            args.record.write_text(json.dumps(tree_record(ggml, llama, args.dest, choice), indent=1) + "\n")
+            record = tree_record(ggml, llama, args.dest, choice, args.llama_dest)
+            args.record.write_text(json.dumps(record, indent=1) + "\n")
     except FetchError as e:
         print(f"pyggml: {e}", file=sys.stderr)
         return 1

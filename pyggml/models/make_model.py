@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from pyggml import gguf
+from pyggml._native import build_info
 
 STDEV = 0.1  # as test-llama-archs.cpp's default
 
@@ -629,7 +630,8 @@ def table(arch: str, n_layer: int | None = None, like: str | None = None) -> tup
 
 
 def vocabulary(n_vocab: int) -> dict[str, Any]:
-    """llama.cpp's test tokenizer (test-llama-archs.cpp) as metadata: tokens `tok_0`..., scores 0.
+    """llama.cpp's test tokenizer (test-llama-archs.cpp) as metadata: tokens `tok_0`..., scores 0 (its RWKV
+    tokenizer on a llama.cpp tree that has no test tokenizer).
 
     Args:
         n_vocab: the number of tokens.
@@ -637,8 +639,10 @@ def vocabulary(n_vocab: int) -> dict[str, Any]:
     Returns:
         The `tokenizer.ggml.*` metadata.
     """
+    # an older llama.cpp has no test tokenizer: its RWKV one reads the same tokens (the build records which)
+    readable = (build_info().get("tree") or {}).get("llama_tokenizers") or ["test"]
     return {
-        "tokenizer.ggml.model": "test",
+        "tokenizer.ggml.model": "test" if "test" in readable else "rwkv",
         "tokenizer.ggml.tokens": [f"tok_{i}" for i in range(n_vocab)],
         "tokenizer.ggml.scores": gguf.Value("f32", [0.0] * n_vocab),
     }
