@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from pyggml._native import ffi, lib, logged_warnings
+from pyggml._native import ffi, has, lib, logged_warnings
 from pyggml.backend import Backend, Buffer
 from pyggml.backend import backend as backend_named
 from pyggml.context import Context
@@ -313,9 +313,13 @@ def _read_value(g: Any, i: int, key: str) -> Value:
 
 
 def _read_header(path: str, size: int) -> GGUFFile:
-    params = ffi.new("struct gguf_init_params *", {"no_alloc": True, "ctx": ffi.NULL})
+    # a ggml before gguf_get_tensor_ne (0.15 and older): the tensors' extents from the metadata context
+    # gguf_init_from_file makes when asked for one (tensors without data)
+    meta_out = None if has("gguf_get_tensor_ne") else ffi.new("struct ggml_context **")
+    params = ffi.new("struct gguf_init_params *", {"no_alloc": True, "ctx": meta_out or ffi.NULL})
     with logged_warnings() as lines:
         g = lib.gguf_init_from_file(os.fsencode(path), params[0])
+    meta = ffi.gc(meta_out[0], lib.ggml_free) if meta_out is not None and meta_out[0] != ffi.NULL else None
     if g == ffi.NULL:
         why = "; ".join(line.split(": ", 1)[-1] for line in lines) or "no reason given"
         if "invalid GGUF type 9" in why:
@@ -336,7 +340,10 @@ def _read_header(path: str, size: int) -> GGUFFile:
         name = _decode(lib.gguf_get_tensor_name(g, i))
         if name in out.tensor_info:
             raise GGUFError(f"{path}: tensor name {name!r} appears twice")
-        ne = tuple(lib.gguf_get_tensor_ne(g, i)[0:MAX_DIMS])
+        if meta is None:
+            ne = tuple(lib.gguf_get_tensor_ne(g, i)[0:MAX_DIMS])
+        else:
+            ne = tuple(lib.ggml_get_tensor(meta, name.encode()).ne[0:MAX_DIMS])
         try:
             ttype = Type(lib.gguf_get_tensor_type(g, i))
         except ValueError:

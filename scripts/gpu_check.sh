@@ -24,7 +24,8 @@
 #
 # --build is the old path, for a machine with nvcc and cuBLAS but no prebuilt wheel: pyggml is built there
 # (`pip install -e .` with -DGGML_CUDA=ON, all cores, the visible GPU's architecture; ggml's pinned sdist
-# must be in the pyggml cache, PYGGML_CACHE_DIR, or its extracted ggml folder in PYGGML_GGML_SOURCE, and
+# must be in the pyggml cache, PYGGML_CACHE_DIR, or its extracted ggml folder in PYGGML_GGML_SOURCE with
+# PYGGML_PATCHES=all,strict (a tree given by its folder gets no patch unless asked: docs/building.md), and
 # python3 must have cffi, numpy, scikit-build-core and pip), then the same steps run.
 #
 # Writes into OUT_DIR (--out, else $OUT when set, else gpu-check): gpu_check.txt (everything a reader

@@ -256,3 +256,14 @@ def test_the_tree_record_lists_the_tokenizers_of_its_llama_cpp(tmp_path):
     )
     assert fetch_ggml.llama_tokenizers(tmp_path) == ["llama", "rwkv"]
     assert fetch_ggml.llama_tokenizers(tmp_path / "nowhere") == []
+
+
+def test_gguf_reads_tensor_extents_without_gguf_get_tensor_ne(monkeypatch, tmp_path):
+    """ggml 0.15 has no gguf_get_tensor_ne: the extents come from the metadata context gguf_init makes."""
+    from pyggml import gguf
+
+    path = tmp_path / "t.gguf"
+    gguf.save(str(path), {"general.architecture": "x"}, {"w": np.arange(6, dtype=np.float32).reshape(2, 3)})
+    want = gguf.read_info(str(path)).tensor_info["w"].ne
+    monkeypatch.setattr(gguf, "has", lambda name: name != "gguf_get_tensor_ne")
+    assert gguf.read_info(str(path)).tensor_info["w"].ne == want == (3, 2, 1, 1)
