@@ -267,3 +267,15 @@ def test_gguf_reads_tensor_extents_without_gguf_get_tensor_ne(monkeypatch, tmp_p
     want = gguf.read_info(str(path)).tensor_info["w"].ne
     monkeypatch.setattr(gguf, "has", lambda name: name != "gguf_get_tensor_ne")
     assert gguf.read_info(str(path)).tensor_info["w"].ne == want == (3, 2, 1, 1)
+
+
+def test_a_known_record_names_every_finding_that_could_explain_it():
+    r = Record(
+        "delta_net/f32/K1/n1/kv2",
+        "meta:cpu,cpu",
+        Status.KNOWN,
+        message="known: upstream bug, docs/findings.md 26 or 51: a view (this build lacks ...) (NMSE 1)",
+    )
+    assert findings.named(r) == [26, 51]
+    assert findings.named(Record("x", "cpu", Status.KNOWN, message="known: a stated Vulkan bound")) == []
+    assert findings.named(Record("x", "cpu", Status.FAIL, message="known: upstream bug, docs/findings.md 5: y")) == []

@@ -251,6 +251,12 @@ def covering(case: str, backend: str) -> list[Finding]:
     ]
 
 
+def named(record: Record) -> list[int]:
+    """The findings a `known` record of explain() names ("docs/findings.md 26 or 51: ..."), [] for any other."""
+    m = re.match(r"known: upstream bug, docs/findings.md ([\d or]+):", record.message or "")
+    return [int(n) for n in m.group(1).split(" or ")] if record.status == Status.KNOWN and m else []
+
+
 def explain(records: list[Record]) -> list[Record]:
     """The records with each failure or death that findings of this build cover made `known`, naming them (all
     of them where several could explain it: the build lacks each one's fix)."""
@@ -300,11 +306,7 @@ def run(backends: list[str], run_check: Callable[..., list[Record]], jobs: int =
             row["state"], row["detail"] = "not run", "no case of this build matches"
         else:
             records = run_check(on, f.cases, progress=None, jobs=max(1, jobs))
-            bad = [
-                r
-                for r in records
-                if r.status.bad or (r.status == Status.KNOWN and f"findings.md {f.number}:" in r.message)
-            ]
+            bad = [r for r in records if r.status.bad or f.number in named(r)]
             ran = [r for r in records if r.status != Status.UNSUPPORTED and r.status != Status.SKIPPED]
             row["state"] = "present" if bad else "absent" if ran else "not run"
             row["detail"] = (
