@@ -40,7 +40,11 @@ def sources(tree: str, work: Path, py: str) -> tuple[str, dict[str, str], list[s
     sdist (pip reads its metadata with scikit-build-core, which the tree's environment has)."""
     kind, _, where = tree.partition("=")
     if kind == "ggml":
-        return f"ggml {Path(where).name}", {"PYGGML_GGML_SOURCE": where}, ["-Ccmake.define.PYGGML_LLAMA=OFF"]
+        return (
+            f"ggml's repository ({Path(where).name})",
+            {"PYGGML_GGML_SOURCE": where},
+            ["-Ccmake.define.PYGGML_LLAMA=OFF"],
+        )
     if kind == "llama":
         return (
             f"llama.cpp {Path(where).name}",

@@ -124,6 +124,8 @@ INTERNAL = {
     "pyggml.testing.engine.workers",
     "pyggml.testing.engine.session",
     "pyggml.testing.engine.twin_check",
+    "pyggml.testing.engine.findings",
+    "pyggml.testing.engine.tbo",
     "pyggml.testing.engine.junit",
     "pyggml.testing.coverage",
     "pyggml.testing.engine.model_check",
