@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyggml import parent
-from pyggml._native import ffi, lib
+from pyggml._native import ffi, has, lib
 from pyggml.backend import Device
 from pyggml.backend import device as find_device
 from pyggml.rpc_link import (  # the client's state, below the backends (re-exported: pyggml.rpc is the public face)
@@ -189,7 +189,7 @@ def serve(
     parse_endpoint(endpoint)
     n_threads = threads if threads is not None else (os.cpu_count() or 1)
     devs = ffi.new("ggml_backend_dev_t[]", [dev.ptr])
-    if hasattr(lib, "ggml_backend_rpc_server_trust_clients"):  # patch 0023 (a build without it trusts every client)
+    if has("ggml_backend_rpc_server_trust_clients"):  # patch 0023 (a build without it trusts every client)
         lib.ggml_backend_rpc_server_trust_clients(bool(trust_clients))
     sys.stdout.flush()
     lib.ggml_backend_rpc_start_server(endpoint.encode(), ffi.NULL, n_threads, 1, devs)

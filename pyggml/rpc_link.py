@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pyggml import transport
-from pyggml._native import ffi, lib
+from pyggml._native import ffi, has, lib
 from pyggml.errors import GGMLError
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def available() -> bool:
     Returns:
         True when the RPC functions are there.
     """
-    return hasattr(lib, "ggml_backend_rpc_add_server")
+    return has("ggml_backend_rpc_add_server")
 
 
 def _require():
@@ -99,6 +99,8 @@ def error(endpoint: str) -> str | None:
     Returns:
         The reason, or None while the connection is fine.
     """
+    if not has("ggml_backend_rpc_get_error"):  # a ggml without patch 0019: its client aborts on a fault instead
+        return None
     buf = ffi.new("char[]", 512)
     if lib.ggml_backend_rpc_get_error(endpoint.encode(), buf, len(buf)):
         return ffi.string(buf).decode(errors="replace")
@@ -114,7 +116,7 @@ def take_refusal(endpoint: str) -> str | None:
     Returns:
         The first such reason, or None.
     """
-    if not hasattr(lib, "ggml_backend_rpc_take_refusal"):
+    if not has("ggml_backend_rpc_take_refusal"):
         return None
     buf = ffi.new("char[]", 512)
     if lib.ggml_backend_rpc_take_refusal(endpoint.encode(), buf, len(buf)):

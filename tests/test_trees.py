@@ -279,3 +279,13 @@ def test_a_known_record_names_every_finding_that_could_explain_it():
     assert findings.named(r) == [26, 51]
     assert findings.named(Record("x", "cpu", Status.KNOWN, message="known: a stated Vulkan bound")) == []
     assert findings.named(Record("x", "cpu", Status.FAIL, message="known: upstream bug, docs/findings.md 5: y")) == []
+
+
+def test_has_is_false_for_a_function_the_tree_lacks(monkeypatch):
+    """Feature tests (the RPC server's client trust, patch 0023) ask `has`: a stand-in that refuses is not the
+    function (hasattr would say yes, and the call would raise)."""
+    api = _api_with(monkeypatch, {"ggml_backend_rpc_from_a_later_ggml": "void(*)(void)"})
+    monkeypatch.setattr(_native, "lib", api)
+    assert hasattr(api, "ggml_backend_rpc_from_a_later_ggml")
+    assert not _native.has("ggml_backend_rpc_from_a_later_ggml") and not _native.has("ggml_nobody_has")
+    assert _native.has("ggml_add")
