@@ -18,6 +18,9 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "pyggml" / "_pinned_api.json"
 GUARDED = "pyggml_guarded_"
+# a device backend's own functions (ggml-vulkan.h, ggml-cuda.h, ...): in a build of that backend only, so not part
+# of what every build of the pin has (the record is of the default build: CPU, RPC, libllama)
+DEVICE_BACKEND = re.compile(r"^ggml_backend_(is_)?(vk|cuda|metal|sycl|hip|opencl|cann|musa|webgpu|blas)(_|$)")
 
 
 def record() -> dict:
@@ -31,6 +34,8 @@ def record() -> dict:
     for name in dir(real_lib):
         value = getattr(real_lib, name)
         # ggml's, gguf's and llama.cpp's functions, and the guarded twins of ggml.h's (tools/gen_ffi.py)
+        if DEVICE_BACKEND.match(name):
+            continue
         if callable(value) and (name.startswith(GUARDED) or not name.startswith("pyggml_")):
             functions[name] = ffi.typeof(value).cname
     from pyggml import _pyggml_cffi

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
+from typing import Any
 
 from pyggml._native import build_info
 from pyggml.testing.engine.verdict import Record, Status
@@ -356,7 +357,7 @@ def export(directory: str) -> list[str]:
     return written
 
 
-def main(args, run_check: Callable[..., list[Record]], backends: list[str]) -> int:
+def main(args: Any, run_check: Callable[..., list[Record]], backends: list[str]) -> int:
     """`python -m pyggml findings [--json] [--export DIR]`: which findings this build still has."""
     import json
     import sys
