@@ -335,22 +335,31 @@ def export(directory: str) -> list[str]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for f in FINDINGS:
-        if not f.cases:
+        if not f.cases or "meta" in f.backends:  # a split over devices is no test-backend-ops node
             continue
         lines = [line for c in cases.select(f.cases) if (line := tbo.test_file_line(c)) is not None]
         if not lines:
             continue
         test_file = out / f"finding-{f.number}.txt"
         test_file.write_text("\n".join(lines) + "\n")
-        backend = {"vulkan": "Vulkan0", "cpu": "CPU"}.get(f.backends[0] if f.backends else "cpu", "Vulkan0")
+        on_cpu = not f.backends or f.backends[0] == "cpu"
+        # test-backend-ops compares a backend with the CPU: a CPU bug shows there only as an abort (perf mode
+        # computes each node)
+        how = "perf -b CPU" if on_cpu else "test -b Vulkan0"
         script = out / f"finding-{f.number}.sh"
         script.write_text(
             "#!/bin/sh\n"
             f"# docs/findings.md {f.number}, {f.where}: {f.what}\n"
             f"# fixed by: {f.patch or 'no patch of pyggml'}{f'; upstream in ggml {f.fixed_in}' if f.fixed_in else ''}\n"
-            "# Run with llama.cpp's test-backend-ops (built from the tree under test): each line of the .txt file\n"
-            "# is one node, computed on the backend below and compared with the CPU.\n"
-            f'"${{TEST_BACKEND_OPS:-test-backend-ops}}" test -b {backend} --test-file "$(dirname "$0")/{test_file.name}"\n'
+            "# Run with llama.cpp's test-backend-ops built from the tree under test, exported by pyggml built on\n"
+            "# that same tree (the lines hold its op and type numbers): each line of the .txt file is one node.\n"
+            + (
+                "# On the CPU, test-backend-ops has no reference to compare with: an abort shows, a wrong value needs\n"
+                f"# pyggml's oracle (python -m pyggml check --backend cpu --only '{f.cases}').\n"
+                if on_cpu
+                else "# Computed on the backend below and compared with the CPU.\n"
+            )
+            + f'"${{TEST_BACKEND_OPS:-test-backend-ops}}" {how} --test-file "$(dirname "$0")/{test_file.name}"\n'
         )
         script.chmod(0o755)
         written += [str(test_file), str(script)]
