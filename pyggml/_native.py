@@ -151,11 +151,12 @@ def require_after(feature: str, last_without: str) -> None:
     `feature`: for what a ggml function came to accept without its C type changing (cffi cannot see it), so an
     older tree refuses instead of reading a NULL it does not expect."""
     version = tree_version()
-    if version and _version_key(version) <= _version_key(last_without):
+    if version and version_key(version) <= version_key(last_without):
         raise Unsupported(f"{feature} is not in ggml {version} (it came after {last_without})")
 
 
-def _version_key(text: str) -> tuple[int, ...]:
+def version_key(text: str) -> tuple[int, ...]:
+    """A ggml version ("0.15.3") as a tuple that compares as versions do."""
     return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
 

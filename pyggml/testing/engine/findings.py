@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from pyggml._native import build_info
+from pyggml._native import build_info, version_key
 from pyggml.testing.engine.verdict import Record, Status
 
 
@@ -216,10 +216,6 @@ def by_number(number: int) -> Finding:
     raise KeyError(f"no upstream finding {number} (python -m pyggml findings lists them)")
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
-
-
 @cache
 def _patch_states() -> dict[str, str]:
     tree = build_info().get("tree") or {}
@@ -235,9 +231,9 @@ def fixed_here(f: Finding) -> str | None:
     state = _patch_states().get(name)
     if f.patch and (state in ("applied", "already in the source") or (not tree and f.patch)):
         return f"patch {f.patch.split('-', 1)[0]} {state or 'applied (a build without a record: the pin)'}"
-    if f.fixed_in and version and _version(version) >= _version(f.fixed_in):
+    if f.fixed_in and version and version_key(version) >= version_key(f.fixed_in):
         return f"fixed upstream in ggml {f.fixed_in} (this is {version})"
-    if f.first_in and version and _version(version) < _version(f.first_in):
+    if f.first_in and version and version_key(version) < version_key(f.first_in):
         return f"not in ggml {version} (it came with {f.first_in})"
     return None
 
