@@ -73,7 +73,9 @@ def run(cmd: list[str], env: dict | None = None, cwd: Path | None = None, timeou
     return proc.returncode, proc.stdout + proc.stderr
 
 
-def one_tree(tree: str, work: Path, patches: str, model: bool, cmake_args: str = "") -> dict:
+def one_tree(
+    tree: str, work: Path, patches: str, model: bool, cmake_args: str = "", findings_backends: tuple[str, ...] = ()
+) -> dict:
     slug = tree.replace("=", "-").replace("/", "_")
     venv, build = work / f"venv-{slug}", work / f"build-{slug}"
     if not (venv / "bin" / "python").exists():
@@ -118,9 +120,8 @@ def one_tree(tree: str, work: Path, patches: str, model: bool, cmake_args: str =
     records = json.loads(report.read_text()) if report.exists() else []
     row["records"] = dict(collections.Counter(r["status"] for r in records))
     row["failing"] = sorted(r["case"] for r in records if r["status"] in ("fail", "error"))
-    rc, out = run(
-        [py, "-m", "pyggml", "findings", "--json", "--backend", "cpu", "--backend", "meta:cpu,cpu"], env, cwd=work
-    )
+    where = [arg for b in findings_backends for arg in ("--backend", b)]
+    rc, out = run([py, "-m", "pyggml", "findings", "--json", *where], env, cwd=work)
     found = json.loads(out) if rc == 0 else []
     row["findings_present"] = [f["finding"] for f in found if f["state"] == "present"]
     row["findings_absent"] = [f["finding"] for f in found if f["state"] == "absent"]
@@ -162,12 +163,18 @@ def main() -> int:
     parser.add_argument("--model", action="store_true", help="also check --model a make-model qwen3 file")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--cmake-args", default="", help="CMAKE_ARGS for every tree (default none: a CPU build)")
+    parser.add_argument(
+        "--findings-backend",
+        action="append",
+        help="backends `findings` runs on (repeatable; default cpu and meta:cpu,cpu)",
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     rows = []
     for tree in args.tree:
         print(f"compat: {tree} ...", file=sys.stderr, flush=True)
-        rows.append(one_tree(tree, args.work.resolve(), args.patches, args.model, args.cmake_args))
+        backends = tuple(args.findings_backend or ("cpu", "meta:cpu,cpu"))
+        rows.append(one_tree(tree, args.work.resolve(), args.patches, args.model, args.cmake_args, backends))
         print(f"compat: {json.dumps(rows[-1])[:400]}", file=sys.stderr, flush=True)
     print(f"Measured {datetime.date.today()} (PYGGML_PATCHES={args.patches}; `check --backend cpu`):\n")
     print(table(rows))

@@ -19,8 +19,10 @@ TESTS=(
     tests/test_imports.py tests/test_build.py tests/test_op_api.py tests/test_bad_input.py
     tests/test_correct_or_raise.py tests/test_guard.py tests/test_safety.py tests/test_gguf.py
     tests/test_llama.py tests/test_cli.py tests/test_pytest_plugin.py tests/test_readme.py tests/test_wheel.py
-    tests/test_types.py tests/test_notebooks.py
+    tests/test_types.py
 )
+# the notebooks (a minute a Python) on the newest Python named only: README's Python runs them in the main suite
+NEWEST=(tests/test_notebooks.py)
 # not Python-dependent, but a build of its own: once, on the first version (PYGGML_SEED_TESTS=0: not at all, as in
 # .ci/run, whose main run has run it)
 ONCE=()
@@ -58,6 +60,7 @@ for v in "${versions[@]}"; do
         python -m pyggml check --backend cpu -q
         once=()
         [ "$v" != "${versions[0]}" ] || once=(${ONCE[@]+"${ONCE[@]}"})
+        [ "$v" != "${versions[${#versions[@]}-1]}" ] || once+=("${NEWEST[@]}")
         PYGGML_REBUILD_TESTS=1 bash scripts/without_tools.sh dot -- \
             python -m pytest -q -p no:cacheprovider --durations=5 "${TESTS[@]}" "${once[@]}"
     )
