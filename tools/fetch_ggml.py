@@ -393,8 +393,10 @@ def main() -> int:
         ggml = prepare(args.dest, skip, choice)
         llama = prepare_llama(args.llama_dest, skip, choice) if args.llama_dest else None
         if args.record:
-            record = tree_record(ggml, llama, args.dest, choice, args.llama_dest)
-            args.record.write_text(json.dumps(record, indent=1) + "\n")
+            text = json.dumps(tree_record(ggml, llama, args.dest, choice, args.llama_dest), indent=1) + "\n"
+            # written only when it changes: the C layer is generated again (and compiled) when it does
+            if not args.record.exists() or args.record.read_text() != text:
+                args.record.write_text(text)
     except FetchError as e:
         print(f"pyggml: {e}", file=sys.stderr)
         return 1
