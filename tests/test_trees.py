@@ -293,3 +293,16 @@ def test_has_is_false_for_a_function_the_tree_lacks(monkeypatch):
     assert hasattr(api, "ggml_backend_rpc_from_a_later_ggml")
     assert not _native.has("ggml_backend_rpc_from_a_later_ggml") and not _native.has("ggml_nobody_has")
     assert _native.has("ggml_add")
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--backend", "nodevice3"], "findings: --backend nodevice3: no device 'nodevice3'"),
+        (["--export", "/proc/no/such/folder"], "findings: --export /proc/no/such/folder:"),
+        (["-j", "0"], "findings: -j must be at least 1"),
+    ],
+)
+def test_the_findings_command_refuses_bad_arguments_with_the_reason(args, says):
+    out = subprocess.run([sys.executable, "-m", "pyggml", "findings", *args], capture_output=True, text=True)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr

@@ -377,10 +377,24 @@ def main(args: Any, run_check: Callable[..., list[Record]], backends: list[str])
     import json
     import sys
 
+    from pyggml.testing.engine.session import backend_error
+
     if args.export:
-        for path in export(args.export):
-            print(path)
+        try:
+            written = export(args.export)
+        except OSError as e:
+            print(f"findings: --export {args.export}: {e.strerror}", file=sys.stderr)
+            return 2
+        print("\n".join(written))
         return 0
+    for b in backends:  # a backend this build or machine lacks: say so, as check does
+        why = backend_error(b)
+        if why:
+            print(f"findings: --backend {b}: {why}", file=sys.stderr)
+            return 2
+    if args.jobs < 1:
+        print(f"findings: -j must be at least 1, got {args.jobs}", file=sys.stderr)
+        return 2
     rows = run(backends, run_check, args.jobs)
     if args.json:
         print(json.dumps(rows, indent=1))
