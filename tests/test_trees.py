@@ -298,7 +298,7 @@ def test_has_is_false_for_a_function_the_tree_lacks(monkeypatch):
 @pytest.mark.parametrize(
     "args, says",
     [
-        (["--backend", "nodevice3"], "findings: --backend nodevice3: no device 'nodevice3'"),
+        (["--backend", "nodevice3"], "findings: --backend nodevice3: no backend 'nodevice3'"),
         (["--export", "/proc/no/such/folder"], "findings: --export /proc/no/such/folder:"),
         (["-j", "0"], "findings: -j must be at least 1"),
     ],
