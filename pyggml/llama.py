@@ -35,6 +35,7 @@ import atexit
 import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -42,6 +43,8 @@ from numpy.typing import ArrayLike
 
 from pyggml._native import build_info, ffi, lib, logged_warnings
 from pyggml.backend import Device, EvalObserver, device
+from pyggml.conversation import Script, Step, Transcript, converse, detokenize, no_draft, tokenize
+from pyggml.drift import BOUND, Comparison, Recorder, logit_stats
 from pyggml.errors import LlamaError
 from pyggml.lifetime import Closable
 from pyggml.tensor import Tensor
@@ -52,6 +55,18 @@ if TYPE_CHECKING:
 __all__ = [
     "Model",
     "Context",
+    "Script",
+    "Step",
+    "Transcript",
+    "converse",
+    "no_draft",
+    "tokenize",
+    "detokenize",
+    "Recorder",
+    "Comparison",
+    "Run",
+    "record",
+    "compare",
     "LlamaError",
     "SplitMode",
     "file_types",
@@ -272,6 +287,33 @@ class Model(Closable):
             raise LlamaError(f"llama.cpp could not load {fspath}: {_reason(lines, 'no reason logged')}")
         return cls(ptr, fspath)
 
+    @classmethod
+    def for_backend(cls, path: str | os.PathLike[str], backend: str, use_extra_bufts: bool = True) -> Model:
+        """Load a model to run on one backend, by its name as `check --backend` takes it.
+
+        Args:
+            path: the GGUF file.
+            backend: "cpu" (the CPU alone, no GPU even for op offload); a device ("vulkan0", "cuda0", "rpc0":
+                every layer on it); "meta:DEV,DEV,..." (llama.cpp's tensor split over those devices).
+            use_extra_bufts: as `load`'s (False: llama.cpp's --no-repack).
+
+        Returns:
+            The model.
+
+        Raises:
+            ValueError: a meta backend naming no device, or an unknown device.
+            (and what `load` raises.)
+        """
+        name = backend.lower()
+        if name == "cpu":
+            return cls.load(path, n_gpu_layers=0, devices=[], use_extra_bufts=use_extra_bufts)
+        if name.startswith("meta:"):
+            devices = [d for d in name[5:].split(",") if d]
+            if not devices:
+                raise ValueError(f"{backend}: a meta backend names its devices, e.g. meta:vulkan0,vulkan1")
+            return cls.load(path, devices=devices, split_mode="tensor", use_extra_bufts=use_extra_bufts)
+        return cls.load(path, devices=[name], split_mode="none", use_extra_bufts=use_extra_bufts)
+
     @property
     def vocab(self) -> CData:
         """The model's `llama_vocab *` (part of the model: it raises ValueError once the model is closed)."""
@@ -471,27 +513,37 @@ class Context(Closable):
         return int(lib.llama_n_rs_seq(self.ptr))
 
     def tensor(self, name: str) -> np.ndarray:
-        """The values of a tensor of llama.cpp's graph, by name, as they are now (after the last decode).
+        """The values of a tensor of llama.cpp's graph, by name, as they were computed.
 
-        Only names matching the context's `tensors` prefixes that a graph has used. A recurrent cache
-        (cache_r_l<il>, cache_s_l<il>) comes back as (rows, row size): row `slot * mem_size + cell`.
+        Only names matching the context's `tensors` prefixes. A node of the last decode's graphs (`l_out-3`,
+        `attn_norm-0`) and an input come back as copied when ggml computed them (their memory is given to later
+        nodes right after: reading it later would give another node's values); when a decode's batch ran in
+        several ubatches, the last ubatch's. The memory's caches (cache_k_l<il>, cache_r_l<il>, cache_s_l<il>) and
+        weights keep their memory: they come back as they are now. A recurrent cache comes back as
+        (rows, row size): row `slot * mem_size + cell`.
 
         Args:
-            name: the tensor's name in llama.cpp's graph, e.g. "cache_r_l0".
+            name: the tensor's name in llama.cpp's graph, e.g. "cache_r_l0", "l_out-3".
 
         Returns:
             A copy of its values, in NumPy order (ggml's ne reversed).
 
         Raises:
-            ValueError: the context was made without `tensors`.
-            KeyError: no tensor of that name was seen (the message lists those seen).
+            ValueError: the context was made without `tensors`; or the tensor's memory was reused and it could
+                not be copied in time (the reason).
+            KeyError: no tensor of that name in the last decode (the message lists those seen).
         """
         if self._tensors is None:
             raise ValueError("tensor: make the Context with tensors=(name prefixes,) to read its tensors by name")
-        ptr = self._tensors.found.get(name)
+        finder = self._tensors
+        if name in finder.copied:
+            return finder.copied[name].copy()
+        if name in finder.reused:
+            raise ValueError(f"tensor: {name!r} lay in memory ggml reused after computing it: {finder.reused[name]}")
+        ptr = finder.found.get(name)
         if ptr is None:
-            seen = ", ".join(sorted(self._tensors.found)) or "none yet: decode first"
-            raise KeyError(f"tensor: no tensor {name!r} seen in llama.cpp's graphs (seen: {seen})")
+            seen = ", ".join(sorted([*finder.found, *finder.copied])) or "none yet: decode first"
+            raise KeyError(f"tensor: no tensor {name!r} seen in llama.cpp's last decode (seen: {seen})")
         return Tensor(ptr, None).numpy()
 
     @property
@@ -595,6 +647,8 @@ class Context(Closable):
             batch.n_seq_id, batch.seq_id = ffi.NULL, ffi.NULL
         out_arr = ffi.new("int8_t[]", [1 if o else 0 for o in out])
         batch.logits = out_arr
+        if self._tensors is not None:
+            self._tensors.clear()
         with logged_warnings() as lines:
             rc = lib.llama_decode(self.ptr, batch[0])
         del keep, token_arr, pos_arr, n_seq_arr, seq_arr, out_arr
@@ -774,22 +828,216 @@ class Context(Closable):
         return f"<Context n_ctx={self.n_ctx} of {self.model.path}>"
 
 
+@dataclass
+class Run:
+    """One conversation of a model on one backend (`record`).
+
+    Attributes:
+        path: the model file.
+        backend: where it ran ("cpu", "vulkan0", "meta:cpu,cpu", ...).
+        transcript: what it decoded (`pyggml.conversation.Transcript`): every step's tokens and logits.
+        recorder: every node's values (`pyggml.drift.Recorder`), or, recorded against another run, every
+            node's figures against that run's; None when nodes were not recorded.
+        seconds: the wall time of the conversation (loading the model not included).
+    """
+
+    path: str
+    backend: str
+    transcript: Transcript
+    recorder: Recorder | None
+    seconds: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """The file's name and the backend, in words."""
+        return f"{os.path.basename(self.path)} on {self.backend}"
+
+
+def record(
+    path: str | os.PathLike[str],
+    script: Script,
+    backend: str = "cpu",
+    against: Run | None = None,
+    nodes: bool = True,
+    observe: Callable[[Tensor, bool], bool] | None = None,
+    use_extra_bufts: bool = True,
+    n_threads: int | None = None,
+) -> Run:
+    """Run a conversation on a backend with every node's value kept, or compared with another run's.
+
+    Args:
+        path: the model file.
+        script: the conversation (`Script.from_text(model, ...)`, `Script.from_tokens(...)`).
+        backend: as `Model.for_backend` takes it.
+        against: an earlier Run (recorded with nodes): decode its very tokens and rollbacks (its transcript is
+            followed) and compare each node with its node of the same step, name and occurrence as it is
+            computed; the values are then not kept.
+        nodes: record the nodes (False: the logits only, no observer, llama.cpp's full speed).
+        observe: another observer called for every node as well (a `NodeChecker`).
+        use_extra_bufts: as `Model.load`'s.
+        n_threads: the CPU's threads (None: llama.cpp's default).
+
+    Returns:
+        The Run.
+
+    Raises:
+        ValueError: `against` of another model class (`compatible`), or a conversation that does not fit.
+        (and what `Model.load` and `converse` raise.)
+    """
+    import time
+
+    model = Model.for_backend(path, backend, use_extra_bufts)
+    try:
+        if against is not None:
+            compatible_or_raise(against.path, model)
+        recorder = None
+        if nodes:
+            recorder = Recorder(
+                against=against.recorder.recorded if against is not None and against.recorder else None, then=observe
+            )
+        watch = recorder if recorder is not None else observe
+        args = script.context_args(model)
+        with Context(model, **args, observe=watch, n_threads=n_threads) as ctx:
+            started = time.perf_counter()
+            follow = against.transcript if against is not None else None
+            talk = converse(ctx, script, follow=follow, on_step=recorder.set_step if recorder else None)
+            seconds = time.perf_counter() - started
+    finally:
+        model.close()
+    return Run(os.fspath(path), backend, talk, recorder, seconds)
+
+
+def compatible_or_raise(reference: str, model: Model) -> None:
+    """Raise ValueError when `model` cannot be held against the model of file `reference`: another vocabulary
+    (its size; the logits do not correspond) or another architecture (its nodes do not correspond)."""
+    ref = Model.load(reference, n_gpu_layers=0, devices=[], vocab_only=True)
+    try:
+        if ref.n_vocab != model.n_vocab:
+            raise ValueError(
+                f"{os.path.basename(reference)} has {ref.n_vocab} tokens, {os.path.basename(model.path)} "
+                f"{model.n_vocab}: their logits and nodes do not correspond; compare each with a file of its own "
+                "vocabulary (its parent, or itself on another backend)"
+            )
+        ref_arch, arch = ref.meta("general.architecture"), model.meta("general.architecture")
+        if ref_arch != arch:
+            raise ValueError(
+                f"{os.path.basename(reference)} is {ref_arch}, {os.path.basename(model.path)} is {arch}: their "
+                "nodes do not correspond; with one vocabulary their logits still can (compare --logits-only)"
+            )
+    finally:
+        ref.close()
+
+
+def compare(
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str] | None = None,
+    script: Script | None = None,
+    backend_a: str = "cpu",
+    backend_b: str | None = None,
+    nodes: bool = True,
+    bound: float = BOUND,
+    use_extra_bufts: bool = True,
+) -> Comparison:
+    """Hold one run against another: two files of one architecture and vocabulary on one backend, or one file on
+    two backends (or splits); the same tokens through both (B follows A's transcript).
+
+    Args:
+        a: the reference's model file.
+        b: the other file (None: `a` again, on `backend_b`).
+        script: the conversation (None: 8 random ids of A's vocabulary in one sequence, no generation).
+        backend_a: A's backend.
+        backend_b: B's backend (None: `backend_a`).
+        nodes: compare every node (False: the logits only).
+        bound: the NMSE above which a node counts as departed (`Comparison.first_divergent`).
+        use_extra_bufts: as `Model.load`'s, for both runs.
+
+    Returns:
+        The Comparison (`table()`, `to_json()`, `plot(path)`).
+
+    Raises:
+        ValueError: B is the same file on the same backend as A; different vocabularies or architectures (said).
+    """
+    b_path = os.fspath(b if b is not None else a)
+    backend_b = backend_b or backend_a
+    if os.path.abspath(os.fspath(a)) == os.path.abspath(b_path) and backend_a.lower() == backend_b.lower():
+        raise ValueError("compare: B is A (the same file on the same backend): name another file or --backend")
+    if script is None:
+        probe = Model.load(a, n_gpu_layers=0, devices=[], vocab_only=True)
+        try:
+            rng = np.random.default_rng(0)
+            script = Script.from_tokens([int(t) for t in rng.integers(0, probe.n_vocab, 8)])
+        finally:
+            probe.close()
+    run_a = record(a, script, backend_a, nodes=nodes, use_extra_bufts=use_extra_bufts)
+    run_b = record(b_path, script, backend_b, against=run_a, nodes=nodes, use_extra_bufts=use_extra_bufts)
+    ta, tb = run_a.transcript, run_b.transcript
+    stats = logit_stats(ta.logits(), tb.logits(), ta.next_tokens())
+    diffs = run_b.recorder.diffs if run_b.recorder is not None else []
+    seen_b = {d.key for d in diffs}
+    only_a = [k for k in (run_a.recorder.recorded if run_a.recorder else {}) if k not in seen_b]
+    only_b = list(run_b.recorder.only_here) if run_b.recorder is not None else []
+    return Comparison(run_a.label, run_b.label, diffs, only_a, only_b, stats, ta.labels(), bound)
+
+
 class _TensorFinder:
-    """The eval callback's observer when a Context reads tensors by name: notes the tensors whose names
-    start with one of `prefixes` (nodes, their sources and what views look into), then answers as the
-    user's observer does, or asks for no node (the graph computes in one go)."""
+    """The eval callback's observer when a Context reads tensors by name: for each tensor whose name starts with
+    one of `prefixes`, either its values copied while they are valid, or its pointer where its memory outlives
+    the decode. Then it answers as the user's observer does.
+
+    Memory of the scheduler's compute buffers (a node's, or an input's) is given to later nodes by ggml's graph
+    allocator: such a tensor is copied right after ggml computed it (a node asked for), or, a source, just before
+    the node reading it is computed. A tensor in any other buffer (the model's weights, the memory's caches:
+    cache_k_l0, cache_r_l0) keeps its values between decodes and is read when asked for.
+    """
 
     def __init__(self, prefixes: tuple[str, ...], then: Callable[[Tensor, bool], bool] | None) -> None:
-        self.prefixes, self.then = prefixes, then
-        self.found: dict[str, CData] = {}
+        self.prefixes = tuple(x.encode() for x in prefixes)
+        self.then = then
+        self.found: dict[str, CData] = {}  # persistent memory, read when asked
+        self.copied: dict[str, np.ndarray] = {}  # transient memory, copied while valid
+        self.reused: dict[str, str] = {}  # names seen whose memory could not be copied: why
+        self._after: CData | None = None  # the node asked for, copied once computed
+
+    def clear(self) -> None:
+        """Forget the copies of the last decode (a new one starts)."""
+        self.copied.clear()
+        self.reused.clear()
+
+    def _matches(self, p: CData) -> bool:
+        return p != ffi.NULL and ffi.string(p.name).startswith(self.prefixes)
+
+    def _transient(self, p: CData) -> bool:
+        buf = p.buffer if p.view_src == ffi.NULL else p.view_src.buffer
+        return buf == ffi.NULL or int(lib.ggml_backend_buffer_get_usage(buf)) == int(
+            lib.GGML_BACKEND_BUFFER_USAGE_COMPUTE
+        )
+
+    def _keep(self, p: CData) -> None:
+        name = ffi.string(p.name).decode(errors="replace")
+        if not self._transient(p):
+            self.found[name] = p
+            return
+        try:
+            self.copied[name] = Tensor(p, None).numpy()
+        except ValueError as e:  # memory ggml cannot read back: said when the name is asked for
+            self.reused[name] = str(e)
 
     def __call__(self, t: Tensor, ask: bool) -> bool:
-        if ask:
-            for p in (t.ptr, *t.ptr.src):
-                for q in (p, p.view_src) if p != ffi.NULL else ():
-                    if q != ffi.NULL and ffi.string(q.name).startswith(tuple(x.encode() for x in self.prefixes)):
-                        self.found[ffi.string(q.name).decode(errors="replace")] = q
-        return self.then(t, ask) if self.then is not None else False
+        then = self.then(t, ask) if self.then is not None else False
+        if not ask:
+            if self._after is not None and self._after == t.ptr:
+                self._keep(t.ptr)
+            self._after = None
+            return True
+        self._after = None
+        for p in t.ptr.src:
+            for q in (p, p.view_src) if p != ffi.NULL else ():
+                if self._matches(q):
+                    self._keep(q)  # a source: valid now, before the node reading it runs
+        if self._matches(t.ptr):
+            self._after = t.ptr
+            return True  # computed on its own, so that its value is read before its memory is reused
+        return then
 
 
 def _is_int(v: object) -> bool:

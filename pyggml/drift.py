@@ -1,0 +1,453 @@
+"""One run of a llama.cpp model held against another, node by node and at the logits.
+
+A `Recorder` is an observer for `llama.Context(observe=...)`: it copies every node llama.cpp computes, as it is
+computed (so the graph allocator reusing the memory later does not matter), keyed by (step, name, occurrence):
+the conversation's step (`pyggml.conversation`), the node's name in llama.cpp's graph (`attn_norm-3`), and
+how many nodes of that name came before it in the step (a batch computed in several ubatches repeats them).
+Given another run's recording (`against=`), it compares each node with the same key as it is computed and
+keeps only the figures, so a comparison holds one run's values at a time.
+
+The figures, per node: NMSE (sum of squared differences over the reference's sum of squares), the largest
+absolute difference, the cosine of the two; `jump`, its NMSE over the worst NMSE of the nodes it read (how much
+error the node itself added). Per layer (a node's layer is its name's `-N` suffix): the error of its output
+(`l_out-N`, else its last node) and its growth over the layer before. `first_divergent`: the first node in
+compute order whose NMSE is above the bound and at least JUMP times its inputs' (the node to look at). At the
+logits, as llama.cpp's `llama-perplexity --kl-divergence` reports them: KL divergence of B's distribution from
+A's per output (mean, median, 99th percentile, max), the outputs whose top-1 token is the same, and the RMS of
+the difference in probability of the token that came next.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pyggml._native import ffi, lib
+from pyggml.tensor import Tensor
+
+__all__ = ["Recorder", "NodeDiff", "Comparison", "logit_stats", "compare_values", "BOUND", "JUMP"]
+
+# the NMSE above which a node counts as departed: a tenth of the F32 logits bound of llama.cpp's
+# test-llama-archs (1e-4), well above what reordering an F32 sum does (1e-12 .. 1e-10)
+BOUND = 1e-5
+# how much a node must multiply its inputs' error to be where the difference enters, not where it is carried
+JUMP = 10.0
+# nodes that compute nothing: their value is their source's memory seen another way
+VIEW_KINDS = {"NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
+
+Key = tuple[str, str, int]  # (step, node name, occurrence of that name in the step)
+
+
+def layer_of(name: str) -> int | None:
+    """The layer a llama.cpp node belongs to: the number after its name's last '-' (`attn_norm-3`: 3)."""
+    m = re.search(r"-(\d+)(?: \(\w+\))?$", name)
+    return int(m.group(1)) if m else None
+
+
+def base_name(name: str) -> str:
+    """The node's name without its layer (`attn_norm-3`: `attn_norm`): the kind of node in llama.cpp's graph."""
+    return re.sub(r"-\d+((?: \(\w+\))?)$", r"\1", name)
+
+
+def compare_values(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """NMSE of b against a, the largest |b - a|, and the cosine of the two (as float64).
+
+    A non-finite value in one but not at the same place with the same value in the other makes the NMSE and the
+    largest difference infinite. Two all-zero arrays: 0, 0, 1.
+    """
+    a64, b64 = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    fa, fb = np.isfinite(a64), np.isfinite(b64)
+    if not np.array_equal(fa, fb) or not np.array_equal(a64[~fa], b64[~fb]):
+        return math.inf, math.inf, math.nan
+    a64, b64 = a64[fa], b64[fb]
+    diff = b64 - a64
+    ref = float(np.dot(a64, a64))
+    err = float(np.dot(diff, diff))
+    nmse = err / ref if ref > 0 else (0.0 if err == 0 else math.inf)
+    na, nb = math.sqrt(ref), float(np.linalg.norm(b64))
+    cos = float(np.dot(a64, b64)) / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+    return nmse, float(np.max(np.abs(diff))) if diff.size else 0.0, cos
+
+
+@dataclass
+class NodeDiff:
+    """One node of run B against the node of run A with the same key.
+
+    Attributes:
+        step: the conversation's step ("prefill", "step 1", ...).
+        name: the node's name in llama.cpp's graph.
+        occurrence: nodes of that name before it in the step.
+        index: its place in B's compute order.
+        op: its op kind (ggml_op_desc).
+        layer: its layer, or None.
+        shape: its NumPy shape.
+        nmse: B's values against A's.
+        max_abs: the largest absolute difference.
+        cosine: the cosine of the two.
+        jump: nmse over the worst nmse of the nodes it read (inf when they agreed exactly).
+        inputs: the names of the compared nodes it read.
+        error: why it could not be compared ("" when it was).
+    """
+
+    step: str
+    name: str
+    occurrence: int
+    index: int
+    op: str
+    layer: int | None
+    shape: tuple[int, ...]
+    nmse: float = math.nan
+    max_abs: float = math.nan
+    cosine: float = math.nan
+    jump: float = math.nan
+    inputs: list[str] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def key(self) -> Key:
+        """(step, name, occurrence)."""
+        return (self.step, self.name, self.occurrence)
+
+
+@dataclass
+class _Recorded:
+    op: str
+    shape: tuple[int, ...]
+    values: np.ndarray | None  # None: not readable (error)
+    error: str = ""
+
+
+class Recorder:
+    """An observer for `llama.Context(observe=...)` that keeps every node's value as it is computed, or compares
+    it with another run's at once.
+
+    Args:
+        against: another Recorder's `recorded` (the reference run, A): compare each node with it and keep the
+            figures (`diffs`) rather than the values.
+        keep: `keep(name)`: the nodes to record (None: all).
+        then: another observer to call as well (a NodeChecker): asked first, its answer does not matter.
+
+    Attributes:
+        step: the current step's label (set it with `set_step`, the conversation's `on_step`).
+        recorded: key -> what was recorded (values, op, shape), when recording.
+        diffs: the NodeDiffs, in compute order, when comparing.
+        only_here: the keys of nodes this run computed and the reference did not.
+    """
+
+    def __init__(
+        self,
+        against: dict[Key, Any] | None = None,
+        keep: Callable[[str], bool] | None = None,
+        then: Callable[[Tensor, bool], bool] | None = None,
+    ) -> None:
+        self.against, self.keep, self.then = against, keep, then
+        self.step = ""
+        self.recorded: dict[Key, _Recorded] = {}
+        self.diffs: list[NodeDiff] = []
+        self.only_here: list[Key] = []
+        self._seen: Counter[str] = Counter()
+        self._where: dict[int, tuple[Key, float]] = {}  # node address -> (its key, its nmse) in this step
+        self._index = 0
+        self._pending: tuple[Key, str, list[tuple[str, float]]] | None = None
+
+    def set_step(self, label: str) -> None:
+        """Name the step the nodes computed from now on belong to."""
+        self.step = label
+        self._seen.clear()
+        self._where.clear()
+
+    def __call__(self, t: Tensor, ask: bool) -> bool:
+        answer = self.then(t, ask) if self.then is not None else False
+        if ask:
+            return self._ask(t) or answer
+        self._done(t)
+        return True
+
+    def _ask(self, t: Tensor) -> bool:
+        op = ffi.string(lib.ggml_op_desc(t.ptr)).decode()
+        if op in VIEW_KINDS:
+            return False
+        name = t.name
+        key = (self.step, name, self._seen[name])
+        self._seen[name] += 1
+        self._index += 1
+        if self.keep is not None and not self.keep(name):
+            return True  # computed on its own all the same, so that the next node's value is its own
+        inputs = []
+        for p in t.ptr.src:
+            while p != ffi.NULL:
+                found = self._where.get(int(ffi.cast("uintptr_t", p)))
+                if found is not None:
+                    inputs.append((found[0][1], found[1]))
+                    break
+                p = p.view_src
+        self._pending = (key, op, inputs)
+        return True
+
+    def _done(self, t: Tensor) -> None:
+        if self._pending is None:
+            return
+        (key, op, inputs), self._pending = self._pending, None
+        shape = tuple(t.shape)
+        try:
+            values: np.ndarray | None = np.asarray(t.numpy(), dtype=np.float32)
+            error = ""
+        except (ValueError, TypeError) as e:
+            values, error = None, f"not read back: {e}"
+        address = int(ffi.cast("uintptr_t", t.ptr))
+        if self.against is None:
+            self.recorded[key] = _Recorded(op, shape, values, error)
+            self._where[address] = (key, 0.0)
+            return
+        ref = self.against.get(key)
+        if ref is None:
+            self.only_here.append(key)
+            return
+        d = NodeDiff(key[0], key[1], key[2], self._index - 1, op, layer_of(key[1]), shape)
+        d.inputs = [n for n, _ in inputs]
+        if error or ref.error:
+            d.error = error or f"the reference's {ref.error}"
+        elif ref.values is None or ref.values.shape != shape:
+            d.error = f"shape {shape} against the reference's {None if ref.values is None else ref.values.shape}"
+        else:
+            d.nmse, d.max_abs, d.cosine = compare_values(ref.values, values)  # type: ignore[arg-type]
+            worst = max((e for _, e in inputs if not math.isnan(e)), default=0.0)
+            d.jump = d.nmse / worst if worst > 0 else (math.inf if d.nmse > 0 else 1.0)
+        self.diffs.append(d)
+        self._where[address] = (key, d.nmse)
+
+
+def logit_stats(a: np.ndarray, b: np.ndarray, next_tokens: np.ndarray | None = None) -> dict[str, Any]:
+    """B's logits against A's, as llama-perplexity's --kl-divergence reports them.
+
+    Args:
+        a: the reference's logits, (outputs, n_vocab).
+        b: the other run's, the same shape.
+        next_tokens: per output, the token that came next (-1: none), for RMS Δp.
+
+    Returns:
+        {"outputs", "nmse", "kld": {"mean", "median", "p99", "max"}, "same_top1" (a fraction), "rms_dp" (a
+        fraction: llama.cpp prints it in %), "kld_per_output"}.
+
+    Raises:
+        ValueError: shapes that differ.
+    """
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"logit_stats: logits of shape {a.shape} against {b.shape}")
+    if a.size == 0:
+        return {"outputs": 0, "nmse": math.nan, "kld": {}, "same_top1": math.nan, "rms_dp": math.nan}
+    la = a - a.max(axis=1, keepdims=True)
+    lb = b - b.max(axis=1, keepdims=True)
+    log_pa = la - np.log(np.exp(la).sum(axis=1, keepdims=True))
+    log_pb = lb - np.log(np.exp(lb).sum(axis=1, keepdims=True))
+    pa, pb = np.exp(log_pa), np.exp(log_pb)
+    kld = np.sum(pa * (log_pa - log_pb), axis=1)
+    dp = []
+    if next_tokens is not None:
+        for i, t in enumerate(np.asarray(next_tokens)):
+            if t >= 0:
+                dp.append(pb[i, t] - pa[i, t])
+    nmse, _, _ = compare_values(a, b)
+    return {
+        "outputs": int(a.shape[0]),
+        "nmse": nmse,
+        "kld": {
+            "mean": float(kld.mean()),
+            "median": float(np.median(kld)),
+            "p99": float(np.percentile(kld, 99)),
+            "max": float(kld.max()),
+        },
+        "same_top1": float(np.mean(a.argmax(axis=1) == b.argmax(axis=1))),
+        "rms_dp": float(np.sqrt(np.mean(np.square(dp)))) if dp else math.nan,
+        "kld_per_output": [float(x) for x in kld],
+    }
+
+
+@dataclass
+class Comparison:
+    """Run B held against run A: every node matched by key, the layers, the first divergent node, the logits.
+
+    Attributes:
+        a: what run A was (its file and backend, in words).
+        b: what run B was.
+        nodes: the NodeDiffs, in B's compute order.
+        only_a: nodes only A computed (a fused op on one backend, a split's extra nodes): (step, name, occurrence).
+        only_b: nodes only B computed.
+        logits: `logit_stats` of the conversation's outputs.
+        steps: per output of the logits, its step.
+        bound: the NMSE bound of `first_divergent`.
+    """
+
+    a: str
+    b: str
+    nodes: list[NodeDiff]
+    only_a: list[Key]
+    only_b: list[Key]
+    logits: dict[str, Any]
+    steps: list[str] = field(default_factory=list)
+    bound: float = BOUND
+
+    @property
+    def first_divergent(self) -> NodeDiff | None:
+        """The first node, in compute order, whose NMSE is above `bound` and at least JUMP times its inputs'."""
+        for d in self.nodes:
+            if not d.error and d.nmse > self.bound and d.jump >= JUMP:
+                return d
+        return next((d for d in self.nodes if not d.error and d.nmse > self.bound), None)
+
+    def layers(self) -> list[dict[str, Any]]:
+        """Per layer of the first step, the NMSE of its output (`l_out-N`, else its last compared node) and its
+        growth over the layer before: [{"layer", "node", "nmse", "growth"}]."""
+        first = self.nodes[0].step if self.nodes else ""
+        last: dict[int, NodeDiff] = {}
+        for d in self.nodes:
+            if d.step != first or d.layer is None or d.error:
+                continue
+            if base_name(d.name) == "l_out" or base_name(last.get(d.layer, d).name) != "l_out":
+                last[d.layer] = d
+        out, before = [], math.nan
+        for layer in sorted(last):
+            d = last[layer]
+            growth = d.nmse / before if before and before > 0 and not math.isnan(before) else math.nan
+            out.append({"layer": layer, "node": d.name, "nmse": d.nmse, "growth": growth})
+            before = d.nmse
+        return out
+
+    def by_kind(self) -> dict[str, list[tuple[int, float]]]:
+        """Per kind of node (its name without the layer), (layer, worst NMSE over the steps) in layer order."""
+        worst: dict[tuple[str, int], float] = {}
+        for d in self.nodes:
+            if d.layer is None or d.error or math.isnan(d.nmse):
+                continue
+            k = (base_name(d.name), d.layer)
+            worst[k] = max(worst.get(k, 0.0), d.nmse)
+        out: dict[str, list[tuple[int, float]]] = {}
+        for (kind, layer), e in sorted(worst.items(), key=lambda x: (x[0][0], x[0][1])):
+            out.setdefault(kind, []).append((layer, e))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """Every figure: `nodes` (step, name, layer, kind, op, nmse, max_abs, cosine, jump), `layers`,
+        `first_divergent`, `kld`, `same_top1`, `rms_dp`, `logits_nmse`, `only_a`, `only_b`."""
+
+        def num(x: float) -> float | None:
+            return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+        fd = self.first_divergent
+        nodes = []
+        for d in self.nodes:
+            row = asdict(d)
+            row.update(kind=base_name(d.name), shape=list(d.shape))
+            for k in ("nmse", "max_abs", "cosine", "jump"):
+                row[k] = num(row[k])
+            nodes.append(row)
+        return {
+            "a": self.a,
+            "b": self.b,
+            "bound": self.bound,
+            "nodes": nodes,
+            "layers": [{k: num(v) if isinstance(v, float) else v for k, v in x.items()} for x in self.layers()],
+            "first_divergent": None
+            if fd is None
+            else {
+                "step": fd.step,
+                "name": fd.name,
+                "index": fd.index,
+                "op": fd.op,
+                "layer": fd.layer,
+                "nmse": num(fd.nmse),
+                "jump": num(fd.jump),
+                "inputs": fd.inputs,
+            },
+            "kld": self.logits.get("kld", {}),
+            "same_top1": num(self.logits.get("same_top1", math.nan)),
+            "rms_dp": num(self.logits.get("rms_dp", math.nan)),
+            "logits_nmse": num(self.logits.get("nmse", math.nan)),
+            "outputs": self.logits.get("outputs", 0),
+            "only_a": [list(k) for k in self.only_a],
+            "only_b": [list(k) for k in self.only_b],
+        }
+
+    def table(self, rows: int = 12) -> str:
+        """The report in words: the logits, the layers, the first divergent node, the worst nodes, the nodes one
+        run has alone."""
+        lg = self.logits
+        kld = lg.get("kld", {})
+        lines = [f"A: {self.a}", f"B: {self.b}"]
+        if lg.get("outputs"):
+            lines.append(
+                f"logits over {lg['outputs']} outputs: KLD mean {kld['mean']:.3g}, median {kld['median']:.3g}, "
+                f"p99 {kld['p99']:.3g}, max {kld['max']:.3g}; same top-1 {100 * lg['same_top1']:.1f} %; "
+                f"RMS dp {100 * lg['rms_dp']:.3g} %; NMSE {lg['nmse']:.3g}"
+            )
+        layers = self.layers()
+        if layers:
+            lines.append(f"{'layer':>5} {'output':<16} {'NMSE':>10} {'growth':>8}")
+            for x in layers:
+                g = "" if math.isnan(x["growth"]) else f"{x['growth']:.2f}x"
+                lines.append(f"{x['layer']:>5} {x['node']:<16} {x['nmse']:>10.3g} {g:>8}")
+        fd = self.first_divergent
+        compared = [d for d in self.nodes if not d.error]
+        lines.append(f"nodes compared: {len(compared)}, not comparable: {len(self.nodes) - len(compared)}")
+        if fd is None:
+            lines.append(f"no node departs beyond NMSE {self.bound:g}")
+        else:
+            lines.append(
+                f"first divergent node: {fd.name!r} ({fd.op}, {fd.step}, node {fd.index}): NMSE {fd.nmse:.3g}, "
+                f"{fd.jump:.3g}x its inputs' ({', '.join(fd.inputs) or 'none compared'})"
+            )
+        worst = sorted(compared, key=lambda d: -d.jump if math.isfinite(d.jump) else -1e300)[:rows]
+        if worst:
+            lines.append(
+                f"{'node':<28} {'op':<12} {'step':<14} {'NMSE':>10} {'max |d|':>10} {'cosine':>10} {'jump':>9}"
+            )
+            for d in worst:
+                lines.append(
+                    f"{d.name[:28]:<28} {d.op[:12]:<12} {d.step[:14]:<14} {d.nmse:>10.3g} {d.max_abs:>10.3g} "
+                    f"{d.cosine:>10.6f} {d.jump:>9.3g}"
+                )
+        for label, keys in (("only in A", self.only_a), ("only in B", self.only_b)):
+            if keys:
+                names = sorted(Counter(base_name(k[1]) for k in keys).items())
+                lines.append(f"{len(keys)} nodes {label}: " + ", ".join(f"{n} x{c}" for n, c in names[:12]))
+        return "\n".join(lines)
+
+    def plot(self, path: str) -> str:
+        """Save the error by layer, one line per kind of node, as a PNG.
+
+        Args:
+            path: the file.
+
+        Returns:
+            "" when saved, else why not (matplotlib is not installed).
+        """
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            return "matplotlib is not installed (pip install matplotlib): the table only"
+        fig, ax = plt.subplots(figsize=(9, 5))
+        kinds = self.by_kind()
+        for kind, points in sorted(kinds.items(), key=lambda kv: -max(e for _, e in kv[1]))[:12]:
+            xs = [x for x, e in points if e > 0]
+            ys = [e for _, e in points if e > 0]
+            if xs:
+                ax.plot(xs, ys, marker="o", markersize=3, label=kind)
+        ax.set_yscale("log")
+        ax.set_xlabel("layer")
+        ax.set_ylabel("NMSE of B against A")
+        ax.set_title(f"{self.b}\nagainst {self.a}", fontsize=9)
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return ""
