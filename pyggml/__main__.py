@@ -382,6 +382,43 @@ def _main(argv: Sequence[str] | None = None) -> int:
         "--tokens", type=int, default=8, metavar="N", help="--model: the tokens decoded in one batch (default 8)"
     )
     p_check.add_argument(
+        "--prompt",
+        metavar="TEXT",
+        help="--model: decode this text, tokenized by the model's own tokenizer (a model without one: --tokens "
+        "random ids, said so); every prompt token's logits are compared across backends",
+    )
+    p_check.add_argument("--prompt-file", metavar="FILE", help="--model: the prompt's text from a file")
+    p_check.add_argument(
+        "--generate",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--model: after the prompt, N tokens decoded one at a time (greedy), every node of every step checked",
+    )
+    p_check.add_argument(
+        "--sequences",
+        type=int,
+        default=1,
+        metavar="S",
+        help="--model: S sequences (the prompt at S offsets) decoded together in one batch, then stepping together",
+    )
+    p_check.add_argument(
+        "--speculative",
+        type=int,
+        default=0,
+        metavar="K",
+        help="--model: after the generated tokens, a draft of K tokens decoded, the tokens the model rejects "
+        "rolled back from the memory (KV cache, recurrent state), one more step; its logits must equal a run's "
+        "that never drafted",
+    )
+    p_check.add_argument(
+        "--ctx-size",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--model: the context's tokens (default: what the conversation needs)",
+    )
+    p_check.add_argument(
         "--save-failures",
         metavar="DIR",
         help="--model: save the first failing nodes of each backend (up to 5) here as reproducers, "

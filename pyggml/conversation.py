@@ -120,16 +120,21 @@ class Script:
         speculative: draft length K: after the generated tokens, K drafted tokens decoded and verified, the
             rejected ones rolled back, then one more step (0: no draft).
         seed: the draft's random ids where prompt lookup finds none.
+        prefill_logits: "last": the prefill outputs each sequence's last token's logits; "all": every prompt
+            token's (more outputs to hold against another run, as llama-perplexity does over a text).
     """
 
     prompts: tuple[tuple[int, ...], ...]
     generate: int = 0
     speculative: int = 0
     seed: int = 0
+    prefill_logits: str = "last"
 
     def __post_init__(self) -> None:
         if not self.prompts or any(len(p) == 0 for p in self.prompts):
             raise ValueError("Script: every sequence needs a prompt of at least one token")
+        if self.prefill_logits not in ("last", "all"):
+            raise ValueError(f"Script: prefill_logits must be 'last' or 'all', not {self.prefill_logits!r}")
         for name in ("generate", "speculative"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -137,7 +142,13 @@ class Script:
 
     @classmethod
     def from_tokens(
-        cls, tokens: Sequence[int], sequences: int = 1, generate: int = 0, speculative: int = 0, seed: int = 0
+        cls,
+        tokens: Sequence[int],
+        sequences: int = 1,
+        generate: int = 0,
+        speculative: int = 0,
+        seed: int = 0,
+        prefill_logits: str = "last",
     ) -> Script:
         """One prompt for every sequence, each at another offset: sequence i drops the prompt's first i tokens
         after its first (the BOS a tokenizer adds stays), so the sequences differ in length and content.
@@ -148,6 +159,7 @@ class Script:
             generate: see the class.
             speculative: see the class.
             seed: see the class.
+            prefill_logits: see the class.
 
         Returns:
             The Script.
@@ -161,14 +173,21 @@ class Script:
         if len(toks) < sequences:
             raise ValueError(f"Script: a prompt of {len(toks)} tokens cannot start {sequences} sequences at offsets")
         prompts = tuple(toks[:1] + toks[1 + i :] if i else toks for i in range(sequences))
-        return cls(prompts, generate, speculative, seed)
+        return cls(prompts, generate, speculative, seed, prefill_logits)
 
     @classmethod
     def from_text(
-        cls, model: Model, text: str, sequences: int = 1, generate: int = 0, speculative: int = 0, seed: int = 0
+        cls,
+        model: Model,
+        text: str,
+        sequences: int = 1,
+        generate: int = 0,
+        speculative: int = 0,
+        seed: int = 0,
+        prefill_logits: str = "last",
     ) -> Script:
         """`from_tokens` of the text, tokenized by the model's own tokenizer (`tokenize`)."""
-        return cls.from_tokens(tokenize(model, text), sequences, generate, speculative, seed)
+        return cls.from_tokens(tokenize(model, text), sequences, generate, speculative, seed, prefill_logits)
 
     @property
     def sequences(self) -> int:
@@ -364,14 +383,24 @@ def converse(
             return own
         return [follow.steps[len(out.steps)].tokens[s][0] for s in range(n_seq)]
 
-    prefill = decode(PREFILL, [list(p) for p in script.prompts], every=False)
+    prefill = decode(PREFILL, [list(p) for p in script.prompts], every=script.prefill_logits == "all")
     pending = chosen(greedy(prefill)) if (script.generate or script.speculative) else []
     last = prefill
+    if script.prefill_logits == "all":  # after each prompt token its next; after the last, what was generated
+        prefill.next_tokens = [t for p in script.prompts for t in p[1:] + (-1,)]
+
+    def set_next(step: Step, nexts: list[int]) -> None:  # the sequences' last outputs are followed by nexts
+        ends = np.cumsum([len(t) if len(step.logits) > n_seq else 1 for t in step.tokens]) - 1
+        if len(step.next_tokens) != len(step.logits):
+            step.next_tokens = [-1] * len(step.logits)
+        for s, e in enumerate(ends):
+            step.next_tokens[e] = nexts[s]
+
     for i in range(script.generate):
-        last.next_tokens = list(pending)
+        set_next(last, pending)
         last = decode(f"step {i + 1}", [[t] for t in pending], every=False)
         pending = chosen(greedy(last))
-    last.next_tokens = list(pending) if pending else [-1] * len(last.logits)
+    set_next(last, pending if pending else [-1] * n_seq)
     if not script.speculative:
         return out
 

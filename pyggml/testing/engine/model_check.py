@@ -45,9 +45,55 @@ LOGITS_NMSE_QUANTIZED = 5e-4
 DIED = "the process running it died"
 
 
+@dataclass(frozen=True)
+class Talk:
+    """What `check --model` decodes: `--prompt`/`--prompt-file` (or `--tokens` random ids), `--generate`,
+    `--sequences`, `--speculative` (pyggml.conversation).
+
+    Attributes:
+        prompt: the prompt's text, tokenized by the model's own tokenizer; None: `tokens` random ids.
+        tokens: random ids when there is no prompt, or the model has no tokenizer.
+        generate: tokens generated one at a time after the prompt.
+        sequences: sequences decoded together.
+        speculative: the draft length K (0: none).
+        seed: the random ids' seed.
+        ctx_size: the context's tokens (0: what the conversation needs).
+    """
+
+    prompt: str | None = None
+    tokens: int = 8
+    generate: int = 0
+    sequences: int = 1
+    speculative: int = 0
+    seed: int = 0
+    ctx_size: int = 0
+
+    def script(self, model: Any) -> tuple[Any, str]:
+        """The conversation for a loaded model, and a note when the prompt could not be used (no tokenizer)."""
+        from pyggml.conversation import Script, has_tokenizer
+
+        kw = {"sequences": self.sequences, "generate": self.generate, "speculative": self.speculative}
+        note = ""
+        if self.prompt is not None and has_tokenizer(model):
+            return Script.from_text(model, self.prompt, seed=self.seed, prefill_logits="all", **kw), note
+        if self.prompt is not None:
+            note = f"{Path(model.path).name} has no tokenizer llama.cpp reads: {self.tokens} random ids instead of the prompt"
+        ids = tokens_for(model.n_vocab, max(self.tokens, self.sequences), self.seed)
+        return Script.from_tokens(ids, seed=self.seed, prefill_logits="all", **kw), note
+
+    def context_args(self, script: Any, model: Any) -> dict[str, int]:
+        """The Context's sizes: what the conversation needs, or `ctx_size` (then checked: ValueError with the
+        numbers where the conversation does not fit)."""
+        args = script.context_args(model)
+        if self.ctx_size:
+            args["n_ctx"] = self.ctx_size
+            script.check_fits(self.ctx_size, args["n_seq_max"])
+        return args
+
+
 @dataclass
 class ModelRun:
-    """One forward pass of a model on one backend: its node verdicts and its logits."""
+    """One conversation of a model on one backend: its node verdicts (each with its step) and its logits."""
 
     backend: str
     verdicts: list[NodeVerdict] = field(default_factory=list)
@@ -56,6 +102,9 @@ class ModelRun:
     saved: list[Path] = field(default_factory=list)  # the reproducers written for this run
     seconds: float = 0.0  # the run's wall time, its child's start included
     died_with_extra_bufts: str = ""  # the death of the run with the CPU's extra buffer types, rerun without them
+    transcript: Any = None  # what it decoded (pyggml.conversation.Transcript): later backends follow it
+    rollback_nmse: float | None = None  # the logits after the rollback against a run that never drafted
+    note: str = ""  # what the run could not do as asked (a prompt without a tokenizer)
 
     def by_kind(self) -> dict[str, Counter]:
         """Per op kind: checked, passed, failed, without an oracle (or whose oracle could not model it) and
@@ -109,20 +158,36 @@ def run_model(
     tolerance: Callable[[object, float], float] | None = None,
     keep: Callable[[NodeVerdict], bool] | None = None,
     extra_bufts: bool = True,
+    talk: Talk | None = None,
+    follow: Any = None,
 ) -> ModelRun:
-    """Load `path` for `backend`, decode n_tokens tokens with every node checked; never raises for the
-    model's sake: what went wrong is the run's `error`. tolerance and keep: as NodeChecker's; extra_bufts: as
-    `load_for`'s."""
-    from pyggml import llama
+    """Load `path` for `backend` and decode a conversation with every node checked (`talk`; None: n_tokens
+    random ids in one batch); never raises for the model's sake: what went wrong is the run's `error`.
+    tolerance and keep: as NodeChecker's; extra_bufts: as `load_for`'s; follow: another run's transcript to
+    decode the very tokens of (pyggml.conversation.converse)."""
+    from pyggml import conversation, llama
 
+    talk = talk or Talk(tokens=n_tokens, seed=seed)
     run = ModelRun(backend)
     try:
         model = load_for(path, backend, extra_bufts)
+        script, run.note = talk.script(model)
         # weights llama.cpp put in a CPU extra buffer type (CPU_REPACK) are read from the file
         checker = NodeChecker(tolerance=tolerance, keep=keep, weights=file_weights(path))
-        ctx = llama.Context(model, n_ctx=max(64, 2 * n_tokens), n_batch=n_tokens, n_ubatch=n_tokens, observe=checker)
-        ctx.decode(tokens_for(model.n_vocab, n_tokens, seed), logits="all")
-        run.verdicts, run.logits = checker.verdicts, ctx.all_logits()
+        starts: list[tuple[int, str]] = []
+        args = talk.context_args(script, model)
+        with llama.Context(model, **args, observe=checker) as ctx:
+            run.transcript = conversation.converse(
+                ctx, script, follow=follow, on_step=lambda label: starts.append((len(checker.verdicts), label))
+            )
+        for (begin, label), (end, _) in zip(starts, [*starts[1:], (len(checker.verdicts), "")]):
+            for v in checker.verdicts[begin:end]:
+                v.step = label
+        run.verdicts, run.logits = checker.verdicts, run.transcript.logits()
+        if script.speculative:  # the logits after the rollback against a run that never drafted
+            with llama.Context(model, **args) as plain:
+                again = conversation.no_draft(plain, run.transcript)
+            run.rollback_nmse = nmse(run.transcript.steps[-1].logits, again)
     except Exception as e:  # noqa: BLE001 - reported as the backend's error, the other backends still run
         run.error = f"{type(e).__name__}: {e}"
     return run
@@ -161,6 +226,8 @@ def run_in_child(
     save_patterns: Sequence[str] = (),
     rpc_servers: str | None = None,
     extra_bufts: bool = True,
+    talk: Talk | None = None,
+    follow: Any = None,
 ) -> ModelRun:
     """run_model in a child process (pyggml.testing.engine.child), with `--node-nmse`'s bound and `--save-node`'s
     patterns: llama.cpp's GGML_ASSERTs end the process they fail in (docs/llama.md), and one backend's must
@@ -170,7 +237,7 @@ def run_in_child(
 
     out = child.run(
         "pyggml.testing.engine.model_check:_child_run",
-        (path, backend, n_tokens, seed, nmse_bound, list(save_patterns), rpc_servers, extra_bufts),
+        (path, backend, n_tokens, seed, nmse_bound, list(save_patterns), rpc_servers, extra_bufts, talk, follow),
         env={k: v for k, v in CHILD_ENV.items() if k not in os.environ},
     )
     if out.status == "returned":
@@ -194,6 +261,8 @@ def _child_run(
     save_patterns: list[str],
     rpc_servers: str | None,
     extra_bufts: bool = True,
+    talk: Talk | None = None,
+    follow: Any = None,
 ) -> ModelRun:
     if rpc_servers:
         from pyggml import rpc
@@ -201,7 +270,15 @@ def _child_run(
         rpc.add_servers(rpc_servers)
     tolerance = node_nmse(nmse_bound) if nmse_bound is not None else None
     return run_model(
-        path, backend, n_tokens, seed, tolerance=tolerance, keep=keeper(save_patterns), extra_bufts=extra_bufts
+        path,
+        backend,
+        n_tokens,
+        seed,
+        tolerance=tolerance,
+        keep=keeper(save_patterns),
+        extra_bufts=extra_bufts,
+        talk=talk,
+        follow=follow,
     )
 
 
@@ -255,7 +332,10 @@ def records(path: str, runs: list[ModelRun]) -> list[Record]:
             if c["failed"]:
                 bad = next(v for v in run.verdicts if v.kind == kind and not v.ok)
                 assert bad.comparison is not None
-                msg = f"{c['failed']} of {c['checked']} nodes; first: {bad.name!r}: {bad.comparison.message}{unread}"
+                at = f" ({bad.step})" if bad.step else ""
+                msg = (
+                    f"{c['failed']} of {c['checked']} nodes; first: {bad.name!r}{at}: {bad.comparison.message}{unread}"
+                )
                 out.append(Record(f"{name}/{kind}", run.backend, Status.FAIL, worst, bad.nmse_bound, msg))
             elif c["checked"]:
                 out.append(
@@ -269,9 +349,22 @@ def records(path: str, runs: list[ModelRun]) -> list[Record]:
                 n = c["no oracle"] + c["not modelled"]
                 out.append(Record(f"{name}/{kind}", run.backend, Status.SKIPPED, message=f"{n} nodes, no oracle"))
         if ref is not None and ref.logits is not None and run is not ref and run.logits is not None:
+            from pyggml.drift import logit_stats
+
             err, bound = nmse(run.logits, ref.logits), logits_bound(path)
             status = Status.PASS if err <= bound else Status.FAIL
-            out.append(Record(f"{name}/logits", run.backend, status, err, bound, message=f"against {ref.backend}"))
+            msg = f"against {ref.backend}"
+            if run.logits.shape == ref.logits.shape:
+                st = logit_stats(ref.logits, run.logits)
+                msg += f": KLD mean {st['kld']['mean']:.3g}, max {st['kld']['max']:.3g}, same top-1 {100 * st['same_top1']:.1f} %"
+            out.append(Record(f"{name}/logits", run.backend, status, err, bound, message=msg))
+        if run.rollback_nmse is not None:
+            # a run that never drafted decodes the same tokens in other batches (matrix-vector products where the
+            # draft had matrix-matrix ones): rounding of that size, within the bound of two backends' logits
+            bound = logits_bound(path)
+            status = Status.PASS if run.rollback_nmse <= bound else Status.FAIL
+            msg = "the logits after the rollback against a run that never drafted"
+            out.append(Record(f"{name}/rollback", run.backend, status, run.rollback_nmse, bound, message=msg))
     return out
 
 
@@ -294,9 +387,23 @@ def table(runs: list[ModelRun]) -> str:
                 f"  {kind:<22} {c['checked']:>8} {c['passed']:>8} {c['failed']:>8}"
                 f" {c['no oracle'] + c['not modelled']:>10} {c['unread']:>7}"
             )
+        steps: dict[str, Counter] = {}
+        for v in run.verdicts:
+            c = steps.setdefault(v.step, Counter())
+            c["checked"] += v.comparison is not None
+            c["failed"] += not v.ok
+        if len(steps) > 1:
+            lines.append(f"  {'step':<22} {'checked':>8} {'failed':>8}")
+            for label, c in steps.items():
+                lines.append(f"  {label:<22} {c['checked']:>8} {c['failed']:>8}")
+        if run.transcript is not None and run.transcript.accepted:
+            lines.append(f"  draft: accepted per sequence {run.transcript.accepted}, the rest rolled back")
+        if run.note:
+            lines.append(f"  note: {run.note}")
         for v in run.failed[:5]:
             assert v.comparison is not None
-            lines.append(f"  FAIL node {v.index} {v.kind} {v.name!r}: {v.comparison.message}")
+            at = f" ({v.step})" if v.step else ""
+            lines.append(f"  FAIL node {v.index} {v.kind} {v.name!r}{at}: {v.comparison.message}")
         if run.saved:
             lines.append(f"  {len(run.saved)} reproducers saved in {run.saved[0].parent}")
     return "\n".join(lines)
@@ -381,6 +488,44 @@ def summary(rows: list[tuple[str, ModelRun | None, str]]) -> str:
     return "\n".join(lines)
 
 
+def conversation_refused(path: str, talk: Talk) -> str:
+    """Why the conversation cannot run on this model, or "": a conversation longer than the model was trained
+    for or than `--ctx-size`, a draft (`--speculative`) where the memory cannot roll back. Checked on the CPU in
+    a child process (llama.cpp loads the file there; an abort ends only the child)."""
+    from pyggml.testing.engine import child
+
+    out = child.run("pyggml.testing.engine.model_check:_refusal", (path, talk), timeout=600)
+    if out.status == "returned":
+        return str(out.value)
+    if out.status == "raised":
+        return f"{out.error_type}: {out.message}"
+    return ""  # a death: the runs themselves report it
+
+
+def _refusal(path: str, talk: Talk) -> str:
+    from pyggml import llama
+
+    model = llama.Model.load(path, n_gpu_layers=0, devices=[], use_extra_bufts=False)
+    try:
+        script, _ = talk.script(model)
+        args = talk.context_args(script, model)
+        if script.speculative and (
+            bool(llama.lib.llama_model_is_recurrent(model.ptr)) or bool(llama.lib.llama_model_is_hybrid(model.ptr))
+        ):
+            with llama.Context(model, **args) as ctx:
+                if ctx.n_rs_seq < script.speculative:
+                    return (
+                        f"--speculative {script.speculative}: {model.arch} keeps a recurrent state that llama.cpp "
+                        f"cannot roll back (it keeps {ctx.n_rs_seq} snapshots: it rolls back only the "
+                        "architectures of llm_arch_supports_rs_rollback, e.g. qwen35, qwen35moe, lfm2)"
+                    )
+    except ValueError as e:
+        return str(e)
+    finally:
+        model.close()
+    return ""
+
+
 def main(args: argparse.Namespace) -> int:
     """`check --model FILE [--model FILE ...]` or `check --arch ARCH... [--type TYPE...]`: exit 1 when a node
     or the logits fail, a backend could not run a model, or a model could not be made; 2 for arguments it
@@ -400,6 +545,27 @@ def main(args: argparse.Namespace) -> int:
         return fail(why)
     if args.tokens < 1:
         return fail(f"--tokens must be at least 1, not {args.tokens}")
+    for flag, value, least in (
+        ("--generate", args.generate, 0),
+        ("--sequences", args.sequences, 1),
+        ("--speculative", args.speculative, 0),
+        ("--ctx-size", args.ctx_size, 0),
+    ):
+        if value < least:
+            return fail(f"{flag} must be at least {least}, not {value}")
+    if args.speculative > 64:
+        return fail(f"--speculative {args.speculative}: llama.cpp keeps at most 64 rollback snapshots (n_rs_seq)")
+    if args.prompt is not None and args.prompt_file:
+        return fail("give --prompt or --prompt-file, not both")
+    prompt = args.prompt
+    if args.prompt_file:
+        try:
+            prompt = Path(args.prompt_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            return fail(f"--prompt-file {args.prompt_file}: {e}")
+    if prompt is not None and not prompt.strip():
+        return fail("the prompt is empty")
+    talk = Talk(prompt, args.tokens, args.generate, args.sequences, args.speculative, 0, args.ctx_size)
     if args.node_nmse is not None and not 0 < args.node_nmse < float("inf"):
         return fail(f"--node-nmse must be a positive number, not {args.node_nmse}")
     files = list(args.model or [])
@@ -414,6 +580,9 @@ def main(args: argparse.Namespace) -> int:
     for f in files:
         if not Path(f).is_file():
             return fail(f"--model {f}: no such file")
+        why = conversation_refused(f, talk)
+        if why:
+            return fail(f"--model {f}: {why}")
     if args.json == "-" and args.junit == "-":
         return fail("only one report can go to stdout (-): give --json or --junit a file")
     backends = list(dict.fromkeys(b.lower() for b in (args.backend or ["cpu"])))
@@ -425,13 +594,15 @@ def main(args: argparse.Namespace) -> int:
         unknown = [d for d in parts if d not in known]
         if unknown:
             return fail(f"no backend {', '.join(unknown)} in this build (available: {', '.join(sorted(known))})")
-    if all(is_meta(b) for b in backends):  # the logits of a tensor split are compared with the CPU's
+    if "cpu" not in backends:  # a device's or a split's logits are compared with the CPU's
         backends.insert(0, "cpu")
     directory = args.save_failures or repro.DEFAULT_DIR
 
     # run_in_child's arguments but the extra buffer types
     def common(path: str, backend: str) -> tuple[str, str, int, int, float | None, list[str], str | None]:
         return path, backend, args.tokens, 0, args.node_nmse, args.save_node or [], getattr(args, "rpc", None)
+
+    follow: Any = None  # the first run's transcript: the later backends decode its very tokens
 
     rows: list[tuple[str, ModelRun | None, str]] = []
     recs: list[Record] = []
@@ -449,14 +620,16 @@ def main(args: argparse.Namespace) -> int:
             for b in backends:
                 started = time.perf_counter()
                 repack = not getattr(args, "no_repack", False)
-                run = run_in_child(*common(path, b), repack)
+                run = run_in_child(*common(path, b), repack, talk, follow)
                 if run.error.startswith(DIED) and repack:
                     # ggml's AMX product dies on some machines (docs/findings.md 37): check the nodes without the
                     # extra buffer types, and report the death as the run's own error record
-                    again = run_in_child(*common(path, b), False)
+                    again = run_in_child(*common(path, b), False, talk, follow)
                     if not again.error:
                         again.died_with_extra_bufts, run = run.error, again
                 run.seconds = time.perf_counter() - started
+                if follow is None and run.transcript is not None:
+                    follow = run.transcript
                 runs.append(run)
                 rows.append((label, run, ""))
             try:
@@ -466,6 +639,7 @@ def main(args: argparse.Namespace) -> int:
                 return fail(f"--save-failures {directory}: cannot write the reproducers: {e}")
             recs += records(path, runs)
             all_runs += runs
+            follow = None
     out = sys.stderr if args.json == "-" else sys.stdout
     if len(rows) == len(backends) and files:  # one model file: its table per op kind
         print(table(all_runs), file=out)
@@ -476,6 +650,10 @@ def main(args: argparse.Namespace) -> int:
             print(
                 f"logits of {r.case[: -len('/logits')]} on {r.backend} {r.message}: NMSE {r.error:.1e} ({r.status})",
                 file=out,
+            )
+        if r.case.endswith("/rollback"):
+            print(
+                f"{r.case[: -len('/rollback')]} on {r.backend}: {r.message}: NMSE {r.error:.1e} ({r.status})", file=out
             )
     if any(run.saved for run in all_runs):
         print(f"rerun the saved nodes: python -m pyggml check --repro {directory}", file=out)

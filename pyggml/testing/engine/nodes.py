@@ -121,6 +121,8 @@ class NodeVerdict:
             not read (`UNREADABLE`); "" otherwise.
         buffer: the buffer type its memory is in (CPU, Vulkan0, RPC0[host:port], Meta...): where it ran.
         capture: its inputs (`Capture`), when the checker was asked to keep them; else None.
+        step: the step of a conversation it was computed in ("prefill", "step 2", "draft", "after rollback"; ""
+            outside one).
     """
 
     index: int  # the node's place in the order ggml computed the graph
@@ -131,6 +133,7 @@ class NodeVerdict:
     error: str = ""  # the reader could not model this node (its oracle raised), or it was not read: why
     buffer: str = ""  # the buffer type its memory is in (CPU, Vulkan0, RPC0[host:port], Meta...): where it ran
     capture: Capture | None = field(default=None, repr=False)  # its inputs, when the checker was asked to keep them
+    step: str = ""  # the conversation's step it was computed in
 
     @property
     def ok(self) -> bool:

@@ -53,7 +53,7 @@ class Repro:
     stem: str
     capture: Capture
     bound: float
-    origin: dict  # model, backend, index, status, nmse, message: as the JSON file has them
+    origin: dict  # model, backend, index, step, status, nmse, message: as the JSON file has them
 
     @property
     def case(self) -> str:
@@ -88,6 +88,7 @@ def save(directory: str | Path, v: NodeVerdict, model: str, backend: str) -> Pat
         "model": Path(model).name,
         "backend": backend,
         "index": v.index,
+        "step": v.step,
         "status": "pass" if v.ok else "fail",
         "nmse": None if cmp is None else cmp.nmse,
         "max_error": None if cmp is None else cmp.max_error,
@@ -171,7 +172,7 @@ def load(path: str | Path) -> Repro:
             types.as_type(t)
     except (KeyError, TypeError, ValueError, OSError) as e:
         raise ValueError(f"{path}: a reproducer with a missing or wrong entry: {type(e).__name__}: {e}") from e
-    origin = {k: doc.get(k) for k in ("model", "backend", "index", "status", "nmse", "message")}
+    origin = {k: doc.get(k) for k in ("model", "backend", "index", "step", "status", "nmse", "message")}
     return Repro(path.stem, c, bound, origin)
 
 
