@@ -457,6 +457,15 @@ def _main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="no progress, no row per case: only the counts per backend and the failures",
     )
+    from pyggml.testing import compare as compare_command
+
+    p_cmp = sub.add_parser(
+        "compare",
+        help="hold one run of a llama.cpp model against another (two files, or two backends), node by node",
+        description=compare_command.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compare_command.add_arguments(p_cmp)
     p_cov = sub.add_parser(
         "coverage",
         help="for every ggml op kind: wrapper, cases, and their results per backend "
@@ -582,13 +591,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
         )
         module.add_arguments(p_fuzz)
         fuzzers[name] = module, p_fuzz
-    for sub_parser in (p_info, p_check, p_cov, p_find):
+    for sub_parser in (p_info, p_check, p_cmp, p_cov, p_find):
         sub_parser.add_argument(
             "--rpc",
             metavar="HOST:PORT[,HOST:PORT...]",
             help="add these RPC servers' devices first (rpc0, rpc1, ... in this order)",
         )
-    for sub_parser in (p_info, p_check, p_cov, p_find, p_rpc):
+    for sub_parser in (p_info, p_check, p_cmp, p_cov, p_find, p_rpc):
         sub_parser.add_argument(
             "--vk-devices",
             metavar="LIST",
@@ -637,6 +646,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return gguf.main(args)
     if args.command == "info":
         return info(args)
+    if args.command == "compare":
+        return compare_command.main(args)
     if args.command == "coverage":
         from pyggml.testing import coverage
 

@@ -91,6 +91,7 @@ class NodeDiff:
         max_abs: the largest absolute difference.
         cosine: the cosine of the two.
         jump: nmse over the worst nmse of the nodes it read (inf when they agreed exactly).
+        inputs_nmse: the worst nmse of the nodes it read (0 when none was compared).
         inputs: the names of the compared nodes it read.
         error: why it could not be compared ("" when it was).
     """
@@ -106,8 +107,14 @@ class NodeDiff:
     max_abs: float = math.nan
     cosine: float = math.nan
     jump: float = math.nan
+    inputs_nmse: float = 0.0
     inputs: list[str] = field(default_factory=list)
     error: str = ""
+
+    @property
+    def added(self) -> float:
+        """The error the node added to what it read: its NMSE less its inputs' worst (0 when it reduced it)."""
+        return max(0.0, self.nmse - self.inputs_nmse) if not math.isnan(self.nmse) else math.nan
 
     @property
     def key(self) -> Key:
@@ -218,6 +225,7 @@ class Recorder:
         else:
             d.nmse, d.max_abs, d.cosine = compare_values(ref.values, values)  # type: ignore[arg-type]
             worst = max((e for _, e in inputs if not math.isnan(e)), default=0.0)
+            d.inputs_nmse = worst
             d.jump = d.nmse / worst if worst > 0 else (math.inf if d.nmse > 0 else 1.0)
         self.diffs.append(d)
         self._where[address] = (key, d.nmse)
@@ -345,7 +353,8 @@ class Comparison:
         for d in self.nodes:
             row = asdict(d)
             row.update(kind=base_name(d.name), shape=list(d.shape))
-            for k in ("nmse", "max_abs", "cosine", "jump"):
+            row["added"] = d.added
+            for k in ("nmse", "max_abs", "cosine", "jump", "inputs_nmse", "added"):
                 row[k] = num(row[k])
             nodes.append(row)
         return {
@@ -403,15 +412,20 @@ class Comparison:
                 f"first divergent node: {fd.name!r} ({fd.op}, {fd.step}, node {fd.index}): NMSE {fd.nmse:.3g}, "
                 f"{fd.jump:.3g}x its inputs' ({', '.join(fd.inputs) or 'none compared'})"
             )
-        worst = sorted(compared, key=lambda d: -d.jump if math.isfinite(d.jump) else -1e300)[:rows]
+        added: dict[str, NodeDiff] = {}  # per node name, its step that added the most error
+        for d in compared:
+            if math.isfinite(d.added) and (d.name not in added or d.added > added[d.name].added):
+                added[d.name] = d
+        worst = sorted(added.values(), key=lambda d: -d.added)[:rows]
         if worst:
+            lines.append("the nodes that added the most error (NMSE less their inputs'), each at its worst step:")
             lines.append(
-                f"{'node':<28} {'op':<12} {'step':<14} {'NMSE':>10} {'max |d|':>10} {'cosine':>10} {'jump':>9}"
+                f"{'node':<28} {'op':<12} {'step':<14} {'NMSE':>10} {'added':>10} {'max |d|':>10} {'cosine':>10}"
             )
             for d in worst:
                 lines.append(
-                    f"{d.name[:28]:<28} {d.op[:12]:<12} {d.step[:14]:<14} {d.nmse:>10.3g} {d.max_abs:>10.3g} "
-                    f"{d.cosine:>10.6f} {d.jump:>9.3g}"
+                    f"{d.name[:28]:<28} {d.op[:12]:<12} {d.step[:14]:<14} {d.nmse:>10.3g} {d.added:>10.3g} "
+                    f"{d.max_abs:>10.3g} {d.cosine:>10.6f}"
                 )
         for label, keys in (("only in A", self.only_a), ("only in B", self.only_b)):
             if keys:

@@ -67,6 +67,7 @@ __all__ = [
     "Run",
     "record",
     "compare",
+    "held_against",
     "LlamaError",
     "SplitMode",
     "file_types",
@@ -862,6 +863,7 @@ def record(
     observe: Callable[[Tensor, bool], bool] | None = None,
     use_extra_bufts: bool = True,
     n_threads: int | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> Run:
     """Run a conversation on a backend with every node's value kept, or compared with another run's.
 
@@ -876,6 +878,7 @@ def record(
         observe: another observer called for every node as well (a `NodeChecker`).
         use_extra_bufts: as `Model.load`'s.
         n_threads: the CPU's threads (None: llama.cpp's default).
+        on_step: called with each step's label before its decode (after the recorder is told).
 
     Returns:
         The Run.
@@ -889,7 +892,7 @@ def record(
     model = Model.for_backend(path, backend, use_extra_bufts)
     try:
         if against is not None:
-            compatible_or_raise(against.path, model)
+            compatible_or_raise(against.path, model, nodes=nodes)
         recorder = None
         if nodes:
             recorder = Recorder(
@@ -900,16 +903,24 @@ def record(
         with Context(model, **args, observe=watch, n_threads=n_threads) as ctx:
             started = time.perf_counter()
             follow = against.transcript if against is not None else None
-            talk = converse(ctx, script, follow=follow, on_step=recorder.set_step if recorder else None)
+
+            def step(label: str) -> None:
+                if recorder is not None:
+                    recorder.set_step(label)
+                if on_step is not None:
+                    on_step(label)
+
+            talk = converse(ctx, script, follow=follow, on_step=step)
             seconds = time.perf_counter() - started
     finally:
         model.close()
     return Run(os.fspath(path), backend, talk, recorder, seconds)
 
 
-def compatible_or_raise(reference: str, model: Model) -> None:
+def compatible_or_raise(reference: str, model: Model, nodes: bool = True) -> None:
     """Raise ValueError when `model` cannot be held against the model of file `reference`: another vocabulary
-    (its size; the logits do not correspond) or another architecture (its nodes do not correspond)."""
+    (its size; the logits do not correspond) or, when `nodes`, another architecture (its nodes do not
+    correspond)."""
     ref = Model.load(reference, n_gpu_layers=0, devices=[], vocab_only=True)
     try:
         if ref.n_vocab != model.n_vocab:
@@ -919,7 +930,7 @@ def compatible_or_raise(reference: str, model: Model) -> None:
                 "vocabulary (its parent, or itself on another backend)"
             )
         ref_arch, arch = ref.meta("general.architecture"), model.meta("general.architecture")
-        if ref_arch != arch:
+        if nodes and ref_arch != arch:
             raise ValueError(
                 f"{os.path.basename(reference)} is {ref_arch}, {os.path.basename(model.path)} is {arch}: their "
                 "nodes do not correspond; with one vocabulary their logits still can (compare --logits-only)"
@@ -970,7 +981,26 @@ def compare(
             probe.close()
     run_a = record(a, script, backend_a, nodes=nodes, use_extra_bufts=use_extra_bufts)
     run_b = record(b_path, script, backend_b, against=run_a, nodes=nodes, use_extra_bufts=use_extra_bufts)
+    return held_against(run_a, run_b, bound)
+
+
+def held_against(run_a: Run, run_b: Run, bound: float = BOUND) -> Comparison:
+    """The Comparison of run B, recorded `against=run_a`, with run A.
+
+    Args:
+        run_a: the reference run.
+        run_b: the run recorded against it.
+        bound: as `compare`'s.
+
+    Returns:
+        The Comparison.
+
+    Raises:
+        ValueError: B did not follow A (another conversation).
+    """
     ta, tb = run_a.transcript, run_b.transcript
+    if ta.script != tb.script:
+        raise ValueError("held_against: the two runs decoded different conversations")
     stats = logit_stats(ta.logits(), tb.logits(), ta.next_tokens())
     diffs = run_b.recorder.diffs if run_b.recorder is not None else []
     seen_b = {d.key for d in diffs}
@@ -997,6 +1027,7 @@ class _TensorFinder:
         self.copied: dict[str, np.ndarray] = {}  # transient memory, copied while valid
         self.reused: dict[str, str] = {}  # names seen whose memory could not be copied: why
         self._after: CData | None = None  # the node asked for, copied once computed
+        self._then_asked = False  # whether the user's observer asked for the node being computed
 
     def clear(self) -> None:
         """Forget the copies of the last decode (a new one starts)."""
@@ -1023,18 +1054,19 @@ class _TensorFinder:
             self.reused[name] = str(e)
 
     def __call__(self, t: Tensor, ask: bool) -> bool:
-        then = self.then(t, ask) if self.then is not None else False
-        if not ask:
+        if not ask:  # the user's observer sees a node computed only where it asked for it
+            then = self.then(t, ask) if self.then is not None and self._then_asked else True
             if self._after is not None and self._after == t.ptr:
                 self._keep(t.ptr)
             self._after = None
-            return True
+            return then
+        then = self._then_asked = bool(self.then(t, ask)) if self.then is not None else False
         self._after = None
         for p in t.ptr.src:
             for q in (p, p.view_src) if p != ffi.NULL else ():
                 if self._matches(q):
                     self._keep(q)  # a source: valid now, before the node reading it runs
-        if self._matches(t.ptr):
+        if self._matches(t.ptr) and self._transient(t.ptr):
             self._after = t.ptr
             return True  # computed on its own, so that its value is read before its memory is reused
         return then

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -63,6 +63,7 @@ class Source:
     shape: tuple[int, ...]  # the NumPy shape the oracle got its values in
     raw: np.ndarray  # the bytes it covered (uint8, `span`) just before ggml computed the node
     given: np.ndarray | None = field(default=None, repr=False)
+    shared: bool = field(default=False, repr=False)  # a weight's, kept across nodes and steps: read-only values
 
     @property
     def values(self) -> np.ndarray:
@@ -70,6 +71,8 @@ class Source:
         only part of a large source (GET_ROWS of a model's token embedding: 254 M values for 32 rows)."""
         if self.given is None:
             self.given = from_span(self.type, self.ne, self.nb, self.shape, self.raw)
+            if self.shared:  # an oracle writing into it would change every later node's input: it raises instead
+                self.given.setflags(write=False)
         return self.given
 
 
@@ -370,12 +373,34 @@ def buffer_name(p: object) -> str:
     )
 
 
-def capture(t: Tensor, weights: Weights | None = None) -> Capture:
+def is_weight(p: object) -> bool:
+    """Whether tensor p's memory is a model's weights (a buffer of usage WEIGHTS): its values never change
+    between graphs, so they can be read and decoded once for every node and step that reads them.
+
+    Args:
+        p: the tensor's C pointer.
+
+    Returns:
+        True for a weight.
+    """
+    q = p.view_src if p.view_src != ffi.NULL else p  # type: ignore[attr-defined]
+    buf = q.buffer
+    return buf != ffi.NULL and int(lib.ggml_backend_buffer_get_usage(buf)) == int(lib.GGML_BACKEND_BUFFER_USAGE_WEIGHTS)
+
+
+# the sources read once: (tensor address, data address, type, ne, nb) -> the Source (its values decoded once, when
+# first asked)
+SourceCache = dict[tuple[int, int, int, tuple[int, ...], tuple[int, ...]], "Source"]
+
+
+def capture(t: Tensor, weights: Weights | None = None, cache: SourceCache | None = None) -> Capture:
     """t and its sources as they are now (just before ggml computes t).
 
     Args:
         t: the node.
         weights: where the bytes of a source in memory ggml cannot read back come from (`source_bytes`).
+        cache: the weights read so far (`is_weight`), reused rather than read and decoded again (a conversation's
+            every step reads every weight: decoding them once per run is what keeps a checked step cheap).
 
     Returns:
         A `Capture`: its op, op_params and layout, and each source's bytes and values (`sources` by slot),
@@ -386,8 +411,25 @@ def capture(t: Tensor, weights: Weights | None = None) -> Capture:
         if p == ffi.NULL:
             srcs.append(None)
             continue
+        key = None
+        if cache is not None and is_weight(p):
+            # the tensor itself and where its data is: a meta device's weights may share a data address
+            key = (
+                int(ffi.cast("uintptr_t", p)),
+                int(ffi.cast("uintptr_t", p.data)),
+                int(p.type),
+                tuple(p.ne),
+                tuple(p.nb),
+            )
+            hit = cache.get(key)
+            if hit is not None:
+                srcs.append(hit if hit.slot == slot else replace(hit, slot=slot))
+                continue
         s = Tensor(p, t.ctx)
-        srcs.append(Source(slot, s.name, s.type.name, s.ne, s.nb, s.shape, source_bytes(s, weights)))
+        src = Source(slot, s.name, s.type.name, s.ne, s.nb, s.shape, source_bytes(s, weights), shared=key is not None)
+        if key is not None:
+            cache[key] = src  # type: ignore[index]
+        srcs.append(src)
     while srcs and srcs[-1] is None:
         srcs.pop()
     c = Capture(
@@ -484,6 +526,7 @@ class NodeChecker:
         opdb.load()
         self.tolerance, self.flush, self.keep, self.weights = tolerance, flush, keep, weights
         self.verdicts: list[NodeVerdict] = []
+        self._weights: SourceCache = {}  # every weight read and decoded once per checker
         self._index = 0
         self._pending: tuple[opdb.OpSpec, Capture] | None = None
 
@@ -502,7 +545,7 @@ class NodeChecker:
             self.verdicts.append(NodeVerdict(index, k, t.name, None, buffer=where))
             return True
         try:
-            self._pending = (s, capture(t, self.weights))  # before ggml computes t: what it will read
+            self._pending = (s, capture(t, self.weights, self._weights))  # before ggml computes t: what it will read
         except ValueError as e:
             if not str(e).startswith(UNREADABLE):
                 raise

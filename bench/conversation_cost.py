@@ -1,0 +1,114 @@
+"""What a checked conversation and a comparison cost, against llama.cpp's own decode of the same tokens.
+
+    python bench/conversation_cost.py [--arch qwen3] [--like qwen3-0.6b] [--type q4_k_m] [--prompt-tokens 32]
+                                      [--generate 4] [--folder DIR] [--threads N]
+
+Makes `make-model ARCH FILE [--like PRESET] --type TYPE` (kept in --folder), then, each in its own process:
+- llama.cpp alone: the conversation (`pyggml.llama.converse`: a prompt of N random ids, then --generate single
+  token steps) with no observer; the best of three;
+- the same conversation under the node checker (`check --model --generate` as `run_model` does it): per step,
+  its seconds against llama.cpp's own step;
+- a comparison of the file with itself on the CPU (`pyggml.llama.compare`, every node of both runs read and
+  matched) against the two plain runs it compares.
+The CPU's extra buffer types are off everywhere (`--no-repack`, docs/findings.md 37). Prints markdown rows, dated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+PROGRAM = """
+import json, sys, time
+from pyggml import llama
+from pyggml.testing.engine import model_check
+path, n, gen, mode, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+threads = threads or None
+model = llama.Model.load(path, n_gpu_layers=0, devices=[], use_extra_bufts=False)
+script = llama.Script.from_tokens(model_check.tokens_for(model.n_vocab, n), generate=gen)
+args = script.context_args(model)
+
+def steps(on_step=None, observe=None):
+    marks = []
+    with llama.Context(model, **args, observe=observe, n_threads=threads) as ctx:
+        def mark(label):
+            marks.append((label, time.perf_counter()))
+            if on_step:
+                on_step(label)
+        llama.converse(ctx, script, on_step=mark)
+        marks.append(("end", time.perf_counter()))
+    return {a[0]: b[1] - a[1] for a, b in zip(marks, marks[1:])}
+
+if mode == "plain":
+    best = None
+    for _ in range(3):
+        got = steps()
+        best = got if best is None else {k: min(v, got[k]) for k, v in best.items()}
+    print(json.dumps(best))
+elif mode == "checked":
+    from pyggml.testing.engine.nodes import NodeChecker, file_weights
+    checker = NodeChecker(weights=file_weights(path))
+    got = steps(observe=checker)
+    failed = sum(not v.ok for v in checker.verdicts)
+    print(json.dumps({**got, "_checked": sum(v.comparison is not None for v in checker.verdicts), "_failed": failed}))
+else:
+    model.close()
+    t = time.perf_counter()
+    a = llama.record(path, script, "cpu", use_extra_bufts=False, n_threads=threads)
+    b = llama.record(path, script, "cpu", against=a, use_extra_bufts=False, n_threads=threads)
+    cmp = llama.held_against(a, b)
+    print(json.dumps({"a": a.seconds, "b": b.seconds, "total": time.perf_counter() - t, "nodes": len(cmp.nodes)}))
+"""
+
+
+def child(path: str, n: int, gen: int, mode: str, threads: int) -> dict:
+    env = {**os.environ, "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "0")}
+    out = subprocess.run(
+        [sys.executable, "-c", PROGRAM, path, str(n), str(gen), mode, str(threads)], capture_output=True, text=True,
+        env=env,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise SystemExit(f"{mode} failed ({out.returncode}): {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--arch", default="qwen3")
+    p.add_argument("--like", default="qwen3-0.6b", help="a make-model preset ('' for llama.cpp's tiny model)")
+    p.add_argument("--type", default="q4_k_m")
+    p.add_argument("--prompt-tokens", type=int, default=32)
+    p.add_argument("--generate", type=int, default=4)
+    p.add_argument("--threads", type=int, default=0, help="the CPU's threads (0: llama.cpp's default)")
+    p.add_argument("--folder", default="bench-models")
+    args = p.parse_args()
+    os.makedirs(args.folder, exist_ok=True)
+    path = os.path.join(args.folder, f"{args.arch}-{args.like or 'tiny'}-{args.type}.gguf")
+    if not os.path.exists(path):
+        cmd = [sys.executable, "-m", "pyggml", "make-model", args.arch, path, "--type", args.type]
+        subprocess.run(cmd + (["--like", args.like] if args.like else []), check=True)
+    n, gen = args.prompt_tokens, args.generate
+    plain = child(path, n, gen, "plain", args.threads)
+    checked = child(path, n, gen, "checked", args.threads)
+    both = child(path, n, gen, "compare", args.threads)
+    today = datetime.date.today().isoformat()
+    print(f"{os.path.basename(path)}, {n}-token prompt, {gen} steps, {today}:")
+    print("| step | llama.cpp s | checked s | ratio |")
+    print("|---|---|---|---|")
+    for label, seconds in plain.items():
+        print(f"| {label} | {seconds:.3f} | {checked[label]:.3f} | {checked[label] / seconds:.1f}x |")
+    plain_total = sum(plain.values())
+    print(f"checked nodes {checked['_checked']}, failed {checked['_failed']}")
+    print(
+        f"compare (file against itself on the CPU, {both['nodes']} nodes matched): {both['total']:.2f} s in all, "
+        f"the two recorded conversations {both['a']:.2f} + {both['b']:.2f} s, against 2 x {plain_total:.2f} s plain: "
+        f"{both['total'] / (2 * plain_total):.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()

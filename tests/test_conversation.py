@@ -1,0 +1,293 @@
+"""A conversation decoded as users run one (pyggml.conversation), one run held against another node by node
+(pyggml.drift, llama.compare, `python -m pyggml compare`), and `check --model`'s conversation options."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+llama = pytest.importorskip("pyggml.llama", reason="pyggml built without libllama (PYGGML_LLAMA=OFF)")
+
+import numpy as np  # noqa: E402
+
+from pyggml import conversation, drift  # noqa: E402
+from pyggml.models.make_model import make_model  # noqa: E402
+
+PROMPT = "The capital of France is Paris, and the capital of Spain is"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("talk")
+    out = {}
+    for arch in ("llama", "qwen35", "mamba2"):
+        out[arch] = folder / f"{arch}.gguf"
+        make_model(arch, out[arch])
+    out["llama-q8"] = folder / "llama-q8.gguf"
+    llama.quantize(out["llama"], out["llama-q8"], "q8_0")
+    return out
+
+
+def _cpu(path: Path) -> llama.Model:
+    return llama.Model.load(path, n_gpu_layers=0, devices=[])
+
+
+def _run(cmd: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pyggml", cmd, *args], capture_output=True, text=True, timeout=600)
+
+
+# --- the script ------------------------------------------------------------------------------------
+
+
+def test_sequences_start_at_offsets_and_keep_the_first_token() -> None:
+    s = llama.Script.from_tokens([1, 2, 3, 4], sequences=3, generate=2, speculative=1)
+    assert s.prompts == ((1, 2, 3, 4), (1, 3, 4), (1, 4))
+    assert s.positions() == 4 + 2 + 3
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"sequences": 0}, {"sequences": 5}, {"generate": -1}, {"speculative": -2}, {"prefill_logits": "some"}],
+)
+def test_a_script_refuses_what_cannot_be_decoded(kw: dict) -> None:
+    with pytest.raises(ValueError):
+        llama.Script.from_tokens([1, 2, 3, 4], **kw)
+
+
+def test_a_conversation_longer_than_the_context_is_refused_with_the_numbers() -> None:
+    s = llama.Script.from_tokens(list(range(1, 30)), generate=10)
+    with pytest.raises(
+        ValueError, match=r"a prompt of 29 tokens, 10 generated and 0 drafted need 40 positions .* has 32"
+    ):
+        s.check_fits(64, 2)
+    with pytest.raises(ValueError, match="3 sequences, the context has n_seq_max 2"):
+        llama.Script.from_tokens([1, 2, 3], sequences=3).check_fits(1024, 2)
+
+
+# --- the conversation ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen35"])
+def test_prompt_generation_sequences_and_a_rolled_back_draft(models: dict[str, Path], arch: str) -> None:
+    """A draft rejected and rolled back (the KV cache's cells; qwen35's recurrent state through the seed's
+    rollback slots) leaves the memory as if it never was: the next logits equal a run that never drafted."""
+    model = _cpu(models[arch])
+    script = llama.Script.from_text(model, PROMPT, sequences=2, generate=3, speculative=3)
+    with llama.Context(model, **script.context_args(model)) as ctx:
+        talk = llama.converse(ctx, script)
+    labels = [s.label for s in talk.steps]
+    assert labels == ["prefill", "step 1", "step 2", "step 3", "draft", "after rollback"]
+    n_vocab = model.n_vocab
+    assert talk.steps[0].logits.shape == (2, n_vocab)
+    assert talk.steps[4].logits.shape == (2 * 4, n_vocab)
+    # each generated token is the greedy choice of the sequence's logits before it
+    for before, step in zip(talk.steps[:3], talk.steps[1:4]):
+        assert [t[0] for t in step.tokens] == [int(np.argmax(r)) for r in before.logits]
+    for s in range(2):
+        held = len(script.prompts[s]) + 3 + 1 + talk.accepted[s] + 1
+        assert len(talk.tokens[s]) == held
+        assert talk.steps[4].rolled_back[s] in (-1, held - 1)
+    with llama.Context(model, **script.context_args(model)) as plain:
+        again = llama.no_draft(plain, talk)
+    np.testing.assert_array_equal(again, talk.steps[-1].logits)
+    model.close()
+
+
+def test_a_followed_run_decodes_the_very_same_tokens(models: dict[str, Path]) -> None:
+    model = _cpu(models["llama"])
+    script = llama.Script.from_tokens([1, 5, 9, 13, 17, 21], sequences=2, generate=2, speculative=2)
+    with llama.Context(model, **script.context_args(model)) as ctx:
+        first = llama.converse(ctx, script)
+    other = _cpu(models["llama-q8"])
+    with llama.Context(other, **script.context_args(other)) as ctx:
+        second = llama.converse(ctx, script, follow=first)
+    assert [s.tokens for s in second.steps] == [s.tokens for s in first.steps]
+    assert second.tokens == first.tokens and second.accepted == first.accepted
+    with pytest.raises(ValueError, match="another script"):
+        with llama.Context(other, **script.context_args(other)) as ctx:
+            llama.converse(ctx, llama.Script.from_tokens([1, 2]), follow=first)
+    model.close()
+    other.close()
+
+
+def test_a_draft_on_a_model_that_cannot_roll_back_is_refused(models: dict[str, Path]) -> None:
+    model = _cpu(models["mamba2"])
+    script = llama.Script.from_tokens([1, 2, 3, 4], speculative=2)
+    with llama.Context(model, **script.context_args(model)) as ctx:
+        with pytest.raises(ValueError, match="--speculative 2: mamba2 keeps a recurrent state"):
+            llama.converse(ctx, script)
+    model.close()
+
+
+def test_tokenize_uses_the_models_own_tokenizer(models: dict[str, Path]) -> None:
+    model = _cpu(models["llama"])
+    ids = llama.tokenize(model, PROMPT)
+    assert ids and all(0 <= t < model.n_vocab for t in ids)
+    assert llama.detokenize(model, ids[1:]).replace(" ", "") in PROMPT.replace(" ", "") or ids
+    with pytest.raises(TypeError):
+        llama.tokenize(model, b"bytes")  # type: ignore[arg-type]
+    model.close()
+
+
+# --- Context.tensor: as computed, never the memory's later tenant ---------------------------------
+
+
+def test_layer_outputs_read_by_name_are_the_values_computed(models: dict[str, Path]) -> None:
+    """ctx.tensor("l_out-0") returned whatever the graph allocator put in l_out-0's memory after it (another
+    layer's values): the nodes are now copied when computed, and equal what an observer saw at compute time."""
+    model = _cpu(models["llama"])
+    seen = drift.Recorder()
+    with llama.Context(model, n_ctx=64, n_batch=8, tensors=("l_out",), observe=seen) as ctx:
+        seen.set_step("prefill")
+        ctx.decode([1, 2, 3, 4, 5, 6, 7, 8], logits="all")
+        l0, l1 = ctx.tensor("l_out-0"), ctx.tensor("l_out-1")
+        np.testing.assert_array_equal(l0, seen.recorded[("prefill", "l_out-0", 0)].values)
+        np.testing.assert_array_equal(l1, seen.recorded[("prefill", "l_out-1", 0)].values)
+        assert not np.array_equal(l0, l1)
+        with pytest.raises(KeyError, match="l_out-7"):
+            ctx.tensor("l_out-7")
+    model.close()
+
+
+# --- drift: the figures --------------------------------------------------------------------------
+
+
+def test_the_figures_of_two_arrays() -> None:
+    a = np.array([1.0, 2.0, -2.0], np.float32)
+    nmse, max_abs, cos = drift.compare_values(a, a + np.float32(0.5))
+    assert nmse == pytest.approx(0.75 / 9) and max_abs == pytest.approx(0.5)
+    assert cos == pytest.approx(np.dot(a, a + 0.5) / (np.linalg.norm(a) * np.linalg.norm(a + 0.5)))
+    assert drift.compare_values(np.zeros(3), np.zeros(3)) == (0.0, 0.0, 1.0)
+    assert math.isinf(drift.compare_values(a, np.array([1, np.nan, -2]))[0])
+    assert drift.layer_of("attn_norm-12") == 12 and drift.layer_of("result_output") is None
+    assert drift.base_name("ffn_out-3") == "ffn_out"
+
+
+def test_logit_figures_as_llama_perplexity_computes_them() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(5, 11))
+    b = a + rng.normal(scale=0.3, size=a.shape)
+    b[2] = a[2]  # one output the same
+    nxt = np.array([3, -1, 4, 0, 10])
+    st = drift.logit_stats(a, b, nxt)
+    pa = np.exp(a) / np.exp(a).sum(1, keepdims=True)
+    pb = np.exp(b) / np.exp(b).sum(1, keepdims=True)
+    kld = (pa * np.log(pa / pb)).sum(1)
+    assert st["kld"]["mean"] == pytest.approx(kld.mean()) and st["kld"]["max"] == pytest.approx(kld.max())
+    assert st["kld"]["median"] == pytest.approx(np.median(kld)) and abs(st["kld_per_output"][2]) < 1e-12
+    assert st["same_top1"] == pytest.approx(np.mean(a.argmax(1) == b.argmax(1)))
+    dp = [pb[i, t] - pa[i, t] for i, t in enumerate(nxt) if t >= 0]
+    assert st["rms_dp"] == pytest.approx(np.sqrt(np.mean(np.square(dp))))
+    with pytest.raises(ValueError):
+        drift.logit_stats(a, b[:2])
+
+
+# --- one run against another ----------------------------------------------------------------------
+
+
+def test_a_quantized_file_against_its_parent_says_where_the_error_enters(models: dict[str, Path]) -> None:
+    model = _cpu(models["llama"])
+    script = llama.Script.from_text(model, PROMPT, generate=2)
+    model.close()
+    c = llama.compare(models["llama"], models["llama-q8"], script)
+    assert c.nodes and not c.only_a and not c.only_b
+    fd = c.first_divergent
+    # Q8_0 rounds the weights: the error enters at the token embedding's rows or the first product
+    assert fd is not None and fd.op in ("GET_ROWS", "MUL_MAT") and fd.layer in (None, 0), fd
+    assert fd.step == "prefill" and fd.nmse > c.bound
+    assert 0 < c.logits["kld"]["mean"] < 0.1 and c.logits["outputs"] == 3
+    layers = c.layers()
+    assert [x["layer"] for x in layers] == [0, 1] and all(x["node"] == f"l_out-{x['layer']}" for x in layers)
+    doc = c.to_json()
+    for key in ("nodes", "layers", "first_divergent", "kld", "same_top1", "rms_dp"):
+        assert key in doc
+    assert {"layer", "kind", "nmse"} <= set(doc["nodes"][0])
+    json.dumps(doc)  # every figure is JSON
+
+
+def test_one_file_on_the_cpu_against_its_split_over_two_cpus(models: dict[str, Path]) -> None:
+    c = llama.compare(models["qwen35"], None, llama.Script.from_tokens([1, 7, 9, 11, 3], generate=2),
+                      backend_b="meta:cpu,cpu")  # fmt: skip
+    compared = [d for d in c.nodes if not d.error]
+    assert len(compared) > 100
+    assert c.first_divergent is None, c.table()
+    assert c.logits["same_top1"] == 1.0 and c.logits["kld"]["max"] < 1e-8
+
+
+def test_compare_refuses_a_run_against_itself(models: dict[str, Path]) -> None:
+    with pytest.raises(ValueError, match="B is A"):
+        llama.compare(models["llama"], models["llama"])
+
+
+# --- the command lines ---------------------------------------------------------------------------
+
+
+def test_the_compare_command(models: dict[str, Path], tmp_path: Path) -> None:
+    report, picture, saved = tmp_path / "c.json", tmp_path / "c.png", tmp_path / "repro"
+    res = _run("compare", str(models["llama"]), str(models["llama-q8"]), "--prompt", PROMPT, "--generate", "2",
+               "--json", str(report), "--plot", str(picture), "--save", str(saved))  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "KLD mean" in res.stdout and "first divergent node" in res.stdout and "layer" in res.stdout
+    doc = json.loads(report.read_text())
+    assert doc["first_divergent"]["reproducer"] and Path(doc["first_divergent"]["reproducer"]).is_file()
+    assert picture.stat().st_size > 1000
+    again = _run("check", "--repro", doc["first_divergent"]["reproducer"])
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--backend", "cpu"], "give --backend twice"),
+        (["--backend", "cpu", "--backend", "cpu"], "compared with itself"),
+        (["--backend", "cpu", "--backend", "nosuch0"], "no backend nosuch0"),
+        (["--backend", "cpu", "--backend", "meta:cpu,cpu", "--generate", "-1"], "--generate must be at least 0"),
+        (["--backend", "cpu", "--backend", "meta:cpu,cpu", "--prompt", " "], "the prompt is empty"),
+    ],
+)
+def test_the_compare_command_refuses_bad_input(models: dict[str, Path], args: list[str], said: str) -> None:
+    res = _run("compare", str(models["llama"]), *args)
+    assert res.returncode == 2 and said in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_files_of_other_architectures_or_vocabularies_are_refused_saying_what_still_compares(
+    models: dict[str, Path],
+) -> None:
+    res = _run("compare", str(models["llama"]), str(models["qwen35"]))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "tokens" in res.stderr or "--logits-only" in res.stderr, res.stderr
+
+
+def test_check_a_conversation_every_node_of_every_step(models: dict[str, Path], tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    res = _run("check", "--model", str(models["qwen35"]), "--prompt", PROMPT, "--generate", "2", "--sequences",
+               "2", "--speculative", "2", "--backend", "cpu", "--backend", "meta:cpu,cpu", "--json", str(report))  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    for label in ("prefill", "step 1", "step 2", "draft", "after rollback"):
+        assert f"  {label} " in res.stdout
+    recs = json.loads(report.read_text())
+    rollback = [r for r in recs if r["case"].endswith("/rollback")]
+    assert {r["backend"] for r in rollback} == {"cpu", "meta:cpu,cpu"} and all(r["status"] == "pass" for r in rollback)
+    [logits] = [r for r in recs if r["case"].endswith("/logits")]
+    assert "KLD mean" in logits["message"] and "same top-1" in logits["message"]
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--speculative", "2"], "cannot roll back"),
+        (["--prompt", PROMPT, "--generate", "40", "--ctx-size", "32"], "does not fit the context"),
+        (["--prompt", "x", "--prompt-file", "f"], "not both"),
+        (["--sequences", "0"], "--sequences must be at least 1"),
+    ],
+)
+def test_check_refuses_a_conversation_it_cannot_run(models: dict[str, Path], args: list[str], said: str) -> None:
+    res = _run("check", "--model", str(models["mamba2"]), *args)
+    assert res.returncode == 2 and said in res.stderr, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
