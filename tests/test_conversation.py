@@ -15,7 +15,7 @@ llama = pytest.importorskip("pyggml.llama", reason="pyggml built without libllam
 
 import numpy as np  # noqa: E402
 
-from pyggml import conversation, drift  # noqa: E402
+from pyggml import drift  # noqa: E402
 from pyggml.models.make_model import make_model  # noqa: E402
 
 PROMPT = "The capital of France is Paris, and the capital of Spain is"
