@@ -41,7 +41,17 @@ from pyggml._native import ffi, lib
 if TYPE_CHECKING:
     from pyggml.llama import Context, Model
 
-__all__ = ["Script", "Step", "Transcript", "converse", "no_draft", "tokenize", "detokenize", "has_tokenizer"]
+__all__ = [
+    "Script",
+    "Step",
+    "Transcript",
+    "converse",
+    "no_draft",
+    "cannot_roll_back",
+    "tokenize",
+    "detokenize",
+    "has_tokenizer",
+]
 
 PREFILL, DRAFT, AFTER_ROLLBACK = "prefill", "draft", "after rollback"
 
@@ -314,6 +324,31 @@ def _draft(history: list[int], pending: int, k: int, rng: np.random.Generator, n
     return out + [int(t) for t in rng.integers(0, n_vocab, k - len(out))]
 
 
+def cannot_roll_back(ctx: Context, script: Script) -> str:
+    """Why the script's draft cannot be rolled back in this context, or "".
+
+    A model with a recurrent state (recurrent or hybrid) rolls back only from the snapshots llama.cpp keeps
+    (n_rs_seq), and llama.cpp keeps them only for the architectures of its `llm_arch_supports_rs_rollback`
+    (qwen35, qwen35moe, lfm2, ...): for the others it clamps n_rs_seq to 0. The KV cache always rolls back.
+
+    Args:
+        ctx: the context.
+        script: the conversation.
+
+    Returns:
+        The reason, in words; "" where the draft can be rolled back (or there is none).
+    """
+    model = ctx.model
+    recurrent = bool(lib.llama_model_is_recurrent(model.ptr)) or bool(lib.llama_model_is_hybrid(model.ptr))
+    if not script.speculative or not recurrent or ctx.n_rs_seq >= script.speculative:
+        return ""
+    return (
+        f"--speculative {script.speculative}: {model.arch} keeps a recurrent state that llama.cpp cannot roll back "
+        f"(this context keeps {ctx.n_rs_seq} snapshots, n_rs_seq: llama.cpp keeps them only for the architectures "
+        "of llm_arch_supports_rs_rollback, e.g. qwen35, qwen35moe, lfm2)"
+    )
+
+
 def converse(
     ctx: Context,
     script: Script,
@@ -341,14 +376,10 @@ def converse(
     script.check_fits(ctx.n_ctx, ctx.n_seq_max)
     if follow is not None and follow.script != script:
         raise ValueError("converse: follow is the transcript of another script")
+    why = cannot_roll_back(ctx, script)
+    if why:
+        raise ValueError(why)
     model = ctx.model
-    recurrent = bool(lib.llama_model_is_recurrent(model.ptr)) or bool(lib.llama_model_is_hybrid(model.ptr))
-    if script.speculative and recurrent and ctx.n_rs_seq < script.speculative:
-        raise ValueError(
-            f"--speculative {script.speculative}: {model.arch} keeps a recurrent state, and this context keeps "
-            f"{ctx.n_rs_seq} rollback snapshots (n_rs_seq): llama.cpp rolls back only "
-            "qwen35, qwen35moe, lfm2 and the other architectures of llm_arch_supports_rs_rollback"
-        )
     ctx.memory_clear()
     n_seq, n_vocab = script.sequences, model.n_vocab
     rng = np.random.default_rng(script.seed)

@@ -291,3 +291,27 @@ def test_check_refuses_a_conversation_it_cannot_run(models: dict[str, Path], arg
     res = _run("check", "--model", str(models["mamba2"]), *args)
     assert res.returncode == 2 and said in res.stderr, res.stdout[-2000:] + res.stderr[-2000:]
     assert "Traceback" not in res.stderr
+
+
+def test_in_a_matrix_a_model_that_cannot_roll_back_is_checked_without_its_draft(models: dict[str, Path]) -> None:
+    """`check --arch ... --speculative K` over architectures llama.cpp cannot roll back (mamba2, qwen3next):
+    the rest of the conversation is checked, the draft reported skipped with the reason."""
+    from pyggml.testing.engine import model_check
+    from pyggml.testing.engine.verdict import Status
+
+    talk = model_check.Talk(tokens=6, generate=2, speculative=2)
+    run = model_check.run_model(str(models["mamba2"]), "cpu", talk=talk)
+    assert not run.error and "cannot roll back" in run.no_rollback
+    assert [s.label for s in run.transcript.steps] == ["prefill", "step 1", "step 2"]
+    assert (
+        run.verdicts
+        and all(v.ok for v in run.verdicts)
+        and {v.step for v in run.verdicts}
+        == {
+            "prefill",
+            "step 1",
+            "step 2",
+        }
+    )
+    [skipped] = [r for r in model_check.records(str(models["mamba2"]), [run]) if r.case.endswith("/rollback")]
+    assert skipped.status == Status.SKIPPED and "llm_arch_supports_rs_rollback" in skipped.message

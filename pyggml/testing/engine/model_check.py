@@ -20,6 +20,7 @@ The first failing nodes of each backend (MAX_FAILURES) are saved as reproducers 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import os
 import sys
@@ -105,6 +106,7 @@ class ModelRun:
     transcript: Any = None  # what it decoded (pyggml.conversation.Transcript): later backends follow it
     rollback_nmse: float | None = None  # the logits after the rollback against a run that never drafted
     note: str = ""  # what the run could not do as asked (a prompt without a tokenizer)
+    no_rollback: str = ""  # why the draft was left out: the model's memory cannot roll back
 
     def by_kind(self) -> dict[str, Counter]:
         """Per op kind: checked, passed, failed, without an oracle (or whose oracle could not model it) and
@@ -177,6 +179,9 @@ def run_model(
         starts: list[tuple[int, str]] = []
         args = talk.context_args(script, model)
         with llama.Context(model, **args, observe=checker) as ctx:
+            why = conversation.cannot_roll_back(ctx, script)
+            if why:  # the rest of the conversation is checked; the draft is reported skipped, with the reason
+                script, run.no_rollback = dataclasses.replace(script, speculative=0), why
             run.transcript = conversation.converse(
                 ctx, script, follow=follow, on_step=lambda label: starts.append((len(checker.verdicts), label))
             )
@@ -358,6 +363,8 @@ def records(path: str, runs: list[ModelRun]) -> list[Record]:
                 st = logit_stats(ref.logits, run.logits)
                 msg += f": KLD mean {st['kld']['mean']:.3g}, max {st['kld']['max']:.3g}, same top-1 {100 * st['same_top1']:.1f} %"
             out.append(Record(f"{name}/logits", run.backend, status, err, bound, message=msg))
+        if run.no_rollback:
+            out.append(Record(f"{name}/rollback", run.backend, Status.SKIPPED, message=run.no_rollback))
         if run.rollback_nmse is not None:
             # a run that never drafted decodes the same tokens in other batches (matrix-vector products where the
             # draft had matrix-matrix ones): rounding of that size, within the bound of two backends' logits
@@ -400,6 +407,8 @@ def table(runs: list[ModelRun]) -> str:
             lines.append(f"  draft: accepted per sequence {run.transcript.accepted}, the rest rolled back")
         if run.note:
             lines.append(f"  note: {run.note}")
+        if run.no_rollback:
+            lines.append(f"  no draft: {run.no_rollback}")
         for v in run.failed[:5]:
             assert v.comparison is not None
             at = f" ({v.step})" if v.step else ""
@@ -503,22 +512,15 @@ def conversation_refused(path: str, talk: Talk) -> str:
 
 
 def _refusal(path: str, talk: Talk) -> str:
-    from pyggml import llama
+    from pyggml import conversation, llama
 
     model = llama.Model.load(path, n_gpu_layers=0, devices=[], use_extra_bufts=False)
     try:
         script, _ = talk.script(model)
         args = talk.context_args(script, model)
-        if script.speculative and (
-            bool(llama.lib.llama_model_is_recurrent(model.ptr)) or bool(llama.lib.llama_model_is_hybrid(model.ptr))
-        ):
+        if script.speculative:
             with llama.Context(model, **args) as ctx:
-                if ctx.n_rs_seq < script.speculative:
-                    return (
-                        f"--speculative {script.speculative}: {model.arch} keeps a recurrent state that llama.cpp "
-                        f"cannot roll back (it keeps {ctx.n_rs_seq} snapshots: it rolls back only the "
-                        "architectures of llm_arch_supports_rs_rollback, e.g. qwen35, qwen35moe, lfm2)"
-                    )
+                return conversation.cannot_roll_back(ctx, script)
     except ValueError as e:
         return str(e)
     finally:
