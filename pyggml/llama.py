@@ -134,6 +134,8 @@ def quantize(
     file_type: str,
     n_threads: int = 0,
     imatrix: Mapping[str, ArrayLike] | None = None,
+    token_embedding_type: str | None = None,
+    output_tensor_type: str | None = None,
 ) -> None:
     """Write `src`'s model as `file_type`, with llama.cpp's own quantizer (`llama_model_quantize`), as
     llama.cpp's `llama-quantize [--imatrix FILE] SRC DST TYPE` does.
@@ -145,9 +147,13 @@ def quantize(
         n_threads: threads for the quantizer; 0: the machine's cores.
         imatrix: an importance matrix, weight name -> values (`pyggml.models.imatrix.compute`): what the
             IQ1/IQ2/IQ3_XXS types need, and what the others use where given.
+        token_embedding_type: the token embedding's ggml type ("q8_0", "f16", ...) instead of the file type's
+            choice, as `llama-quantize --token-embedding-type`.
+        output_tensor_type: the output weight's ggml type, as `llama-quantize --output-tensor-type`.
 
     Raises:
-        ValueError: an unknown file type (the message lists this libllama's), or a negative n_threads.
+        ValueError: an unknown file type (the message lists this libllama's), an unknown tensor type, or a
+            negative n_threads.
         FileNotFoundError: `src` does not exist.
         LlamaError: llama.cpp refused or failed (its logged reason: a type that needs an importance matrix,
             a file it cannot read, ...).
@@ -164,6 +170,17 @@ def quantize(
     params = ffi.new("llama_model_quantize_params *", lib.llama_model_quantize_default_params())
     params.ftype = types[key]
     params.nthread = int(n_threads)
+    from pyggml.types import as_type
+
+    for field_name, value in (
+        ("token_embedding_type", token_embedding_type),
+        ("output_tensor_type", output_tensor_type),
+    ):
+        if value is not None:
+            try:
+                setattr(params, field_name, int(as_type(value)))
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"quantize: {field_name} {value!r}: {e}") from None
     keep = []  # the C arrays the entries point into, alive until llama.cpp has copied them
     if imatrix:
         entries = ffi.new("struct llama_model_imatrix_data[]", len(imatrix) + 1)  # ends with a NULL name
