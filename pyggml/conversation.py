@@ -130,15 +130,15 @@ class Script:
         speculative: draft length K: after the generated tokens, K drafted tokens decoded and verified, the
             rejected ones rolled back, then one more step (0: no draft).
         seed: the draft's random ids where prompt lookup finds none.
-        prefill_logits: "last": the prefill outputs each sequence's last token's logits; "all": every prompt
-            token's (more outputs to hold against another run, as llama-perplexity does over a text).
+        prefill_logits: "all": the prefill outputs every prompt token's logits (what a run is held against
+            another on, as llama-perplexity does over a text); "last": each sequence's last token's only.
     """
 
     prompts: tuple[tuple[int, ...], ...]
     generate: int = 0
     speculative: int = 0
     seed: int = 0
-    prefill_logits: str = "last"
+    prefill_logits: str = "all"
 
     def __post_init__(self) -> None:
         if not self.prompts or any(len(p) == 0 for p in self.prompts):
@@ -158,7 +158,7 @@ class Script:
         generate: int = 0,
         speculative: int = 0,
         seed: int = 0,
-        prefill_logits: str = "last",
+        prefill_logits: str = "all",
     ) -> Script:
         """One prompt for every sequence, each at another offset: sequence i drops the prompt's first i tokens
         after its first (the BOS a tokenizer adds stays), so the sequences differ in length and content.
@@ -194,7 +194,7 @@ class Script:
         generate: int = 0,
         speculative: int = 0,
         seed: int = 0,
-        prefill_logits: str = "last",
+        prefill_logits: str = "all",
     ) -> Script:
         """`from_tokens` of the text, tokenized by the model's own tokenizer (`tokenize`)."""
         return cls.from_tokens(tokenize(model, text), sequences, generate, speculative, seed, prefill_logits)

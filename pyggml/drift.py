@@ -9,9 +9,11 @@ keeps only the figures, so a comparison holds one run's values at a time.
 
 The figures, per node: NMSE (sum of squared differences over the reference's sum of squares), the largest
 absolute difference, the cosine of the two; `jump`, its NMSE over the worst NMSE of the nodes it read (how much
-error the node itself added). Per layer (a node's layer is its name's `-N` suffix): the error of its output
-(`l_out-N`, else its last node) and its growth over the layer before. `first_divergent`: the first node in
-compute order whose NMSE is above the bound and at least JUMP times its inputs' (the node to look at). At the
+error the node itself added) and `added`, its NMSE less theirs. Per layer (a node's layer is its name's `-N`
+suffix): the error of its output (`l_out-N`, else its last node) and its growth over the layer before.
+`first_difference`: the first node that differs while the nodes it read agreed exactly (where a difference
+enters); `first_divergent`: the first node whose NMSE crosses the bound while the nodes it read were within it
+(where the error jumps beyond the bound: the node to look at). At the
 logits, as llama.cpp's `llama-perplexity --kl-divergence` reports them: KL divergence of B's distribution from
 A's per output (mean, median, 99th percentile, max), the outputs whose top-1 token is the same, and the RMS of
 the difference in probability of the token that came next.
@@ -31,13 +33,11 @@ import numpy as np
 from pyggml._native import ffi, lib
 from pyggml.tensor import Tensor
 
-__all__ = ["Recorder", "NodeDiff", "Comparison", "logit_stats", "compare_values", "BOUND", "JUMP"]
+__all__ = ["Recorder", "NodeDiff", "Comparison", "logit_stats", "compare_values", "BOUND"]
 
 # the NMSE above which a node counts as departed: a tenth of the F32 logits bound of llama.cpp's
 # test-llama-archs (1e-4), well above what reordering an F32 sum does (1e-12 .. 1e-10)
 BOUND = 1e-5
-# how much a node must multiply its inputs' error to be where the difference enters, not where it is carried
-JUMP = 10.0
 # nodes that compute nothing: their value is their source's memory seen another way
 VIEW_KINDS = {"NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
 
@@ -56,23 +56,31 @@ def base_name(name: str) -> str:
 
 
 def compare_values(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """NMSE of b against a, the largest |b - a|, and the cosine of the two (as float64).
+    """NMSE of b against a, the largest |b - a|, and the cosine of the two.
 
+    Sums in float64 (every node of every step goes through here).
     A non-finite value in one but not at the same place with the same value in the other makes the NMSE and the
     largest difference infinite. Two all-zero arrays: 0, 0, 1.
     """
-    a64, b64 = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
-    fa, fb = np.isfinite(a64), np.isfinite(b64)
-    if not np.array_equal(fa, fb) or not np.array_equal(a64[~fa], b64[~fb]):
-        return math.inf, math.inf, math.nan
-    a64, b64 = a64[fa], b64[fb]
+    a32 = np.ascontiguousarray(a, dtype=np.float32).ravel()
+    b32 = np.ascontiguousarray(b, dtype=np.float32).ravel()
+    if a32.size == 0:
+        return 0.0, 0.0, 1.0
+    if not (np.isfinite(a32).all() and np.isfinite(b32).all()):
+        fa, fb = np.isfinite(a32), np.isfinite(b32)
+        if not np.array_equal(fa, fb) or not np.array_equal(a32[~fa], b32[~fb]):
+            return math.inf, math.inf, math.nan
+        a32, b32 = a32[fa], b32[fb]
+    a64, b64 = a32.astype(np.float64), b32.astype(np.float64)
     diff = b64 - a64
-    ref = float(np.dot(a64, a64))
-    err = float(np.dot(diff, diff))
+
+    def dot(x: np.ndarray, y: np.ndarray) -> float:  # numpy's own loop: BLAS's float64 dot is slow here
+        return float(np.einsum("i,i->", x, y))
+
+    ref, err, nb2 = dot(a64, a64), dot(diff, diff), dot(b64, b64)
     nmse = err / ref if ref > 0 else (0.0 if err == 0 else math.inf)
-    na, nb = math.sqrt(ref), float(np.linalg.norm(b64))
-    cos = float(np.dot(a64, b64)) / (na * nb) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
-    return nmse, float(np.max(np.abs(diff))) if diff.size else 0.0, cos
+    cos = dot(a64, b64) / math.sqrt(ref * nb2) if ref > 0 and nb2 > 0 else (1.0 if ref == nb2 else 0.0)
+    return nmse, float(max(diff.max(), -diff.min())) if diff.size else 0.0, min(cos, 1.0)
 
 
 @dataclass
@@ -303,12 +311,19 @@ class Comparison:
     bound: float = BOUND
 
     @property
+    def first_difference(self) -> NodeDiff | None:
+        """The first node, in compute order, that differs while every compared node it read agreed exactly:
+        where the difference enters (often far below any bound: a sum split in two, another rounding)."""
+        return next((d for d in self.nodes if not d.error and d.nmse > 0 and d.inputs_nmse == 0), None)
+
+    @property
     def first_divergent(self) -> NodeDiff | None:
-        """The first node, in compute order, whose NMSE is above `bound` and at least JUMP times its inputs'."""
-        for d in self.nodes:
-            if not d.error and d.nmse > self.bound and d.jump >= JUMP:
-                return d
-        return next((d for d in self.nodes if not d.error and d.nmse > self.bound), None)
+        """The first node, in compute order, whose NMSE crosses `bound` while every compared node it read was
+        within it: where the error jumps beyond the bound (the node to look at). A node whose inputs agreed
+        counts too (a quantized weight read where the reference read floats)."""
+        return next(
+            (d for d in self.nodes if not d.error and d.nmse > self.bound and d.inputs_nmse <= self.bound), None
+        )
 
     def layers(self) -> list[dict[str, Any]]:
         """Per layer of the first step, the NMSE of its output (`l_out-N`, else its last compared node) and its
@@ -363,6 +378,10 @@ class Comparison:
             "bound": self.bound,
             "nodes": nodes,
             "layers": [{k: num(v) if isinstance(v, float) else v for k, v in x.items()} for x in self.layers()],
+            "first_difference": None
+            if self.first_difference is None
+            else {k: getattr(self.first_difference, k) for k in ("step", "name", "index", "op", "layer", "inputs")}
+            | {"nmse": num(self.first_difference.nmse)},
             "first_divergent": None
             if fd is None
             else {
@@ -405,12 +424,18 @@ class Comparison:
         fd = self.first_divergent
         compared = [d for d in self.nodes if not d.error]
         lines.append(f"nodes compared: {len(compared)}, not comparable: {len(self.nodes) - len(compared)}")
+        fdiff = self.first_difference
+        if fdiff is not None:
+            lines.append(
+                f"first difference: {fdiff.name!r} ({fdiff.op}, {fdiff.step}, node {fdiff.index}): NMSE {fdiff.nmse:.3g}, "
+                "its compared inputs equal"
+            )
         if fd is None:
             lines.append(f"no node departs beyond NMSE {self.bound:g}")
         else:
             lines.append(
-                f"first divergent node: {fd.name!r} ({fd.op}, {fd.step}, node {fd.index}): NMSE {fd.nmse:.3g}, "
-                f"{fd.jump:.3g}x its inputs' ({', '.join(fd.inputs) or 'none compared'})"
+                f"first divergent node: {fd.name!r} ({fd.op}, {fd.step}, node {fd.index}): NMSE {fd.nmse:.3g} beyond "
+                f"{self.bound:g}, its inputs' {fd.inputs_nmse:.3g} ({', '.join(fd.inputs) or 'none compared'})"
             )
         added: dict[str, NodeDiff] = {}  # per node name, its step that added the most error
         for d in compared:

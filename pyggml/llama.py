@@ -530,18 +530,21 @@ class Context(Closable):
         """The rollback snapshots per sequence llama.cpp keeps (`llama_n_rs_seq`): 0 where the architecture does not support rollback."""
         return int(lib.llama_n_rs_seq(self.ptr))
 
-    def tensor(self, name: str) -> np.ndarray:
+    def tensor(self, name: str, occurrence: int = -1) -> np.ndarray:
         """The values of a tensor of llama.cpp's graph, by name, as they were computed.
 
         Only names matching the context's `tensors` prefixes. A node of the last decode's graphs (`l_out-3`,
         `attn_norm-0`) and an input come back as copied when ggml computed them (their memory is given to later
         nodes right after: reading it later would give another node's values); when a decode's batch ran in
-        several ubatches, the last ubatch's. The memory's caches (cache_k_l<il>, cache_r_l<il>, cache_s_l<il>) and
+        several ubatches, the last ubatch's (an input's: the first's). The memory's caches (cache_k_l<il>, cache_r_l<il>, cache_s_l<il>) and
         weights keep their memory: they come back as they are now. A recurrent cache comes back as
         (rows, row size): row `slot * mem_size + cell`.
 
         Args:
             name: the tensor's name in llama.cpp's graph, e.g. "cache_r_l0", "l_out-3".
+            occurrence: which of the last decode's nodes of that name, in compute order (-1: the last): a name
+                may be given to several nodes (Gemma's `Qcur-0`: the product, then its rope), and a batch computed
+                in several ubatches repeats them.
 
         Returns:
             A copy of its values, in NumPy order (ggml's ne reversed).
@@ -550,12 +553,18 @@ class Context(Closable):
             ValueError: the context was made without `tensors`; or the tensor's memory was reused and it could
                 not be copied in time (the reason).
             KeyError: no tensor of that name in the last decode (the message lists those seen).
+            IndexError: fewer nodes of that name than `occurrence` asks for.
         """
         if self._tensors is None:
             raise ValueError("tensor: make the Context with tensors=(name prefixes,) to read its tensors by name")
         finder = self._tensors
         if name in finder.copied:
-            return finder.copied[name].copy()
+            found = finder.copied[name]
+            if not -len(found) <= occurrence < len(found):
+                raise IndexError(
+                    f"tensor: {len(found)} nodes named {name!r} in the last decode, no occurrence {occurrence}"
+                )
+            return found[occurrence].copy()
         if name in finder.reused:
             raise ValueError(f"tensor: {name!r} lay in memory ggml reused after computing it: {finder.reused[name]}")
         ptr = finder.found.get(name)
@@ -1041,15 +1050,17 @@ class _TensorFinder:
         self.prefixes = tuple(x.encode() for x in prefixes)
         self.then = then
         self.found: dict[str, CData] = {}  # persistent memory, read when asked
-        self.copied: dict[str, np.ndarray] = {}  # transient memory, copied while valid
+        self.copied: dict[str, list[np.ndarray]] = {}  # transient memory, copied while valid: each node so named
         self.reused: dict[str, str] = {}  # names seen whose memory could not be copied: why
         self._after: CData | None = None  # the node asked for, copied once computed
         self._then_asked = False  # whether the user's observer asked for the node being computed
+        self._leaves: set[tuple[int, bytes]] = set()  # the leaves read this decode (an input: its first ubatch's)
 
     def clear(self) -> None:
         """Forget the copies of the last decode (a new one starts)."""
         self.copied.clear()
         self.reused.clear()
+        self._leaves.clear()
 
     def _matches(self, p: CData) -> bool:
         return p != ffi.NULL and ffi.string(p.name).startswith(self.prefixes)
@@ -1066,7 +1077,7 @@ class _TensorFinder:
             self.found[name] = p
             return
         try:
-            self.copied[name] = Tensor(p, None).numpy()
+            self.copied.setdefault(name, []).append(Tensor(p, None).numpy())
         except ValueError as e:  # memory ggml cannot read back: said when the name is asked for
             self.reused[name] = str(e)
 
@@ -1081,8 +1092,12 @@ class _TensorFinder:
         self._after = None
         for p in t.ptr.src:
             for q in (p, p.view_src) if p != ffi.NULL else ():
-                if self._matches(q):
-                    self._keep(q)  # a source: valid now, before the node reading it runs
+                # a leaf (an input, a weight, a cache) read by this node: valid now; a node is copied once computed
+                if self._matches(q) and q.op == lib.GGML_OP_NONE:
+                    key = (int(ffi.cast("uintptr_t", q)), ffi.string(q.name))
+                    if key not in self._leaves:
+                        self._leaves.add(key)
+                        self._keep(q)
         if self._matches(t.ptr) and self._transient(t.ptr):
             self._after = t.ptr
             return True  # computed on its own, so that its value is read before its memory is reused

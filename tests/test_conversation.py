@@ -77,7 +77,7 @@ def test_prompt_generation_sequences_and_a_rolled_back_draft(models: dict[str, P
     """A draft rejected and rolled back (the KV cache's cells; qwen35's recurrent state through the seed's
     rollback slots) leaves the memory as if it never was: the next logits equal a run that never drafted."""
     model = _cpu(models[arch])
-    script = llama.Script.from_text(model, PROMPT, sequences=2, generate=3, speculative=3)
+    script = llama.Script.from_text(model, PROMPT, sequences=2, generate=3, speculative=3, prefill_logits="last")
     with llama.Context(model, **script.context_args(model)) as ctx:
         talk = llama.converse(ctx, script)
     labels = [s.label for s in talk.steps]
@@ -85,6 +85,12 @@ def test_prompt_generation_sequences_and_a_rolled_back_draft(models: dict[str, P
     n_vocab = model.n_vocab
     assert talk.steps[0].logits.shape == (2, n_vocab)
     assert talk.steps[4].logits.shape == (2 * 4, n_vocab)
+    every = llama.Script.from_text(model, PROMPT, sequences=2, generate=1)  # every prompt token's logits
+    with llama.Context(model, **every.context_args(model)) as ctx:
+        first = llama.converse(ctx, every).steps[0]
+    assert first.logits.shape == (sum(len(p) for p in every.prompts), n_vocab)
+    np.testing.assert_allclose(first.logits[len(every.prompts[0]) - 1], talk.steps[0].logits[0], rtol=0, atol=1e-5)
+    assert first.next_tokens[: len(every.prompts[0]) - 1] == list(every.prompts[0][1:])
     # each generated token is the greedy choice of the sequence's logits before it
     for before, step in zip(talk.steps[:3], talk.steps[1:4]):
         assert [t[0] for t in step.tokens] == [int(np.argmax(r)) for r in before.logits]
@@ -151,6 +157,9 @@ def test_layer_outputs_read_by_name_are_the_values_computed(models: dict[str, Pa
         assert not np.array_equal(l0, l1)
         with pytest.raises(KeyError, match="l_out-7"):
             ctx.tensor("l_out-7")
+        with pytest.raises(IndexError, match="1 nodes named 'l_out-0'"):
+            ctx.tensor("l_out-0", occurrence=1)
+        np.testing.assert_array_equal(ctx.tensor("l_out-0", occurrence=0), l0)
     model.close()
 
 
@@ -199,12 +208,14 @@ def test_a_quantized_file_against_its_parent_says_where_the_error_enters(models:
     fd = c.first_divergent
     # Q8_0 rounds the weights: the error enters at the token embedding's rows or the first product
     assert fd is not None and fd.op in ("GET_ROWS", "MUL_MAT") and fd.layer in (None, 0), fd
-    assert fd.step == "prefill" and fd.nmse > c.bound
-    assert 0 < c.logits["kld"]["mean"] < 0.1 and c.logits["outputs"] == 3
+    assert fd.step == "prefill" and fd.nmse > c.bound >= fd.inputs_nmse
+    assert c.first_difference is not None and c.first_difference.index <= fd.index
+    n_prompt = len(script.prompts[0])
+    assert 0 < c.logits["kld"]["mean"] < 0.1 and c.logits["outputs"] == n_prompt + 2
     layers = c.layers()
     assert [x["layer"] for x in layers] == [0, 1] and all(x["node"] == f"l_out-{x['layer']}" for x in layers)
     doc = c.to_json()
-    for key in ("nodes", "layers", "first_divergent", "kld", "same_top1", "rms_dp"):
+    for key in ("nodes", "layers", "first_divergent", "first_difference", "kld", "same_top1", "rms_dp"):
         assert key in doc
     assert {"layer", "kind", "nmse"} <= set(doc["nodes"][0])
     json.dumps(doc)  # every figure is JSON
