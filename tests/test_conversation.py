@@ -326,3 +326,24 @@ def test_in_a_matrix_a_model_that_cannot_roll_back_is_checked_without_its_draft(
     )
     [skipped] = [r for r in model_check.records(str(models["mamba2"]), [run]) if r.case.endswith("/rollback")]
     assert skipped.status == Status.SKIPPED and "llm_arch_supports_rs_rollback" in skipped.message
+
+
+def test_lavapipes_quantized_products_match_its_f16_model(models: dict[str, Path]) -> None:
+    """Why vulkan0's logits differ from the CPU's: its batched products of a quantized weight round the weight,
+    the activations, each product and each sum to F16 (ggml-vulkan's f16acc kernel on lavapipe); the oracle
+    models that, so each such node is judged at NMSE 1e-8 instead of 5e-4, and here matches to 1e-12."""
+    from pyggml.testing.check import available_backends
+    from pyggml.testing.engine import model_check
+    from pyggml.testing.engine.opdb.matmul import NMSE_VULKAN_F16ACC
+
+    if "vulkan0" not in available_backends():
+        pytest.skip("no vulkan0 (lavapipe: GGML_VK_VISIBLE_DEVICES=0 and a Vulkan build)")
+    if "llvmpipe" not in __import__("pyggml").device("vulkan0").description:
+        pytest.skip("vulkan0 is not Mesa's llvmpipe: the F16 model is lavapipe's kernel choice")
+    run = model_check.run_model(str(models["llama-q8"]), "vulkan0", n_tokens=16, tolerance=lambda t, b: min(b, 1e-12))
+    assert not run.error, run.error
+    products = [v for v in run.verdicts if v.kind == "MUL_MAT" and v.buffer.startswith("Vulkan")]
+    assert products and all(v.comparison is not None and v.ok for v in products), [
+        (v.name, v.error, v.comparison) for v in products
+    ]
+    assert {v.nmse_bound for v in products} == {1e-12} and NMSE_VULKAN_F16ACC == 1e-8

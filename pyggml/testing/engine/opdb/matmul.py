@@ -90,6 +90,41 @@ def _bounded(inputs: Mapping[str, InputSpec], nmse: float | None = None, max_err
 # b as the CPU does (oracles.dot_rounding) and is left with the F32 accumulation order. Measured on llama.cpp's
 # models (docs/llama.md, the model matrix): NMSE up to 4e-8 where the plain oracle showed up to 6.7e-2.
 NMSE_CPU_DOT = 1e-6
+# A product lavapipe computes with ggml-vulkan's f16acc pipeline, against its F16 model (oracles.dot_rounding.
+# vulkan_f16acc): measured bitwise on a trained Gemma 3's products (docs/llama.md); the bound leaves room for the
+# few F16 ties NumPy's float32-then-round could break otherwise, far below the plain bound (5e-4) it replaces.
+NMSE_VULKAN_F16ACC = 1e-8
+# the most columns ggml-vulkan computes with its matrix-vector kernels (ggml-vulkan-types.h: F32 sums)
+VULKAN_MUL_MAT_VEC_MAX_COLS = 8
+
+
+def _vulkan_f16acc_applies(n: Node) -> bool:
+    """Whether the node is a product lavapipe computes with ggml-vulkan's f16acc matrix-matrix kernel: a 2-D
+    quantized or F16 weight, F32 activations of more than VULKAN_MUL_MAT_VEC_MAX_COLS columns in one matrix,
+    on a Vulkan device that is Mesa's llvmpipe (fp16, no cooperative matrices: other devices choose other
+    kernels, and keep the plain bound)."""
+    from pyggml.backend import device as device_named
+
+    t = n.tensor.ptr
+    a, b = t.src[0], t.src[1]
+    if t.buffer == ffi.NULL or t.op != lib.GGML_OP_MUL_MAT:
+        return False
+    name = ffi.string(lib.ggml_backend_buffer_name(t.buffer)).decode()
+    if not name.startswith("Vulkan"):
+        return False
+    try:
+        device = device_named(name.lower())
+    except ValueError:
+        return False
+    quantized_or_f16 = a.type == int(types.Type.F16) or types.is_quantized(types.Type(a.type))
+    return (
+        "llvmpipe" in device.description
+        and quantized_or_f16
+        and b.type == int(types.Type.F32)
+        and a.ne[2] == 1 and a.ne[3] == 1 and b.ne[2] * b.ne[3] == 1
+        and t.ne[1] > VULKAN_MUL_MAT_VEC_MAX_COLS
+        and bool(lib.ggml_is_contiguous(a)) and bool(lib.ggml_is_contiguous(b))
+    )  # fmt: skip
 
 
 def _product_node(n: Node, product: Callable[..., np.ndarray]) -> np.ndarray | Modeled:
@@ -98,6 +133,10 @@ def _product_node(n: Node, product: Callable[..., np.ndarray]) -> np.ndarray | M
     a, b = n.tensor.ptr.src[0], n.tensor.ptr.src[1]
     dot_type = int(lib.ggml_get_type_traits_cpu(a.type).vec_dot_type)
     args = [n.arg(i) for i in range(3 if product is oracles.mul_mat_id else 2)]
+    if product is not oracles.mul_mat_id and _vulkan_f16acc_applies(n):
+        a2 = np.reshape(args[0], (-1, np.shape(args[0])[-1]))
+        b2 = np.reshape(args[1], (-1, np.shape(args[1])[-1]))
+        return Modeled(dot_rounding.vulkan_f16acc(a2, b2).reshape(n.tensor.shape), NMSE_VULKAN_F16ACC)
     if not n.computed_by_cpu() or b.type != int(types.Type.F32) or dot_type == int(types.Type.F32):
         return product(*args)
     blocks = n.raw_blocks(0) if dot_type == int(types.Type.Q8_1) else None

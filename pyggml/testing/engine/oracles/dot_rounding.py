@@ -104,3 +104,28 @@ def q8_1_sum_error(b: ArrayLike) -> np.ndarray:
     stored = (d * total).astype(np.float16).astype(np.float64)
     rounded = d.astype(np.float16).astype(np.float64) * total
     return (stored - rounded).reshape(*arr.shape[:-1], arr.shape[-1] // 32)
+
+
+def vulkan_f16acc(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    """A product as ggml-vulkan's `mul_mm.comp` computes it with its f16acc pipelines (a quantized or F16 weight,
+    more than `mul_mat_vec_max_cols` = 8 columns, a device with fp16 and no cooperative matrices, default
+    precision: `ggml_vk_get_mul_mat_mat_f16acc`): the weight dequantized to F16 and the activations converted to
+    F16 (its shared-memory tiles), each product rounded to F16 and added to an F16 accumulator, along K in pairs
+    (k + 1 first, then k: `dot_product` = fma(a.x, b.x, fma(a.y, b.y, acc)), which Mesa's lavapipe evaluates as
+    a multiply and an add, each rounded). Measured bitwise on lavapipe (docs/llama.md, "Why the runs differ").
+
+    Args:
+        a: the weight's values, (M, K), float32.
+        b: the activations, (N, K), float32.
+
+    Returns:
+        (N, M) float32.
+    """
+    wa = np.asarray(a, np.float32).astype(np.float16)
+    xb = np.asarray(b, np.float32).astype(np.float16)
+    k = wa.shape[-1]
+    acc = np.zeros((xb.shape[0], wa.shape[0]), np.float16)
+    order = [j for pair in range(0, k, 2) for j in (pair + 1, pair) if j < k]
+    for j in order:  # numpy's float16 arithmetic: exact in float32, then rounded to float16
+        acc = acc + xb[:, j, None] * wa[None, :, j]
+    return acc.astype(np.float32)
