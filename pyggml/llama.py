@@ -320,7 +320,7 @@ class Model(Closable):
 
         Raises:
             ValueError: a meta backend naming no device, or an unknown device.
-            (and what `load` raises.)
+            LlamaError: llama.cpp cannot load the file (and the other errors of `load`).
         """
         name = backend.lower()
         if name == "cpu":
@@ -910,8 +910,9 @@ def record(
         The Run.
 
     Raises:
-        ValueError: `against` of another model class (`compatible`), or a conversation that does not fit.
-        (and what `Model.load` and `converse` raise.)
+        ValueError: `against` of another vocabulary or architecture (`compatible_or_raise`), a conversation that
+            does not fit (and the other errors of `Model.load` and `converse`).
+        LlamaError: llama.cpp could not load or decode the model.
     """
     import time
 
