@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pyggml.llama import Context, Model
 
 __all__ = [
+    "ContextArgs",
     "Script",
     "Step",
     "Transcript",
@@ -120,6 +121,16 @@ def detokenize(model: Model, tokens: Sequence[int]) -> str:
     return b"".join(parts).decode("utf-8", "replace")
 
 
+class ContextArgs(TypedDict):
+    """The `llama.Context` sizes a conversation needs (`Script.context_args`)."""
+
+    n_ctx: int
+    n_batch: int
+    n_ubatch: int
+    n_seq_max: int
+    n_rs_seq: int
+
+
 @dataclass(frozen=True)
 class Script:
     """What a conversation decodes.
@@ -196,7 +207,23 @@ class Script:
         seed: int = 0,
         prefill_logits: str = "all",
     ) -> Script:
-        """`from_tokens` of the text, tokenized by the model's own tokenizer (`tokenize`)."""
+        """`from_tokens` of the text, tokenized by the model's own tokenizer (`tokenize`).
+
+        Args:
+            model: the Model whose tokenizer reads the text.
+            text: the prompt.
+            sequences: as `from_tokens`'.
+            generate: as `from_tokens`'.
+            speculative: as `from_tokens`'.
+            seed: as `from_tokens`'.
+            prefill_logits: as `from_tokens`'.
+
+        Returns:
+            The Script.
+
+        Raises:
+            ValueError: no tokenizer llama.cpp reads, or fewer tokens than sequences.
+        """
         return cls.from_tokens(tokenize(model, text), sequences, generate, speculative, seed, prefill_logits)
 
     @property
@@ -205,8 +232,11 @@ class Script:
         return len(self.prompts)
 
     def positions(self) -> int:
-        """The most positions one sequence takes in the memory at any time: its prompt, the generated tokens,
-        the pending token with its draft, and the step after the rollback."""
+        """The most positions one sequence takes in the memory at any time.
+
+        Returns:
+            Its prompt, the generated tokens, the pending token with its draft, and the step after the rollback.
+        """
         draft = self.speculative + 2 if self.speculative else 1
         return max(len(p) for p in self.prompts) + self.generate + draft
 
@@ -231,7 +261,7 @@ class Script:
                 f"{share} ({n_ctx} tokens for {n_seq_max} sequences)"
             )
 
-    def context_args(self, model: Model) -> dict[str, int]:
+    def context_args(self, model: Model) -> ContextArgs:
         """The `llama.Context` arguments that fit the conversation: n_ctx (rounded up to 256, at least the
         model's training length where that is shorter: it raises then), n_batch and n_ubatch (the prefill in one
         batch), n_seq_max, n_rs_seq (the draft's rollback).
@@ -255,13 +285,13 @@ class Script:
         if train > 0:
             per_seq = min(per_seq, train)
         batch = max(sum(len(p) for p in self.prompts), self.sequences * (self.speculative + 1))
-        return {
-            "n_ctx": per_seq * self.sequences,
-            "n_batch": batch,
-            "n_ubatch": batch,
-            "n_seq_max": self.sequences,
-            "n_rs_seq": min(self.speculative, 64),
-        }
+        return ContextArgs(
+            n_ctx=per_seq * self.sequences,
+            n_batch=batch,
+            n_ubatch=batch,
+            n_seq_max=self.sequences,
+            n_rs_seq=min(self.speculative, 64),
+        )
 
 
 @dataclass
@@ -301,15 +331,27 @@ class Transcript:
     accepted: list[int] = field(default_factory=list)
 
     def logits(self) -> np.ndarray:
-        """Every output's logits of every step, in order: (outputs, n_vocab)."""
+        """Every output's logits of every step, in order.
+
+        Returns:
+            (outputs, n_vocab) float32.
+        """
         return np.concatenate([s.logits for s in self.steps]) if self.steps else np.zeros((0, 0), np.float32)
 
     def next_tokens(self) -> np.ndarray:
-        """Per output of `logits()`, the id decoded after it (-1 where none was)."""
+        """The token that came next after each output.
+
+        Returns:
+            Per output of `logits()`, the id decoded after it (-1 where none was).
+        """
         return np.array([t for s in self.steps for t in s.next_tokens], dtype=np.int64)
 
     def labels(self) -> list[str]:
-        """Per output of `logits()`, its step's label."""
+        """The step of each output.
+
+        Returns:
+            Per output of `logits()`, its step's label.
+        """
         return [s.label for s in self.steps for _ in range(len(s.logits))]
 
 

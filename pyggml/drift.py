@@ -61,6 +61,13 @@ def compare_values(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     Sums in float64 (every node of every step goes through here).
     A non-finite value in one but not at the same place with the same value in the other makes the NMSE and the
     largest difference infinite. Two all-zero arrays: 0, 0, 1.
+
+    Args:
+        a: the reference's values.
+        b: the other run's, the same number of values.
+
+    Returns:
+        (nmse, max_abs, cosine).
     """
     a32 = np.ascontiguousarray(a, dtype=np.float32).ravel()
     b32 = np.ascontiguousarray(b, dtype=np.float32).ravel()
@@ -126,7 +133,7 @@ class NodeDiff:
 
     @property
     def key(self) -> Key:
-        """(step, name, occurrence)."""
+        """The node's key in both runs: (step, name, occurrence of that name in the step)."""
         return (self.step, self.name, self.occurrence)
 
 
@@ -172,7 +179,11 @@ class Recorder:
         self._pending: tuple[Key, str, list[tuple[str, float]]] | None = None
 
     def set_step(self, label: str) -> None:
-        """Name the step the nodes computed from now on belong to."""
+        """Name the step the nodes computed from now on belong to.
+
+        Args:
+            label: the step's label ("prefill", "step 1", ...).
+        """
         self.step = label
         self._seen.clear()
         self._where.clear()
@@ -326,8 +337,12 @@ class Comparison:
         )
 
     def layers(self) -> list[dict[str, Any]]:
-        """Per layer of the first step, the NMSE of its output (`l_out-N`, else its last compared node) and its
-        growth over the layer before: [{"layer", "node", "nmse", "growth"}]."""
+        """How the error grows from layer to layer, in the first step.
+
+        Returns:
+            Per layer, the NMSE of its output (`l_out-N`, else its last compared node) and its growth over the
+            layer before: [{"layer", "node", "nmse", "growth"}].
+        """
         first = self.nodes[0].step if self.nodes else ""
         last: dict[int, NodeDiff] = {}
         for d in self.nodes:
@@ -344,7 +359,11 @@ class Comparison:
         return out
 
     def by_kind(self) -> dict[str, list[tuple[int, float]]]:
-        """Per kind of node (its name without the layer), (layer, worst NMSE over the steps) in layer order."""
+        """The error of each kind of node by layer (what `plot` draws).
+
+        Returns:
+            Per kind of node (its name without the layer), (layer, worst NMSE over the steps) in layer order.
+        """
         worst: dict[tuple[str, int], float] = {}
         for d in self.nodes:
             if d.layer is None or d.error or math.isnan(d.nmse):
@@ -357,8 +376,12 @@ class Comparison:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """Every figure: `nodes` (step, name, layer, kind, op, nmse, max_abs, cosine, jump), `layers`,
-        `first_divergent`, `kld`, `same_top1`, `rms_dp`, `logits_nmse`, `only_a`, `only_b`."""
+        """Every figure, as JSON values (a non-finite number as None).
+
+        Returns:
+            `nodes` (step, name, layer, kind, op, nmse, max_abs, cosine, jump, added), `layers`,
+            `first_difference`, `first_divergent`, `kld`, `same_top1`, `rms_dp`, `logits_nmse`, `only_a`, `only_b`.
+        """
 
         def num(x: float) -> float | None:
             return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
@@ -404,8 +427,15 @@ class Comparison:
         }
 
     def table(self, rows: int = 12) -> str:
-        """The report in words: the logits, the layers, the first divergent node, the worst nodes, the nodes one
-        run has alone."""
+        """The report in words.
+
+        Args:
+            rows: the nodes listed (those that added the most error).
+
+        Returns:
+            The logits' figures, the layers, the first difference and the first divergent node, the nodes that
+            added the most error, the nodes one run has alone.
+        """
         lg = self.logits
         kld = lg.get("kld", {})
         lines = [f"A: {self.a}", f"B: {self.b}"]

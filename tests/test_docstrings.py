@@ -54,6 +54,8 @@ MODULES = {
     "pyggml.rpc": "rpc.md",
     "pyggml.gguf": "gguf.md",
     "pyggml.llama": "llama.md",
+    "pyggml.conversation": "conversation.md",
+    "pyggml.drift": "drift.md",
     "pyggml.types": "types.md",
     "pyggml.errors": "errors.md",
     "pyggml.lifetime": "lifetime.md",
@@ -128,6 +130,7 @@ INTERNAL = {
     "pyggml.testing.engine.tbo",
     "pyggml.testing.engine.junit",
     "pyggml.testing.coverage",
+    "pyggml.testing.compare",
     "pyggml.testing.engine.model_check",
     "pyggml.testing.engine.repro",
     # the op oracles: the suite's NumPy side of each op spec (docs/suite.md); the models' references

@@ -211,7 +211,7 @@ def save_divergent(path: str, backend: str, script: Any, fd: Any, directory: str
     from pyggml.testing.engine.nodes import NodeChecker, file_weights
 
     checker = NodeChecker(keep=lambda v: True, weights=file_weights(path))
-    state = {"step": "", "seen": 0}
+    state: dict[str, Any] = {"step": "", "seen": 0}
 
     def one_node(t: Any, ask: bool) -> bool:
         if ask:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from pyggml.conversation import ContextArgs
 from pyggml.testing.engine import repro
 from pyggml.testing.engine.nodes import NodeChecker, NodeVerdict, file_weights
 from pyggml.testing.engine.verdict import Record, Status, nmse
@@ -82,7 +83,7 @@ class Talk:
         ids = tokens_for(model.n_vocab, max(self.tokens, self.sequences), self.seed)
         return Script.from_tokens(ids, seed=self.seed, prefill_logits="all", **kw), note
 
-    def context_args(self, script: Any, model: Any) -> dict[str, int]:
+    def context_args(self, script: Any, model: Any) -> ContextArgs:
         """The Context's sizes: what the conversation needs, or `ctx_size` (then checked: ValueError with the
         numbers where the conversation does not fit)."""
         args = script.context_args(model)

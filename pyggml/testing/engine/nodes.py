@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -53,6 +53,7 @@ class Source:
         raw: the bytes it covered (uint8, `span`) just before ggml computed the node.
         given: its values where they were given (a saved reproducer's); None: decoded from `raw` when first
             asked for (`values`).
+        shared: a weight's, kept across nodes and steps (`capture`'s cache): its values are read-only.
     """
 
     slot: int  # its place among the node's sources (src[slot])
@@ -373,7 +374,7 @@ def buffer_name(p: object) -> str:
     )
 
 
-def is_weight(p: object) -> bool:
+def is_weight(p: Any) -> bool:
     """Whether tensor p's memory is a model's weights (a buffer of usage WEIGHTS): its values never change
     between graphs, so they can be read and decoded once for every node and step that reads them.
 
@@ -383,7 +384,7 @@ def is_weight(p: object) -> bool:
     Returns:
         True for a weight.
     """
-    q = p.view_src if p.view_src != ffi.NULL else p  # type: ignore[attr-defined]
+    q = p.view_src if p.view_src != ffi.NULL else p
     buf = q.buffer
     return buf != ffi.NULL and int(lib.ggml_backend_buffer_get_usage(buf)) == int(lib.GGML_BACKEND_BUFFER_USAGE_WEIGHTS)
 
