@@ -107,27 +107,15 @@ def main(args: argparse.Namespace) -> int:
         missing = [d for d in parts if d not in known]
         if not parts or missing:
             return _fail(f"no backend {', '.join(missing) or b} in this build (available: {', '.join(sorted(known))})")
-    for flag, value, least in (
-        ("--tokens", args.tokens, 1),
-        ("--generate", args.generate, 0),
-        ("--sequences", args.sequences, 1),
-        ("--speculative", args.speculative, 0),
-        ("--rows", args.rows, 0),
-    ):
-        if value < least:
-            return _fail(f"{flag} must be at least {least}, not {value}")
+    if args.rows < 0:
+        return _fail(f"--rows must be at least 0, not {args.rows}")
     if args.bound is not None and not 0 < args.bound < math.inf:
         return _fail(f"--bound must be a positive number, not {args.bound}")
-    if args.prompt is not None and args.prompt_file:
-        return _fail("give --prompt or --prompt-file, not both")
-    prompt = args.prompt
-    if args.prompt_file:
-        try:
-            prompt = Path(args.prompt_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            return _fail(f"--prompt-file {args.prompt_file}: {e}")
-    if prompt is not None and not prompt.strip():
-        return _fail("the prompt is empty")
+    from pyggml.testing.engine.model_check import conversation_refused, talk_from
+
+    talk = talk_from(args)
+    if isinstance(talk, str):
+        return _fail(talk)
     if args.json and args.json != "-":
         try:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -136,9 +124,6 @@ def main(args: argparse.Namespace) -> int:
     (path_a, backend_a), (path_b, backend_b) = runs
     out = sys.stderr if args.json == "-" else sys.stdout
 
-    from pyggml.testing.engine.model_check import Talk, conversation_refused
-
-    talk = Talk(prompt, args.tokens, args.generate, args.sequences, args.speculative)
     why = conversation_refused(path_a, talk)
     if why:
         return _fail(f"{path_a}: {why}")

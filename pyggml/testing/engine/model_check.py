@@ -498,6 +498,34 @@ def summary(rows: list[tuple[str, ModelRun | None, str]]) -> str:
     return "\n".join(lines)
 
 
+def talk_from(args: argparse.Namespace) -> Talk | str:
+    """The conversation the options ask for (`--prompt`/`--prompt-file`, `--tokens`, `--generate`, `--sequences`,
+    `--speculative`, `--ctx-size`: check --model's and compare's), or why they cannot be used."""
+    ctx_size = getattr(args, "ctx_size", 0)
+    for flag, value, least in (
+        ("--tokens", args.tokens, 1),
+        ("--generate", args.generate, 0),
+        ("--sequences", args.sequences, 1),
+        ("--speculative", args.speculative, 0),
+        ("--ctx-size", ctx_size, 0),
+    ):
+        if value < least:
+            return f"{flag} must be at least {least}, not {value}"
+    if args.speculative > 64:
+        return f"--speculative {args.speculative}: llama.cpp keeps at most 64 rollback snapshots (n_rs_seq)"
+    if args.prompt is not None and args.prompt_file:
+        return "give --prompt or --prompt-file, not both"
+    prompt = args.prompt
+    if args.prompt_file:
+        try:
+            prompt = Path(args.prompt_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            return f"--prompt-file {args.prompt_file}: {e}"
+    if prompt is not None and not prompt.strip():
+        return "the prompt is empty"
+    return Talk(prompt, args.tokens, args.generate, args.sequences, args.speculative, 0, ctx_size)
+
+
 def conversation_refused(path: str, talk: Talk) -> str:
     """Why the conversation cannot run on this model, or "": a conversation longer than the model was trained
     for or than `--ctx-size`, a draft (`--speculative`) where the memory cannot roll back. Checked on the CPU in
@@ -546,29 +574,9 @@ def main(args: argparse.Namespace) -> int:
     why = not_applicable(args, "--model")
     if why:
         return fail(why)
-    if args.tokens < 1:
-        return fail(f"--tokens must be at least 1, not {args.tokens}")
-    for flag, value, least in (
-        ("--generate", args.generate, 0),
-        ("--sequences", args.sequences, 1),
-        ("--speculative", args.speculative, 0),
-        ("--ctx-size", args.ctx_size, 0),
-    ):
-        if value < least:
-            return fail(f"{flag} must be at least {least}, not {value}")
-    if args.speculative > 64:
-        return fail(f"--speculative {args.speculative}: llama.cpp keeps at most 64 rollback snapshots (n_rs_seq)")
-    if args.prompt is not None and args.prompt_file:
-        return fail("give --prompt or --prompt-file, not both")
-    prompt = args.prompt
-    if args.prompt_file:
-        try:
-            prompt = Path(args.prompt_file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            return fail(f"--prompt-file {args.prompt_file}: {e}")
-    if prompt is not None and not prompt.strip():
-        return fail("the prompt is empty")
-    talk = Talk(prompt, args.tokens, args.generate, args.sequences, args.speculative, 0, args.ctx_size)
+    talk = talk_from(args)
+    if isinstance(talk, str):
+        return fail(talk)
     if args.node_nmse is not None and not 0 < args.node_nmse < float("inf"):
         return fail(f"--node-nmse must be a positive number, not {args.node_nmse}")
     files = list(args.model or [])
