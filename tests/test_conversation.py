@@ -327,6 +327,11 @@ def test_in_a_matrix_a_model_that_cannot_roll_back_is_checked_without_its_draft(
     )
     [skipped] = [r for r in model_check.records(str(models["mamba2"]), [run]) if r.case.endswith("/rollback")]
     assert skipped.status == Status.SKIPPED and "llm_arch_supports_rs_rollback" in skipped.message
+    # and the command line says so (its line for a skipped rollback once raised TypeError)
+    res = _run("check", "--arch", "mamba2", "--tokens", "4", "--generate", "1", "--speculative", "2")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "mamba2-f32.gguf on cpu: --speculative 2: mamba2 keeps a recurrent state" in res.stdout
+    assert "no draft (skipped)" in res.stdout
 
 
 def test_lavapipes_quantized_products_match_its_f16_model(models: dict[str, Path]) -> None:

@@ -664,7 +664,10 @@ def main(args: argparse.Namespace) -> int:
             )
         if r.case.endswith("/rollback"):
             print(
-                f"{r.case[: -len('/rollback')]} on {r.backend}: {r.message}: NMSE {r.error:.1e} ({r.status})", file=out
+                f"{r.case[: -len('/rollback')]} on {r.backend}: {r.message}: "
+                + (f"NMSE {r.error:.1e}" if r.error is not None else "no draft")
+                + f" ({r.status})",
+                file=out,
             )
     if any(run.saved for run in all_runs):
         print(f"rerun the saved nodes: python -m pyggml check --repro {directory}", file=out)
