@@ -389,9 +389,35 @@ def is_weight(p: Any) -> bool:
     return buf != ffi.NULL and int(lib.ggml_backend_buffer_get_usage(buf)) == int(lib.GGML_BACKEND_BUFFER_USAGE_WEIGHTS)
 
 
-# the sources read once: (tensor address, data address, type, ne, nb) -> the Source (its values decoded once, when
-# first asked)
-SourceCache = dict[tuple[int, int, int, tuple[int, ...], tuple[int, ...]], "Source"]
+class SourceCache:
+    """The weights a checker read once (`is_weight`), by (tensor address, data address, type, ne, nb), each with
+    its values decoded once, when first asked; up to `budget` bytes (raw and values), the rest read and decoded
+    for every node as before (a model larger than the budget is checked all the same).
+
+    Args:
+        budget: the most bytes kept.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget, self.used = budget, 0
+        self.sources: dict[tuple[int, int, int, tuple[int, ...], tuple[int, ...]], Source] = {}
+
+    def get(self, key: tuple[int, int, int, tuple[int, ...], tuple[int, ...]]) -> Source | None:
+        """The Source kept for `key`, or None."""
+        return self.sources.get(key)
+
+    def keep(self, key: tuple[int, int, int, tuple[int, ...], tuple[int, ...]], src: Source) -> bool:
+        """Keep `src` when it fits the budget (its bytes and float32 values); whether it was kept."""
+        cost = src.raw.nbytes + 4 * int(np.prod(src.shape, dtype=np.int64))
+        if self.used + cost > self.budget:
+            return False
+        self.used += cost
+        self.sources[key] = src
+        return True
+
+
+# the bytes of weights a NodeChecker keeps decoded across nodes and steps: a 0.6B model at Q4_K_M takes 2.8 GB
+WEIGHT_CACHE_BYTES = 8 << 30
 
 
 def capture(t: Tensor, weights: Weights | None = None, cache: SourceCache | None = None) -> Capture:
@@ -427,9 +453,9 @@ def capture(t: Tensor, weights: Weights | None = None, cache: SourceCache | None
                 srcs.append(hit if hit.slot == slot else replace(hit, slot=slot))
                 continue
         s = Tensor(p, t.ctx)
-        src = Source(slot, s.name, s.type.name, s.ne, s.nb, s.shape, source_bytes(s, weights), shared=key is not None)
-        if key is not None:
-            cache[key] = src  # type: ignore[index]
+        src = Source(slot, s.name, s.type.name, s.ne, s.nb, s.shape, source_bytes(s, weights))
+        if key is not None and cache is not None:
+            src.shared = cache.keep(key, src)
         srcs.append(src)
     while srcs and srcs[-1] is None:
         srcs.pop()
@@ -512,6 +538,8 @@ class NodeChecker:
             inputs on the verdict (`verdict.capture`, for pyggml.testing.engine.repro).
         weights: the bytes of weights by name (`file_weights(model path)`), for sources in memory ggml cannot
             read back (llama.cpp's CPU_REPACK weights); without them such a node is unread (`UNREADABLE`).
+        weight_cache_bytes: the most bytes of weights kept read and decoded across nodes and steps
+            (`SourceCache`).
 
     Attributes:
         verdicts: the `NodeVerdict`s, in compute order.
@@ -523,11 +551,12 @@ class NodeChecker:
         flush: bool = False,
         keep: Callable[[NodeVerdict], bool] | None = None,
         weights: Weights | None = None,
+        weight_cache_bytes: int = WEIGHT_CACHE_BYTES,
     ) -> None:
         opdb.load()
         self.tolerance, self.flush, self.keep, self.weights = tolerance, flush, keep, weights
         self.verdicts: list[NodeVerdict] = []
-        self._weights: SourceCache = {}  # every weight read and decoded once per checker
+        self._weights = SourceCache(weight_cache_bytes)  # the weights read and decoded once per checker
         self._index = 0
         self._pending: tuple[opdb.OpSpec, Capture] | None = None
 
