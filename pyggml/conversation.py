@@ -262,28 +262,20 @@ class Script:
             )
 
     def context_args(self, model: Model) -> ContextArgs:
-        """The `llama.Context` arguments that fit the conversation: n_ctx (rounded up to 256, at least the
-        model's training length where that is shorter: it raises then), n_batch and n_ubatch (the prefill in one
-        batch), n_seq_max, n_rs_seq (the draft's rollback).
+        """The `llama.Context` arguments that fit the conversation: n_ctx (the positions each sequence needs,
+        rounded up to 256, times the sequences), n_batch and n_ubatch (the prefill in one batch), n_seq_max,
+        n_rs_seq (the draft's rollback).
+
+        A conversation longer than the model was trained for is allowed, as llama.cpp allows it (its logits
+        past that length mean little).
 
         Args:
             model: the Model.
 
         Returns:
             The keyword arguments.
-
-        Raises:
-            ValueError: the conversation is longer than the model's training context (the numbers).
         """
-        need = self.positions()
-        train = int(lib.llama_model_n_ctx_train(model.ptr))
-        if train > 0 and need > train:
-            raise ValueError(
-                f"the conversation needs {need} positions per sequence, {model.path} was trained for {train}"
-            )
-        per_seq = -(-need // 256) * 256
-        if train > 0:
-            per_seq = min(per_seq, train)
+        per_seq = -(-self.positions() // 256) * 256
         batch = max(sum(len(p) for p in self.prompts), self.sequences * (self.speculative + 1))
         return ContextArgs(
             n_ctx=per_seq * self.sequences,

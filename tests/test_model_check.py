@@ -312,10 +312,10 @@ def test_a_run_that_dies_with_the_cpus_extra_buffers_is_checked_without_them_and
 
     real = model_check.run_in_child
 
-    def dies_with_extra_bufts(path, backend, *rest):
+    def dies_with_extra_bufts(path, backend, *rest, **conversation):
         if rest[-1]:  # extra_bufts
             return model_check.ModelRun(backend, error=f"{model_check.DIED} (SIGSEGV)")
-        return real(path, backend, *rest)
+        return real(path, backend, *rest, **conversation)
 
     monkeypatch.setattr(model_check, "run_in_child", dies_with_extra_bufts)
     assert main(["check", "--model", str(tiny["llama"]), "--tokens", "4"]) == 1

@@ -532,6 +532,8 @@ def conversation_refused(path: str, talk: Talk) -> str:
     a child process (llama.cpp loads the file there; an abort ends only the child)."""
     from pyggml.testing.engine import child
 
+    if not talk.speculative and not talk.ctx_size:  # nothing else to refuse before the runs
+        return ""
     out = child.run("pyggml.testing.engine.model_check:_refusal", (path, talk), timeout=600)
     if out.status == "returned":
         return str(out.value)
@@ -631,11 +633,11 @@ def main(args: argparse.Namespace) -> int:
             for b in backends:
                 started = time.perf_counter()
                 repack = not getattr(args, "no_repack", False)
-                run = run_in_child(*common(path, b), repack, talk, follow)
+                run = run_in_child(*common(path, b), repack, talk=talk, follow=follow)
                 if run.error.startswith(DIED) and repack:
                     # ggml's AMX product dies on some machines (docs/findings.md 37): check the nodes without the
                     # extra buffer types, and report the death as the run's own error record
-                    again = run_in_child(*common(path, b), False, talk, follow)
+                    again = run_in_child(*common(path, b), False, talk=talk, follow=follow)
                     if not again.error:
                         again.died_with_extra_bufts, run = run.error, again
                 run.seconds = time.perf_counter() - started
