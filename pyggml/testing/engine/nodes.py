@@ -403,11 +403,26 @@ class SourceCache:
         self.sources: dict[tuple[int, int, int, tuple[int, ...], tuple[int, ...]], Source] = {}
 
     def get(self, key: tuple[int, int, int, tuple[int, ...], tuple[int, ...]]) -> Source | None:
-        """The Source kept for `key`, or None."""
+        """The Source kept for a weight.
+
+        Args:
+            key: (tensor address, data address, type, ne, nb).
+
+        Returns:
+            The Source, or None when it was not kept.
+        """
         return self.sources.get(key)
 
     def keep(self, key: tuple[int, int, int, tuple[int, ...], tuple[int, ...]], src: Source) -> bool:
-        """Keep `src` when it fits the budget (its bytes and float32 values); whether it was kept."""
+        """Keep a weight's Source when it fits the budget (its bytes and float32 values).
+
+        Args:
+            key: (tensor address, data address, type, ne, nb).
+            src: the Source read for it.
+
+        Returns:
+            Whether it was kept.
+        """
         cost = src.raw.nbytes + 4 * int(np.prod(src.shape, dtype=np.int64))
         if self.used + cost > self.budget:
             return False

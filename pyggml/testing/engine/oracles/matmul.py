@@ -16,13 +16,19 @@ from pyggml.testing.engine.oracles._common import (
 # time converting the weights. float32 accumulation errs by about 1e-7 * sqrt(K) relative, an NMSE near 1e-12
 # for K = 4096, far below any product's bound (1e-6 for the CPU's modeled quantized products).
 FLOAT64_UP_TO = 1 << 24
+# and a weight of more values than this times one row of activations (a generation step's product): converting
+# the weight to float64 cost 1-3 ms a product, ten times the product itself (bench/README.md, "What a checked
+# conversation ... costs")
+FLOAT64_WEIGHT_UP_TO = 1 << 20
 
 
 def _product_dtype(a: ArrayLike, b: ArrayLike) -> type:
-    """float64, or float32 for a product of more than FLOAT64_UP_TO multiply-adds (at most a's values times b's
-    rows) whose weight a is float32."""
-    work = np.size(a) * (np.size(b) // max(1, np.shape(b)[-1]))
-    return np.float32 if work > FLOAT64_UP_TO and np.asarray(a).dtype == np.float32 else np.float64
+    """float64, or float32 for a product whose weight a is float32 and that does more than FLOAT64_UP_TO
+    multiply-adds (at most a's values times b's rows), or reads a weight of more than FLOAT64_WEIGHT_UP_TO values
+    with one row of b."""
+    rows = np.size(b) // max(1, np.shape(b)[-1])
+    big = np.size(a) * rows > FLOAT64_UP_TO or (rows == 1 and np.size(a) > FLOAT64_WEIGHT_UP_TO)
+    return np.float32 if big and np.asarray(a).dtype == np.float32 else np.float64
 
 
 def _broadcast(a4: np.ndarray, b4: np.ndarray) -> np.ndarray:
