@@ -536,9 +536,9 @@ class Context(Closable):
         Only names matching the context's `tensors` prefixes. A node of the last decode's graphs (`l_out-3`,
         `attn_norm-0`) and an input come back as copied when ggml computed them (their memory is given to later
         nodes right after: reading it later would give another node's values); when a decode's batch ran in
-        several ubatches, the last ubatch's (an input's: the first's). The memory's caches (cache_k_l<il>, cache_r_l<il>, cache_s_l<il>) and
-        weights keep their memory: they come back as they are now. A recurrent cache comes back as
-        (rows, row size): row `slot * mem_size + cell`.
+        several ubatches, the last ubatch's (an input's: the first's). The memory's caches (cache_k_l<il>,
+        cache_r_l<il>, cache_s_l<il>) and weights keep their memory: they come back as they are now. A recurrent
+        cache comes back as (rows, row size): row `slot * mem_size + cell`.
 
         Args:
             name: the tensor's name in llama.cpp's graph, e.g. "cache_r_l0", "l_out-3".

@@ -141,16 +141,12 @@ def is_meta(backend: str) -> bool:
 
 
 def load_for(path: str, backend: str, extra_bufts: bool = True) -> Any:
-    """The model loaded for `backend`: the CPU alone; every layer on one device; or llama.cpp's tensor split
-    over a meta device's devices. extra_bufts: False is llama.cpp's `--no-repack` (no CPU_REPACK, AMX)."""
+    """The model loaded for `backend` (`pyggml.llama.Model.for_backend`): the CPU alone; every layer on one
+    device; or llama.cpp's tensor split over a meta device's devices. extra_bufts: False is llama.cpp's
+    `--no-repack` (no CPU_REPACK, AMX)."""
     from pyggml import llama
 
-    if backend == "cpu":  # no GPU at all, not even for op offload
-        return llama.Model.load(path, n_gpu_layers=0, devices=[], use_extra_bufts=extra_bufts)
-    if is_meta(backend):
-        devices = [d for d in backend[5:].split(",") if d]
-        return llama.Model.load(path, devices=devices, split_mode="tensor", use_extra_bufts=extra_bufts)
-    return llama.Model.load(path, devices=[backend], split_mode="none", use_extra_bufts=extra_bufts)
+    return llama.Model.for_backend(path, backend, use_extra_bufts=extra_bufts)
 
 
 def run_model(
