@@ -87,7 +87,7 @@ def compare_values(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     ref, err, nb2 = dot(a64, a64), dot(diff, diff), dot(b64, b64)
     nmse = err / ref if ref > 0 else (0.0 if err == 0 else math.inf)
     cos = dot(a64, b64) / math.sqrt(ref * nb2) if ref > 0 and nb2 > 0 else (1.0 if ref == nb2 else 0.0)
-    return nmse, float(max(diff.max(), -diff.min())) if diff.size else 0.0, min(cos, 1.0)
+    return nmse, float(np.max(np.abs(diff))) if diff.size else 0.0, min(cos, 1.0)
 
 
 @dataclass
@@ -289,7 +289,7 @@ def logit_stats(a: np.ndarray, b: np.ndarray, next_tokens: np.ndarray | None = N
             "mean": float(kld.mean()),
             "median": float(np.median(kld)),
             "p99": float(np.percentile(kld, 99)),
-            "max": float(kld.max()),
+            "max": float(np.max(kld)),
         },
         "same_top1": float(np.mean(a.argmax(axis=1) == b.argmax(axis=1))),
         "rms_dp": float(np.sqrt(np.mean(np.square(dp)))) if dp else math.nan,
