@@ -160,7 +160,9 @@ def main(args: argparse.Namespace) -> int:
     print(cmp.table(args.rows), file=out)
     seconds = time.perf_counter() - started
     print(
-        f"time: A {run_a.seconds:.2f} s, B {run_b.seconds:.2f} s (decodes with every node read), {seconds:.1f} s in all",
+        f"time: A {run_a.seconds:.2f} s, B {run_b.seconds:.2f} s (the conversations"
+        + (", every node read" if nodes else "")
+        + f"), {seconds:.1f} s in all",
         file=out,
     )
     report: dict[str, Any] = cmp.to_json()
