@@ -8,13 +8,13 @@ Given another run's recording (`against=`), it compares each node with the same 
 keeps only the figures, so a comparison holds one run's values at a time.
 
 The figures, per node: NMSE (sum of squared differences over the reference's sum of squares), the largest
-absolute difference, the cosine of the two; `jump`, its NMSE over the worst NMSE of the nodes it read (how much
-error the node itself added) and `added`, its NMSE less theirs. Per layer (a node's layer is its name's `-N`
+absolute difference, the cosine of the two; `jump`, its NMSE over the worst NMSE of the nodes it read, and
+`added`, its NMSE less theirs (the error the node itself brought). Per layer (a node's layer is its name's `-N`
 suffix): the error of its output (`l_out-N`, else its last node) and its growth over the layer before.
 `first_difference`: the first node that differs while the nodes it read agreed exactly (where a difference
 enters); `first_divergent`: the first node whose NMSE crosses the bound while the nodes it read were within it
-(where the error jumps beyond the bound: the node to look at). At the
-logits, as llama.cpp's `llama-perplexity --kl-divergence` reports them: KL divergence of B's distribution from
+(where the error jumps beyond the bound: the node to look at). At the logits, as llama.cpp's
+`llama-perplexity --kl-divergence` reports them: KL divergence of B's distribution from
 A's per output (mean, median, 99th percentile, max), the outputs whose top-1 token is the same, and the RMS of
 the difference in probability of the token that came next.
 """

@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="NMSE",
-        help="a node departs above this NMSE (default 1e-5) and at 10x its inputs' error: the first divergent node",
+        help="the first divergent node: the first whose NMSE crosses this bound (default 1e-5) while its inputs' stayed within",
     )
     p.add_argument("--json", metavar="FILE", help="write every figure here (- : stdout, the table then on stderr)")
     p.add_argument("--plot", metavar="FILE.png", help="draw the error by layer, a line per kind of node (matplotlib)")
