@@ -523,9 +523,9 @@ def talk_from(args: argparse.Namespace) -> Talk | str:
 
 
 def conversation_refused(path: str, talk: Talk) -> str:
-    """Why the conversation cannot run on this model, or "": a conversation longer than the model was trained
-    for or than `--ctx-size`, a draft (`--speculative`) where the memory cannot roll back. Checked on the CPU in
-    a child process (llama.cpp loads the file there; an abort ends only the child)."""
+    """Why the conversation cannot run on this model, or "": a conversation longer than `--ctx-size`, a draft
+    (`--speculative`) where the memory cannot roll back. Checked on the CPU in a child process (llama.cpp loads
+    the file there; an abort ends only the child)."""
     from pyggml.testing.engine import child
 
     if not talk.speculative and not talk.ctx_size:  # nothing else to refuse before the runs
