@@ -495,7 +495,7 @@ class Comparison:
             path: the file.
 
         Returns:
-            "" when saved, else why not (matplotlib is not installed).
+            "" when saved, else why not (matplotlib is not installed, the file cannot be written).
         """
         try:
             import matplotlib
@@ -517,6 +517,10 @@ class Comparison:
         ax.set_title(f"{self.b}\nagainst {self.a}", fontsize=9)
         ax.legend(fontsize=7, ncol=2)
         fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
+        try:
+            fig.savefig(path, dpi=100)
+        except OSError as e:
+            return f"cannot write {path}: {e}"
+        finally:
+            plt.close(fig)
         return ""

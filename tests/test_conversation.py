@@ -250,6 +250,9 @@ def test_the_compare_command(models: dict[str, Path], tmp_path: Path) -> None:
     assert picture.stat().st_size > 1000
     again = _run("check", "--repro", doc["first_divergent"]["reproducer"])
     assert again.returncode == 0, again.stdout + again.stderr
+    nowhere = tmp_path / "no-such-folder" / "c.png"  # the picture cannot be written: said, the figures stand
+    res = _run("compare", str(models["llama"]), str(models["llama-q8"]), "--no-save", "--plot", str(nowhere))
+    assert res.returncode == 0 and "no plot: cannot write" in res.stdout and "Traceback" not in res.stderr
 
 
 @pytest.mark.parametrize(

@@ -186,7 +186,10 @@ def main(args: argparse.Namespace) -> int:
         if args.json == "-":
             sys.stdout.write(text)
         else:
-            Path(args.json).write_text(text)
+            try:
+                Path(args.json).write_text(text)
+            except OSError as e:
+                return _fail(f"--json {args.json}: {e}")
     return 0
 
 
