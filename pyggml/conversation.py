@@ -439,9 +439,12 @@ def converse(
         out.steps.append(step)
         return step
 
+    def last_outputs(step: Step) -> list[int]:  # per sequence, the row of its last token's logits
+        every = len(step.logits) > n_seq  # a row per token, or a row per sequence
+        return [int(e) for e in np.cumsum([len(t) if every else 1 for t in step.tokens]) - 1]
+
     def greedy(step: Step) -> list[int]:  # each sequence's next id: the argmax of its last output
-        ends = np.cumsum([len(t) if len(step.logits) > n_seq else 1 for t in step.tokens]) - 1
-        return [int(np.argmax(step.logits[e])) for e in ends]
+        return [int(np.argmax(step.logits[e])) for e in last_outputs(step)]
 
     def chosen(own: list[int]) -> list[int]:  # the next step's ids: the followed run's, or this run's own
         if follow is None or len(out.steps) >= len(follow.steps):
@@ -455,10 +458,9 @@ def converse(
         prefill.next_tokens = [t for p in script.prompts for t in p[1:] + (-1,)]
 
     def set_next(step: Step, nexts: list[int]) -> None:  # the sequences' last outputs are followed by nexts
-        ends = np.cumsum([len(t) if len(step.logits) > n_seq else 1 for t in step.tokens]) - 1
         if len(step.next_tokens) != len(step.logits):
             step.next_tokens = [-1] * len(step.logits)
-        for s, e in enumerate(ends):
+        for s, e in enumerate(last_outputs(step)):
             step.next_tokens[e] = nexts[s]
 
     for i in range(script.generate):

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from pyggml.conversation import ContextArgs
+from pyggml.conversation import ContextArgs, Script, has_tokenizer
 from pyggml.testing.engine import repro
 from pyggml.testing.engine.nodes import NodeChecker, NodeVerdict, file_weights
 from pyggml.testing.engine.verdict import Record, Status, nmse
@@ -72,8 +72,6 @@ class Talk:
 
     def script(self, model: Any) -> tuple[Any, str]:
         """The conversation for a loaded model, and a note when the prompt could not be used (no tokenizer)."""
-        from pyggml.conversation import Script, has_tokenizer
-
         kw = {"sequences": self.sequences, "generate": self.generate, "speculative": self.speculative}
         note = ""
         if self.prompt is not None and has_tokenizer(model):
