@@ -131,6 +131,18 @@ class ContextArgs(TypedDict):
     n_rs_seq: int
 
 
+def _token_ids(tokens: Sequence[int] | np.ndarray) -> tuple[int, ...]:
+    """The ids as ints; TypeError for anything else (a float id would be truncated to another token)."""
+    if isinstance(tokens, (str, bytes)):
+        raise TypeError(f"Script: token ids must be ints, not {type(tokens).__name__}")
+    out = []
+    for t in tokens:
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+            raise TypeError(f"Script: token ids must be ints, found {t!r} ({type(t).__name__})")
+        out.append(int(t))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Script:
     """What a conversation decodes.
@@ -154,6 +166,8 @@ class Script:
     def __post_init__(self) -> None:
         if not self.prompts or any(len(p) == 0 for p in self.prompts):
             raise ValueError("Script: every sequence needs a prompt of at least one token")
+        for p in self.prompts:
+            _token_ids(p)
         if self.prefill_logits not in ("last", "all"):
             raise ValueError(f"Script: prefill_logits must be 'last' or 'all', not {self.prefill_logits!r}")
         for name in ("generate", "speculative"):
@@ -187,8 +201,9 @@ class Script:
 
         Raises:
             ValueError: fewer than `sequences` tokens, or sequences < 1.
+            TypeError: an id that is not an int (a float, a bool, a str).
         """
-        toks = tuple(int(t) for t in tokens)
+        toks = _token_ids(tokens)
         if not isinstance(sequences, int) or sequences < 1:
             raise ValueError(f"Script: sequences must be an int >= 1, not {sequences!r}")
         if len(toks) < sequences:

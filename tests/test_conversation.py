@@ -60,6 +60,15 @@ def test_a_script_refuses_what_cannot_be_decoded(kw: dict) -> None:
         llama.Script.from_tokens([1, 2, 3, 4], **kw)
 
 
+@pytest.mark.parametrize("tokens", [[1.7, 2], [True, 2], np.array([1.5, 2.0]), "12", [1, "2"]])
+def test_token_ids_that_are_not_ints_are_refused_not_truncated(tokens: Any) -> None:
+    """Script.from_tokens([1.7, 2]) decoded token 1 without a word."""
+    with pytest.raises(TypeError, match="token ids must be ints"):
+        llama.Script.from_tokens(tokens)
+    with pytest.raises(TypeError, match="token ids must be ints"):
+        llama.Script((tuple(tokens),) if not isinstance(tokens, str) else (tokens,))
+
+
 def test_a_conversation_longer_than_the_context_is_refused_with_the_numbers() -> None:
     s = llama.Script.from_tokens(list(range(1, 30)), generate=10)
     with pytest.raises(
