@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from pyggml._native import ffi, lib
+from pyggml.node_reader import NodeReader
 from pyggml.tensor import Tensor
 
 __all__ = ["Recorder", "NodeDiff", "Comparison", "logit_stats", "compare_values", "BOUND"]
@@ -58,7 +59,10 @@ def base_name(name: str) -> str:
 def compare_values(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     """NMSE of b against a, the largest |b - a|, and the cosine of the two.
 
-    Sums in float64 (every node of every step goes through here).
+    Every node of every step goes through here, so the sums are float32 dot products (BLAS): they err by about
+    1e-6 relative, far below what the figures tell apart. The difference b - a is exact for close values, and the
+    cosine is computed from it (1 - (|b - a|^2 - (|a| - |b|)^2) / (2 |a| |b|)), not from a · b, so two runs a few
+    ulps apart still read a cosine of 1 - 1e-12, not a float32 rounding of 1.
     A non-finite value in one but not at the same place with the same value in the other makes the NMSE and the
     largest difference infinite. Two all-zero arrays: 0, 0, 1.
 
@@ -78,16 +82,17 @@ def compare_values(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
         if not np.array_equal(fa, fb) or not np.array_equal(a32[~fa], b32[~fb]):
             return math.inf, math.inf, math.nan
         a32, b32 = a32[fa], b32[fb]
-    a64, b64 = a32.astype(np.float64), b32.astype(np.float64)
-    diff = b64 - a64
-
-    def dot(x: np.ndarray, y: np.ndarray) -> float:  # numpy's own loop: BLAS's float64 dot is slow here
-        return float(np.einsum("i,i->", x, y))
-
-    ref, err, nb2 = dot(a64, a64), dot(diff, diff), dot(b64, b64)
+        if a32.size == 0:
+            return 0.0, 0.0, 1.0
+    diff = b32 - a32
+    ref, err, nb2 = float(np.dot(a32, a32)), float(np.dot(diff, diff)), float(np.dot(b32, b32))
     nmse = err / ref if ref > 0 else (0.0 if err == 0 else math.inf)
-    cos = dot(a64, b64) / math.sqrt(ref * nb2) if ref > 0 and nb2 > 0 else (1.0 if ref == nb2 else 0.0)
-    return nmse, float(np.max(np.abs(diff))) if diff.size else 0.0, min(cos, 1.0)
+    if ref > 0 and nb2 > 0:
+        na, nb = math.sqrt(ref), math.sqrt(nb2)
+        cos = 1.0 - (err - (na - nb) ** 2) / (2 * na * nb)
+    else:
+        cos = 1.0 if ref == nb2 else 0.0
+    return nmse, float(np.max(np.abs(diff))), max(-1.0, min(cos, 1.0))
 
 
 @dataclass
@@ -145,7 +150,7 @@ class _Recorded:
     error: str = ""
 
 
-class Recorder:
+class Recorder(NodeReader):
     """An observer for `llama.Context(observe=...)` that keeps every node's value as it is computed, or compares
     it with another run's at once.
 
@@ -168,7 +173,10 @@ class Recorder:
         keep: Callable[[str], bool] | None = None,
         then: Callable[[Tensor, bool], bool] | None = None,
     ) -> None:
+        super().__init__()
         self.against, self.keep, self.then = against, keep, then
+        # an observer of its own, not a NodeReader, must see each node as ggml asks
+        self.reads_later = then is None or isinstance(then, NodeReader)
         self.step = ""
         self.recorded: dict[Key, _Recorded] = {}
         self.diffs: list[NodeDiff] = []
@@ -188,10 +196,19 @@ class Recorder:
         self._seen.clear()
         self._where.clear()
 
-    def __call__(self, t: Tensor, ask: bool) -> bool:
-        answer = self.then(t, ask) if self.then is not None else False
-        if ask:
-            return self._ask(t) or answer
+    def on_ask(self, t: Tensor) -> bool:
+        answer = False
+        if isinstance(self.then, NodeReader):
+            answer = self.then.on_ask(t)
+        elif self.then is not None:
+            answer = self.then(t, True)
+        return self._ask(t) or answer
+
+    def on_done(self, t: Tensor) -> bool:
+        if isinstance(self.then, NodeReader):
+            self.then.on_done(t)
+        elif self.then is not None:
+            self.then(t, False)
         self._done(t)
         return True
 

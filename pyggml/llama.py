@@ -36,17 +36,19 @@ import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from pyggml._native import build_info, ffi, lib, logged_warnings
+from pyggml._native import log as native_log
 from pyggml.backend import Device, EvalObserver, device
 from pyggml.conversation import Script, Step, Transcript, converse, detokenize, no_draft, tokenize
 from pyggml.drift import BOUND, Comparison, Recorder, logit_stats
 from pyggml.errors import LlamaError
 from pyggml.lifetime import Closable
+from pyggml.node_reader import NodeReader, kept_while
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -518,7 +520,8 @@ class Context(Closable):
         self.model = model
         model._contexts.add(self)
         self._outputs: list[int] = []  # batch indices of the last decode that produced logits
-        self._finalizer = weakref.finalize(self, lib.llama_free, ptr)
+        self._kept = [False]  # whether a decode kept its nodes for a NodeReader (`_free`)
+        self._finalizer = weakref.finalize(self, _free, ptr, self._kept)
 
     @property
     def n_ctx(self) -> int:
@@ -676,7 +679,9 @@ class Context(Closable):
         batch.logits = out_arr
         if self._tensors is not None:
             self._tensors.clear()
-        with logged_warnings() as lines:
+        watch = self._observer.fn if self._observer is not None else None
+        self._kept[0] = self._kept[0] or isinstance(watch, NodeReader)
+        with logged_warnings() as lines, kept_while(watch):  # a NodeReader reads the graph computed whole
             rc = lib.llama_decode(self.ptr, batch[0])
         del keep, token_arr, pos_arr, n_seq_arr, seq_arr, out_arr
         if self._observer is not None and self._observer.error is not None:  # llama.cpp stopped at that node
@@ -853,6 +858,16 @@ class Context(Closable):
 
     def __repr__(self) -> str:
         return f"<Context n_ctx={self.n_ctx} of {self.model.path}>"
+
+
+def _free(ptr: Any, kept: list[bool]) -> None:
+    """llama_free. A context whose nodes were kept for a NodeReader (`pyggml.node_reader`) grew its compute buffer
+    past what llama.cpp reserved, and llama.cpp warns of that when freeing it: expected there, so not shown."""
+    with logged_warnings() as lines:
+        lib.llama_free(ptr)
+    for line in lines:
+        if not (kept[0] and "does not match expectation" in line):
+            native_log.warning(line)
 
 
 @dataclass

@@ -25,6 +25,7 @@ import numpy as np
 
 from pyggml import transport, types
 from pyggml._native import ffi, lib
+from pyggml.node_reader import NodeReader
 from pyggml.runner import Runner
 from pyggml.tensor import Tensor
 from pyggml.testing.engine import opdb
@@ -538,7 +539,7 @@ def flush_denormals(a: np.ndarray) -> np.ndarray:
     return np.where(np.abs(a) < np.finfo(np.float32).tiny, 0, a)
 
 
-class NodeChecker:
+class NodeChecker(NodeReader):
     """A scheduler observer (`Scheduler.observe`) that checks each node as ggml computes it.
 
     The verdicts gather in `verdicts`, one `NodeVerdict` per node that computes something. Views
@@ -568,16 +569,18 @@ class NodeChecker:
         weights: Weights | None = None,
         weight_cache_bytes: int = WEIGHT_CACHE_BYTES,
     ) -> None:
+        super().__init__()
         opdb.load()
-        self.tolerance, self.flush, self.keep, self.weights = tolerance, flush, keep, weights
+        self.tolerance, self.flush_denormals, self.keep, self.weights = tolerance, flush, keep, weights
         self.verdicts: list[NodeVerdict] = []
         self._weights = SourceCache(weight_cache_bytes)  # the weights read and decoded once per checker
         self._index = 0
         self._pending: tuple[opdb.OpSpec, Capture] | None = None
 
-    def __call__(self, t: Tensor, ask: bool) -> bool:
-        if not ask:
-            return self._judge(t)
+    def on_done(self, t: Tensor) -> bool:
+        return self._judge(t)
+
+    def on_ask(self, t: Tensor) -> bool:
         index, self._index = self._index, self._index + 1
         k = kind(t)
         if k in VIEW_KINDS:
@@ -622,7 +625,7 @@ class NodeChecker:
             bound = self.tolerance(t, bound)
         max_err = 0.0 if bound == 0 else default_max_error(bound)
         actual, expected = values(t), as_stored(t, expected)
-        if self.flush:
+        if self.flush_denormals:
             actual, expected = flush_denormals(actual), flush_denormals(expected)
         verdict.comparison, verdict.nmse_bound = compare(actual, expected, bound, max_err), bound
         if self.keep is not None and self.keep(verdict):
