@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyggml import backend_kinds, lifetime, preflight, transport
+from pyggml import backend_kinds, lifetime, preflight, threads, transport
 from pyggml._args import instance, integer, text
 from pyggml._native import build_info, cstr, ffi, lib
 from pyggml.context import Context
@@ -230,7 +230,7 @@ class Backend(Closable):
         # n_threads None: chosen per graph by its work (auto_threads), else fixed
         self.auto_threads = n_threads is None
         if self.is_cpu:
-            self.set_n_threads((os.cpu_count() or 1) if n_threads is None else n_threads)
+            self.set_n_threads(threads.cores() if n_threads is None else n_threads)
             self.auto_threads = n_threads is None
 
     def _close(self) -> None:
@@ -269,8 +269,9 @@ class Backend(Closable):
         self.n_threads = n
         self.auto_threads = False
 
-    def _threads_for(self, graph: Graph):
-        if self.auto_threads:
+    def _threads_for(self, graph: Graph) -> None:
+        """Before computing graph: a CPU backend made without n_threads takes `auto_threads(graph)`."""
+        if self.is_cpu and self.auto_threads:
             n = auto_threads(graph)
             if n != self.n_threads:
                 lib.ggml_backend_cpu_set_n_threads(self.ptr, n)
@@ -386,8 +387,7 @@ class Backend(Closable):
         if graph.n_nodes == 0:
             return  # nothing to compute (a graph of views only; ggml-rpc asserted on it)
         preflight.rpc.check_devices([self.device.ptr])
-        if self.is_cpu:
-            self._threads_for(graph)
+        self._threads_for(graph)
         status = lib.ggml_backend_graph_compute(self.ptr, graph.ptr)
         transport.after_device_call([self.device.ptr])  # a failed connection computes nothing and says SUCCESS
         _check_status(status, lambda: f"{self.name} graph compute")
@@ -462,9 +462,10 @@ def auto_threads(graph: Graph) -> int:
         graph: the graph.
 
     Returns:
-        1 for a small graph (`graph_work` under `SMALL_GRAPH_WORK`), the machine's cores otherwise.
+        1 for a small graph (`graph_work` under `SMALL_GRAPH_WORK`), the cores this process may run on otherwise
+        (`pyggml.threads.cores`).
     """
-    return 1 if graph_work(graph) < SMALL_GRAPH_WORK else (os.cpu_count() or 1)
+    return 1 if graph_work(graph) < SMALL_GRAPH_WORK else threads.cores()
 
 
 def cpu_backend(n_threads: int | None = None) -> Backend:
@@ -854,8 +855,7 @@ class Scheduler(Lender, Closable):
             for b in sorted(set(self.backends), key=id):
                 held.enter_context(b.lock)
             for b in self.backends:
-                if b.is_cpu:
-                    b._threads_for(graph)
+                b._threads_for(graph)
             status = lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr)
         transport.after_device_call(self._devices)  # a failed connection computes nothing and says SUCCESS
         if self._observer is not None:  # what the observer raised: ggml stopped the compute at that node

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -30,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from pyggml import transport, types
 from pyggml._native import ffi, lib
-from pyggml.node_reader import NodeReader
+from pyggml.node_reader import KEPT, NodeReader
 from pyggml.tensor import Tensor
 
 __all__ = ["Recorder", "NodeDiff", "Comparison", "logit_stats", "compare_values", "BOUND"]
@@ -159,6 +161,9 @@ class Recorder(NodeReader):
             figures (`diffs`) rather than the values.
         keep: `keep(name)`: the nodes to record (None: all).
         then: another observer to call as well (a NodeChecker): asked first, its answer does not matter.
+        native: copy the nodes in C (native/node_copies.c: the log is read once per decode, `after_decode`), not
+            node by node in Python; None: where it can (no `keep`, no `then`, and a build with the copier). A
+            backend behind RPC is read in Python (its transport hooks check every read).
 
     Attributes:
         step: the current step's label (set it with `set_step`, the conversation's `on_step`).
@@ -172,9 +177,19 @@ class Recorder(NodeReader):
         against: dict[Key, Any] | None = None,
         keep: Callable[[str], bool] | None = None,
         then: Callable[[Tensor, bool], bool] | None = None,
+        native: bool | None = None,
     ) -> None:
         super().__init__()
         self.against, self.keep, self.then = against, keep, then
+        can = keep is None and then is None and hasattr(lib, "pyggml_copy_nodes")
+        if native and not can:
+            raise ValueError("Recorder: native copies take no keep or then, and a build with native/node_copies.c")
+        self.native = can if native is None else native
+        self._log: Any = None
+        if self.native:
+            self._log = ffi.new("struct pyggml_node_copies *")
+            self._log.kept_flag = KEPT
+            weakref.finalize(self, lib.pyggml_node_copies_free, self._log)
         # an observer of its own, not a NodeReader, must see each node as ggml asks
         self.reads_later = then is None or isinstance(then, NodeReader)
         self.step = ""
@@ -185,6 +200,38 @@ class Recorder(NodeReader):
         self._where: dict[int, tuple[Key, float]] = {}  # node address -> (its key, its nmse) in this step
         self._index = 0
         self._pending: tuple[Key, str, list[tuple[str, float]]] | None = None
+
+    @property
+    def eval_callback(self) -> tuple[Any, Any] | None:
+        """(C callback, user data) for llama.cpp's cb_eval when the nodes are copied in C, else None."""
+        return (lib.pyggml_copy_nodes, self._log) if self._log is not None else None
+
+    def after_decode(self) -> None:
+        """Take in the nodes the C copier logged during a decode (called by `pyggml.llama.Context.decode`).
+
+        Raises:
+            MemoryError: the copies did not fit in memory (what was logged is dropped).
+        """
+        log = self._log
+        if log is None:
+            return
+        try:
+            if log.out_of_memory:
+                raise MemoryError(f"Recorder: {log.n_data} bytes of node copies and no memory for the next")
+            data = None
+            if log.n_data:  # the bytes become a NumPy array's, not copied (a prefill's nodes: 100 MB and more)
+                size = log.n_data
+                taken = ffi.gc(lib.pyggml_node_copies_take(log), lib.pyggml_node_copies_release)
+                data = np.frombuffer(ffi.buffer(taken, size), dtype=np.uint8)
+            for i in range(log.n_nodes):
+                c = log.nodes[i]
+                srcs = [(c.src[j], c.src_of_view[j]) for j in range(len(c.src))]
+                pending = self._begin(ffi.string(c.name).decode(), ffi.string(c.kind).decode(), srcs)
+                if pending is not None:
+                    values, shape, error = copied_values(c, data if data is not None else np.empty(0, np.uint8))
+                    self._finish(pending, int(ffi.cast("uintptr_t", c.node)), shape, values, error)
+        finally:
+            lib.pyggml_node_copies_clear(log)
 
     def set_step(self, label: str) -> None:
         """Name the step the nodes computed from now on belong to.
@@ -216,34 +263,51 @@ class Recorder(NodeReader):
         op = ffi.string(lib.ggml_op_desc(t.ptr)).decode()
         if op in VIEW_KINDS:
             return False
-        name = t.name
+        srcs = [(p, p.view_src if p != ffi.NULL else ffi.NULL) for p in t.ptr.src]
+        self._pending = self._begin(t.name, op, srcs)
+        return True  # asked for even when not kept: computed on its own, so that the next node's value is its own
+
+    def _begin(
+        self, name: str, op: str, srcs: list[tuple[Any, Any]]
+    ) -> tuple[Key, str, list[tuple[str, float]]] | None:
+        """The key, op and recorded inputs of the next node (None when `keep` leaves it out); srcs: each source's
+        address and, for a view, the address of the tensor it views (ggml's view chains are one deep)."""
         key = (self.step, name, self._seen[name])
         self._seen[name] += 1
         self._index += 1
         if self.keep is not None and not self.keep(name):
-            return True  # computed on its own all the same, so that the next node's value is its own
+            return None
         inputs = []
-        for p in t.ptr.src:
-            while p != ffi.NULL:
-                found = self._where.get(int(ffi.cast("uintptr_t", p)))
+        for pair in srcs:
+            for p in pair:
+                found = self._where.get(int(ffi.cast("uintptr_t", p))) if p != ffi.NULL else None
                 if found is not None:
                     inputs.append((found[0][1], found[1]))
                     break
-                p = p.view_src
-        self._pending = (key, op, inputs)
-        return True
+        return key, op, inputs
 
     def _done(self, t: Tensor) -> None:
         if self._pending is None:
             return
-        (key, op, inputs), self._pending = self._pending, None
-        shape = tuple(t.shape)
+        pending, self._pending = self._pending, None
         try:
-            values: np.ndarray | None = np.asarray(t.numpy(), dtype=np.float32)
+            values: np.ndarray | None = node_values(t)
             error = ""
         except (ValueError, TypeError) as e:
             values, error = None, f"not read back: {e}"
-        address = int(ffi.cast("uintptr_t", t.ptr))
+        shape = values.shape if values is not None else tuple(t.shape)
+        self._finish(pending, int(ffi.cast("uintptr_t", t.ptr)), shape, values, error)
+
+    def _finish(
+        self,
+        pending: tuple[Key, str, list[tuple[str, float]]],
+        address: int,
+        shape: tuple[int, ...],
+        values: np.ndarray | None,
+        error: str,
+    ) -> None:
+        """Keep a node's values, or its figures against the reference's."""
+        key, op, inputs = pending
         if self.against is None:
             self.recorded[key] = _Recorded(op, shape, values, error)
             self._where[address] = (key, 0.0)
@@ -267,6 +331,70 @@ class Recorder(NodeReader):
         self._where[address] = (key, d.nmse)
 
 
+def extents_shape(ne: Any) -> tuple[int, ...]:
+    """The NumPy shape a Recorder gives a node of ggml extents ne: reversed, trailing 1s dropped (at least one dim),
+    whichever way the node was read (`node_values`, `Recorder.after_decode`), so that two runs' nodes match."""
+    n = 4
+    while n > 1 and ne[n - 1] == 1:
+        n -= 1
+    return tuple(int(ne[i]) for i in reversed(range(n)))
+
+
+def copied_values(c: Any, data: np.ndarray) -> tuple[np.ndarray | None, tuple[int, ...], str]:
+    """A node's values from its entry in the C copier's log (native/node_copies.h): (values or None, shape, error).
+
+    Args:
+        c: the `struct pyggml_node_copy`.
+        data: the log's bytes.
+    """
+    ne = [int(c.ne[i]) for i in range(4)]
+    shape = (ne[1], ne[0]) if c.rows_only else extents_shape(ne)
+    if c.unread:
+        return None, shape, "not read back: no memory, or a row index outside the destination"
+    t = types.Type(int(c.type))
+    raw = data[c.offset : c.offset + c.nbytes]
+    nb = [int(c.nb[i]) for i in range(4)]
+    dense = [types.type_size(t), types.row_size(t, ne[0])]
+    dense += [dense[1] * ne[1], dense[1] * ne[1] * ne[2]]
+    if all(nb[i] == dense[i] or ne[i] == 1 for i in range(4)):
+        return np.asarray(types.decode(t, raw, shape), dtype=np.float32), shape, ""
+    if not types.has_raw_dtype(t):
+        return None, shape, f"not read back: a strided view of {t.name}"
+    full = np.lib.stride_tricks.as_strided(raw.view(types.host_dtype(t)), tuple(reversed(ne)), tuple(reversed(nb)))
+    return np.asarray(full, dtype=np.float32).reshape(shape), shape, ""
+
+
+def node_values(t: Tensor) -> np.ndarray:
+    """A node's values as a Recorder keeps them, float32: all of them, but for a SET_ROWS into a 2-D destination
+    with one list of indices (a KV cache layer), the rows it wrote, in the order of its indices. The rest of
+    such a destination is earlier steps' rows, held against the other run's when they were written; reading
+    and comparing the whole cache at every step cost a comparison more than the decode it records.
+
+    Args:
+        t: the node, computed.
+
+    Raises:
+        ValueError, TypeError: the node cannot be read back (`Tensor.numpy`).
+    """
+    p = t.ptr
+    idx = p.src[1] if p.op == lib.GGML_OP_SET_ROWS else ffi.NULL
+    if idx == ffi.NULL or p.ne[2] * p.ne[3] != 1 or idx.ne[1] * idx.ne[2] * idx.ne[3] != 1:
+        return np.asarray(t.numpy(), dtype=np.float32).reshape(extents_shape(p.ne))
+    rows = np.asarray(Tensor(idx, None).numpy(), dtype=np.int64).ravel()
+    if rows.size and (rows.min() < 0 or rows.max() >= p.ne[1]):
+        raise ValueError(f"SET_ROWS {t.name}: a row index outside 0..{p.ne[1] - 1}")
+    width = int(lib.ggml_row_size(p.type, p.ne[0]))
+    raw = np.empty((rows.size, width), dtype=np.uint8)
+    if p.buffer == ffi.NULL or p.data == ffi.NULL:
+        raise ValueError(f"SET_ROWS {t.name}: no memory to read")
+    transport.before_read(p.buffer, f"node_values: tensor {t.name}")
+    for i, r in enumerate(rows.tolist()):
+        lib.ggml_backend_tensor_get(p, ffi.from_buffer(raw[i]), r * int(p.nb[1]), width)
+    transport.after_transfer(p.buffer)
+    name = types.Type(int(p.type)).name
+    return np.asarray(types.decode(name, raw.ravel(), (rows.size, int(p.ne[0]))), dtype=np.float32)
+
+
 def logit_stats(a: np.ndarray, b: np.ndarray, next_tokens: np.ndarray | None = None) -> dict[str, Any]:
     """B's logits against A's, as llama-perplexity's --kl-divergence reports them.
 
@@ -282,22 +410,25 @@ def logit_stats(a: np.ndarray, b: np.ndarray, next_tokens: np.ndarray | None = N
     Raises:
         ValueError: shapes that differ.
     """
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         raise ValueError(f"logit_stats: logits of shape {a.shape} against {b.shape}")
     if a.size == 0:
         return {"outputs": 0, "nmse": math.nan, "kld": {}, "same_top1": math.nan, "rms_dp": math.nan}
-    la = a - a.max(axis=1, keepdims=True)
-    lb = b - b.max(axis=1, keepdims=True)
-    log_pa = la - np.log(np.exp(la).sum(axis=1, keepdims=True))
-    log_pb = lb - np.log(np.exp(lb).sum(axis=1, keepdims=True))
-    pa, pb = np.exp(log_pa), np.exp(log_pb)
-    kld = np.sum(pa * (log_pa - log_pb), axis=1)
-    dp = []
-    if next_tokens is not None:
-        for i, t in enumerate(np.asarray(next_tokens)):
+    nexts = np.asarray(next_tokens) if next_tokens is not None else np.full(a.shape[0], -1)
+    kld, dp = np.empty(a.shape[0]), []
+    # a few outputs at a time: the temporaries of all of them at once (outputs x a vocabulary of 152k, float64)
+    # cost more in fresh memory than in arithmetic
+    for i0 in range(0, a.shape[0], 8):
+        ca, cb = a[i0 : i0 + 8].astype(np.float64), b[i0 : i0 + 8].astype(np.float64)
+        la, lb = ca - ca.max(axis=1, keepdims=True), cb - cb.max(axis=1, keepdims=True)
+        ea, eb = np.exp(la), np.exp(lb)
+        sa, sb = ea.sum(axis=1), eb.sum(axis=1)
+        # sum p_a (log p_a - log p_b), with log p = l - log(sum exp l) and sum p_a = 1
+        kld[i0 : i0 + 8] = np.einsum("ij,ij->i", ea, la - lb) / sa - np.log(sa) + np.log(sb)
+        for i, t in enumerate(nexts[i0 : i0 + 8]):
             if t >= 0:
-                dp.append(pb[i, t] - pa[i, t])
+                dp.append(eb[i, t] / sb[i] - ea[i, t] / sa[i])
     nmse, _, _ = compare_values(a, b)
     return {
         "outputs": int(a.shape[0]),

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from pyggml import threads
 from pyggml._native import build_info, ffi, lib, logged_warnings
 from pyggml._native import log as native_log
 from pyggml.backend import Device, EvalObserver, device
@@ -433,8 +434,10 @@ class Context(Closable):
         n_batch: the most tokens one `decode` takes.
         n_ubatch: the most tokens computed at once (at most `n_batch`).
         n_seq_max: distinct sequences: seq ids are 0 .. n_seq_max - 1.
-        n_threads: CPU threads for single tokens (None: llama.cpp's default).
-        n_threads_batch: CPU threads for batches (None: `n_threads`, or llama.cpp's default).
+        n_threads: CPU threads for single tokens (None: the cores this process may run on, `pyggml.threads.cores`;
+            llama.cpp's own default of 4 made a decode 13 times slower on 2 cores). On a tensor split over CPU
+            devices each device gets them in turn (the meta backend computes its devices one after another).
+        n_threads_batch: CPU threads for batches (None: `n_threads`, or the cores).
         embeddings: also extract embeddings.
         offload_kqv: keep the KV cache on the GPU.
         observe: called for every node llama.cpp's scheduler computes (its `cb_eval`), as
@@ -492,10 +495,9 @@ class Context(Closable):
         params.n_batch = n_batch
         params.n_ubatch = min(n_ubatch, n_batch)
         params.n_seq_max = n_seq_max
-        if n_threads is not None:
-            params.n_threads = int(n_threads)
-        if n_threads_batch is not None or n_threads is not None:
-            params.n_threads_batch = int(n_threads_batch if n_threads_batch is not None else n_threads)  # type: ignore[arg-type]
+        single = threads.cores() if n_threads is None else threads.checked("Context: n_threads", n_threads)
+        batch = single if n_threads_batch is None else threads.checked("Context: n_threads_batch", n_threads_batch)
+        params.n_threads, params.n_threads_batch = single, batch
         params.embeddings = bool(embeddings)
         params.offload_kqv = bool(offload_kqv)
         if not isinstance(n_rs_seq, int) or not 0 <= n_rs_seq <= 64:
@@ -507,8 +509,12 @@ class Context(Closable):
         if observe is not None and not callable(observe):
             raise TypeError(f"Context: observe must be callable, not {type(observe).__name__}")
         watch = self._tensors if self._tensors is not None else observe
+        self._watch = watch
         self._observer: EvalObserver | None = None
-        if watch is not None:
+        native = getattr(watch, "eval_callback", None)  # an observer with a C callback (a Recorder copying in C)
+        if native is not None:
+            params.cb_eval, params.cb_eval_user_data = native
+        elif watch is not None:
             self._observer = EvalObserver(watch)
             params.cb_eval = lib.pyggml_eval_callback
             params.cb_eval_user_data = self._observer.handle
@@ -679,11 +685,13 @@ class Context(Closable):
         batch.logits = out_arr
         if self._tensors is not None:
             self._tensors.clear()
-        watch = self._observer.fn if self._observer is not None else None
+        watch = self._watch
         self._kept[0] = self._kept[0] or isinstance(watch, NodeReader)
         with logged_warnings() as lines, kept_while(watch):  # a NodeReader reads the graph computed whole
             rc = lib.llama_decode(self.ptr, batch[0])
         del keep, token_arr, pos_arr, n_seq_arr, seq_arr, out_arr
+        if hasattr(watch, "after_decode"):  # a C callback's log, read once per decode
+            watch.after_decode()
         if self._observer is not None and self._observer.error is not None:  # llama.cpp stopped at that node
             self._outputs = []
             self._observer.raise_pending()
@@ -881,6 +889,8 @@ class Run:
         recorder: every node's values (`pyggml.drift.Recorder`), or, recorded against another run, every
             node's figures against that run's; None when nodes were not recorded.
         seconds: the wall time of the conversation (loading the model not included).
+        n_vocab: the model's vocabulary size.
+        arch: its architecture (general.architecture).
     """
 
     path: str
@@ -888,6 +898,8 @@ class Run:
     transcript: Transcript
     recorder: Recorder | None
     seconds: float = 0.0
+    n_vocab: int = 0
+    arch: str = ""
 
     @property
     def label(self) -> str:
@@ -918,7 +930,7 @@ def record(
         nodes: record the nodes (False: the logits only, no observer, llama.cpp's full speed).
         observe: another observer called for every node as well (a `NodeChecker`).
         use_extra_bufts: as `Model.load`'s.
-        n_threads: the CPU's threads (None: llama.cpp's default).
+        n_threads: the CPU's threads (None: the cores, `pyggml.threads.cores`).
         on_step: called with each step's label before its decode (after the recorder is told).
 
     Returns:
@@ -934,11 +946,13 @@ def record(
     model = Model.for_backend(path, backend, use_extra_bufts)
     try:
         if against is not None:
-            compatible_or_raise(against.path, model, nodes=nodes)
+            compatible_or_raise(against, model, nodes=nodes)
         recorder = None
         if nodes:
             recorder = Recorder(
-                against=against.recorder.recorded if against is not None and against.recorder else None, then=observe
+                against=against.recorder.recorded if against is not None and against.recorder else None,
+                then=observe,
+                native=None if "rpc" not in backend else False,  # RPC reads go through pyggml's transport checks
             )
         watch = recorder if recorder is not None else observe
         args = script.context_args(model)
@@ -954,31 +968,37 @@ def record(
 
             talk = converse(ctx, script, follow=follow, on_step=step)
             seconds = time.perf_counter() - started
+        arch = model.meta("general.architecture") or ""
+        return Run(os.fspath(path), backend, talk, recorder, seconds, model.n_vocab, arch)
     finally:
         model.close()
-    return Run(os.fspath(path), backend, talk, recorder, seconds)
 
 
-def compatible_or_raise(reference: str, model: Model, nodes: bool = True) -> None:
-    """Raise ValueError when `model` cannot be held against the model of file `reference`: another vocabulary
-    (its size; the logits do not correspond) or, when `nodes`, another architecture (its nodes do not
-    correspond)."""
-    ref = Model.load(reference, n_gpu_layers=0, devices=[], vocab_only=True)
-    try:
-        if ref.n_vocab != model.n_vocab:
-            raise ValueError(
-                f"{os.path.basename(reference)} has {ref.n_vocab} tokens, {os.path.basename(model.path)} "
-                f"{model.n_vocab}: their logits and nodes do not correspond; compare each with a file of its own "
-                "vocabulary (its parent, or itself on another backend)"
-            )
-        ref_arch, arch = ref.meta("general.architecture"), model.meta("general.architecture")
-        if nodes and ref_arch != arch:
-            raise ValueError(
-                f"{os.path.basename(reference)} is {ref_arch}, {os.path.basename(model.path)} is {arch}: their "
-                "nodes do not correspond; with one vocabulary their logits still can (compare --logits-only)"
-            )
-    finally:
-        ref.close()
+def compatible_or_raise(reference: str | Run, model: Model, nodes: bool = True) -> None:
+    """Raise ValueError when `model` cannot be held against the model of file `reference` (or of a Run, whose
+    vocabulary and architecture were kept: the file is not read again): another vocabulary (its size; the logits
+    do not correspond) or, when `nodes`, another architecture (its nodes do not correspond)."""
+    if isinstance(reference, Run) and reference.n_vocab:
+        name, ref_vocab, ref_arch = os.path.basename(reference.path), reference.n_vocab, reference.arch
+    else:
+        path = reference.path if isinstance(reference, Run) else reference
+        ref = Model.load(path, n_gpu_layers=0, devices=[], vocab_only=True)
+        try:
+            name, ref_vocab, ref_arch = os.path.basename(path), ref.n_vocab, ref.meta("general.architecture") or ""
+        finally:
+            ref.close()
+    if ref_vocab != model.n_vocab:
+        raise ValueError(
+            f"{name} has {ref_vocab} tokens, {os.path.basename(model.path)} {model.n_vocab}: their logits and nodes "
+            "do not correspond; compare each with a file of its own vocabulary (its parent, or itself on another "
+            "backend)"
+        )
+    arch = model.meta("general.architecture") or ""
+    if nodes and ref_arch != arch:
+        raise ValueError(
+            f"{name} is {ref_arch}, {os.path.basename(model.path)} is {arch}: their nodes do not correspond; with one "
+            "vocabulary their logits still can (compare --logits-only)"
+        )
 
 
 def compare(

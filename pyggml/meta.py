@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from pyggml import lifetime, preflight, rpc_link
 from pyggml._args import instance, integer
 from pyggml._native import ffi, lib
-from pyggml.backend import Backend, Buffer, Device, GGMLError, device
+from pyggml.backend import Backend, Buffer, Device, GGMLError, auto_threads, device
 from pyggml.context import Context
 from pyggml.graph import Graph
 from pyggml.tensor import MAX_DIMS, Tensor
@@ -418,6 +418,17 @@ class MetaBackend(Backend):
     def __init__(self, ptr: CData, meta: MetaDevice) -> None:
         self.meta = meta
         super().__init__(ptr, meta.device)
+
+    def _threads_for(self, graph: Graph) -> None:
+        """Before computing graph: its CPU devices' threads, `auto_threads(graph)` (ggml patch 0035; each may
+        take every core, the meta backend computes its devices one after another). Without it they kept ggml's
+        default of 4 whatever the machine had."""
+        if not self.runs_on_cpu or not hasattr(lib, "ggml_backend_meta_set_n_threads"):
+            return
+        n = auto_threads(graph)
+        if n != self.n_threads:
+            lib.ggml_backend_meta_set_n_threads(self.ptr, n)
+            self.n_threads = n
 
     @property
     def runs_on_cpu(self) -> bool:

@@ -56,6 +56,7 @@ from pyggml.rpc_link import (  # the client's state, below the backends (re-expo
     set_timeout,
     take_refusal,
 )
+from pyggml.threads import cores
 
 if TYPE_CHECKING:
     pass
@@ -187,7 +188,7 @@ def serve(
         print(OPEN_NETWORK_WARNING.format(host=host), file=sys.stderr, flush=True)
     endpoint = f"{host}:{port}"
     parse_endpoint(endpoint)
-    n_threads = threads if threads is not None else (os.cpu_count() or 1)
+    n_threads = threads if threads is not None else cores()
     devs = ffi.new("ggml_backend_dev_t[]", [dev.ptr])
     if has("ggml_backend_rpc_server_trust_clients"):  # patch 0023 (a build without it trusts every client)
         lib.ggml_backend_rpc_server_trust_clients(bool(trust_clients))

@@ -180,7 +180,7 @@ class _Kept(drift.Recorder):
     """A recorder that also counts the nodes it read after the scheduler kept them (patch 0034)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(native=False)
         self.kept = 0
 
     def on_ask(self, t: Any) -> bool:
@@ -195,27 +195,33 @@ def test_nodes_read_from_the_graph_computed_whole_are_those_computed_one_at_a_ti
 ) -> None:
     # the graph allocator's plan reserved before the callback's flags gave kept nodes' memory to later nodes:
     # every node after the first layers read garbage (a checked qwen3: 2,818 of 3,248 nodes failed)
-    script = llama.Script.from_tokens([3, 7, 11, 5, 9], generate=2, sequences=2, speculative=2 if arch == "qwen35" else 0)
+    script = llama.Script.from_tokens(
+        [3, 7, 11, 5, 9], generate=2, sequences=2, speculative=2 if arch == "qwen35" else 0
+    )
     runs = []
-    for budget in (node_reader.KEPT_BYTES, 0):
+    for budget, rec in ((node_reader.KEPT_BYTES, _Kept()), (0, _Kept()), (node_reader.KEPT_BYTES, drift.Recorder())):
         monkeypatch.setattr(node_reader, "KEPT_BYTES", budget)
         model = _cpu(models[arch])
-        rec = _Kept()
         with llama.Context(model, **script.context_args(model), observe=rec) as ctx:
             talk = llama.converse(ctx, script, on_step=rec.set_step)
         model.close()
         runs.append((rec, talk))
-    (kept, talk_kept), (one_by_one, talk_one) = runs
+    (kept, talk_kept), (one_by_one, talk_one), (native, talk_native) = runs
+    assert native.native and not kept.native  # the nodes copied in C (native/node_copies.c), and in Python
     assert kept.kept > len(kept.recorded) // 2 and one_by_one.kept == 0  # all but the writes into shared memory
-    assert kept.recorded.keys() == one_by_one.recorded.keys()
-    for key, node in one_by_one.recorded.items():
-        if node.op == "GATED_DELTA_NET" and key[0] != "prefill":
-            # a one-token step leaves the rows of its output past the states it writes as the memory was (the
-            # previous graph's values here, kept or not): nothing reads them, and the logits below are equal
-            continue
-        np.testing.assert_array_equal(kept.recorded[key].values, node.values, err_msg=str(key))
-    for a, b in zip(talk_kept.steps, talk_one.steps):
-        np.testing.assert_array_equal(a.logits, b.logits)
+    for other in (kept, native):
+        assert other.recorded.keys() == one_by_one.recorded.keys()
+        for key, node in one_by_one.recorded.items():
+            if node.op == "GATED_DELTA_NET" and key[0] != "prefill":
+                # a one-token step leaves the rows of its output past the states it writes as the memory was (the
+                # previous graph's values here, kept or not): nothing reads them, and the logits below are equal
+                continue
+            got = other.recorded[key]
+            assert (got.op, got.shape, got.error) == (node.op, node.shape, node.error), key
+            np.testing.assert_array_equal(got.values, node.values, err_msg=str(key))
+    for talk in (talk_kept, talk_native):
+        for a, b in zip(talk.steps, talk_one.steps):
+            np.testing.assert_array_equal(a.logits, b.logits)
 
 
 def test_the_figures_of_two_arrays() -> None:

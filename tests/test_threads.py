@@ -164,3 +164,78 @@ def test_the_compute_releases_the_gil():
         done.set()
         counter.join()
     assert seconds > 0.005 and during > 100, (seconds, during)
+
+
+# --- threads that fit the machine (pyggml.threads) ----------------------------------------------------------------
+def _in_one_core(code: str) -> str:
+    """Run code in a fresh interpreter pinned to one core; its last printed line."""
+    import subprocess
+    import sys
+
+    prelude = "import os\nos.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
+    out = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _os_threads() -> str:
+    return "len(os.listdir('/proc/self/task'))"
+
+
+needs_affinity = pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="Linux only")
+
+
+@needs_affinity
+def test_the_cores_are_those_this_process_may_run_on() -> None:
+    assert _in_one_core("from pyggml import threads\nprint(threads.cores())") == "1"
+
+
+@needs_affinity
+def test_a_meta_backend_over_cpus_gives_its_devices_the_threads_of_the_machine() -> None:
+    # its CPU devices kept ggml's default of 4 threads whatever the machine had (ggml patch 0035): on one core,
+    # OpenMP then started 3 more threads that spin in barriers with no core of their own
+    code = f"""
+import numpy as np, pyggml as gg
+r = gg.Runner("meta:cpu,cpu")
+ctx = gg.Context()
+x = ctx.tensor("f32", (64, 512), "x", input=True)
+w = ctx.tensor("f32", (512, 512), "w", input=True)
+y = ctx.mul_mat(w, x)
+g = gg.Graph(ctx).build_forward_expand(y)
+before = {_os_threads()}
+r.run(g, {{x: np.ones((64, 512), np.float32), w: np.ones((512, 512), np.float32)}}, y)
+print({_os_threads()} - before, r.backend.n_threads)
+"""
+    assert _in_one_core(code) == "0 1"
+
+
+@needs_affinity
+def test_a_llama_context_takes_the_cores_of_the_machine(tmp_path) -> None:
+    llama = pytest.importorskip("pyggml.llama", reason="pyggml built without libllama (PYGGML_LLAMA=OFF)")
+    from pyggml.models.make_model import make_model
+
+    path = tmp_path / "llama.gguf"
+    make_model("llama", path)
+    code = f"""
+from pyggml import llama, lib
+for backend in ("cpu", "meta:cpu,cpu"):
+    model = llama.Model.for_backend({str(path)!r}, backend, False)
+    with llama.Context(model, n_ctx=64) as ctx:
+        assert (lib.llama_n_threads(ctx.ptr), lib.llama_n_threads_batch(ctx.ptr)) == (1, 1)
+        before = {_os_threads()}
+        ctx.decode(list(range(1, 17)))
+        grown = {_os_threads()} - before
+    model.close()
+    assert grown == 0, (backend, grown)  # the split's CPU devices too (llama.cpp patch 0006)
+print("ok")
+"""
+    assert _in_one_core(code) == "ok"
+    model = llama.Model.for_backend(path, "cpu", False)
+    try:
+        with llama.Context(model, n_ctx=64, n_threads=3) as ctx:  # an explicit count wins
+            assert (llama.lib.llama_n_threads(ctx.ptr), llama.lib.llama_n_threads_batch(ctx.ptr)) == (3, 3)
+        for bad in (0, -1, 1.5, True, "2"):
+            with pytest.raises(ValueError, match="threads must be an int of at least 1"):
+                llama.Context(model, n_ctx=64, n_threads=bad)
+    finally:
+        model.close()

@@ -78,6 +78,9 @@ static const char * pyggml_guard_error(void) {
 }
 """
 
+NATIVE = Path(__file__).resolve().parent.parent / "native"
+NODE_COPIES_H, NODE_COPIES_C = NATIVE / "node_copies.h", NATIVE / "node_copies.c"
+
 GUARD_CDEF = """
 void pyggml_abort_hook(const char * message);
 const char * pyggml_guard_error(void);
@@ -355,9 +358,12 @@ def main() -> int:
     guard_names = set(declared_functions(make_cdef(*preprocess(args.cc, args.include, [GUARD_HEADER], []))))
     guard_src, guard_cdef = guarded_functions(cdef, guard_names)
     cdef += GUARD_CDEF + guard_cdef
+    # pyggml's own C (not ggml's): the node copier behind pyggml.drift.Recorder
+    cdef += NODE_COPIES_H.read_text()
     ffibuilder = cffi.FFI()
     ffibuilder.cdef(cdef)
-    ffibuilder.set_source(args.module, "".join(f'#include "{h}"\n' for h in args.header) + GUARD_PRELUDE + guard_src)
+    source = "".join(f'#include "{h}"\n' for h in args.header) + GUARD_PRELUDE + guard_src
+    ffibuilder.set_source(args.module, source + NODE_COPIES_H.read_text() + NODE_COPIES_C.read_text())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     ffibuilder.emit_c_code(str(args.out))
     if args.cdef_out:

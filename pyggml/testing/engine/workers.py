@@ -23,7 +23,6 @@ does, so a pipeline a cold Vulkan driver compiles for seconds is compiled by one
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections import deque
@@ -33,17 +32,15 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pyggml.testing.engine import child
 from pyggml.testing.engine.verdict import Record, Status
+from pyggml.threads import cores
 
 if TYPE_CHECKING:
     from pyggml.testing.engine.cases import Case
 
 
 def default_jobs() -> int:
-    """The machine's cores (those this process may run on)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    """The machine's cores (those this process may run on: `pyggml.threads.cores`)."""
+    return cores()
 
 
 def group(name: str) -> str:

@@ -18,8 +18,9 @@ from pyggml.testing.engine.oracles._common import (
 FLOAT64_UP_TO = 1 << 24
 # and a weight of more values than this times one row of activations (a generation step's product): converting
 # the weight to float64 cost 1-3 ms a product, ten times the product itself (bench/README.md, "What a checked
-# conversation ... costs")
-FLOAT64_WEIGHT_UP_TO = 1 << 20
+# conversation ... costs"); a 0.6B model's 1024 x 1024 K and V projections (1 << 20 values) were the last
+# converted, 0.1 s of a checked step
+FLOAT64_WEIGHT_UP_TO = 1 << 16
 
 
 def _product_dtype(a: ArrayLike, b: ArrayLike) -> type:

@@ -36,9 +36,11 @@ def get_rows(a: ArrayLike, b: ArrayLike) -> np.ndarray:
 
 def set_rows(a: ArrayLike, b: ArrayLike, c: ArrayLike) -> np.ndarray:
     """a with rows replaced: a[i3, i2, c[i3 % c.ne2, i2 % c.ne1, i]] = b[i3, i2, i] (values converted to a's type
-    by the caller's encoding)."""
-    a4 = _as4(np.array(a, dtype=np.float32))
-    b4 = _as4(np.asarray(b, dtype=np.float32))
+    by the caller's encoding). An F16 destination stays F16 (a KV cache: the copy of a float32 one cost a checked
+    generation step more than its products)."""
+    kept = np.asarray(a).dtype == np.float16
+    a4 = _as4(np.array(a, dtype=np.float16 if kept else np.float32))
+    b4 = _as4(np.asarray(b, dtype=a4.dtype))
     c3 = np.asarray(c, dtype=np.int64)
     c3 = c3.reshape((1,) * (3 - c3.ndim) + c3.shape)
     for i3 in range(b4.shape[0]):

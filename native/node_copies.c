@@ -1,0 +1,171 @@
+/* pyggml_copy_nodes: see node_copies.h. Appended to the cffi module's source by tools/gen_ffi.py, after ggml.h
+ * and ggml-backend.h. */
+
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(GGML_MAX_NAME == 64, "node_copies.h: name[64] is GGML_MAX_NAME");
+_Static_assert(GGML_MAX_SRC == 10, "node_copies.h: src[10] is GGML_MAX_SRC");
+
+static int pyggml_is_view_op(const struct ggml_tensor * t) {
+    return t->op == GGML_OP_VIEW || t->op == GGML_OP_RESHAPE || t->op == GGML_OP_PERMUTE ||
+           t->op == GGML_OP_TRANSPOSE || t->op == GGML_OP_NONE;
+}
+
+/* a node whose op writes into memory it shares with another tensor (pyggml.node_reader.writes_shared) */
+static int pyggml_writes_shared(const struct ggml_tensor * t) {
+    return t->view_src != NULL && !pyggml_is_view_op(t);
+}
+
+static int pyggml_grow(void ** p, size_t * cap, size_t need, size_t item) {
+    if (need <= *cap) {
+        return 1;
+    }
+    size_t n = *cap ? *cap : 64;
+    while (n < need) {
+        n *= 2;
+    }
+    void * q = realloc(*p, n * item);
+    if (q == NULL) {
+        return 0;
+    }
+    *p = q;
+    *cap = n;
+    return 1;
+}
+
+/* bytes [offset, offset + size) of t's memory into dst */
+static void pyggml_read(const struct ggml_tensor * t, void * dst, size_t offset, size_t size) {
+    if (t->buffer == NULL || ggml_backend_buffer_is_host(t->buffer)) {
+        memcpy(dst, (const char *) t->data + offset, size);
+    } else {
+        ggml_backend_tensor_get(t, dst, offset, size);
+    }
+}
+
+static void pyggml_copy_one(struct pyggml_node_copies * log, const struct ggml_tensor * t) {
+    if (pyggml_is_view_op(t) || log->out_of_memory) {
+        return;
+    }
+    if (!pyggml_grow((void **) &log->nodes, &log->cap_nodes, log->n_nodes + 1, sizeof(struct pyggml_node_copy))) {
+        log->out_of_memory = 1;
+        return;
+    }
+    struct pyggml_node_copy * c = &log->nodes[log->n_nodes];
+    memset(c, 0, sizeof(*c));
+    c->node = t;
+    for (int i = 0; i < GGML_MAX_SRC; i++) {
+        c->src[i] = t->src[i];
+        c->src_of_view[i] = t->src[i] != NULL ? t->src[i]->view_src : NULL;
+    }
+    memcpy(c->name, t->name, sizeof(c->name));
+    c->kind = ggml_op_desc(t);
+    c->op = t->op;
+    c->type = t->type;
+    for (int i = 0; i < 4; i++) {
+        c->ne[i] = t->ne[i];
+        c->nb[i] = t->nb[i];
+    }
+    c->offset = log->n_data;
+    if (t->data == NULL) {
+        c->unread = 1;
+        log->n_nodes++;
+        return;
+    }
+    const struct ggml_tensor * idx = t->src[1];
+    const int rows_only = t->op == GGML_OP_SET_ROWS && idx != NULL && t->ne[2] * t->ne[3] == 1 &&
+                          idx->ne[1] * idx->ne[2] * idx->ne[3] == 1 && idx->data != NULL &&
+                          (idx->type == GGML_TYPE_I64 || idx->type == GGML_TYPE_I32) && ggml_is_contiguous(idx);
+    if (rows_only) {
+        /* a KV cache layer: the rows this step wrote (pyggml.drift.node_values) */
+        const int64_t n = idx->ne[0];
+        const size_t width = ggml_row_size(t->type, t->ne[0]);
+        const size_t isize = ggml_type_size(idx->type);
+        if (!pyggml_grow((void **) &log->data, &log->cap_data, log->n_data + n * (width + isize), 1)) {
+            log->out_of_memory = 1;
+            return;
+        }
+        uint8_t * rows = log->data + log->n_data + n * width; /* the indices, read first, just past the rows */
+        pyggml_read(idx, rows, 0, n * isize);
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t r = idx->type == GGML_TYPE_I64 ? ((const int64_t *) rows)[i] : ((const int32_t *) rows)[i];
+            if (r < 0 || r >= t->ne[1]) {
+                c->unread = 1;
+                log->n_nodes++;
+                return;
+            }
+            pyggml_read(t, log->data + log->n_data + i * width, (size_t) r * t->nb[1], width);
+        }
+        c->rows_only = 1;
+        c->ne[1] = n;
+        c->nb[2] = c->nb[3] = n * width;
+        c->nb[1] = width;
+        c->nbytes = n * width;
+    } else {
+        const size_t size = ggml_nbytes(t);
+        if (!pyggml_grow((void **) &log->data, &log->cap_data, log->n_data + size, 1)) {
+            log->out_of_memory = 1;
+            return;
+        }
+        pyggml_read(t, log->data + log->n_data, 0, size);
+        c->nbytes = size;
+    }
+    log->n_data += c->nbytes;
+    log->n_nodes++;
+}
+
+static void pyggml_copy_later(struct pyggml_node_copies * log) {
+    for (size_t i = 0; i < log->n_later; i++) {
+        pyggml_copy_one(log, log->later[i]);
+    }
+    log->n_later = 0;
+}
+
+bool pyggml_copy_nodes(struct ggml_tensor * t, bool ask, void * user_data) {
+    struct pyggml_node_copies * log = (struct pyggml_node_copies *) user_data;
+    if (ask) {
+        if (log->n_later > 0 || (t->flags & log->kept_flag)) {
+            if (!pyggml_writes_shared(t)) {
+                if (!pyggml_grow((void **) &log->later, &log->cap_later, log->n_later + 1, sizeof(*log->later))) {
+                    log->out_of_memory = 1;
+                    return true; /* read nothing more, but let the compute go on node by node */
+                }
+                log->later[log->n_later++] = t;
+                return false;
+            }
+            pyggml_copy_later(log); /* every node before t ran (patch 0034): copy them before t writes */
+        }
+        return !pyggml_is_view_op(t);
+    }
+    if (log->n_later > 0) { /* the end of a split: t is among them */
+        pyggml_copy_later(log);
+        return true;
+    }
+    pyggml_copy_one(log, t);
+    return true;
+}
+
+void pyggml_node_copies_clear(struct pyggml_node_copies * log) {
+    log->n_nodes = log->n_data = log->n_later = 0;
+}
+
+uint8_t * pyggml_node_copies_take(struct pyggml_node_copies * log) {
+    uint8_t * data = log->data;
+    log->data = log->cap_data ? (uint8_t *) malloc(log->cap_data) : NULL;
+    if (log->data == NULL) {
+        log->cap_data = 0;
+    }
+    log->n_data = 0;
+    return data;
+}
+
+void pyggml_node_copies_release(uint8_t * data) {
+    free(data);
+}
+
+void pyggml_node_copies_free(struct pyggml_node_copies * log) {
+    free(log->nodes);
+    free(log->data);
+    free(log->later);
+    memset(log, 0, sizeof(*log));
+}

@@ -1,0 +1,47 @@
+/* pyggml's eval callback that copies every node llama.cpp's (or any) scheduler computes, in C.
+ *
+ * pyggml.drift.Recorder reads every node of a conversation to hold one run against another; in Python that cost a
+ * comparison more than the two decodes it compares (about 100 us a node: 3,250 nodes for a 32-token prompt and
+ * 4 steps of a 0.6B model). This callback does the reading without Python: it follows the protocol of
+ * pyggml.node_reader.NodeReader (nodes the scheduler keeps, ggml patch 0034, are left for later and copied before
+ * the next write into shared memory and at the end of each split; others are asked for one at a time) and appends
+ * each node's bytes and layout to a log that Python reads once per decode (native/node_copies.c).
+ *
+ * This header is read by tools/gen_ffi.py for the cffi declarations: plain C, no ggml macro (64 is GGML_MAX_NAME,
+ * 10 GGML_MAX_SRC: node_copies.c checks both).
+ */
+
+struct pyggml_node_copy {
+    const struct ggml_tensor * node;    /* its address: which later node reads it */
+    const struct ggml_tensor * src[10]; /* its sources' addresses */
+    const struct ggml_tensor * src_of_view[10]; /* where a source is a view, the tensor it views */
+    char name[64];
+    const char * kind;   /* ggml_op_desc: the op, or the unary or GLU op */
+    int32_t op;          /* enum ggml_op */
+    int32_t type;        /* enum ggml_type of the bytes copied */
+    int64_t ne[4];       /* of the bytes copied (a SET_ROWS: ne[1] is the count of rows it wrote) */
+    size_t nb[4];        /* their strides */
+    size_t offset;       /* into the log's data */
+    size_t nbytes;       /* copied */
+    int32_t rows_only;   /* 1: a SET_ROWS's written rows, in the order of its indices */
+    int32_t unread;      /* 1: not copied (no memory, or an index outside the destination) */
+};
+
+struct pyggml_node_copies {
+    struct pyggml_node_copy * nodes;
+    size_t n_nodes, cap_nodes;
+    uint8_t * data;
+    size_t n_data, cap_data;
+    struct ggml_tensor ** later;        /* kept nodes not copied yet */
+    size_t n_later, cap_later;
+    int32_t kept_flag;                  /* GGML_TENSOR_FLAG_OBSERVED, 0 on a ggml without patch 0034 */
+    int32_t out_of_memory;              /* set when a copy did not fit: the log stops growing */
+};
+
+bool pyggml_copy_nodes(struct ggml_tensor * t, bool ask, void * user_data);
+void pyggml_node_copies_clear(struct pyggml_node_copies * log);
+/* the logged bytes, now the caller's (free them with pyggml_node_copies_release); the log starts a new buffer of
+ * the same capacity, so the next decode's copies need no growing */
+uint8_t * pyggml_node_copies_take(struct pyggml_node_copies * log);
+void pyggml_node_copies_release(uint8_t * data);
+void pyggml_node_copies_free(struct pyggml_node_copies * log);
