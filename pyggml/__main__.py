@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 CPU_FEATURES = (
     "sse3",
@@ -153,16 +154,23 @@ def info(args: argparse.Namespace) -> int:
     if tree and tree["tree"] == "user":
         pass
     elif g["patches"] is not None:
-        print(
-            f"patches: {len(g['patches'])} of vendor/ggml/patches and vendor/llama/patches, applied at build "
-            f"({'recorded by the build' if tree else 'read from the source tree'}):"
-        )
         from pyggml.testing.engine.session import _wrap
 
-        print(_wrap([p.removesuffix(".patch") for p in g["patches"]]))
+        names = [p.removesuffix(".patch") for p in g["patches"]]
+        # ggml's series, then llama.cpp's: each numbered from 0001
+        cut = next((i for i in range(1, len(names)) if names[i][:4] <= names[i - 1][:4]), len(names))
+        print(
+            f"patches: {len(names)}, applied at build ({'recorded by the build' if tree else 'read from the source tree'}):"
+        )
+        print(f"  ggml's (vendor/ggml/patches), {cut}:\n{_wrap(names[:cut], indent='    ')}")
+        if names[cut:]:
+            print(f"  llama.cpp's (vendor/llama/patches), {len(names) - cut}:\n{_wrap(names[cut:], indent='    ')}")
     else:
         print("patches: not recorded in this build")
     print("ggml-cpu built with:", " ".join(f.upper() for f in g["cpu_features"]) or "none of the SIMD extensions")
+    from pyggml.threads import cores
+
+    print(f"CPU threads by default: {cores()}, the cores this process may run on (pyggml.threads.cores)")
     print("backends built:", ", ".join(data["build"]["backends"]))
     for reg, features in data["backend_features"].items():
         if features:
@@ -291,15 +299,81 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + signal.SIGPIPE
 
 
+# each command's examples (its --help ends with them and the exit codes)
+EXAMPLES = {
+    "info": ["info", "info --json"],
+    "check": [
+        "check",
+        "check --backend cpu --backend vulkan0 --op mul_mat -j 2",
+        "check --model model.gguf --backend cpu --backend vulkan0 --prompt 'The capital of France is' --generate 4",
+        "check --arch qwen35 --type q4_k_m --backend meta:cpu,cpu --speculative 3",
+    ],
+    "compare": [
+        "compare model-f32.gguf model-q4_k_m.gguf --plot drift.png",
+        "compare model.gguf --backend cpu --backend vulkan0",
+    ],
+    "coverage": ["coverage", "coverage --from report.json"],
+    "findings": ["findings", "findings --backend cpu"],
+    "rpc-server": ["rpc-server --port 50052 --threads 2"],
+    "gguf": ["gguf model.gguf", "gguf model.gguf --json"],
+    "make-model": ["make-model llama tiny.gguf", "make-model qwen35 q35.gguf --like qwen35-0.8b --type q4_k_m"],
+    "quantize": ["quantize model-f32.gguf model-q8_0.gguf q8_0"],
+    "notebooks": ["notebooks examples/*.ipynb", "notebooks examples/quantization_drift.ipynb --refresh"],
+}
+# what each command's exit status means
+EXIT_CODES = {
+    "check": "0 every case or node passed (or is known or unsupported), 1 failures, 2 bad input",
+    "findings": "0 the report was made, 1 a finding's case failed otherwise than its finding says, 2 bad input",
+    "compare": "0 both runs completed, whatever the figures (a comparison measures), 2 bad input",
+    "notebooks": "0 every notebook's outputs match, 1 one differs or fails, 2 bad input",
+}
+
+
+def _command(sub: Any, name: str, summary: str, description: str | None = None) -> argparse.ArgumentParser:
+    """A subcommand's parser: its summary, a description, examples and the exit codes in its --help."""
+    examples = "\n".join(f"  python -m pyggml {e}" for e in EXAMPLES.get(name, [name]))
+    codes = EXIT_CODES.get(name, "0 done, 1 it failed (the reason on stderr), 2 bad input")
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=description or summary[0].upper() + summary[1:] + ".",
+        epilog=f"examples:\n{examples}\n\nexit status: {codes}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+class _Version(argparse.Action):
+    """`pyggml --version`: pyggml's version and the ggml it was built with (imported only when asked)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kw.get("help"))  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        import pyggml
+        from pyggml._native import cstr, lib
+
+        print(f"pyggml {pyggml.__version__}, ggml {cstr(lib.ggml_version())}")
+        parser.exit()
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pyggml", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="show ggml's log")
+    parser.add_argument("--version", action=_Version, help="print pyggml's and ggml's versions and exit")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_info = sub.add_parser(
-        "info", help="ggml's version, pin, patches and CPU features; the built backends and their devices"
+    p_info = _command(
+        sub, "info", "ggml's version, pin, patches and CPU features; the built backends and their devices"
     )
     p_info.add_argument("--json", action="store_true", help="print JSON")
-    p_check = sub.add_parser("check", help="run every case on every backend against its NumPy oracle")
+    p_check = _command(
+        sub,
+        "check",
+        "run every case on every backend against its NumPy oracle",
+        "Run the differential suite: every case of every ggml op on every --backend, each result against its "
+        "NumPy oracle; or, with --model/--arch, every node of llama.cpp's forward pass (a prompt, generated "
+        "tokens, sequences, a rolled-back draft) against the ops' oracles, and the logits against the CPU's; "
+        "--mode grad checks gradients, --mode perf times the cases; --repro reruns saved nodes.",
+    )
     p_check.add_argument(
         "--backend",
         action="append",
@@ -334,8 +408,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=None,
         metavar="N",
-        help="run the cases in N worker processes (default: the machine's cores, at most one per 100 cases; a "
-        "worker's death is its case's error; 0: in this process). RPC devices run in this process",
+        help="run the cases in N worker processes (default: the cores this process may run on; a worker's "
+        "death is its case's error; 0: in this process). RPC devices run in this process",
     )
     p_check.add_argument(
         "--slow",
@@ -459,16 +533,17 @@ def _main(argv: Sequence[str] | None = None) -> int:
     )
     from pyggml.testing import compare as compare_command
 
-    p_cmp = sub.add_parser(
+    p_cmp = _command(
+        sub,
         "compare",
-        help="hold one run of a llama.cpp model against another (two files, or two backends), node by node",
-        description=compare_command.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "hold one run of a llama.cpp model against another (two files, or two backends), node by node",
+        compare_command.__doc__,
     )
     compare_command.add_arguments(p_cmp)
-    p_cov = sub.add_parser(
+    p_cov = _command(
+        sub,
         "coverage",
-        help="for every ggml op kind: wrapper, cases, and their results per backend "
+        "for every ggml op kind: wrapper, cases, and their results per backend "
         "(runs the whole suite unless --from gives a check --json report)",
     )
     p_cov.add_argument("--backend", action="append", metavar="NAME", help="backends to run on (default: all available)")
@@ -480,9 +555,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="read the results from a `check --json FILE` report instead of running the suite (- : from stdin)",
     )
     p_cov.add_argument("-q", "--quiet", action="store_true", help="no progress")
-    p_find = sub.add_parser(
+    p_find = _command(
+        sub,
         "findings",
-        help="which of docs/findings.md's upstream bugs this build still has: each finding's cases rerun in "
+        "which of docs/findings.md's upstream bugs this build still has: each finding's cases rerun in "
         "worker processes, with the patch or upstream version that fixes it",
     )
     p_find.add_argument("--backend", action="append", metavar="NAME", help="backends to run on (default: all)")
@@ -493,7 +569,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="write each finding's cases for upstream instead: test-backend-ops --test-file lines and a script",
     )
     p_find.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (default 2)")
-    p_rpc = sub.add_parser("rpc-server", help="serve one local device over ggml's RPC backend (TCP)")
+    p_rpc = _command(sub, "rpc-server", "serve one local device over ggml's RPC backend (TCP)")
     p_rpc.add_argument(
         "--host",
         default="127.0.0.1",
@@ -509,7 +585,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="compute CUSTOM and MAP_CUSTOM nodes, which make the server call a function at an address the "
         "client gives: only for clients you trust completely (refused by default)",
     )
-    p_gguf = sub.add_parser("gguf", help="summarize a GGUF file: header, metadata, tensors (read by ggml's gguf)")
+    p_gguf = _command(sub, "gguf", "summarize a GGUF file: header, metadata, tensors (read by ggml's gguf)")
     p_gguf.add_argument("file", help="the GGUF file")
     p_gguf.add_argument("--json", action="store_true", help="print JSON (metadata values in full)")
     p_gguf.set_defaults(vk_devices="0")  # no device is used
@@ -523,9 +599,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
         return archs()
 
-    p_mm = sub.add_parser(
+    p_mm = _command(
+        sub,
         "make-model",
-        help=f"write a small random-weight GGUF model of a llama.cpp architecture ({', '.join(architectures())})",
+        f"write a small random-weight GGUF model of a llama.cpp architecture ({', '.join(architectures())})",
     )
     p_mm.add_argument(
         "arch",
@@ -558,8 +635,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="quantize it with llama.cpp's quantizer (q4_0, q4_k_m, q8_0, bf16, ...: `pyggml.llama.file_types()`); "
         "default f32",
     )
-    p_q = sub.add_parser(
-        "quantize", help="write a GGUF model in another file type with llama.cpp's own quantizer (llama-quantize)"
+    p_q = _command(
+        sub, "quantize", "write a GGUF model in another file type with llama.cpp's own quantizer (llama-quantize)"
     )
     p_q.add_argument("src", metavar="IN", help="the model file (F32, F16 or BF16 weights)")
     p_q.add_argument("dst", metavar="OUT", help="the file to write")
@@ -575,8 +652,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         "needs one: IQ1, IQ2, IQ3_XXS, IQ3_XS, Q2_K_S)",
     )
     p_q.add_argument("--imatrix-tokens", type=int, default=64, help="tokens decoded for the importance matrix")
-    p_nb = sub.add_parser(
-        "notebooks", help="execute the example notebooks: compare their outputs with the committed ones, or --refresh"
+    p_nb = _command(
+        sub, "notebooks", "execute the example notebooks: compare their outputs with the committed ones, or --refresh"
     )
     p_nb.add_argument("notebooks", nargs="+", type=Path)
     p_nb.add_argument("--refresh", action="store_true", help="store the fresh outputs in the notebooks")

@@ -244,6 +244,14 @@ class Recorder(NodeReader):
         self._where.clear()
 
     def on_ask(self, t: Tensor) -> bool:
+        """Note the node's key and inputs (`then` asked too), to record it or compare it once computed.
+
+        Args:
+            t: the node.
+
+        Returns:
+            True for a node that computes something (views compute nothing).
+        """
         answer = False
         if isinstance(self.then, NodeReader):
             answer = self.then.on_ask(t)
@@ -252,6 +260,14 @@ class Recorder(NodeReader):
         return self._ask(t) or answer
 
     def on_done(self, t: Tensor) -> bool:
+        """Record the computed node, or its figures against the reference's (`then` told too).
+
+        Args:
+            t: the node.
+
+        Returns:
+            True: the compute goes on.
+        """
         if isinstance(self.then, NodeReader):
             self.then.on_done(t)
         elif self.then is not None:

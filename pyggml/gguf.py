@@ -790,13 +790,13 @@ def main(args: Any) -> int:
         args: the parsed command line (`file`, `json`).
 
     Returns:
-        The exit status: 0, or 1 when the file cannot be read (the reason on stderr).
+        The exit status: 0, or 2 when the file cannot be read, as every bad input (the reason on stderr).
     """
     try:
         f = read_info(args.file)
     except (OSError, GGUFError) as e:
         print(f"gguf: {e}", file=sys.stderr)
-        return 1
+        return 2
     d = describe(f)
     if args.json:
         print(json.dumps(d, indent=1, default=repr))

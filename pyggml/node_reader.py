@@ -33,6 +33,9 @@ def writes_shared(p: object) -> bool:
 
     Args:
         p: the node's C pointer.
+
+    Returns:
+        True for such a node.
     """
     return p.view_src != ffi.NULL and int(p.op) not in _VIEW_OPS  # type: ignore[attr-defined]
 
@@ -55,11 +58,25 @@ class NodeReader:
         self._later: list[Tensor] = []
 
     def on_ask(self, t: Tensor) -> bool:
-        """Called before t is computed (or, for a kept node, once it ran, its sources as they were)."""
+        """Called before t is computed (or, for a kept node, once it ran, its sources as they were).
+
+        Args:
+            t: the node.
+
+        Returns:
+            True to be called back with `on_done(t)`.
+        """
         raise NotImplementedError
 
     def on_done(self, t: Tensor) -> bool:
-        """Called once t is computed, for the nodes `on_ask` answered True; False stops the compute."""
+        """Called once t is computed, for the nodes `on_ask` answered True.
+
+        Args:
+            t: the node.
+
+        Returns:
+            False to stop the compute.
+        """
         raise NotImplementedError
 
     def __call__(self, t: Tensor, ask: bool) -> bool:
@@ -94,6 +111,9 @@ def kept_while(observer: object) -> Iterator[None]:
 
     Args:
         observer: the eval callback's observer.
+
+    Returns:
+        A context manager: the budget is set inside the block and 0 again after it.
     """
     if not KEPT or not isinstance(observer, NodeReader) or not observer.reads_later:
         yield

@@ -15,7 +15,11 @@ import os
 
 def cores() -> int:
     """The cores this process may run on: its CPU affinity (taskset, a container's cpuset) and, where a cgroup
-    caps its CPU time (a container's `--cpus`), that quota rounded up; at least 1."""
+    caps its CPU time (a container's `--cpus`), that quota rounded up; at least 1.
+
+    Returns:
+        The count.
+    """
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
@@ -47,6 +51,9 @@ def checked(what: str, n: object) -> int:
     Args:
         what: what the count is for, for the message.
         n: the count.
+
+    Returns:
+        n.
 
     Raises:
         ValueError: not an int, or below 1 (say so, and what the default would be).

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def run(*args):
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=600)
@@ -238,3 +240,23 @@ def test_sigterm_ends_check_and_the_children_it_started(tmp_path):
     time.sleep(0.5)
     alive = {k for k in kids if os.path.exists(f"/proc/{k}") and "Z" not in open(f"/proc/{k}/stat").read().split()[2]}
     assert not alive, f"children of check still running after SIGTERM: {alive}"
+
+
+def test_version_names_pyggml_and_ggml():
+    out = subprocess.run([sys.executable, "-m", "pyggml", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("pyggml ") and ", ggml " in out.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["info", "check", "compare", "coverage", "findings", "rpc-server", "gguf", "make-model", "quantize", "notebooks"],
+)
+def test_every_commands_help_has_a_description_examples_and_exit_codes(command):
+    out = subprocess.run(
+        [sys.executable, "-m", "pyggml", command, "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0
+    usage, _, rest = out.stdout.partition("\n\n")
+    assert rest.split("\n\n")[0].strip(), "no description"
+    assert f"examples:\n  python -m pyggml {command}" in out.stdout and "exit status: 0 " in out.stdout, out.stdout
+    assert "2 bad input" in out.stdout

@@ -56,6 +56,8 @@ MODULES = {
     "pyggml.llama": "llama.md",
     "pyggml.conversation": "conversation.md",
     "pyggml.drift": "drift.md",
+    "pyggml.node_reader": "node_reader.md",
+    "pyggml.threads": "threads.md",
     "pyggml.types": "types.md",
     "pyggml.errors": "errors.md",
     "pyggml.lifetime": "lifetime.md",

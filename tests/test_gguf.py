@@ -545,7 +545,14 @@ def test_cli(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "pyggml", "gguf", str(tmp_path / "bad.gguf")], capture_output=True, text=True, timeout=60
     )
-    assert out.returncode == 1 and "cannot read this GGUF file" in out.stderr
+    assert out.returncode == 2 and "cannot read this GGUF file" in out.stderr
+    missing = subprocess.run(
+        [sys.executable, "-m", "pyggml", "gguf", str(tmp_path / "missing.gguf")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # bad input exits 2, as everywhere else (it exited 1)
+    assert missing.returncode == 2 and "missing.gguf" in missing.stderr and "Traceback" not in missing.stderr
 
 
 # --- bad arguments to save ---------------------------------------------------------------------------------

@@ -195,6 +195,10 @@ def apply_patches(
     """Apply the chosen patches of patch_dir in order; return a record per patch: applied, already in the
     source, not chosen, or skipped with the reason (a patch that does not apply, unless choice.strict)."""
     choice = choice or PatchChoice("all", user_tree=False)
+    if shutil.which("patch") is None:
+        raise SystemExit(
+            "pyggml: GNU patch not found (it applies the patches to ggml): on Debian or Ubuntu: sudo apt-get install patch"
+        )
     record = []
     for patch in sorted(patch_dir.glob("*.patch")):
         if patch.name in skip or not choice.wants(patch):

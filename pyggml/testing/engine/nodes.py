@@ -580,9 +580,25 @@ class NodeChecker(NodeReader):
         self._pending: tuple[opdb.OpSpec, Capture] | None = None
 
     def on_done(self, t: Tensor) -> bool:
+        """Judge the node against its oracle, from the sources `on_ask` captured.
+
+        Args:
+            t: the node, computed.
+
+        Returns:
+            True: the compute goes on.
+        """
         return self._judge(t)
 
     def on_ask(self, t: Tensor) -> bool:
+        """Capture the node's sources as it reads them, for its verdict.
+
+        Args:
+            t: the node.
+
+        Returns:
+            True for a node that computes something (views compute nothing).
+        """
         index, self._index = self._index, self._index + 1
         k = kind(t)
         if k in VIEW_KINDS:
