@@ -690,8 +690,9 @@ class Context(Closable):
         with logged_warnings() as lines, kept_while(watch):  # a NodeReader reads the graph computed whole
             rc = lib.llama_decode(self.ptr, batch[0])
         del keep, token_arr, pos_arr, n_seq_arr, seq_arr, out_arr
-        if hasattr(watch, "after_decode"):  # a C callback's log, read once per decode
-            watch.after_decode()
+        after_decode = getattr(watch, "after_decode", None)
+        if after_decode is not None:  # a C callback's log, read once per decode
+            after_decode()
         if self._observer is not None and self._observer.error is not None:  # llama.cpp stopped at that node
             self._outputs = []
             self._observer.raise_pending()

@@ -198,7 +198,7 @@ def test_nodes_read_from_the_graph_computed_whole_are_those_computed_one_at_a_ti
     script = llama.Script.from_tokens(
         [3, 7, 11, 5, 9], generate=2, sequences=2, speculative=2 if arch == "qwen35" else 0
     )
-    runs = []
+    runs: list[tuple[Any, Any]] = []
     for budget, rec in ((node_reader.KEPT_BYTES, _Kept()), (0, _Kept()), (node_reader.KEPT_BYTES, drift.Recorder())):
         monkeypatch.setattr(node_reader, "KEPT_BYTES", budget)
         model = _cpu(models[arch])
