@@ -1,6 +1,7 @@
 /* pyggml_copy_nodes: see node_copies.h. Appended to the cffi module's source by tools/gen_ffi.py, after ggml.h
  * and ggml-backend.h. */
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,6 +162,24 @@ uint8_t * pyggml_node_copies_take(struct pyggml_node_copies * log) {
 
 void pyggml_node_copies_release(uint8_t * data) {
     free(data);
+}
+
+int pyggml_compare_f32(const float * a, const float * b, size_t n, double * out) {
+    double aa = 0, dd = 0, bb = 0, worst = 0;
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) {
+        const double x = a[i], y = b[i], d = y - x;
+        finite &= (x - x == 0) & (y - y == 0); /* inf - inf and nan - nan are nan */
+        aa += x * x;
+        dd += d * d;
+        bb += y * y;
+        worst = fabs(d) > worst ? fabs(d) : worst;
+    }
+    out[0] = aa;
+    out[1] = dd;
+    out[2] = bb;
+    out[3] = worst;
+    return finite;
 }
 
 void pyggml_node_copies_free(struct pyggml_node_copies * log) {

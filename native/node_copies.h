@@ -44,4 +44,9 @@ void pyggml_node_copies_clear(struct pyggml_node_copies * log);
  * the same capacity, so the next decode's copies need no growing */
 uint8_t * pyggml_node_copies_take(struct pyggml_node_copies * log);
 void pyggml_node_copies_release(uint8_t * data);
+
+/* the sums a comparison of two float32 arrays reports (pyggml.drift.compare_values), in one pass, float64:
+ * out[0] = sum a^2, out[1] = sum (b - a)^2, out[2] = sum b^2, out[3] = max |b - a|; returns 0 when a value of
+ * either is not finite (the caller takes its slower path, which says where) */
+int pyggml_compare_f32(const float * a, const float * b, size_t n, double * out);
 void pyggml_node_copies_free(struct pyggml_node_copies * log);

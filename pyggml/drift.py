@@ -61,10 +61,10 @@ def base_name(name: str) -> str:
 def compare_values(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     """NMSE of b against a, the largest |b - a|, and the cosine of the two.
 
-    Every node of every step goes through here, so the sums are float32 dot products (BLAS): they err by about
-    1e-6 relative, far below what the figures tell apart. The difference b - a is exact for close values, and the
-    cosine is computed from it (1 - (|b - a|^2 - (|a| - |b|)^2) / (2 |a| |b|)), not from a · b, so two runs a few
-    ulps apart still read a cosine of 1 - 1e-12, not a float32 rounding of 1.
+    Every node of every step goes through here: the sums are taken in one pass, in float64, by C
+    (`pyggml_compare_f32`, native/node_copies.c), or by NumPy where the module lacks it. The cosine is computed
+    from the difference (1 - (|b - a|^2 - (|a| - |b|)^2) / (2 |a| |b|)), not from a · b, so two runs a few ulps
+    apart read a cosine of 1 - 1e-12, not a rounding of 1.
     A non-finite value in one but not at the same place with the same value in the other makes the NMSE and the
     largest difference infinite. Two all-zero arrays: 0, 0, 1.
 
@@ -79,22 +79,40 @@ def compare_values(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     b32 = np.ascontiguousarray(b, dtype=np.float32).ravel()
     if a32.size == 0:
         return 0.0, 0.0, 1.0
-    if not (np.isfinite(a32).all() and np.isfinite(b32).all()):
+    sums = _sums(a32, b32)
+    if sums is None:  # a value that is not finite
         fa, fb = np.isfinite(a32), np.isfinite(b32)
         if not np.array_equal(fa, fb) or not np.array_equal(a32[~fa], b32[~fb]):
             return math.inf, math.inf, math.nan
-        a32, b32 = a32[fa], b32[fb]
+        a32, b32 = np.ascontiguousarray(a32[fa]), np.ascontiguousarray(b32[fb])
         if a32.size == 0:
             return 0.0, 0.0, 1.0
-    diff = b32 - a32
-    ref, err, nb2 = float(np.dot(a32, a32)), float(np.dot(diff, diff)), float(np.dot(b32, b32))
+        sums = _sums(a32, b32)
+        assert sums is not None
+    ref, err, nb2, worst = sums
     nmse = err / ref if ref > 0 else (0.0 if err == 0 else math.inf)
     if ref > 0 and nb2 > 0:
         na, nb = math.sqrt(ref), math.sqrt(nb2)
         cos = 1.0 - (err - (na - nb) ** 2) / (2 * na * nb)
     else:
         cos = 1.0 if ref == nb2 else 0.0
-    return nmse, float(np.max(np.abs(diff))), max(-1.0, min(cos, 1.0))
+    return nmse, worst, max(-1.0, min(cos, 1.0))
+
+
+def _sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float] | None:
+    """(sum a^2, sum (b - a)^2, sum b^2, max |b - a|) of two contiguous float32 vectors, or None when a value is
+    not finite."""
+    if hasattr(lib, "pyggml_compare_f32"):
+        out = ffi.new("double[4]")
+        pa, pb = ffi.from_buffer("float[]", a), ffi.from_buffer("float[]", b)
+        if not lib.pyggml_compare_f32(pa, pb, a.size, out):
+            return None
+        return out[0], out[1], out[2], out[3]
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return None
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    d = b64 - a64
+    return float(a64 @ a64), float(d @ d), float(b64 @ b64), float(np.abs(d).max())
 
 
 @dataclass
@@ -219,10 +237,13 @@ class Recorder(NodeReader):
             if log.out_of_memory:
                 raise MemoryError(f"Recorder: {log.n_data} bytes of node copies and no memory for the next")
             data = None
-            if log.n_data:  # the bytes become a NumPy array's, not copied (a prefill's nodes: 100 MB and more)
+            if log.n_data and self.against is None:
+                # the values are kept: the bytes become a NumPy array's, not copied (a prefill: 100 MB and more)
                 size = log.n_data
                 taken = ffi.gc(lib.pyggml_node_copies_take(log), lib.pyggml_node_copies_release)
                 data = np.frombuffer(ffi.buffer(taken, size), dtype=np.uint8)
+            elif log.n_data:  # only the figures are kept: the log's memory is read in place and written again next
+                data = np.frombuffer(ffi.buffer(log.data, log.n_data), dtype=np.uint8)
             for i in range(log.n_nodes):
                 c = log.nodes[i]
                 srcs = [(c.src[j], c.src_of_view[j]) for j in range(len(c.src))]
@@ -356,6 +377,9 @@ def extents_shape(ne: Any) -> tuple[int, ...]:
     return tuple(int(ne[i]) for i in reversed(range(n)))
 
 
+_F32 = int(lib.GGML_TYPE_F32)
+
+
 def copied_values(c: Any, data: np.ndarray) -> tuple[np.ndarray | None, tuple[int, ...], str]:
     """A node's values from its entry in the C copier's log (native/node_copies.h): (values or None, shape, error).
 
@@ -367,9 +391,11 @@ def copied_values(c: Any, data: np.ndarray) -> tuple[np.ndarray | None, tuple[in
     shape = (ne[1], ne[0]) if c.rows_only else extents_shape(ne)
     if c.unread:
         return None, shape, "not read back: no memory, or a row index outside the destination"
-    t = types.Type(int(c.type))
     raw = data[c.offset : c.offset + c.nbytes]
     nb = [int(c.nb[i]) for i in range(4)]
+    if c.type == _F32 and nb[0] == 4 and nb[1] == 4 * ne[0] and nb[2] == nb[1] * ne[1] and nb[3] == nb[2] * ne[2]:
+        return raw.view(np.float32).reshape(shape), shape, ""  # most nodes: no copy
+    t = types.Type(int(c.type))
     dense = [types.type_size(t), types.row_size(t, ne[0])]
     dense += [dense[1] * ne[1], dense[1] * ne[1] * ne[2]]
     if all(nb[i] == dense[i] or ne[i] == 1 for i in range(4)):
