@@ -44,6 +44,19 @@ static void pyggml_read(const struct ggml_tensor * t, void * dst, size_t offset,
     }
 }
 
+/* the rows of t its op writes: all of them, but a GATED_DELTA_NET of fewer tokens than its K snapshot slots
+ * writes its attention rows and the first n_tokens slots only (ggml-cpu: "older slots are caller-owned") */
+static int64_t pyggml_written_rows(const struct ggml_tensor * t) {
+    const struct ggml_tensor * v = t->src[2];
+    if (t->op != GGML_OP_GATED_DELTA_NET || v == NULL || !ggml_is_contiguous(t) || t->ne[2] * t->ne[3] != 1) {
+        return t->ne[1];
+    }
+    const int64_t K = ((const int32_t *) t->op_params)[0];
+    const int64_t slots = v->ne[2] < K ? v->ne[2] : K;
+    const int64_t rows = v->ne[2] * v->ne[3] + slots * v->ne[0] * v->ne[3];
+    return rows < t->ne[1] ? rows : t->ne[1];
+}
+
 static void pyggml_copy_one(struct pyggml_node_copies * log, const struct ggml_tensor * t) {
     if (pyggml_is_view_op(t) || log->out_of_memory) {
         return;
@@ -103,7 +116,13 @@ static void pyggml_copy_one(struct pyggml_node_copies * log, const struct ggml_t
         c->nb[1] = width;
         c->nbytes = n * width;
     } else {
-        const size_t size = ggml_nbytes(t);
+        size_t size = ggml_nbytes(t);
+        const int64_t rows = pyggml_written_rows(t);
+        if (rows < t->ne[1]) { /* the rows after are the caller's: as the memory was (pyggml.drift.written_rows) */
+            c->ne[1] = rows;
+            c->nb[2] = c->nb[3] = rows * t->nb[1];
+            size = rows * t->nb[1];
+        }
         if (!pyggml_grow((void **) &log->data, &log->cap_data, log->n_data + size, 1)) {
             log->out_of_memory = 1;
             return;

@@ -406,6 +406,26 @@ def copied_values(c: Any, data: np.ndarray) -> tuple[np.ndarray | None, tuple[in
     return np.asarray(full, dtype=np.float32).reshape(shape), shape, ""
 
 
+def written_rows(p: Any) -> int:
+    """The rows (ggml dim 1) of node p its op writes: all of them, but a GATED_DELTA_NET of fewer tokens than its
+    K snapshot slots writes its attention rows and its first n_tokens slots only; the rest is the caller's
+    (ggml-cpu: "older slots are caller-owned") and holds whatever the memory held, which differs from one run to
+    another for no fault of either: a comparison reads the written rows (native/node_copies.c does the same).
+
+    Args:
+        p: the node's C pointer.
+
+    Returns:
+        The count of rows, from the first.
+    """
+    v = p.src[2]
+    if p.op != lib.GGML_OP_GATED_DELTA_NET or v == ffi.NULL or not lib.ggml_is_contiguous(p) or p.ne[2] * p.ne[3] != 1:
+        return int(p.ne[1])
+    k = int(np.frombuffer(ffi.buffer(p.op_params, 4), dtype=np.int32)[0])
+    rows = int(v.ne[2] * v.ne[3] + min(int(v.ne[2]), k) * v.ne[0] * v.ne[3])
+    return min(rows, int(p.ne[1]))
+
+
 def node_values(t: Tensor) -> np.ndarray:
     """A node's values as a Recorder keeps them, float32: all of them, but for a SET_ROWS into a 2-D destination
     with one list of indices (a KV cache layer), the rows it wrote, in the order of its indices. The rest of
@@ -419,6 +439,9 @@ def node_values(t: Tensor) -> np.ndarray:
         ValueError, TypeError: the node cannot be read back (`Tensor.numpy`).
     """
     p = t.ptr
+    rows = written_rows(p)
+    if rows < p.ne[1]:
+        return np.asarray(t.numpy(), dtype=np.float32).reshape(-1, int(p.ne[0]))[:rows]
     idx = p.src[1] if p.op == lib.GGML_OP_SET_ROWS else ffi.NULL
     if idx == ffi.NULL or p.ne[2] * p.ne[3] != 1 or idx.ne[1] * idx.ne[2] * idx.ne[3] != 1:
         return np.asarray(t.numpy(), dtype=np.float32).reshape(extents_shape(p.ne))

@@ -197,20 +197,32 @@ def save_divergent(path: str, backend: str, script: Any, fd: Any, directory: str
     """Decode B's conversation again and keep the inputs of node `fd` (its step, name and occurrence) as a
     reproducer (pyggml.testing.engine.repro), judged against its op's oracle. {"path", "verdict"}, or {"why"}."""
     from pyggml import llama
+    from pyggml.node_reader import NodeReader
     from pyggml.testing.engine import repro
     from pyggml.testing.engine.nodes import NodeChecker, file_weights
 
     checker = NodeChecker(keep=lambda v: True, weights=file_weights(path))
     state: dict[str, Any] = {"step": "", "seen": 0}
 
-    def one_node(t: Any, ask: bool) -> bool:
-        if ask:
-            if state["step"] != fd.step or t.name != fd.name:
-                return False
-            state["seen"] += 1
-            if state["seen"] != fd.occurrence + 1:
-                return False
-        return checker(t, ask)
+    class OneNode(NodeReader):
+        """The checker, told of node fd alone; every other node is computed on its own (one ggml did not keep is
+        asked for all the same), so that fd's sources hold what it reads when it is asked."""
+
+        def on_ask(self, t: Any) -> bool:
+            if state["step"] == fd.step and t.name == fd.name:
+                state["seen"] += 1
+                if state["seen"] == fd.occurrence + 1:
+                    state["target"] = t.ptr
+                    return checker.on_ask(t)
+            return True
+
+        def on_done(self, t: Any) -> bool:
+            if state.get("target") == t.ptr:
+                state["target"] = None
+                return checker.on_done(t)
+            return True
+
+    one_node = OneNode()
 
     def on_step(label: str) -> None:
         state["step"], state["seen"] = label, 0
