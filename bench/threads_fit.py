@@ -76,7 +76,9 @@ def main() -> None:
     split = {n: best(PROGRAM, args.repeats, args.model, str(args.tokens), "split", str(n)) for n in (0, 1, cores)}
     only = "delta_net/f32/K1/n1/kv2"  # one case, every step of the suite's checks included
     delta = {b: best(CASES, args.repeats, b, only)["seconds"] for b in ("cpu", "meta:cpu,cpu")}
-    print(f"{args.model}, {args.tokens} tokens, {cores} cores, {datetime.date.today().isoformat()}, {args.label or 'this build'}")
+    print(
+        f"{args.model}, {args.tokens} tokens, {cores} cores, {datetime.date.today().isoformat()}, {args.label or 'this build'}"
+    )
     print(f"check --only {only}: cpu {delta['cpu']:.2f} s, meta:cpu,cpu {delta['meta:cpu,cpu']:.2f} s (whole command)")
     print("| threads | batch s | step s | split batch s |")
     print("|---|---|---|---|")

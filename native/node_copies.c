@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(GGML_MAX_NAME == 64, "node_copies.h: name[64] is GGML_MAX_NAME");
-_Static_assert(GGML_MAX_SRC == 10, "node_copies.h: src[10] is GGML_MAX_SRC");
+#define PYGGML_COPY_SRC (GGML_MAX_SRC < 10 ? GGML_MAX_SRC : 10)
+#define PYGGML_COPY_NAME (GGML_MAX_NAME < 64 ? GGML_MAX_NAME : 64)
 
 static int pyggml_is_view_op(const struct ggml_tensor * t) {
     return t->op == GGML_OP_VIEW || t->op == GGML_OP_RESHAPE || t->op == GGML_OP_PERMUTE ||
@@ -46,9 +46,9 @@ static void pyggml_read(const struct ggml_tensor * t, void * dst, size_t offset,
 
 /* the rows of t its op writes: all of them, but a GATED_DELTA_NET of fewer tokens than its K snapshot slots
  * writes its attention rows and the first n_tokens slots only (ggml-cpu: "older slots are caller-owned") */
-static int64_t pyggml_written_rows(const struct ggml_tensor * t) {
+static int64_t pyggml_written_rows(const struct pyggml_node_copies * log, const struct ggml_tensor * t) {
     const struct ggml_tensor * v = t->src[2];
-    if (t->op != GGML_OP_GATED_DELTA_NET || v == NULL || !ggml_is_contiguous(t) || t->ne[2] * t->ne[3] != 1) {
+    if ((int32_t) t->op != log->op_gated_delta_net || v == NULL || !ggml_is_contiguous(t) || t->ne[2] * t->ne[3] != 1) {
         return t->ne[1];
     }
     const int64_t K = ((const int32_t *) t->op_params)[0];
@@ -68,11 +68,12 @@ static void pyggml_copy_one(struct pyggml_node_copies * log, const struct ggml_t
     struct pyggml_node_copy * c = &log->nodes[log->n_nodes];
     memset(c, 0, sizeof(*c));
     c->node = t;
-    for (int i = 0; i < GGML_MAX_SRC; i++) {
+    for (int i = 0; i < PYGGML_COPY_SRC; i++) {
         c->src[i] = t->src[i];
         c->src_of_view[i] = t->src[i] != NULL ? t->src[i]->view_src : NULL;
     }
-    memcpy(c->name, t->name, sizeof(c->name));
+    memcpy(c->name, t->name, PYGGML_COPY_NAME);
+    c->name[sizeof(c->name) - 1] = 0;
     c->kind = ggml_op_desc(t);
     c->op = t->op;
     c->type = t->type;
@@ -87,7 +88,7 @@ static void pyggml_copy_one(struct pyggml_node_copies * log, const struct ggml_t
         return;
     }
     const struct ggml_tensor * idx = t->src[1];
-    const int rows_only = t->op == GGML_OP_SET_ROWS && idx != NULL && t->ne[2] * t->ne[3] == 1 &&
+    const int rows_only = (int32_t) t->op == log->op_set_rows && idx != NULL && t->ne[2] * t->ne[3] == 1 &&
                           idx->ne[1] * idx->ne[2] * idx->ne[3] == 1 && idx->data != NULL &&
                           (idx->type == GGML_TYPE_I64 || idx->type == GGML_TYPE_I32) && ggml_is_contiguous(idx);
     if (rows_only) {
@@ -117,7 +118,7 @@ static void pyggml_copy_one(struct pyggml_node_copies * log, const struct ggml_t
         c->nbytes = n * width;
     } else {
         size_t size = ggml_nbytes(t);
-        const int64_t rows = pyggml_written_rows(t);
+        const int64_t rows = pyggml_written_rows(log, t);
         if (rows < t->ne[1]) { /* the rows after are the caller's: as the memory was (pyggml.drift.written_rows) */
             c->ne[1] = rows;
             c->nb[2] = c->nb[3] = rows * t->nb[1];

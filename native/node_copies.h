@@ -7,8 +7,8 @@
  * the next write into shared memory and at the end of each split; others are asked for one at a time) and appends
  * each node's bytes and layout to a log that Python reads once per decode (native/node_copies.c).
  *
- * This header is read by tools/gen_ffi.py for the cffi declarations: plain C, no ggml macro (64 is GGML_MAX_NAME,
- * 10 GGML_MAX_SRC: node_copies.c checks both).
+ * This header is read by tools/gen_ffi.py for the cffi declarations: plain C, no ggml macro or enum member (64 is
+ * the most of GGML_MAX_NAME it keeps, 10 of GGML_MAX_SRC), so that it builds against any ggml tree.
  */
 
 struct pyggml_node_copy {
@@ -35,6 +35,8 @@ struct pyggml_node_copies {
     struct ggml_tensor ** later;        /* kept nodes not copied yet */
     size_t n_later, cap_later;
     int32_t kept_flag;                  /* GGML_TENSOR_FLAG_OBSERVED, 0 on a ggml without patch 0034 */
+    int32_t op_set_rows;                /* GGML_OP_SET_ROWS and GGML_OP_GATED_DELTA_NET, from Python: -1 on a */
+    int32_t op_gated_delta_net;         /* ggml that has no such op (this file builds against any tree) */
     int32_t out_of_memory;              /* set when a copy did not fit: the log stops growing */
 };
 

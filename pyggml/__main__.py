@@ -12,6 +12,8 @@ import importlib
 import json
 import logging
 import os
+import re
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -190,6 +192,59 @@ def info(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Progress(logging.Handler):
+    """On a terminal, one line on stderr saying what a long command does now: its stage, and the tensor
+    llama.cpp's quantizer is at (`[ 12/ 310] blk.1.attn_q.weight`, from its log); nothing elsewhere (a pipe, a
+    file, a test), where the command prints its one line of result only."""
+
+    TENSOR = re.compile(r"^\[\s*(\d+)/\s*(\d+)\]\s+(\S+)")
+
+    def __init__(self, command: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.command = command
+        self.on = sys.stderr.isatty()
+        self.width = 0
+        self.shown = logging.WARNING
+        self.saved: tuple[int, bool] = (logging.NOTSET, True)
+
+    def stage(self, text: str) -> None:
+        """Say what the command does now."""
+        if self.on:
+            line = f"{self.command}: {text}"[: shutil.get_terminal_size().columns - 1]
+            sys.stderr.write("\r" + line.ljust(self.width))
+            sys.stderr.flush()
+            self.width = len(line)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= self.shown:  # a warning goes where it always went, below the line
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            self.width = 0
+            logging.getLogger().handle(record)
+            return
+        m = self.TENSOR.match(record.getMessage())
+        if m:
+            self.stage(f"quantizing tensor {m.group(1)} of {m.group(2)}: {m.group(3)}")
+
+    def __enter__(self) -> _Progress:
+        if self.on:  # ggml's INFO lines (the quantizer's) come here, and only what was shown before goes on
+            log = logging.getLogger("pyggml.ggml")
+            self.shown = log.getEffectiveLevel()
+            self.saved = log.level, log.propagate
+            log.setLevel(min(self.shown, logging.INFO))
+            log.propagate = False
+            log.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.on:
+            log = logging.getLogger("pyggml.ggml")
+            log.removeHandler(self)
+            log.level, log.propagate = self.saved
+            if self.width:
+                sys.stderr.write("\r" + " " * self.width + "\r")
+                sys.stderr.flush()
+
+
 def make_model_main(args: argparse.Namespace) -> int:
     """`make-model ARCH FILE [--type TYPE]` writes the file (F32, or quantized by llama.cpp's quantizer) and prints
     what it holds; `make-model --list` prints the architectures, one per line. pyggml's own tables make their
@@ -234,13 +289,20 @@ def make_model_main(args: argparse.Namespace) -> int:
                 )
             from pyggml.models import imatrix
 
-            with tempfile.TemporaryDirectory() as tmp:
+            with tempfile.TemporaryDirectory() as tmp, _Progress("make-model") as progress:
                 f32 = os.path.join(tmp, "f32.gguf")
+                progress.stage(f"writing {args.arch}'s F32 weights")
                 write(f32)
-                importance = imatrix.compute(f32) if args.type.lower() in imatrix.NEEDED_BY else None
+                importance = None
+                if args.type.lower() in imatrix.NEEDED_BY:
+                    progress.stage("computing the importance matrix (llama.cpp decodes the model)")
+                    importance = imatrix.compute(f32)
+                progress.stage(f"quantizing to {args.type.lower()}")
                 llama.quantize(f32, args.file, args.type, imatrix=importance)
         else:
-            write(args.file)
+            with _Progress("make-model") as progress:
+                progress.stage(f"writing {args.arch}'s weights")
+                write(args.file)
         from pyggml import gguf
 
         info = gguf.read_info(args.file)
@@ -265,10 +327,13 @@ def quantize_main(args: argparse.Namespace) -> int:
     from pyggml.models import imatrix
 
     try:
-        importance = None
-        if args.imatrix or (args.imatrix is None and args.type.lower() in imatrix.NEEDED_BY):
-            importance = imatrix.compute(args.src, n_tokens=args.imatrix_tokens)
-        llama.quantize(args.src, args.dst, args.type, n_threads=args.threads, imatrix=importance)
+        with _Progress("quantize") as progress:
+            importance = None
+            if args.imatrix or (args.imatrix is None and args.type.lower() in imatrix.NEEDED_BY):
+                progress.stage("computing the importance matrix (llama.cpp decodes the model)")
+                importance = imatrix.compute(args.src, n_tokens=args.imatrix_tokens)
+            progress.stage(f"quantizing to {args.type.lower()}")
+            llama.quantize(args.src, args.dst, args.type, n_threads=args.threads, imatrix=importance)
     except (ValueError, OSError, GGMLError) as e:  # LlamaError, and GGUFError from the importance matrix's read
         print(f"quantize: {e}", file=sys.stderr)
         return 2

@@ -207,6 +207,7 @@ class Recorder(NodeReader):
         if self.native:
             self._log = ffi.new("struct pyggml_node_copies *")
             self._log.kept_flag = KEPT
+            self._log.op_set_rows, self._log.op_gated_delta_net = _SET_ROWS, _GATED_DELTA_NET
             weakref.finalize(self, lib.pyggml_node_copies_free, self._log)
         # an observer of its own, not a NodeReader, must see each node as ggml asks
         self.reads_later = then is None or isinstance(then, NodeReader)
@@ -378,6 +379,9 @@ def extents_shape(ne: Any) -> tuple[int, ...]:
 
 
 _F32 = int(lib.GGML_TYPE_F32)
+# ops a Recorder reads in part, -1 on a ggml tree without them
+_SET_ROWS = int(getattr(lib, "GGML_OP_SET_ROWS", -1))
+_GATED_DELTA_NET = int(getattr(lib, "GGML_OP_GATED_DELTA_NET", -1))
 
 
 def copied_values(c: Any, data: np.ndarray) -> tuple[np.ndarray | None, tuple[int, ...], str]:
@@ -419,7 +423,7 @@ def written_rows(p: Any) -> int:
         The count of rows, from the first.
     """
     v = p.src[2]
-    if p.op != lib.GGML_OP_GATED_DELTA_NET or v == ffi.NULL or not lib.ggml_is_contiguous(p) or p.ne[2] * p.ne[3] != 1:
+    if p.op != _GATED_DELTA_NET or v == ffi.NULL or not lib.ggml_is_contiguous(p) or p.ne[2] * p.ne[3] != 1:
         return int(p.ne[1])
     k = int(np.frombuffer(ffi.buffer(p.op_params, 4), dtype=np.int32)[0])
     rows = int(v.ne[2] * v.ne[3] + min(int(v.ne[2]), k) * v.ne[0] * v.ne[3])
@@ -439,10 +443,10 @@ def node_values(t: Tensor) -> np.ndarray:
         ValueError, TypeError: the node cannot be read back (`Tensor.numpy`).
     """
     p = t.ptr
-    rows = written_rows(p)
-    if rows < p.ne[1]:
-        return np.asarray(t.numpy(), dtype=np.float32).reshape(-1, int(p.ne[0]))[:rows]
-    idx = p.src[1] if p.op == lib.GGML_OP_SET_ROWS else ffi.NULL
+    written = written_rows(p)
+    if written < p.ne[1]:
+        return np.asarray(t.numpy(), dtype=np.float32).reshape(-1, int(p.ne[0]))[:written]
+    idx = p.src[1] if p.op == _SET_ROWS else ffi.NULL
     if idx == ffi.NULL or p.ne[2] * p.ne[3] != 1 or idx.ne[1] * idx.ne[2] * idx.ne[3] != 1:
         return np.asarray(t.numpy(), dtype=np.float32).reshape(extents_shape(p.ne))
     rows = np.asarray(Tensor(idx, None).numpy(), dtype=np.int64).ravel()
