@@ -16,7 +16,7 @@ import re
 import shutil
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -131,44 +131,7 @@ def info(args: argparse.Namespace) -> int:
     g = data["ggml"]
     print(f"ggml {g['version']} (build commit {g['commit'] or 'unknown'})")
     tree = g["tree"]
-    if tree and tree["tree"] == "user":
-        print(f"tree: the user's: ggml from {tree['ggml_source']}, llama.cpp from {tree['llama_source'] or '(none)'}")
-        print(f"patches ({tree['patch_choice']}{', strict' if tree['strict'] else ''}):")
-        for p in tree["patches"]:
-            if p["state"] != "not chosen":
-                print(f"  {p['name']}: {p['state']}{': ' + p['reason'] if p.get('reason') else ''}")
-        if all(p["state"] == "not chosen" for p in tree["patches"]):
-            print("  none applied")
-        a = adaptations()
-        print(
-            f"adapted to this tree: {len(a['missing'])} of the pin's functions missing, {len(a['changed'])} with "
-            f"another C type ({', '.join(a['changed']) or 'none'}), {len(a['absent'])} enum members absent: their "
-            "wrappers raise Unsupported saying so"
-        )
-    elif g["pin"]:
-        pin = g["pin"]
-        print(
-            f"pin: {pin.get('package')}=={pin.get('version')}, sdist sha256 {pin.get('sha256')} "
-            f"(from the {g['pin_from']})"
-        )
-    else:
-        print("pin: not recorded in this build (see vendor/ggml/pin.toml in pyggml's source)")
-    if tree and tree["tree"] == "user":
-        pass
-    elif g["patches"] is not None:
-        from pyggml.testing.engine.session import _wrap
-
-        names = [p.removesuffix(".patch") for p in g["patches"]]
-        # ggml's series, then llama.cpp's: each numbered from 0001
-        cut = next((i for i in range(1, len(names)) if names[i][:4] <= names[i - 1][:4]), len(names))
-        print(
-            f"patches: {len(names)}, applied at build ({'recorded by the build' if tree else 'read from the source tree'}):"
-        )
-        print(f"  ggml's (vendor/ggml/patches), {cut}:\n{_wrap(names[:cut], indent='    ')}")
-        if names[cut:]:
-            print(f"  llama.cpp's (vendor/llama/patches), {len(names) - cut}:\n{_wrap(names[cut:], indent='    ')}")
-    else:
-        print("patches: not recorded in this build")
+    _print_tree_and_patches(g, tree)
     print("ggml-cpu built with:", " ".join(f.upper() for f in g["cpu_features"]) or "none of the SIMD extensions")
     from pyggml.threads import cores
 
@@ -245,13 +208,79 @@ class _Progress(logging.Handler):
                 sys.stderr.flush()
 
 
+def _print_tree_and_patches(g: dict, tree: dict | None) -> None:
+    """`info`'s lines on the tree built (the pin or the user's) and the patches applied."""
+    from pyggml._native import adaptations
+
+    if tree and tree["tree"] == "user":
+        print(f"tree: the user's: ggml from {tree['ggml_source']}, llama.cpp from {tree['llama_source'] or '(none)'}")
+        print(f"patches ({tree['patch_choice']}{', strict' if tree['strict'] else ''}):")
+        for p in tree["patches"]:
+            if p["state"] != "not chosen":
+                print(f"  {p['name']}: {p['state']}{': ' + p['reason'] if p.get('reason') else ''}")
+        if all(p["state"] == "not chosen" for p in tree["patches"]):
+            print("  none applied")
+        a = adaptations()
+        print(
+            f"adapted to this tree: {len(a['missing'])} of the pin's functions missing, {len(a['changed'])} with "
+            f"another C type ({', '.join(a['changed']) or 'none'}), {len(a['absent'])} enum members absent: their "
+            "wrappers raise Unsupported saying so"
+        )
+    elif g["pin"]:
+        pin = g["pin"]
+        print(
+            f"pin: {pin.get('package')}=={pin.get('version')}, sdist sha256 {pin.get('sha256')} "
+            f"(from the {g['pin_from']})"
+        )
+    else:
+        print("pin: not recorded in this build (see vendor/ggml/pin.toml in pyggml's source)")
+    if tree and tree["tree"] == "user":
+        pass
+    elif g["patches"] is not None:
+        from pyggml.testing.engine.session import _wrap
+
+        names = [p.removesuffix(".patch") for p in g["patches"]]
+        # ggml's series, then llama.cpp's: each numbered from 0001
+        cut = next((i for i in range(1, len(names)) if names[i][:4] <= names[i - 1][:4]), len(names))
+        print(
+            f"patches: {len(names)}, applied at build ({'recorded by the build' if tree else 'read from the source tree'}):"
+        )
+        print(f"  ggml's (vendor/ggml/patches), {cut}:\n{_wrap(names[:cut], indent='    ')}")
+        if names[cut:]:
+            print(f"  llama.cpp's (vendor/llama/patches), {len(names) - cut}:\n{_wrap(names[cut:], indent='    ')}")
+    else:
+        print("patches: not recorded in this build")
+
+
+def _make_quantized(args: argparse.Namespace, write: Callable[[str], None]) -> None:
+    """make-model --type: the F32 file written to a temporary folder, then quantized by llama.cpp's quantizer (with
+    an importance matrix where the type needs one) into args.file."""
+    import tempfile
+
+    from pyggml import llama
+
+    if args.type.lower() not in llama.file_types():
+        raise ValueError(f"--type {args.type}: not a file type of this libllama ({', '.join(llama.file_types())})")
+    from pyggml.models import imatrix
+
+    with tempfile.TemporaryDirectory() as tmp, _Progress("make-model") as progress:
+        f32 = os.path.join(tmp, "f32.gguf")
+        progress.stage(f"writing {args.arch}'s F32 weights")
+        write(f32)
+        importance = None
+        if args.type.lower() in imatrix.NEEDED_BY:
+            progress.stage("computing the importance matrix (llama.cpp decodes the model)")
+            importance = imatrix.compute(f32)
+        progress.stage(f"quantizing to {args.type.lower()}")
+        llama.quantize(f32, args.file, args.type, imatrix=importance)
+
+
 def make_model_main(args: argparse.Namespace) -> int:
     """`make-model ARCH FILE [--type TYPE]` writes the file (F32, or quantized by llama.cpp's quantizer) and prints
     what it holds; `make-model --list` prints the architectures, one per line. pyggml's own tables make their
     architectures (`--layers` works there); llama.cpp's generator (`pyggml.models.llama_archs`) makes the rest,
     or any of its own with `--generator llama.cpp`. A bad argument or an unwritable file is an error message and
     exit status 2."""
-    import tempfile
 
     from pyggml.models import llama_archs
     from pyggml.models.make_model import architectures, make_model
@@ -281,24 +310,7 @@ def make_model_main(args: argparse.Namespace) -> int:
                 f"generator {len(llama_archs.names())} (python -m pyggml make-model --list)"
             )
         if args.type is not None and args.type.lower() != "f32":
-            from pyggml import llama
-
-            if args.type.lower() not in llama.file_types():
-                raise ValueError(
-                    f"--type {args.type}: not a file type of this libllama ({', '.join(llama.file_types())})"
-                )
-            from pyggml.models import imatrix
-
-            with tempfile.TemporaryDirectory() as tmp, _Progress("make-model") as progress:
-                f32 = os.path.join(tmp, "f32.gguf")
-                progress.stage(f"writing {args.arch}'s F32 weights")
-                write(f32)
-                importance = None
-                if args.type.lower() in imatrix.NEEDED_BY:
-                    progress.stage("computing the importance matrix (llama.cpp decodes the model)")
-                    importance = imatrix.compute(f32)
-                progress.stage(f"quantizing to {args.type.lower()}")
-                llama.quantize(f32, args.file, args.type, imatrix=importance)
+            _make_quantized(args, write)
         else:
             with _Progress("make-model") as progress:
                 progress.stage(f"writing {args.arch}'s weights")
@@ -421,11 +433,42 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def _main(argv: Sequence[str] | None = None) -> int:
+def _parser(
+    argv: Sequence[str] | None,
+) -> tuple[argparse.ArgumentParser, dict[str, tuple[ModuleType, argparse.ArgumentParser]]]:
+    """The command line: each command's parser (the fuzzers' options only for the fuzzer chosen), and the fuzzers'
+    modules and parsers by name."""
     parser = argparse.ArgumentParser(prog="pyggml", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="show ggml's log")
     parser.add_argument("--version", action=_Version, help="print pyggml's and ggml's versions and exit")
     sub = parser.add_subparsers(dest="command", required=True)
+    # the command's own modules only: `check` does not pay for importing the fuzzers and make_model
+    chosen = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
+    analysis = _analysis_commands(sub)
+    p_rpc = _file_and_server_commands(sub, chosen)
+    fuzzers = _fuzzer_commands(sub, chosen)
+    for sub_parser in analysis:
+        sub_parser.add_argument(
+            "--rpc",
+            metavar="HOST:PORT[,HOST:PORT...]",
+            help="add these RPC servers' devices first (rpc0, rpc1, ... in this order)",
+        )
+    for sub_parser in (*analysis, p_rpc):
+        sub_parser.add_argument(
+            "--vk-devices",
+            metavar="LIST",
+            default="0",
+            help="GGML_VK_VISIBLE_DEVICES when it is not set (default 0): ggml lists CPU-type "
+            "Vulkan devices such as lavapipe only when named; 0,0 shows device 0 twice",
+        )
+    return parser, fuzzers
+
+
+def _analysis_commands(sub: Any) -> tuple[argparse.ArgumentParser, ...]:
+    """info, check, compare, coverage and findings: the commands that use devices; their parsers."""
+    from pyggml.testing import check_options
+    from pyggml.testing import compare as compare_command
+
     p_info = _command(
         sub, "info", "ggml's version, pin, patches and CPU features; the built backends and their devices"
     )
@@ -439,164 +482,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         "tokens, sequences, a rolled-back draft) against the ops' oracles, and the logits against the CPU's; "
         "--mode grad checks gradients, --mode perf times the cases; --repro reruns saved nodes.",
     )
-    p_check.add_argument(
-        "--backend",
-        action="append",
-        metavar="NAME",
-        help="backend to run on (cpu, vulkan0, ...; repeatable; default: all available)",
-    )
-    p_check.add_argument(
-        "--only", metavar="PATTERN", help="cases whose name contains PATTERN (or matches it as a regex)"
-    )
-    p_check.add_argument(
-        "--json",
-        metavar="FILE",
-        help="write the records (case, backend, status, error, ...) here "
-        "(- : to stdout, the table then goes to stderr; `coverage --from FILE` reads it)",
-    )
-    p_check.add_argument(
-        "--junit",
-        metavar="FILE",
-        help="write JUnit XML here (a testsuite per backend, a testcase per case; - : to stdout)",
-    )
-    p_check.add_argument("--op", action="append", metavar="OP", help="cases of this op (repeatable)")
-    p_check.add_argument(
-        "--type",
-        action="append",
-        metavar="TYPE",
-        help="cases involving this ggml type (repeatable); with --arch: the models' file types (f32, q8_0, q4_k_m, ...)",
-    )
-    p_check.add_argument("--list", action="store_true", help="list the selected cases (name, op, types) and stop")
-    p_check.add_argument(
-        "-j",
-        "--jobs",
-        type=int,
-        default=None,
-        metavar="N",
-        help="run the cases in N worker processes (default: the cores this process may run on; a worker's "
-        "death is its case's error; 0: in this process). RPC devices run in this process",
-    )
-    p_check.add_argument(
-        "--slow",
-        action="store_true",
-        help="also run the cases lavapipe needs minutes to compile shaders for (see docs/findings.md)",
-    )
-    p_check.add_argument(
-        "--mode",
-        choices=("test", "grad", "perf"),
-        default="test",
-        help="test: outputs against the oracles; grad: gradients against finite differences; perf: each case's "
-        "graph timed on each backend (us/run, GFLOPS or GB/s, and the fraction of the backend's measured limits)",
-    )
-    p_check.add_argument(
-        "--perf-time",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="--mode perf: time each case on each backend for this long (default 1)",
-    )
-    p_check.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        metavar="N",
-        help="--mode perf: the CPU backend's threads (default: half the machine's cores, as test-backend-ops)",
-    )
-    p_check.add_argument(
-        "--model",
-        action="append",
-        metavar="FILE.gguf",
-        help="run llama.cpp's forward pass of this model on each --backend (cpu, vulkan0, rpc0, meta:vulkan0,vulkan1) "
-        "and check every node it computes against its oracle (make one: python -m pyggml make-model ARCH FILE); "
-        "repeatable",
-    )
-    p_check.add_argument(
-        "--arch",
-        action="append",
-        metavar="ARCH",
-        help="like --model, on the model `make-model ARCH` writes, once per --type (file types: f32, q8_0, "
-        "q4_k_m, ...; default f32); repeatable; `all`: every architecture of make-model --list",
-    )
-    p_check.add_argument(
-        "--tokens", type=int, default=8, metavar="N", help="--model: the tokens decoded in one batch (default 8)"
-    )
-    p_check.add_argument(
-        "--prompt",
-        metavar="TEXT",
-        help="--model: decode this text, tokenized by the model's own tokenizer (a model without one: --tokens "
-        "random ids, said so); every prompt token's logits are compared across backends",
-    )
-    p_check.add_argument("--prompt-file", metavar="FILE", help="--model: the prompt's text from a file")
-    p_check.add_argument(
-        "--generate",
-        type=int,
-        default=0,
-        metavar="N",
-        help="--model: after the prompt, N tokens decoded one at a time (greedy), every node of every step checked",
-    )
-    p_check.add_argument(
-        "--sequences",
-        type=int,
-        default=1,
-        metavar="S",
-        help="--model: S sequences (the prompt at S offsets) decoded together in one batch, then stepping together",
-    )
-    p_check.add_argument(
-        "--speculative",
-        type=int,
-        default=0,
-        metavar="K",
-        help="--model: after the generated tokens, a draft of K tokens decoded, the tokens the model rejects "
-        "rolled back from the memory (KV cache, recurrent state), one more step; its logits must equal a run's "
-        "that never drafted",
-    )
-    p_check.add_argument(
-        "--ctx-size",
-        type=int,
-        default=0,
-        metavar="N",
-        help="--model: the context's tokens (default: what the conversation needs)",
-    )
-    p_check.add_argument(
-        "--save-failures",
-        metavar="DIR",
-        help="--model: save the first failing nodes of each backend (up to 5) here as reproducers, "
-        "written only when a node fails (default: pyggml-failures)",
-    )
-    p_check.add_argument(
-        "--save-node",
-        action="append",
-        metavar="PATTERN",
-        help="--model: also save every node whose name or op kind matches (fnmatch: 'attn_norm-*', MUL_MAT; "
-        "repeatable), passing or not",
-    )
-    p_check.add_argument(
-        "--no-repack",
-        action="store_true",
-        help="--model: keep the CPU's weights out of its extra buffer types (CPU_REPACK, AMX), as llama.cpp's "
-        "--no-repack; by default llama.cpp puts Q4_0, Q4_K, IQ4 ... weights there, and the checker reads them "
-        "from the model file",
-    )
-    p_check.add_argument(
-        "--node-nmse",
-        type=float,
-        metavar="BOUND",
-        help="--model: judge every node of an inexact op within this NMSE instead of its op's bound "
-        "(exact ops stay bit-exact); a tiny one shows the nodes furthest from their oracle",
-    )
-    p_check.add_argument(
-        "--repro",
-        metavar="FILE_OR_DIR",
-        help="rerun saved nodes (a reproducer's .json, or a folder of them) on each --backend "
-        "(default: the backend each was saved from) against their oracle and saved bound",
-    )
-    p_check.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="no progress, no row per case: only the counts per backend and the failures",
-    )
-    from pyggml.testing import compare as compare_command
+    check_options.add_arguments(p_check)
 
     p_cmp = _command(
         sub,
@@ -634,6 +520,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="write each finding's cases for upstream instead: test-backend-ops --test-file lines and a script",
     )
     p_find.add_argument("-j", "--jobs", type=int, default=2, help="worker processes (default 2)")
+    return p_info, p_check, p_cmp, p_cov, p_find
+
+
+def _file_and_server_commands(sub: Any, chosen: str | None) -> argparse.ArgumentParser:
+    """rpc-server, gguf, make-model, quantize and notebooks; the RPC server's parser (it takes --vk-devices)."""
     p_rpc = _command(sub, "rpc-server", "serve one local device over ggml's RPC backend (TCP)")
     p_rpc.add_argument(
         "--host",
@@ -654,8 +545,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_gguf.add_argument("file", help="the GGUF file")
     p_gguf.add_argument("--json", action="store_true", help="print JSON (metadata values in full)")
     p_gguf.set_defaults(vk_devices="0")  # no device is used
-    # the command's own modules only: `check` does not pay for importing the fuzzers and make_model
-    chosen = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
+    _model_commands(sub, chosen)
+    return p_rpc
+
+
+def _model_commands(sub: Any, chosen: str | None) -> None:
+    """make-model, quantize and notebooks."""
 
     def architectures() -> list[str]:
         if chosen not in (None, "make-model"):
@@ -667,7 +562,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     p_mm = _command(
         sub,
         "make-model",
-        f"write a small random-weight GGUF model of a llama.cpp architecture ({', '.join(architectures())})",
+        f"write a small random-weight GGUF model of a llama.cpp architecture: pyggml's own "
+        f"({', '.join(architectures())}) or any of llama.cpp's generator's (make-model --list lists them all)",
     )
     p_mm.add_argument(
         "arch",
@@ -700,6 +596,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
         help="quantize it with llama.cpp's quantizer (q4_0, q4_k_m, q8_0, bf16, ...: `pyggml.llama.file_types()`); "
         "default f32",
     )
+    _quantize_and_notebook_commands(sub)
+
+
+def _quantize_and_notebook_commands(sub: Any) -> None:
+    """quantize and notebooks."""
     p_q = _command(
         sub, "quantize", "write a GGUF model in another file type with llama.cpp's own quantizer (llama-quantize)"
     )
@@ -722,6 +623,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
     )
     p_nb.add_argument("notebooks", nargs="+", type=Path)
     p_nb.add_argument("--refresh", action="store_true", help="store the fresh outputs in the notebooks")
+
+
+def _fuzzer_commands(sub: Any, chosen: str | None) -> dict[str, tuple[ModuleType, argparse.ArgumentParser]]:
+    """The fuzzers, listed; the chosen one's module and parser, its options read from the module."""
     fuzzers: dict[str, tuple[ModuleType, argparse.ArgumentParser]] = {}
     for name, (module_name, summary) in FUZZERS.items():
         if chosen != name:  # listed by `pyggml --help`; its options are read only when it is the command
@@ -733,20 +638,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
         )
         module.add_arguments(p_fuzz)
         fuzzers[name] = module, p_fuzz
-    for sub_parser in (p_info, p_check, p_cmp, p_cov, p_find):
-        sub_parser.add_argument(
-            "--rpc",
-            metavar="HOST:PORT[,HOST:PORT...]",
-            help="add these RPC servers' devices first (rpc0, rpc1, ... in this order)",
-        )
-    for sub_parser in (p_info, p_check, p_cmp, p_cov, p_find, p_rpc):
-        sub_parser.add_argument(
-            "--vk-devices",
-            metavar="LIST",
-            default="0",
-            help="GGML_VK_VISIBLE_DEVICES when it is not set (default 0): ggml lists CPU-type "
-            "Vulkan devices such as lavapipe only when named; 0,0 shows device 0 twice",
-        )
+    return fuzzers
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    parser, fuzzers = _parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
     if args.command == "notebooks":  # needs the [test] extra (nbclient); the tests' devices, set by notebooks.main
@@ -764,16 +660,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     enable_cpu_vulkan_devices(args.vk_devices)
     if args.command == "rpc-server":
-        from pyggml import rpc
-
-        if not 0 < args.port < 65536 or (args.threads is not None and args.threads < 1):
-            print("rpc-server: --port must be in 1..65535 and --threads at least 1", file=sys.stderr)
-            return 2
-        try:
-            return rpc.serve(args.host, args.port, args.device, args.threads, trust_clients=args.trust_clients)
-        except ValueError as e:
-            print(f"rpc-server: {e}", file=sys.stderr)
-            return 2
+        return rpc_server_main(args)
     if getattr(args, "rpc", None):
         from pyggml import rpc
 
@@ -789,6 +676,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.command == "info":
         return info(args)
     if args.command == "compare":
+        from pyggml.testing import compare as compare_command
+
         return compare_command.main(args)
     if args.command == "coverage":
         from pyggml.testing import coverage
@@ -806,6 +695,20 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     stop_on_sigterm()
     return check.main(args)
+
+
+def rpc_server_main(args: argparse.Namespace) -> int:
+    """`rpc-server`: serve a device until stopped; a bad port or thread count is exit status 2."""
+    from pyggml import rpc
+
+    if not 0 < args.port < 65536 or (args.threads is not None and args.threads < 1):
+        print("rpc-server: --port must be in 1..65535 and --threads at least 1", file=sys.stderr)
+        return 2
+    try:
+        return rpc.serve(args.host, args.port, args.device, args.threads, trust_clients=args.trust_clients)
+    except ValueError as e:
+        print(f"rpc-server: {e}", file=sys.stderr)
+        return 2
 
 
 def stop_on_sigterm() -> None:

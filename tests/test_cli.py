@@ -260,3 +260,15 @@ def test_every_commands_help_has_a_description_examples_and_exit_codes(command):
     assert rest.split("\n\n")[0].strip(), "no description"
     assert f"examples:\n  python -m pyggml {command}" in out.stdout and "exit status: 0 " in out.stdout, out.stdout
     assert "2 bad input" in out.stdout
+
+
+def test_no_function_of_the_command_line_module_is_over_60_lines():
+    # `_main` was one function of 386 lines: every command's options and its dispatch (check's in its own module)
+    import ast
+    from pathlib import Path
+
+    import pyggml.__main__ as cli
+
+    tree = ast.parse(Path(cli.__file__).read_text())
+    long = [(f.name, f.end_lineno - f.lineno + 1) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)]
+    assert max(n for _, n in long) <= 60, sorted(long, key=lambda x: -x[1])[:3]

@@ -107,6 +107,7 @@ INTERNAL = {
     # worker processes, JUnit, coverage, llama.cpp's forward pass checked, reproducers
     # the two packages the suite groups its engine and its fuzzers in (pyggml.testing's docstring)
     "pyggml.testing.engine",
+    "pyggml.testing.check_options",
     "pyggml.testing.fuzzers",
     "pyggml.testing.engine.opdb",
     "pyggml.testing.engine.opdb.attention",

@@ -1,0 +1,169 @@
+"""The options of `python -m pyggml check`, declared where the command is (without importing the suite, so
+that `pyggml --help` and the other commands start fast); `pyggml.testing.check` runs them."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Declare check's options on its parser.
+
+    Args:
+        p: the `check` subcommand's parser.
+    """
+    p.add_argument(
+        "--backend",
+        action="append",
+        metavar="NAME",
+        help="backend to run on (cpu, vulkan0, ...; repeatable; default: all available)",
+    )
+    p.add_argument("--only", metavar="PATTERN", help="cases whose name contains PATTERN (or matches it as a regex)")
+    p.add_argument(
+        "--json",
+        metavar="FILE",
+        help="write the records (case, backend, status, error, ...) here "
+        "(- : to stdout, the table then goes to stderr; `coverage --from FILE` reads it)",
+    )
+    p.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="write JUnit XML here (a testsuite per backend, a testcase per case; - : to stdout)",
+    )
+    p.add_argument("--op", action="append", metavar="OP", help="cases of this op (repeatable)")
+    p.add_argument(
+        "--type",
+        action="append",
+        metavar="TYPE",
+        help="cases involving this ggml type (repeatable); with --arch: the models' file types (f32, q8_0, q4_k_m, ...)",
+    )
+    p.add_argument("--list", action="store_true", help="list the selected cases (name, op, types) and stop")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the cases in N worker processes (default: the cores this process may run on; a worker's "
+        "death is its case's error; 0: in this process). RPC devices run in this process",
+    )
+    p.add_argument(
+        "--slow",
+        action="store_true",
+        help="also run the cases lavapipe needs minutes to compile shaders for (see docs/findings.md)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("test", "grad", "perf"),
+        default="test",
+        help="test: outputs against the oracles; grad: gradients against finite differences; perf: each case's "
+        "graph timed on each backend (us/run, GFLOPS or GB/s, and the fraction of the backend's measured limits)",
+    )
+    p.add_argument(
+        "--perf-time",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="--mode perf: time each case on each backend for this long (default 1)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--mode perf: the CPU backend's threads (default: half the machine's cores, as test-backend-ops)",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        metavar="FILE.gguf",
+        help="run llama.cpp's forward pass of this model on each --backend (cpu, vulkan0, rpc0, meta:vulkan0,vulkan1) "
+        "and check every node it computes against its oracle (make one: python -m pyggml make-model ARCH FILE); "
+        "repeatable",
+    )
+    p.add_argument(
+        "--arch",
+        action="append",
+        metavar="ARCH",
+        help="like --model, on the model `make-model ARCH` writes, once per --type (file types: f32, q8_0, "
+        "q4_k_m, ...; default f32); repeatable; `all`: every architecture of make-model --list",
+    )
+    p.add_argument(
+        "--tokens", type=int, default=8, metavar="N", help="--model: the tokens decoded in one batch (default 8)"
+    )
+    p.add_argument(
+        "--prompt",
+        metavar="TEXT",
+        help="--model: decode this text, tokenized by the model's own tokenizer (a model without one: --tokens "
+        "random ids, said so); every prompt token's logits are compared across backends",
+    )
+    p.add_argument("--prompt-file", metavar="FILE", help="--model: the prompt's text from a file")
+    p.add_argument(
+        "--generate",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--model: after the prompt, N tokens decoded one at a time (greedy), every node of every step checked",
+    )
+    p.add_argument(
+        "--sequences",
+        type=int,
+        default=1,
+        metavar="S",
+        help="--model: S sequences (the prompt at S offsets) decoded together in one batch, then stepping together",
+    )
+    p.add_argument(
+        "--speculative",
+        type=int,
+        default=0,
+        metavar="K",
+        help="--model: after the generated tokens, a draft of K tokens decoded, the tokens the model rejects "
+        "rolled back from the memory (KV cache, recurrent state), one more step; its logits must equal a run's "
+        "that never drafted",
+    )
+    p.add_argument(
+        "--ctx-size",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--model: the context's tokens (default: what the conversation needs)",
+    )
+    p.add_argument(
+        "--save-failures",
+        metavar="DIR",
+        help="--model: save the first failing nodes of each backend (up to 5) here as reproducers, "
+        "written only when a node fails (default: pyggml-failures)",
+    )
+    p.add_argument(
+        "--save-node",
+        action="append",
+        metavar="PATTERN",
+        help="--model: also save every node whose name or op kind matches (fnmatch: 'attn_norm-*', MUL_MAT; "
+        "repeatable), passing or not",
+    )
+    p.add_argument(
+        "--no-repack",
+        action="store_true",
+        help="--model: keep the CPU's weights out of its extra buffer types (CPU_REPACK, AMX), as llama.cpp's "
+        "--no-repack; by default llama.cpp puts Q4_0, Q4_K, IQ4 ... weights there, and the checker reads them "
+        "from the model file",
+    )
+    p.add_argument(
+        "--node-nmse",
+        type=float,
+        metavar="BOUND",
+        help="--model: judge every node of an inexact op within this NMSE instead of its op's bound "
+        "(exact ops stay bit-exact); a tiny one shows the nodes furthest from their oracle",
+    )
+    p.add_argument(
+        "--repro",
+        metavar="FILE_OR_DIR",
+        help="rerun saved nodes (a reproducer's .json, or a folder of them) on each --backend "
+        "(default: the backend each was saved from) against their oracle and saved bound",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress, no row per case: only the counts per backend and the failures",
+    )
