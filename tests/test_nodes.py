@@ -199,3 +199,27 @@ def test_llama_cpps_tensor_split_under_the_checker_does_not_kill_the_interpreter
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0 and "OK" in res.stdout, res.stderr[-2000:]
+
+
+def test_a_node_and_a_case_of_one_op_on_one_backend_get_one_bound(monkeypatch):
+    """One rule for bounds (verdict.resolve_bound): a bound stated for a backend holds for the op's cases and for
+    the nodes of a model computed there. Node checks took the loosest backend-free bound whatever the backend."""
+    import dataclasses
+
+    from pyggml.testing.engine import verdict
+    from pyggml.testing.engine.cases import OpCase
+    from pyggml.testing.engine.nodes import check_case_nodes
+    from pyggml.testing.engine.opdb import Bound
+
+    opdb.load()
+    spec = opdb.SPECS["add"]
+    on_cpu = Bound(3e-3, backend="cpu", why="a rule of this test's own")
+    widened = dataclasses.replace(spec, bounds=[*spec.bounds, on_cpu])
+    monkeypatch.setitem(opdb.SPECS, "add", widened)
+    monkeypatch.setitem(opdb.READERS, "ADD", widened)
+    sample = next(s for s in spec.samples if {v[0] if isinstance(v, tuple) else v.type for v in s.inputs.values()} == {"f32"})
+    case = OpCase(widened, sample)
+    with gg.Runner("cpu") as runner:
+        node = [v for v in check_case_nodes(case, runner) if v.kind == "ADD"][0]
+    assert verdict.bounds(case, "cpu")[0] == node.nmse_bound == 3e-3
+    assert verdict.bounds(case, "vulkan0")[0] == case.nmse_bound != 3e-3  # elsewhere the op's own

@@ -170,7 +170,7 @@ def run_model(
         model = load_for(path, backend, extra_bufts)
         script, run.note = talk.script(model)
         # weights llama.cpp put in a CPU extra buffer type (CPU_REPACK) are read from the file
-        checker = NodeChecker(tolerance=tolerance, keep=keep, weights=file_weights(path))
+        checker = NodeChecker(tolerance=tolerance, keep=keep, weights=file_weights(path), backend=backend)
         starts: list[tuple[int, str]] = []
         args = talk.context_args(script, model)
         with llama.Context(model, **args, observe=checker) as ctx:

@@ -30,7 +30,7 @@ from pyggml.runner import Runner
 from pyggml.tensor import Tensor
 from pyggml.testing.engine import opdb
 from pyggml.testing.engine.opdb import Node, default_nmse
-from pyggml.testing.engine.verdict import Comparison, compare, default_max_error
+from pyggml.testing.engine.verdict import Comparison, compare, default_max_error, resolve_bound
 from pyggml.types import Op
 
 if TYPE_CHECKING:
@@ -164,25 +164,26 @@ def kind(t: Tensor) -> str:
     return ffi.string(lib.ggml_op_desc(t.ptr)).decode()
 
 
-def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor]) -> float:
-    """The NMSE a node of `s` may show on any backend.
+def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor], backend: str = "") -> float:
+    """The NMSE a node of `s` computed on `backend` may show: by the rule a case of the op gets its bound by
+    (`verdict.resolve_bound`).
 
     Args:
         s: the op's spec in the op database.
         t: the node.
         srcs: its sources.
+        backend: where it was computed ("cpu", "vulkan0", ...; "" when unknown: the rules of no backend hold).
 
     Returns:
-        0 for an exact spec; else the loosest of the spec's bounds that hold for every backend and match the
-        node's types (its own and its sources'); else the bound its precision earns (`default_nmse`).
+        0 for an exact spec; else the most specific of the spec's bounds stated for the backend or the node's
+        types (its own and its sources'); else the spec's plain bound; else the one its precision earns
+        (`default_nmse`).
     """
     if s.exact:
         return 0.0
-    node_types = {x.type.name.lower() for x in [t, *srcs]}
-    rules = [b.nmse for b in s.bounds if not b.backend and (not b.types or node_types & set(b.types))]
-    if rules:
-        return max(rules)
-    return default_nmse(node_types)
+    node_types = frozenset(x.type.name.lower() for x in [t, *srcs])
+    plain = next((b.nmse for b in s.bounds if not b.backend and not b.types), default_nmse(set(node_types)))
+    return resolve_bound(s.bounds, backend, node_types, (plain, default_max_error(plain)))[0]
 
 
 def span(t: Tensor) -> np.ndarray:
@@ -356,6 +357,24 @@ def values(t: Tensor) -> np.ndarray:
         ValueError: a view of a block type whose blocks are not packed along ne0.
     """
     return from_span(t.type.name, t.ne, t.nb, t.shape, span(t))
+
+
+def computed_on(t: Tensor, run_backend: str = "") -> str:
+    """The backend name (as `check --backend` spells it) that computed node t: from its memory's buffer type
+    (CPU -> cpu, Vulkan0 -> vulkan0, CUDA0 -> cuda0, RPC0[host:port] -> rpc0), else `run_backend` (a meta
+    backend's memory, context memory).
+
+    Args:
+        t: the node.
+        run_backend: the run's backend.
+
+    Returns:
+        The name, lower case.
+    """
+    name = buffer_name(t.ptr).split("[")[0].lower()
+    if name == "cpu" or name.startswith(("vulkan", "cuda", "rpc")) and name[-1:].isdigit():
+        return name
+    return run_backend
 
 
 def buffer_name(p: object) -> str:
@@ -558,6 +577,8 @@ class NodeChecker(NodeReader):
             read back (llama.cpp's CPU_REPACK weights); without them such a node is unread (`UNREADABLE`).
         weight_cache_bytes: the most bytes of weights kept read and decoded across nodes and steps
             (`SourceCache`).
+        backend: the backend the run computes on ("vulkan0", "meta:cpu,cpu"): a node's bound is its op's on the
+            backend that computed it (`node_bound`): the CPU for a node in CPU memory, else this one.
 
     Attributes:
         verdicts: the `NodeVerdict`s, in compute order.
@@ -570,8 +591,10 @@ class NodeChecker(NodeReader):
         keep: Callable[[NodeVerdict], bool] | None = None,
         weights: Weights | None = None,
         weight_cache_bytes: int = WEIGHT_CACHE_BYTES,
+        backend: str = "",
     ) -> None:
         super().__init__()
+        self.backend = backend
         opdb.load()
         self.tolerance, self.flush_denormals, self.keep, self.weights = tolerance, flush, keep, weights
         self.verdicts: list[NodeVerdict] = []
@@ -638,7 +661,7 @@ class NodeChecker(NodeReader):
         if isinstance(result, opdb.Modeled):  # the oracle did what this backend does: its tighter bound
             expected, bound = np.asarray(result.values), result.nmse
         else:
-            expected, bound = np.asarray(result), node_bound(s, t, ptrs)
+            expected, bound = np.asarray(result), node_bound(s, t, ptrs, computed_on(t, self.backend))
         if self.tolerance is not None:
             bound = self.tolerance(t, bound)
         max_err = 0.0 if bound == 0 else default_max_error(bound)

@@ -190,9 +190,28 @@ def _most_specific(rules: Sequence[Any], backend: str, types: frozenset[str]) ->
 def bounds(case: Case, backend: str) -> tuple[float, float]:
     """(NMSE bound, largest-error bound) of `case` on `backend`: the case's own, or an override stated
     for that backend or type (e.g. Vulkan's F16 copy of a non-contiguous F32 operand)."""
-    rule: Bound | None = _most_specific([b for b in case.bounds if b.backend or b.types], backend, case.types)
+    return resolve_bound(case.bounds, backend, case.types, (case.nmse_bound, case.max_error_bound))
+
+
+def resolve_bound(
+    rules: Sequence[Bound], backend: str, types: frozenset[str], plain: tuple[float, float]
+) -> tuple[float, float]:
+    """The one rule by which a case and a node of a model get their bounds: of the rules stated for a backend
+    (a name prefix) or for types, the most specific that holds for `backend` and `types`; else `plain`, the
+    op's own (NMSE, largest error).
+
+    Args:
+        rules: the op's (and a case's sample's) bounds.
+        backend: where the result was computed ("cpu", "vulkan0", "meta:cpu,cpu"; "" when unknown).
+        types: the ggml type names involved, lower case.
+        plain: the bound when no rule holds.
+
+    Returns:
+        (NMSE bound, largest-error bound).
+    """
+    rule: Bound | None = _most_specific([b for b in rules if b.backend or b.types], backend, types)
     if rule is None:
-        return case.nmse_bound, case.max_error_bound
+        return plain
     return rule.nmse, rule.max_error if rule.max_error is not None else default_max_error(rule.nmse)
 
 
