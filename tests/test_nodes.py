@@ -217,7 +217,9 @@ def test_a_node_and_a_case_of_one_op_on_one_backend_get_one_bound(monkeypatch):
     widened = dataclasses.replace(spec, bounds=[*spec.bounds, on_cpu])
     monkeypatch.setitem(opdb.SPECS, "add", widened)
     monkeypatch.setitem(opdb.READERS, "ADD", widened)
-    sample = next(s for s in spec.samples if {v[0] if isinstance(v, tuple) else v.type for v in s.inputs.values()} == {"f32"})
+    sample = next(
+        s for s in spec.samples if {v[0] if isinstance(v, tuple) else v.type for v in s.inputs.values()} == {"f32"}
+    )
     case = OpCase(widened, sample)
     with gg.Runner("cpu") as runner:
         node = [v for v in check_case_nodes(case, runner) if v.kind == "ADD"][0]
