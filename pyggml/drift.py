@@ -494,7 +494,8 @@ def logit_stats(a: np.ndarray, b: np.ndarray, next_tokens: np.ndarray | None = N
         ea, eb = np.exp(la), np.exp(lb)
         sa, sb = ea.sum(axis=1), eb.sum(axis=1)
         # sum p_a (log p_a - log p_b), with log p = l - log(sum exp l) and sum p_a = 1
-        kld[i0 : i0 + 8] = np.einsum("ij,ij->i", ea, la - lb) / sa - np.log(sa) + np.log(sb)
+        # >= 0 as a KLD is (two equal distributions: a rounding of 0 either side)
+        kld[i0 : i0 + 8] = np.maximum(np.einsum("ij,ij->i", ea, la - lb) / sa - np.log(sa) + np.log(sb), 0.0)
         for i, t in enumerate(nexts[i0 : i0 + 8]):
             if t >= 0:
                 dp.append(eb[i, t] / sb[i] - ea[i, t] / sa[i])

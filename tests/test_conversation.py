@@ -267,6 +267,8 @@ def test_logit_figures_as_llama_perplexity_computes_them() -> None:
     kld = (pa * np.log(pa / pb)).sum(1)
     assert st["kld"]["mean"] == pytest.approx(kld.mean()) and st["kld"]["max"] == pytest.approx(np.max(kld))
     assert st["kld"]["median"] == pytest.approx(np.median(kld)) and abs(st["kld_per_output"][2]) < 1e-12
+    same = drift.logit_stats(a * 40, a * 40)  # equal logits: 0, never a rounding below it (-4e-17 was printed)
+    assert same["kld"]["max"] == 0 and min(same["kld_per_output"]) == 0
     assert st["same_top1"] == pytest.approx(np.mean(a.argmax(1) == b.argmax(1)))
     dp = [pb[i, t] - pa[i, t] for i, t in enumerate(nxt) if t >= 0]
     assert st["rms_dp"] == pytest.approx(np.sqrt(np.mean(np.square(dp))))
