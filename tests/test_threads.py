@@ -239,3 +239,34 @@ print("ok")
                 llama.Context(model, n_ctx=64, n_threads=bad)
     finally:
         model.close()
+
+
+@pytest.mark.parametrize("bad", ["0", "-2"])
+def test_check_refuses_a_thread_count_below_one_in_every_mode(bad) -> None:
+    import subprocess
+    import sys
+
+    for mode in (["--op", "add"], ["--mode", "perf", "--op", "add"], ["--arch", "llama"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "pyggml", "check", *mode, "--threads", bad],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert out.returncode == 2 and "--threads" in out.stderr and "Traceback" not in out.stderr, (mode, out.stderr)
+
+
+def test_check_model_takes_the_thread_count_given(tmp_path) -> None:
+    pytest.importorskip("pyggml.llama", reason="pyggml built without libllama (PYGGML_LLAMA=OFF)")
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "pyggml", "check", "--arch", "llama", "--threads", "1", "--json", "-", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert {r["status"] for r in json.loads(out.stdout)} <= {"pass", "skipped"}

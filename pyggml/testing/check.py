@@ -224,6 +224,9 @@ def main(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when every case passed, 1 when some failed, 2 for a bad command line.
     """
+    threads = getattr(args, "threads", None)
+    if threads is not None and threads < 1:
+        return _fail(f"--threads takes a count of 1 or more, not {threads} (leave it out for the machine's cores)")
     pool = None
     plain = not any(getattr(args, a, None) for a in ("list", "repro", "model"))
     if args.mode == "test" and plain and (getattr(args, "jobs", None) or 0) >= 0:

@@ -71,7 +71,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="--mode perf: the CPU backend's threads (default: half the machine's cores, as test-backend-ops)",
+        help="the CPU's threads: --mode perf's CPU backend (default: half the machine's cores, as test-backend-ops); "
+        "--model/--arch: llama.cpp's (default: the cores this process may run on)",
     )
     p.add_argument(
         "--model",

@@ -157,11 +157,12 @@ def run_model(
     extra_bufts: bool = True,
     talk: Talk | None = None,
     follow: Any = None,
+    n_threads: int | None = None,
 ) -> ModelRun:
     """Load `path` for `backend` and decode a conversation with every node checked (`talk`; None: n_tokens
     random ids in one batch); never raises for the model's sake: what went wrong is the run's `error`.
     tolerance and keep: as NodeChecker's; extra_bufts: as `load_for`'s; follow: another run's transcript to
-    decode the very tokens of (pyggml.conversation.converse)."""
+    decode the very tokens of (pyggml.conversation.converse); n_threads: the CPU's (None: the cores)."""
     from pyggml import conversation, llama
 
     talk = talk or Talk(tokens=n_tokens, seed=seed)
@@ -173,7 +174,7 @@ def run_model(
         checker = NodeChecker(tolerance=tolerance, keep=keep, weights=file_weights(path), backend=backend)
         starts: list[tuple[int, str]] = []
         args = talk.context_args(script, model)
-        with llama.Context(model, **args, observe=checker) as ctx:
+        with llama.Context(model, **args, observe=checker, n_threads=n_threads) as ctx:
             why = conversation.cannot_roll_back(ctx, script)
             if why:  # the rest of the conversation is checked; the draft is reported skipped, with the reason
                 script, run.no_rollback = dataclasses.replace(script, speculative=0), why
@@ -228,6 +229,7 @@ def run_in_child(
     extra_bufts: bool = True,
     talk: Talk | None = None,
     follow: Any = None,
+    n_threads: int | None = None,
 ) -> ModelRun:
     """run_model in a child process (pyggml.testing.engine.child), with `--node-nmse`'s bound and `--save-node`'s
     patterns: llama.cpp's GGML_ASSERTs end the process they fail in (docs/llama.md), and one backend's must
@@ -237,7 +239,19 @@ def run_in_child(
 
     out = child.run(
         "pyggml.testing.engine.model_check:_child_run",
-        (path, backend, n_tokens, seed, nmse_bound, list(save_patterns), rpc_servers, extra_bufts, talk, follow),
+        (
+            path,
+            backend,
+            n_tokens,
+            seed,
+            nmse_bound,
+            list(save_patterns),
+            rpc_servers,
+            extra_bufts,
+            talk,
+            follow,
+            n_threads,
+        ),
         env={k: v for k, v in CHILD_ENV.items() if k not in os.environ},
     )
     if out.status == "returned":
@@ -263,6 +277,7 @@ def _child_run(
     extra_bufts: bool = True,
     talk: Talk | None = None,
     follow: Any = None,
+    n_threads: int | None = None,
 ) -> ModelRun:
     if rpc_servers:
         from pyggml import rpc
@@ -279,6 +294,7 @@ def _child_run(
         extra_bufts=extra_bufts,
         talk=talk,
         follow=follow,
+        n_threads=n_threads,
     )
 
 
@@ -627,11 +643,11 @@ def main(args: argparse.Namespace) -> int:
             for b in backends:
                 started = time.perf_counter()
                 repack = not getattr(args, "no_repack", False)
-                run = run_in_child(*common(path, b), repack, talk=talk, follow=follow)
+                run = run_in_child(*common(path, b), repack, talk=talk, follow=follow, n_threads=args.threads)
                 if run.error.startswith(DIED) and repack:
                     # ggml's AMX product dies on some machines (docs/findings.md 37): check the nodes without the
                     # extra buffer types, and report the death as the run's own error record
-                    again = run_in_child(*common(path, b), False, talk=talk, follow=follow)
+                    again = run_in_child(*common(path, b), False, talk=talk, follow=follow, n_threads=args.threads)
                     if not again.error:
                         again.died_with_extra_bufts, run = run.error, again
                 run.seconds = time.perf_counter() - started
