@@ -272,3 +272,9 @@ def test_no_function_of_the_command_line_module_is_over_60_lines():
     tree = ast.parse(Path(cli.__file__).read_text())
     long = [(f.name, f.end_lineno - f.lineno + 1) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)]
     assert max(n for _, n in long) <= 60, sorted(long, key=lambda x: -x[1])[:3]
+
+
+def test_a_cpu_variant_is_refused_saying_this_build_has_none():
+    out = run("pyggml", "check", "--backend", "cpu:haswell", "--op", "add")
+    assert out.returncode == 2 and "ggml's CPU variants" in out.stderr and "use cpu" in out.stderr
+    assert "Traceback" not in out.stderr
