@@ -436,7 +436,7 @@ class Context(Closable):
         n_ubatch: the most tokens computed at once (at most `n_batch`).
         n_seq_max: distinct sequences: seq ids are 0 .. n_seq_max - 1.
         n_threads: CPU threads for single tokens (None: the cores this process may run on, `pyggml.threads.cores`;
-            llama.cpp's own default of 4 made a decode 13 times slower on 2 cores). On a tensor split over CPU
+            llama.cpp's own default of 4 made a decode 18 times slower on 2 cores). On a tensor split over CPU
             devices each device gets them in turn (the meta backend computes its devices one after another).
         n_threads_batch: CPU threads for batches (None: `n_threads`, or the cores).
         embeddings: also extract embeddings.

@@ -1,7 +1,8 @@
 """How many threads ggml's CPU gets: the cores this process may run on, never more.
 
-On a machine of 2 cores llama.cpp's default of 4 threads (GGML_DEFAULT_N_THREADS) made a decode 13 times slower
-than 2 threads with ggml's own thread pool (the portable build every `pip install .` user gets): threads that
+On a machine of 2 cores llama.cpp's default of 4 threads (GGML_DEFAULT_N_THREADS) made a 32-token decode 18 times
+slower than 2 threads with ggml's own thread pool (the wheel, `pip install .`: 4.3 s against 0.24 s, bench/README.md,
+"Threads that fit the machine"), and a one-token step 160 times: threads that
 wait for each other in a barrier spin while the one they wait for has no core. So every place pyggml runs ggml's
 CPU takes its count from here unless the caller names one: `pyggml.llama.Context`, a CPU backend choosing per
 graph (`pyggml.backend.auto_threads`), the CPU devices of a meta backend (which computes its devices one after
