@@ -136,6 +136,7 @@ def info(args: argparse.Namespace) -> int:
     from pyggml.threads import cores
 
     print(f"CPU threads by default: {cores()}, the cores this process may run on (pyggml.threads.cores)")
+    print("CPU variants: one, this build's (ggml's run-time variants, GGML_CPU_ALL_VARIANTS, are not built yet)")
     print("backends built:", ", ".join(data["build"]["backends"]))
     for reg, features in data["backend_features"].items():
         if features:
