@@ -62,7 +62,7 @@ def compare_values(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     """NMSE of b against a, the largest |b - a|, and the cosine of the two.
 
     Every node of every step goes through here: the sums are taken in one pass, in float64, by C
-    (`pyggml_compare_f32`, native/node_copies.c), or by NumPy where the module lacks it. The cosine is computed
+    (`pyggml_compare_f32`, native/node_copies.c). The cosine is computed
     from the difference (1 - (|b - a|^2 - (|a| - |b|)^2) / (2 |a| |b|)), not from a · b, so two runs a few ulps
     apart read a cosine of 1 - 1e-12, not a rounding of 1.
     A non-finite value in one but not at the same place with the same value in the other makes the NMSE and the
@@ -102,17 +102,10 @@ def compare_values(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
 def _sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float] | None:
     """(sum a^2, sum (b - a)^2, sum b^2, max |b - a|) of two contiguous float32 vectors, or None when a value is
     not finite."""
-    if hasattr(lib, "pyggml_compare_f32"):
-        out = ffi.new("double[4]")
-        pa, pb = ffi.from_buffer("float[]", a), ffi.from_buffer("float[]", b)
-        if not lib.pyggml_compare_f32(pa, pb, a.size, out):
-            return None
-        return out[0], out[1], out[2], out[3]
-    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+    out = ffi.new("double[4]")
+    if not lib.pyggml_compare_f32(ffi.from_buffer("float[]", a), ffi.from_buffer("float[]", b), a.size, out):
         return None
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    d = b64 - a64
-    return float(a64 @ a64), float(d @ d), float(b64 @ b64), float(np.abs(d).max())
+    return out[0], out[1], out[2], out[3]
 
 
 @dataclass
@@ -180,7 +173,7 @@ class Recorder(NodeReader):
         keep: `keep(name)`: the nodes to record (None: all).
         then: another observer to call as well (a NodeChecker): asked first, its answer does not matter.
         native: copy the nodes in C (native/node_copies.c: the log is read once per decode, `after_decode`), not
-            node by node in Python; None: where it can (no `keep`, no `then`, and a build with the copier). A
+            node by node in Python; None: where it can (no `keep`, no `then`). A
             backend behind RPC is read in Python (its transport hooks check every read).
 
     Attributes:
@@ -199,9 +192,9 @@ class Recorder(NodeReader):
     ) -> None:
         super().__init__()
         self.against, self.keep, self.then = against, keep, then
-        can = keep is None and then is None and hasattr(lib, "pyggml_copy_nodes")
+        can = keep is None and then is None
         if native and not can:
-            raise ValueError("Recorder: native copies take no keep or then, and a build with native/node_copies.c")
+            raise ValueError("Recorder: native copies take no keep or then")
         self.native = can if native is None else native
         self._log: Any = None
         if self.native:
