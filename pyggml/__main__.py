@@ -104,6 +104,50 @@ def _with_cpu_features(data: dict) -> dict:
     return data
 
 
+def _variants_info() -> dict:
+    """ggml's CPU variants built (pyggml.cpu_variants): each with its features, ggml's score here and what this
+    machine lacks for it; the one ggml would load here (`best`); `cpu` is this build's own CPU backend."""
+    from pyggml import cpu_variants
+
+    built = cpu_variants.built()
+    best = cpu_variants.best()
+    # those ggml scores above the best were passed over: their probe died (cpu_variants.probe, findings 37)
+    died = {v.name: cpu_variants.probe(v.name) for v in built.values() if best and v.score > best.score}
+    return {
+        "built": {
+            v.name: {
+                "features": list(v.features),
+                "score": v.score,
+                "runs_here": v.runs_here,
+                "lacks": v.lacking(),
+                "probe": died.get(v.name),
+            }
+            for v in built.values()
+        },
+        "best": best.name if best else None,
+    }
+
+
+def _print_variants(variants: dict) -> None:
+    built = variants["built"]
+    if not built:
+        print("CPU variants: none built (cpu is this build's own CPU backend; ggml's run-time variants, cpu:zen4, ...:")
+        print('  CMAKE_ARGS="-DPYGGML_CPU_VARIANTS=all" pip install -e .)')
+        return
+    runs = [n for n, v in built.items() if v["runs_here"]]
+    print(f"CPU variants built ({len(built)}): {', '.join(built)}")
+    print(f"  this machine runs ({len(runs)}): {', '.join(runs) or 'none'} (check --backend cpu:all)")
+    for name, v in built.items():
+        if not v["runs_here"]:
+            print(f"  not {name}: it lacks {', '.join(v['lacks']) if v['lacks'] else 'a feature (ggml scores it 0)'}")
+        elif v.get("probe"):
+            print(f"  not chosen: {name}: {v['probe']}")
+    if variants["best"]:
+        feats = " ".join(built[variants["best"]]["features"]) or "no SIMD extension"
+        print(f"  in use as cpu:best (the one ggml would load here): {variants['best']} ({feats})")
+    print("  cpu (and libllama's CPU) is this build's own CPU backend, built with the features above")
+
+
 def info(args: argparse.Namespace) -> int:
     from pyggml import backend_kinds, build_info, devices
     from pyggml._native import adaptations
@@ -123,6 +167,7 @@ def info(args: argparse.Namespace) -> int:
                 "memory_total": total,
             }
         )
+    data["cpu_variants"] = _variants_info()
     # the CPU's features are ggml_info's cpu_features
     data["backend_features"] = {k: v for k, v in backend_features().items() if k != "CPU"}
     if args.json:
@@ -136,7 +181,7 @@ def info(args: argparse.Namespace) -> int:
     from pyggml.threads import cores
 
     print(f"CPU threads by default: {cores()}, the cores this process may run on (pyggml.threads.cores)")
-    print("CPU variants: one, this build's (ggml's run-time variants, GGML_CPU_ALL_VARIANTS, are not built yet)")
+    _print_variants(data["cpu_variants"])
     print("backends built:", ", ".join(data["build"]["backends"]))
     for reg, features in data["backend_features"].items():
         if features:

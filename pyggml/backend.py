@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyggml import backend_kinds, lifetime, preflight, threads, transport
+from pyggml import backend_kinds, cpu_variants, lifetime, preflight, threads, transport
 from pyggml._args import instance, integer, text
 from pyggml._native import build_info, cstr, ffi, lib
 from pyggml.context import Context
@@ -174,7 +174,8 @@ def device(name: str) -> Device:
     """The device of this name.
 
     Args:
-        name: 'cpu', 'vulkan0', 'cuda0', 'rpc0', ..., in any case.
+        name: 'cpu', 'vulkan0', 'cuda0', 'rpc0', ..., in any case; `cpu:VARIANT` one of ggml's CPU variants this
+            build has (`cpu:zen4`; `cpu:best` the one ggml would load here: `pyggml.cpu_variants`).
 
     Returns:
         The device.
@@ -185,6 +186,8 @@ def device(name: str) -> Device:
         TypeError: `name` is not a str.
     """
     text("device: name", name)
+    if name.lower().startswith(cpu_variants.PREFIX):  # one of ggml's CPU variants: cpu:zen4, cpu:best
+        return Device(cpu_variants.device_ptr(name))
     for d in devices():
         if d.name.lower() == name.lower():
             return d
@@ -265,16 +268,27 @@ class Backend(Closable):
         n = integer("n_threads", n, 1, MAX_THREADS)
         if not self.is_cpu:
             raise ValueError(f"{self.name} is not a CPU backend; threads are set on CPU backends")
-        lib.ggml_backend_cpu_set_n_threads(self.ptr, n)
+        self._set_threads(n)
         self.n_threads = n
         self.auto_threads = False
+
+    def _set_threads(self, n: int) -> None:
+        # through the device's registry (ggml_backend_set_n_threads): a CPU variant (pyggml.cpu_variants) is a copy
+        # of ggml-cpu of its own, whose backend this module's ggml_backend_cpu_set_n_threads does not own
+        fn = lib.ggml_backend_reg_get_proc_address(
+            lib.ggml_backend_dev_backend_reg(self.device.ptr), b"ggml_backend_set_n_threads"
+        )
+        if fn == ffi.NULL:
+            lib.ggml_backend_cpu_set_n_threads(self.ptr, n)
+        else:
+            ffi.cast("ggml_backend_set_n_threads_t", fn)(self.ptr, n)
 
     def _threads_for(self, graph: Graph) -> None:
         """Before computing graph: a CPU backend made without n_threads takes `auto_threads(graph)`."""
         if self.is_cpu and self.auto_threads:
             n = auto_threads(graph)
             if n != self.n_threads:
-                lib.ggml_backend_cpu_set_n_threads(self.ptr, n)
+                self._set_threads(n)
                 self.n_threads = n
 
     @property

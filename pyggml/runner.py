@@ -76,8 +76,9 @@ class Runner:
                 self.meta = MetaDevice([d for d in self.name[len(META_PREFIX) :].split(",") if d])
                 self.backend = self.meta.init()
             else:
-                self.backend = backend(self.name)
-            self.backends = [self.backend, cpu_backend(n_threads)]
+                self.backend = backend(self.name, n_threads)
+            # a CPU variant (cpu:zen4) computes every node itself, inputs included
+            self.backends = [self.backend] if self.backend.is_cpu else [self.backend, cpu_backend(n_threads)]
         self.sched = Scheduler(self.backends, graph_size)
         self.lock = self.sched.lock  # a whole run at a time, from any thread (pyggml.serial)
 

@@ -276,7 +276,14 @@ def test_no_function_of_the_command_line_module_is_over_60_lines():
     assert max(n for _, n in long) <= 60, sorted(long, key=lambda x: -x[1])[:3]
 
 
-def test_a_cpu_variant_is_refused_saying_this_build_has_none():
-    out = run("pyggml", "check", "--backend", "cpu:haswell", "--op", "add")
-    assert out.returncode == 2 and "ggml's CPU variants" in out.stderr and "use cpu" in out.stderr
-    assert "Traceback" not in out.stderr
+def test_a_cpu_variant_ggml_has_not_is_refused_listing_those_built():
+    from pyggml import cpu_variants
+
+    out = run("pyggml", "check", "--backend", "cpu:nehalem", "--op", "add")
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "cpu:nehalem" in out.stderr
+    if cpu_variants.built():
+        assert "not one of the CPU variants built: " + ", ".join(cpu_variants.built()) in out.stderr
+    else:
+        assert "this build has no CPU variants" in out.stderr and "PYGGML_CPU_VARIANTS" in out.stderr
+
+

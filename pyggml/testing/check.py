@@ -136,7 +136,12 @@ def run_check(
 
 
 def backends_of(args: argparse.Namespace) -> list[str]:
-    return [b.lower() for b in (args.backend or available_backends())]
+    """The backends to run on: --backend's (cpu:all standing for every CPU variant this machine runs), or every
+    one available."""
+    from pyggml import cpu_variants
+
+    given = [b.lower() for b in (args.backend or available_backends())]
+    return list(dict.fromkeys(n for b in given for n in (cpu_variants.names_for(b) or [b])))
 
 
 def _reports(args: argparse.Namespace) -> list[tuple[str, str]]:

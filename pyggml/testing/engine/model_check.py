@@ -608,13 +608,19 @@ def main(args: argparse.Namespace) -> int:
             return fail(f"--model {f}: {why}")
     if args.json == "-" and args.junit == "-":
         return fail("only one report can go to stdout (-): give --json or --junit a file")
-    backends = list(dict.fromkeys(b.lower() for b in (args.backend or ["cpu"])))
+    from pyggml import cpu_variants
+
+    given = [b.lower() for b in (args.backend or ["cpu"])]
+    backends = list(dict.fromkeys(n for b in given for n in (cpu_variants.names_for(b) or [b])))
     known = set(available_backends())
     for b in backends:
         parts = [d for d in b[5:].split(",") if d] if is_meta(b) else [b]
         if not parts:
             return fail(f"--backend {b}: a meta device names its devices, e.g. meta:vulkan0,vulkan1")
-        unknown = [d for d in parts if d not in known]
+        variant_errors = [cpu_variants.error(d) for d in parts if d.startswith(cpu_variants.PREFIX)]
+        if any(variant_errors):
+            return fail(f"--backend {b}: {next(e for e in variant_errors if e)}")
+        unknown = [d for d in parts if d not in known and not d.startswith(cpu_variants.PREFIX)]
         if unknown:
             return fail(f"no backend {', '.join(unknown)} in this build (available: {', '.join(sorted(known))})")
     if "cpu" not in backends:  # a device's or a split's logits are compared with the CPU's

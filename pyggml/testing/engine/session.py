@@ -14,7 +14,7 @@ from typing import TextIO
 
 import numpy as np
 
-from pyggml import backend_kinds, rpc
+from pyggml import backend_kinds, cpu_variants, rpc
 from pyggml.backend import devices
 from pyggml.runner import Runner
 from pyggml.testing.engine import cases as case_registry
@@ -374,6 +374,8 @@ def backend_error(name: str) -> str | None:
             if why:
                 return why
         return None
+    if name.startswith(cpu_variants.PREFIX):  # ggml's CPU variants: cpu:zen4, cpu:best, cpu:all
+        return cpu_variants.error(name)
     names = [d.name.lower() for d in devices()]
     if name in names or name == "cpu":
         return None
@@ -391,14 +393,6 @@ def backend_error(name: str) -> str | None:
         return f"no device {name!r} ({have}).\n{k.missing} (GGML_VK_VISIBLE_DEVICES is now {visible!r})"
     if k is not None and k.missing:
         return f"no device {name!r} ({have}).\n{k.missing}"
-    if name.startswith(
-        "cpu:"
-    ):  # ggml's CPU variants (haswell, skylakex, ...), loaded at run time by llama.cpp's releases
-        return (
-            f"no backend {name!r}: this build has one CPU backend, compiled for its own CPU features (`python -m "
-            "pyggml info`), not ggml's CPU variants (GGML_CPU_ALL_VARIANTS with GGML_BACKEND_DL, which pyggml does "
-            f"not build yet): use cpu ({have})"
-        )
     near = closest(name, names + ["meta:cpu,cpu"])
     if family in built or k is not None:
         return f"no device {name!r}" + (f"; did you mean {', '.join(near)}?" if near else "") + f" ({have})"

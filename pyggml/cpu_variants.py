@@ -1,0 +1,208 @@
+"""ggml's CPU backend in its run-time variants (x64, haswell, skylakex, zen4, sapphirerapids, ...), as llama.cpp's
+releases ship it, each a backend to check: `cpu:zen4`, `cpu:best` (the one ggml would choose here), and in `check`
+`cpu:all` (every variant this machine runs).
+
+The variants are ggml's own loadable modules (GGML_CPU_ALL_VARIANTS with GGML_BACKEND_DL), built beside the
+module from the same patched source (native/cpu_variants, the build's PYGGML_CPU_VARIANTS) with a ggml-base of
+their own (libpyggml-cpu-base.so): each is asked for ggml's score of this CPU (0: it lacks a feature the
+variant was compiled for) and made a device by its own `ggml_backend_init`. `cpu` stays this build's own CPU
+backend: the one libllama computes with (`python -m pyggml info` says which features each has).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyggml import cpu_features
+from pyggml._native import ffi, install_dir, lib, real_lib
+
+PREFIX = "cpu:"
+ALL = "cpu:all"
+BEST = "cpu:best"
+BUILD_HINT = (
+    'CMAKE_ARGS="-DPYGGML_CPU_VARIANTS=all" pip install -e .  (ggml\'s whole list; an editable build makes x64 and '
+    "the best this machine runs, `pip install .` and the wheel all of them: docs/building.md)"
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One of ggml's CPU variants built with this pyggml.
+
+    Attributes:
+        name: ggml's name for it (haswell, zen4, ...).
+        features: the features it was compiled for, in ggml's names (AVX2, AVX512_VNNI, ...).
+        score: ggml's score of it on this machine (`ggml_backend_score`): 0 when this CPU cannot run it, higher for
+            a better fit; ggml loads the highest.
+        path: its module.
+    """
+
+    name: str
+    features: tuple[str, ...]
+    score: int
+    path: Path
+
+    @property
+    def runs_here(self) -> bool:
+        """Whether this CPU can run it (ggml's score above 0)."""
+        return self.score > 0
+
+    def lacking(self) -> list[str] | None:
+        """The features this machine lacks for it (None where pyggml cannot tell: ggml's score still says)."""
+        return cpu_features.lacking(list(self.features))
+
+
+def folder() -> Path:
+    """Where the variants' modules are installed (pyggml/cpu_variants)."""
+    return install_dir() / "cpu_variants"
+
+
+_handles: dict[str, ctypes.CDLL] = {}
+
+
+def _open(path: Path) -> ctypes.CDLL:
+    if str(path) not in _handles:
+        _handles[str(path)] = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL)
+    return _handles[str(path)]
+
+
+def _address(handle: ctypes.CDLL, name: str) -> int:
+    return ctypes.cast(getattr(handle, name), ctypes.c_void_p).value
+
+
+@functools.cache
+def built() -> dict[str, Variant]:
+    """The variants this build has, in ggml's order, each scored on this machine ({} for a build without).
+
+    Loading one to score it runs no code of its features (ggml's own loader does the same).
+    """
+    listing = folder() / "variants.json"
+    if not listing.exists():
+        return {}
+    out = {}
+    for name, feats in json.loads(listing.read_text()).items():
+        path = folder() / f"libggml-cpu-{name}.so"
+        if path.exists():
+            out[name] = Variant(name, tuple(feats), int(_open(path).ggml_backend_score()), path)
+    return out
+
+
+def runnable() -> list[Variant]:
+    """The variants this machine can run, in ggml's order."""
+    return [v for v in built().values() if v.runs_here]
+
+
+def best() -> Variant | None:
+    """The variant ggml would load here (`ggml_backend_load_best`: the highest score) of those whose probe
+    survived (`probe`), None without one."""
+    return next((v for v in sorted(runnable(), key=lambda v: -v.score) if probe(v.name) is None), None)
+
+
+# what the probe computes: a quantized, an F16 and an F32 product on the variant, in a child process
+_PROBE = """
+import sys
+import numpy as np
+import pyggml as gg
+with gg.Runner("cpu:" + sys.argv[1]) as runner:
+    for t in ("q4_0", "q8_0", "f16", "f32"):
+        ctx = gg.Context()
+        a = ctx.tensor(t, (64, 256), "a", input=True)
+        b = ctx.tensor("f32", (8, 256), "b", input=True)
+        y = ctx.mul_mat(a, b)
+        out = runner.run(gg.Graph(ctx).build_forward_expand(y), {a: np.ones((64, 256)), b: np.ones((8, 256))}, y)
+        assert np.allclose(out, 256, rtol=1e-2), (t, out)  # Q8_0 activations round
+"""
+
+
+@functools.cache
+def probe(name: str) -> str | None:
+    """Whether ggml's `name` variant computes products here without dying, tried once per process in a child
+    process (docs/findings.md 37: AMX kernels that killed the process): None when it did, else how it died."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _PROBE, name], capture_output=True, text=True, timeout=300)
+    if proc.returncode == 0:
+        return None
+    died = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode} (a wrong product, or an error)"
+    last = proc.stderr.strip().splitlines()[-1:] or [""]
+    return f"its probe (products of Q4_0, Q8_0, F16 and F32 in a child process) died: {died} {last[0]}".strip()
+
+
+def names_for(spec: str) -> list[str]:
+    """The backend names a `check --backend` value stands for: `cpu:all` every variant this machine runs,
+    `cpu:best` the best, anything else itself."""
+    spec = spec.lower()
+    if spec == ALL:
+        return [PREFIX + v.name for v in runnable()]
+    if spec == BEST and best() is not None:
+        return [PREFIX + best().name]
+    return [spec]
+
+
+def error(name: str) -> str | None:
+    """Why `cpu:NAME` cannot be a backend here (unknown, not built, not for this CPU), with what to do;
+    None when it can."""
+    tag = name.lower()[len(PREFIX) :]
+    have = built()
+    if not have:
+        return f"no backend {name!r}: this build has no CPU variants (only its own CPU backend, `cpu`). Build them: {BUILD_HINT}"
+    if tag in ("all", "best"):
+        return None if runnable() else f"no backend {name!r}: this machine runs none of the CPU variants built ({', '.join(have)})"
+    v = have.get(tag)
+    if v is None:
+        return (
+            f"no backend {name!r}: {tag!r} is not one of the CPU variants built: {', '.join(have)} "
+            f"(cpu:all runs every one this machine can; another of ggml's: {BUILD_HINT})"
+        )
+    if not v.runs_here:
+        lacks = v.lacking()
+        why = f"it lacks {', '.join(lacks)}" if lacks else "ggml's score of it here is 0"
+        return f"no backend {name!r}: this CPU cannot run the {tag} variant ({why}); it runs: {', '.join(x.name for x in runnable())}"
+    return None
+
+
+_wired = False
+
+
+def _wire_base() -> None:
+    """The variants' ggml-base reports aborts and logs as pyggml's own does (pyggml._native)."""
+    global _wired
+    if _wired:
+        return
+    base = _open(folder() / "libpyggml-cpu-base.so")
+    set_abort = ffi.cast("ggml_abort_callback_t (*)(ggml_abort_callback_t)", _address(base, "ggml_set_abort_callback"))
+    set_abort(ffi.addressof(real_lib, "pyggml_abort_hook"))
+    log_set = ffi.cast("void (*)(ggml_log_callback, void *)", _address(base, "ggml_log_set"))
+    log_set(lib.pyggml_log_callback, ffi.NULL)
+    atexit.register(log_set, ffi.NULL, ffi.NULL)  # as pyggml._native: no Python from ggml's threads at exit
+    _wired = True
+
+
+@functools.cache
+def _device_ptr(tag: str):
+    _wire_base()
+    init = ffi.cast("ggml_backend_reg_t (*)(void)", _address(_open(built()[tag].path), "ggml_backend_init"))
+    reg = init()
+    if reg == ffi.NULL or lib.ggml_backend_reg_dev_count(reg) < 1:
+        raise RuntimeError(f"ggml's {tag} CPU variant made no device")
+    return lib.ggml_backend_reg_dev_get(reg, 0)
+
+
+def device_ptr(name: str):
+    """The `ggml_backend_dev_t` of backend `cpu:NAME` (`cpu:best` the best), made once.
+
+    Raises:
+        ValueError: a variant not built or not for this CPU (`error`).
+    """
+    why = error(name) if name.lower() != ALL else f"{ALL} is every variant this machine runs, not one backend"
+    if why:
+        raise ValueError(why)
+    tag = names_for(name)[0][len(PREFIX) :]
+    return _device_ptr(tag)

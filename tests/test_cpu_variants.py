@@ -1,0 +1,120 @@
+"""ggml's CPU variants (pyggml.cpu_variants): built with the module, scored by ggml on this machine, each a
+backend that computes with its own kernels (`cpu:x64`, `cpu:zen4`, `cpu:best`, `check --backend cpu:all`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pyggml as gg
+from pyggml import cpu_features, cpu_variants
+
+pytestmark = pytest.mark.skipif(
+    not cpu_variants.runnable(), reason=f"this build has no CPU variant this machine runs: {cpu_variants.BUILD_HINT}"
+)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "pyggml", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_an_editable_build_has_ggmls_baseline_and_the_best_variant_for_this_machine():
+    built = cpu_variants.built()
+    best = cpu_variants.best()
+    assert "x64" in built and best is not None
+    # the best ggml scores here is one whose features this machine has, all of them
+    assert best.lacking() in ([], None) and all(v.score <= best.score for v in cpu_variants.runnable())
+
+
+def features_of(name: str) -> dict[str, str]:
+    """What the variant's own registry says it was built with (ggml_backend_get_features)."""
+    from pyggml._native import cstr, ffi, lib
+
+    reg = lib.ggml_backend_dev_backend_reg(cpu_variants.device_ptr("cpu:" + name))
+    fn = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_get_features")
+    feats = ffi.cast("ggml_backend_get_features_t", fn)(reg)
+    out, i = {}, 0
+    while feats[i].name != ffi.NULL:
+        out[cstr(feats[i].name)] = cstr(feats[i].value)
+        i += 1
+    return out
+
+
+def test_each_variant_is_its_own_kernels():
+    # x64 is ggml's baseline without SIMD: its registry says so, the best variant's lists its extensions
+    assert not {"AVX", "AVX2", "AVX512"} & set(features_of("x64"))
+    best = cpu_variants.best()
+    if "AVX2" in best.features:
+        assert "AVX2" in features_of(best.name)
+
+
+@pytest.mark.parametrize("name", ["cpu:x64", "cpu:best"])
+def test_a_variant_runs_a_graph_with_the_threads_it_is_given(name):
+    with gg.Runner(name, n_threads=1) as runner:
+        assert runner.backends == [runner.backend] and runner.backend.n_threads == 1
+        ctx = gg.Context()
+        a = ctx.tensor("q8_0", (16, 64), "a", input=True)
+        b = ctx.tensor("f32", (3, 64), "b", input=True)
+        y = ctx.mul_mat(a, b)
+        A = np.random.default_rng(0).uniform(-1, 1, (16, 64))
+        B = np.random.default_rng(1).uniform(-1, 1, (3, 64))
+        out = runner.run(gg.Graph(ctx).build_forward_expand(y), {a: A, b: B}, y)
+        assert np.allclose(out, B @ A.T, atol=0.05)
+
+
+def test_check_cpu_all_runs_every_variant_this_machine_runs(tmp_path):
+    report = tmp_path / "r.json"
+    res = run("check", "--backend", "cpu:all", "--only", "mul_mat/q4_0", "--json", str(report), "-q")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    records = json.loads(report.read_text())
+    ran = {r["backend"] for r in records}
+    assert ran == {"cpu:" + v.name for v in cpu_variants.runnable()}
+    assert all(r["status"] == "pass" for r in records)
+
+
+def test_check_model_runs_on_a_variant(tmp_path):
+    model = tmp_path / "m.gguf"
+    assert run("make-model", "llama", str(model)).returncode == 0
+    res = run("check", "--model", str(model), "--backend", "cpu:x64")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "logits of m.gguf on cpu:x64 against cpu" in res.stdout
+
+
+def test_info_lists_the_variants_those_this_machine_runs_and_the_one_in_use():
+    res = run("info")
+    assert res.returncode == 0
+    built = cpu_variants.built()
+    assert f"CPU variants built ({len(built)}): {', '.join(built)}" in res.stdout
+    assert f"in use as cpu:best (the one ggml would load here): {cpu_variants.best().name}" in res.stdout
+    data = json.loads(run("info", "--json").stdout)["cpu_variants"]
+    assert data["best"] == cpu_variants.best().name and set(data["built"]) == set(built)
+
+
+def test_a_variant_this_cpu_cannot_run_is_refused_naming_what_it_lacks(monkeypatch):
+    fake = cpu_variants.Variant("sapphirerapids", ("AVX512", "AMX_TILE", "AMX_INT8"), 0, Path("nowhere.so"))
+    have = {**cpu_variants.built(), fake.name: fake}
+    monkeypatch.setattr(cpu_variants, "built", lambda: have)
+    flags = cpu_features.machine_flags()
+    why = cpu_variants.error("cpu:sapphirerapids")
+    assert why is not None and "this CPU cannot run the sapphirerapids variant" in why
+    if flags is not None and "amx_tile" not in flags:
+        assert "it lacks" in why and "AMX_TILE" in why
+    with pytest.raises(ValueError, match="cannot run the sapphirerapids variant"):
+        gg.Runner("cpu:sapphirerapids")
+
+
+def test_cpu_all_is_not_one_backend():
+    with pytest.raises(ValueError, match="every variant this machine runs, not one backend"):
+        gg.Runner("cpu:all")
+
+
+def test_features_are_read_from_cpuinfo_flags():
+    flags = {"sse4_2", "avx", "f16c", "fma", "avx2", "bmi2"}
+    assert cpu_features.lacking(["AVX2", "FMA"], flags) == []
+    assert cpu_features.lacking(["AVX2", "AVX512"], flags) == ["AVX512"]
+    assert cpu_features.lacking(["NOT_A_FEATURE"], flags) is None
