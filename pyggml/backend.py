@@ -483,7 +483,8 @@ def auto_threads(graph: Graph) -> int:
 
 
 def cpu_backend(n_threads: int | None = None) -> Backend:
-    """A new CPU backend (`ggml_backend_cpu_init`).
+    """A new backend on the process's CPU: this build's own CPU backend, or the CPU variant that replaced it
+    (`pyggml.cpu_variants.choice`: the best one in a portable build), as ggml's registry gives it to libllama too.
 
     Args:
         n_threads: a fixed thread count; None (the default) chooses per graph: one thread for a small graph,
@@ -497,10 +498,14 @@ def cpu_backend(n_threads: int | None = None) -> Backend:
         ValueError: a thread count outside 1..4096.
         TypeError: a thread count that is not an integer.
     """
-    ptr = lib.ggml_backend_cpu_init()
+    ptr = lib.ggml_backend_init_by_type(lib.GGML_BACKEND_DEVICE_TYPE_CPU, ffi.NULL)
     if ptr == ffi.NULL:
         raise GGMLError("could not initialise the CPU backend")
     return Backend(ptr, None, n_threads)
+
+
+# the process's CPU, before anything asks ggml's registry for it (libllama included)
+cpu_variants.install_choice()
 
 
 # --- buffers and allocation -----------------------------------------------------------------

@@ -77,16 +77,19 @@ def _address(handle: ctypes.CDLL, name: str) -> int:
 
 
 @functools.cache
+def _listing() -> dict:
+    listing = folder() / "variants.json"
+    return json.loads(listing.read_text()) if listing.exists() else {"cpu": "builtin", "variants": {}}
+
+
+@functools.cache
 def built() -> dict[str, Variant]:
     """The variants this build has, in ggml's order, each scored on this machine ({} for a build without).
 
     Loading one to score it runs no code of its features (ggml's own loader does the same).
     """
-    listing = folder() / "variants.json"
-    if not listing.exists():
-        return {}
     out = {}
-    for name, feats in json.loads(listing.read_text()).items():
+    for name, feats in _listing()["variants"].items():
         path = folder() / f"libggml-cpu-{name}.so"
         if path.exists():
             out[name] = Variant(name, tuple(feats), int(_open(path).ggml_backend_score()), path)
@@ -120,19 +123,100 @@ with gg.Runner("cpu:" + sys.argv[1]) as runner:
 """
 
 
+def _probe_cache() -> Path:
+    base = os.environ.get("PYGGML_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "pyggml"
+    )
+    return Path(base) / "cpu-variant-probes.json"
+
+
+def _probe_key(name: str) -> str:
+    # the module as built and the machine it runs on: a new build or another CPU probes again
+    st = built()[name].path.stat()
+    model = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")), "")
+    return f"{built()[name].path}|{st.st_size}|{st.st_mtime_ns}|{model}"
+
+
 @functools.cache
 def probe(name: str) -> str | None:
-    """Whether ggml's `name` variant computes products here without dying, tried once per process in a child
-    process (docs/findings.md 37: AMX kernels that killed the process): None when it did, else how it died."""
+    """Whether ggml's `name` variant computes products here without dying, tried in a child process once per
+    build and machine (kept in the cache folder, cpu-variant-probes.json): None when it did, else how it died
+    (docs/findings.md 37: AMX kernels that killed the process)."""
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", _PROBE, name], capture_output=True, text=True, timeout=300)
-    if proc.returncode == 0:
+    cache = _probe_cache()
+    key = _probe_key(name)
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return known[key]
+    # the child's own `cpu` is the linked-in one: it neither chooses nor probes at its import
+    env = dict(os.environ, PYGGML_CPU_VARIANT="builtin")
+    proc = subprocess.run([sys.executable, "-c", _PROBE, name], capture_output=True, text=True, timeout=300, env=env)
+    why = None
+    if proc.returncode != 0:
+        died = (
+            f"signal {-proc.returncode}"
+            if proc.returncode < 0
+            else f"exit status {proc.returncode} (a wrong product, or an error)"
+        )
+        last = proc.stderr.strip().splitlines()[-1:] or [""]
+        why = f"its probe (products of Q4_0, Q8_0, F16 and F32 in a child process) died: {died} {last[0]}".strip()
+    known[key] = why
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(known, indent=1))
+    except OSError:
+        pass  # a read-only home: probed again by the next process
+    return why
+
+
+ENV = "PYGGML_CPU_VARIANT"
+
+
+def choice() -> Variant | None:
+    """The variant pyggml's `cpu` is (and libllama's CPU), None for this build's own CPU backend.
+
+    `PYGGML_CPU_VARIANT` decides where set: a variant's name, `best`, or `builtin`. Otherwise the build does: a
+    portable build (the wheel, `pip install .`) takes the best variant ggml scores here whose probe survived, since
+    its own CPU backend is compiled for the oldest CPUs it runs on; a native build (an editable install) its own,
+    compiled for this machine.
+
+    Raises:
+        ValueError: PYGGML_CPU_VARIANT names a variant not built or not for this CPU.
+    """
+    wanted = os.environ.get(ENV, "").strip().lower() or _listing()["cpu"]
+    if wanted == "builtin":
         return None
-    died = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode} (a wrong product, or an error)"
-    last = proc.stderr.strip().splitlines()[-1:] or [""]
-    return f"its probe (products of Q4_0, Q8_0, F16 and F32 in a child process) died: {died} {last[0]}".strip()
+    if wanted == "best":
+        return best()
+    why = error(PREFIX + wanted)
+    if why:
+        raise ValueError(f"{ENV}={wanted}: {why} (builtin: this build's own CPU backend)")
+    return built()[wanted]
+
+
+_chosen: Variant | None = None
+
+
+def install_choice() -> Variant | None:
+    """Make `choice()` the process's CPU (pyggml.backend does at import): ggml's registry gives its device for
+    `cpu` and to libllama (ggml patch 0036, `ggml_backend_register_cpu_instead`). Once; returns it."""
+    global _chosen
+    if _chosen is None:
+        v = choice()
+        if v is not None:
+            lib.ggml_backend_register_cpu_instead(lib.ggml_backend_dev_backend_reg(_device_ptr(v.name)))
+            _chosen = v
+    return _chosen
+
+
+def in_use() -> Variant | None:
+    """The variant that is the process's CPU, None when it is this build's own."""
+    return _chosen
 
 
 def names_for(spec: str) -> list[str]:

@@ -53,7 +53,7 @@ for v in "${versions[@]}"; do
         . "$work/venv-$v/bin/activate"
         # portable, as `pip wheel .` builds it: tests/test_wheel.py's wheel then comes from the same build
         # folder (SKBUILD_BUILD_DIR) without compiling it again
-        export SKBUILD_BUILD_DIR="$work/build-$v" CMAKE_ARGS="-DGGML_VULKAN=OFF -DGGML_CUDA=OFF -DPYGGML_PORTABLE=ON"
+        export SKBUILD_BUILD_DIR="$work/build-$v" CMAKE_ARGS="-DGGML_VULKAN=OFF -DGGML_CUDA=OFF -DPYGGML_PORTABLE=ON -DPYGGML_CPU_VARIANTS=native"
         python -m pip install -q --upgrade pip
         pip install -q -e ".[test]"
         echo "build: $(($(date +%s) - start)) s"

@@ -49,6 +49,7 @@ def pyggml_without(patches: str, name: str, into: Path) -> Path:
         "-DGGML_VULKAN=OFF",
         "-DGGML_CUDA=OFF",
         "-DPYGGML_PORTABLE=ON",
+        "-DPYGGML_CPU_VARIANTS=none",
     ]
     if shutil.which("ninja"):
         configure += ["-G", "Ninja"]

@@ -27,7 +27,9 @@ SYSTEM_LIBRARIES = re.compile(r"(libc|libm|libdl|libpthread|librt|ld-linux[-\w]*
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    env = dict(os.environ, CMAKE_ARGS="-DGGML_VULKAN=OFF -DGGML_CUDA=OFF")
+    # ggml's CPU variants: x64 and the best for this machine (PYGGML_CPU_VARIANTS=native), not the wheel's default
+    # of all fourteen, whose builds cost CI minutes the two do not need to show how they are laid out and loaded
+    env = dict(os.environ, CMAKE_ARGS="-DGGML_VULKAN=OFF -DGGML_CUDA=OFF -DPYGGML_CPU_VARIANTS=native")
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-w", str(out)],
         capture_output=True,
@@ -70,6 +72,17 @@ def test_the_wheel_holds_a_module_that_needs_only_the_c_library(wheel, tmp_path)
     ).stdout
     libraries = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
     assert libraries and all(SYSTEM_LIBRARIES.fullmatch(name) for name in libraries), libraries
+    # ggml's CPU variants and their ggml-base: as portable, finding each other beside themselves
+    variants = [n for n in names if n.startswith("pyggml/cpu_variants/") and n.endswith(".so")]
+    assert "pyggml/cpu_variants/libggml-cpu-x64.so" in variants and "pyggml/cpu_variants/variants.json" in names
+    for v in variants:
+        with zipfile.ZipFile(wheel) as z:
+            z.extract(v, tmp_path)
+        dynamic = subprocess.run(["readelf", "-d", str(tmp_path / v)], capture_output=True, text=True).stdout
+        libraries = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
+        ours = [n for n in libraries if not SYSTEM_LIBRARIES.fullmatch(n)]
+        assert ours in ([], ["libpyggml-cpu-base.so"]), (v, libraries)
+        assert v.endswith("base.so") or "$ORIGIN" in dynamic
 
 
 def test_the_wheel_runs_the_cpu_suite_from_a_fresh_venv(wheel, tmp_path):
@@ -113,6 +126,16 @@ def test_the_wheel_runs_the_cpu_suite_from_a_fresh_venv(wheel, tmp_path):
     records = json.loads((elsewhere / "records.json").read_text())
     statuses = {r["status"] for r in records}
     assert len(records) > 1500 and statuses <= {"pass", "unsupported"}, statuses
+    # each CPU variant this machine runs, from the installed wheel
+    variants = subprocess.run(
+        [str(python), "-m", "pyggml", "check", "--backend", "cpu:all", "--only", "mul_mat/q4_k", "-q"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert variants.returncode == 0 and "cpu:x64" in variants.stdout, variants.stdout[-3000:] + variants.stderr[-3000:]
     # llama.cpp's generator, installed executable beside the module, writes a model llama.cpp decodes
     made = subprocess.run(
         [str(python), "-m", "pyggml", "make-model", "gpt2", str(elsewhere / "g.gguf")],
