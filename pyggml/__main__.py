@@ -125,6 +125,8 @@ def _variants_info() -> dict:
             for v in built.values()
         },
         "best": best.name if best else None,
+        "in_use": getattr(cpu_variants.in_use(), "name", None),
+        "why_in_use": cpu_variants.why_in_use(),
     }
 
 
@@ -144,8 +146,13 @@ def _print_variants(variants: dict) -> None:
             print(f"  not chosen: {name}: {v['probe']}")
     if variants["best"]:
         feats = " ".join(built[variants["best"]]["features"]) or "no SIMD extension"
-        print(f"  in use as cpu:best (the one ggml would load here): {variants['best']} ({feats})")
-    print("  cpu (and libllama's CPU) is this build's own CPU backend, built with the features above")
+        print(f"  cpu:best, the one ggml would load here: {variants['best']} ({feats})")
+    if variants["in_use"]:
+        print(f"  in use as cpu (and libllama's CPU): {variants['in_use']} ({variants['why_in_use']})")
+    else:
+        print(
+            f"  in use as cpu (and libllama's CPU): this build's own CPU backend, built as above ({variants['why_in_use']})"
+        )
 
 
 def info(args: argparse.Namespace) -> int:

@@ -30,7 +30,14 @@ FLAGS: dict[str, tuple[str, ...]] = {
 
 
 def machine_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str] | None:
-    """The CPU flags Linux lists for this machine's first CPU, None where there is no such file."""
+    """The CPU flags Linux lists for this machine's first CPU.
+
+    Args:
+        cpuinfo: the file to read.
+
+    Returns:
+        The flags (avx2, avx512f, ...), None where there is no such file.
+    """
     try:
         text = Path(cpuinfo).read_text()
     except OSError:
@@ -42,8 +49,15 @@ def machine_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str] | None:
 
 
 def lacking(features: list[str], flags: set[str] | None = None) -> list[str] | None:
-    """The features of this list (ggml's names) this machine lacks; None where it cannot tell (no
-    /proc/cpuinfo, or a feature pyggml has no flag for)."""
+    """The features of a list this machine lacks.
+
+    Args:
+        features: ggml's names (AVX2, AVX512_VNNI, ...).
+        flags: the CPU's flags; None reads this machine's (`machine_flags`).
+
+    Returns:
+        Those it lacks, in order; None where it cannot tell (no /proc/cpuinfo, or a feature with no flag here).
+    """
     flags = machine_flags() if flags is None else flags
     if flags is None or any(f not in FLAGS for f in features):
         return None

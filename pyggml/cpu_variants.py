@@ -18,9 +18,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyggml import cpu_features
 from pyggml._native import ffi, install_dir, lib, real_lib
+
+if TYPE_CHECKING:
+    from pyggml._pyggml_cffi import CData
 
 PREFIX = "cpu:"
 ALL = "cpu:all"
@@ -54,12 +58,21 @@ class Variant:
         return self.score > 0
 
     def lacking(self) -> list[str] | None:
-        """The features this machine lacks for it (None where pyggml cannot tell: ggml's score still says)."""
+        """The features this machine lacks for it.
+
+        Returns:
+            ggml's names of the features missing here ([] for none); None where pyggml cannot tell (no
+            /proc/cpuinfo): ggml's score still says.
+        """
         return cpu_features.lacking(list(self.features))
 
 
 def folder() -> Path:
-    """Where the variants' modules are installed (pyggml/cpu_variants)."""
+    """Where the variants' modules are installed.
+
+    Returns:
+        The folder pyggml/cpu_variants beside the compiled module.
+    """
     return install_dir() / "cpu_variants"
 
 
@@ -73,7 +86,10 @@ def _open(path: Path) -> ctypes.CDLL:
 
 
 def _address(handle: ctypes.CDLL, name: str) -> int:
-    return ctypes.cast(getattr(handle, name), ctypes.c_void_p).value
+    address = ctypes.cast(getattr(handle, name), ctypes.c_void_p).value
+    if address is None:
+        raise RuntimeError(f"{handle._name} has no {name}")
+    return address
 
 
 @functools.cache
@@ -84,9 +100,12 @@ def _listing() -> dict:
 
 @functools.cache
 def built() -> dict[str, Variant]:
-    """The variants this build has, in ggml's order, each scored on this machine ({} for a build without).
+    """The variants this build has, each scored on this machine.
 
     Loading one to score it runs no code of its features (ggml's own loader does the same).
+
+    Returns:
+        {name: Variant} in ggml's order; {} for a build without variants.
     """
     out = {}
     for name, feats in _listing()["variants"].items():
@@ -97,13 +116,21 @@ def built() -> dict[str, Variant]:
 
 
 def runnable() -> list[Variant]:
-    """The variants this machine can run, in ggml's order."""
+    """The variants this machine can run.
+
+    Returns:
+        Those ggml scores above 0 here, in ggml's order.
+    """
     return [v for v in built().values() if v.runs_here]
 
 
 def best() -> Variant | None:
     """The variant ggml would load here (`ggml_backend_load_best`: the highest score) of those whose probe
-    survived (`probe`), None without one."""
+    survived (`probe`).
+
+    Returns:
+        The variant, None where this machine runs none.
+    """
     return next((v for v in sorted(runnable(), key=lambda v: -v.score) if probe(v.name) is None), None)
 
 
@@ -139,9 +166,16 @@ def _probe_key(name: str) -> str:
 
 @functools.cache
 def probe(name: str) -> str | None:
-    """Whether ggml's `name` variant computes products here without dying, tried in a child process once per
-    build and machine (kept in the cache folder, cpu-variant-probes.json): None when it did, else how it died
-    (docs/findings.md 37: AMX kernels that killed the process)."""
+    """Whether a variant computes products here without dying, tried in a child process once per build and
+    machine (kept in the cache folder, cpu-variant-probes.json; docs/findings.md 37: AMX kernels that killed
+    the process).
+
+    Args:
+        name: the variant (zen4).
+
+    Returns:
+        None when the probe passed, else how it died.
+    """
     import subprocess
     import sys
 
@@ -185,6 +219,9 @@ def choice() -> Variant | None:
     its own CPU backend is compiled for the oldest CPUs it runs on; a native build (an editable install) its own,
     compiled for this machine.
 
+    Returns:
+        The variant, None for this build's own CPU backend.
+
     Raises:
         ValueError: PYGGML_CPU_VARIANT names a variant not built or not for this CPU.
     """
@@ -204,7 +241,11 @@ _chosen: Variant | None = None
 
 def install_choice() -> Variant | None:
     """Make `choice()` the process's CPU (pyggml.backend does at import): ggml's registry gives its device for
-    `cpu` and to libllama (ggml patch 0036, `ggml_backend_register_cpu_instead`). Once; returns it."""
+    `cpu` and to libllama (ggml patch 0036, `ggml_backend_register_cpu_instead`). Once.
+
+    Returns:
+        The variant, None when the CPU stays this build's own.
+    """
     global _chosen
     if _chosen is None:
         v = choice()
@@ -214,31 +255,63 @@ def install_choice() -> Variant | None:
     return _chosen
 
 
+def why_in_use() -> str:
+    """Why the process's CPU is what it is.
+
+    Returns:
+        The reason in words (the environment variable, or the build's kind).
+    """
+    if os.environ.get(ENV, "").strip():
+        return f"{ENV}={os.environ[ENV].strip()}"
+    if _listing()["cpu"] == "best":
+        return "a portable build takes the best variant this machine runs"
+    return "a native build's own CPU backend is this machine's; PYGGML_CPU_VARIANT=best takes a variant"
+
+
 def in_use() -> Variant | None:
-    """The variant that is the process's CPU, None when it is this build's own."""
+    """The variant that is the process's CPU.
+
+    Returns:
+        The variant, None when the CPU is this build's own CPU backend.
+    """
     return _chosen
 
 
 def names_for(spec: str) -> list[str]:
-    """The backend names a `check --backend` value stands for: `cpu:all` every variant this machine runs,
-    `cpu:best` the best, anything else itself."""
+    """The backend names a `check --backend` value stands for.
+
+    Args:
+        spec: a backend name.
+
+    Returns:
+        For `cpu:all` every variant this machine runs, for `cpu:best` the best, else the name itself.
+    """
     spec = spec.lower()
     if spec == ALL:
         return [PREFIX + v.name for v in runnable()]
-    if spec == BEST and best() is not None:
-        return [PREFIX + best().name]
-    return [spec]
+    chosen = best() if spec == BEST else None
+    return [PREFIX + chosen.name] if chosen is not None else [spec]
 
 
 def error(name: str) -> str | None:
-    """Why `cpu:NAME` cannot be a backend here (unknown, not built, not for this CPU), with what to do;
-    None when it can."""
+    """Why a `cpu:NAME` backend cannot be had here (unknown, not built, not for this CPU), with what to do.
+
+    Args:
+        name: `cpu:zen4`, `cpu:best`, `cpu:all`.
+
+    Returns:
+        The reason, None when it can.
+    """
     tag = name.lower()[len(PREFIX) :]
     have = built()
     if not have:
         return f"no backend {name!r}: this build has no CPU variants (only its own CPU backend, `cpu`). Build them: {BUILD_HINT}"
     if tag in ("all", "best"):
-        return None if runnable() else f"no backend {name!r}: this machine runs none of the CPU variants built ({', '.join(have)})"
+        return (
+            None
+            if runnable()
+            else f"no backend {name!r}: this machine runs none of the CPU variants built ({', '.join(have)})"
+        )
     v = have.get(tag)
     if v is None:
         return (
@@ -270,7 +343,7 @@ def _wire_base() -> None:
 
 
 @functools.cache
-def _device_ptr(tag: str):
+def _device_ptr(tag: str) -> CData:
     _wire_base()
     init = ffi.cast("ggml_backend_reg_t (*)(void)", _address(_open(built()[tag].path), "ggml_backend_init"))
     reg = init()
@@ -279,8 +352,14 @@ def _device_ptr(tag: str):
     return lib.ggml_backend_reg_dev_get(reg, 0)
 
 
-def device_ptr(name: str):
-    """The `ggml_backend_dev_t` of backend `cpu:NAME` (`cpu:best` the best), made once.
+def device_ptr(name: str) -> CData:
+    """The device of a variant, made once.
+
+    Args:
+        name: `cpu:zen4`, or `cpu:best` for the best.
+
+    Returns:
+        Its `ggml_backend_dev_t`.
 
     Raises:
         ValueError: a variant not built or not for this CPU (`error`).

@@ -285,5 +285,3 @@ def test_a_cpu_variant_ggml_has_not_is_refused_listing_those_built():
         assert "not one of the CPU variants built: " + ", ".join(cpu_variants.built()) in out.stderr
     else:
         assert "this build has no CPU variants" in out.stderr and "PYGGML_CPU_VARIANTS" in out.stderr
-
-

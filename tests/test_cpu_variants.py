@@ -90,7 +90,8 @@ def test_info_lists_the_variants_those_this_machine_runs_and_the_one_in_use():
     assert res.returncode == 0
     built = cpu_variants.built()
     assert f"CPU variants built ({len(built)}): {', '.join(built)}" in res.stdout
-    assert f"in use as cpu:best (the one ggml would load here): {cpu_variants.best().name}" in res.stdout
+    assert f"cpu:best, the one ggml would load here: {cpu_variants.best().name}" in res.stdout
+    assert "in use as cpu (and libllama's CPU): " in res.stdout
     data = json.loads(run("info", "--json").stdout)["cpu_variants"]
     assert data["best"] == cpu_variants.best().name and set(data["built"]) == set(built)
 
@@ -118,3 +119,84 @@ def test_features_are_read_from_cpuinfo_flags():
     assert cpu_features.lacking(["AVX2", "FMA"], flags) == []
     assert cpu_features.lacking(["AVX2", "AVX512"], flags) == ["AVX512"]
     assert cpu_features.lacking(["NOT_A_FEATURE"], flags) is None
+
+
+def in_child(code: str, **env):
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env={**os.environ, **env}
+    )
+
+
+def test_a_variant_made_the_process_cpu_is_what_llama_cpp_and_cpu_compute_with(tmp_path):
+    # ggml patch 0036: libllama asks ggml's registry for the CPU (ggml_backend_dev_by_type); before it, the
+    # registry gave the linked-in CPU backend whatever pyggml chose
+    model = tmp_path / "m.gguf"
+    assert run("make-model", "llama", str(model)).returncode == 0
+    code = f"""
+import numpy as np
+import pyggml as gg
+from pyggml import cpu_variants, llama
+from pyggml._native import ffi, lib
+v = cpu_variants.in_use()
+assert v is not None and v.name == "x64", v
+dev = lib.ggml_backend_dev_by_type(lib.GGML_BACKEND_DEVICE_TYPE_CPU)
+assert dev == cpu_variants.device_ptr("cpu:x64")
+assert [d.name for d in gg.devices()].count("CPU") == 1
+with gg.Runner("cpu") as r:
+    assert lib.ggml_backend_get_device(r.backend.ptr) == dev
+m = llama.Model.load({str(model)!r}, n_gpu_layers=0, devices=[])
+with llama.Context(m, n_ctx=32) as ctx:
+    ctx.decode([1, 2, 3])
+print("ok")
+"""
+    res = in_child(code, PYGGML_CPU_VARIANT="x64")
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+    res = run("check", "--model", str(model), "--backend", "cpu")
+    assert res.returncode == 0
+
+
+def test_a_variant_named_in_the_environment_that_is_not_built_is_refused():
+    res = in_child("import pyggml", PYGGML_CPU_VARIANT="nehalem")
+    assert res.returncode != 0 and "ValueError: PYGGML_CPU_VARIANT=nehalem" in res.stderr
+    assert "not one of the CPU variants built" in res.stderr
+
+
+def test_the_probe_is_kept_per_build_and_machine_and_a_dying_variant_is_not_best(monkeypatch, tmp_path):
+    monkeypatch.setenv("PYGGML_CACHE_DIR", str(tmp_path))
+    cpu_variants.probe.cache_clear()
+    try:
+        assert cpu_variants.probe("x64") is None
+        kept = json.loads((tmp_path / "cpu-variant-probes.json").read_text())
+        assert list(kept.values()) == [None] and "libggml-cpu-x64.so" in next(iter(kept))
+        # a probe that dies (as AMX kernels killed the process, docs/findings.md 37) says how
+        monkeypatch.setattr(cpu_variants, "_PROBE", "import os; os.abort()")
+        cpu_variants.probe.cache_clear()
+        (tmp_path / "cpu-variant-probes.json").unlink()
+        why = cpu_variants.probe("x64")
+        assert why is not None and "died: signal 6" in why
+    finally:
+        cpu_variants.probe.cache_clear()
+    top = max(cpu_variants.runnable(), key=lambda v: v.score)
+    monkeypatch.setattr(cpu_variants, "probe", lambda name: "died: signal 4" if name == top.name else None)
+    chosen = cpu_variants.best()
+    assert chosen is None if len(cpu_variants.runnable()) == 1 else chosen.name != top.name
+
+
+def test_a_variant_named_before_the_workers_fork_leaves_vulkan_to_them():
+    # ggml patch 0036 notes the variant until ggml's registry is made: making it at import made ggml-vulkan's
+    # Vulkan instance before check forked its workers, which then died (SIGSEGV) on their first Vulkan case
+    from pyggml.testing.engine.session import backend_error
+
+    if backend_error("vulkan0"):
+        pytest.skip("no vulkan0 here")
+    res = subprocess.run(
+        [sys.executable, "-m", "pyggml", "check", "--backend", "cpu", "--backend", "vulkan0", "--only", "^add/f32$"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**__import__("os").environ, "PYGGML_CPU_VARIANT": "x64"},
+    )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "cpu is ggml's x64 CPU variant (PYGGML_CPU_VARIANT=x64)" in res.stdout

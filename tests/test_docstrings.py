@@ -58,6 +58,8 @@ MODULES = {
     "pyggml.drift": "drift.md",
     "pyggml.node_reader": "node_reader.md",
     "pyggml.threads": "threads.md",
+    "pyggml.cpu_variants": "cpu_variants.md",
+    "pyggml.cpu_features": "cpu_variants.md",
     "pyggml.types": "types.md",
     "pyggml.errors": "errors.md",
     "pyggml.lifetime": "lifetime.md",

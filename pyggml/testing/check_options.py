@@ -16,7 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--backend",
         action="append",
         metavar="NAME",
-        help="backend to run on (cpu, vulkan0, ...; repeatable; default: all available)",
+        help="backend to run on (cpu, vulkan0, meta:cpu,cpu, cpu:zen4 (one of ggml's CPU variants), cpu:all (every "
+        "variant this machine runs), ...; repeatable; default: all available)",
     )
     p.add_argument("--only", metavar="PATTERN", help="cases whose name contains PATTERN (or matches it as a regex)")
     p.add_argument(

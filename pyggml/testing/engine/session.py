@@ -257,6 +257,9 @@ def table(records: list[Record], quiet: bool = False) -> str:
     lines.extend(summary(records))
     lines.append("")
     legend = "error = NMSE vs the NumPy oracle"
+    variant = cpu_variants.in_use()
+    if "cpu" in backends and variant is not None:  # a finding on cpu names its kernels
+        legend += f"; cpu is ggml's {variant.name} CPU variant ({cpu_variants.why_in_use()})"
     if len(backends) > 1:
         legend += f"; x = largest NMSE vs the first backend ({backends[0]})"
     lines.append("  ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ("" if quiet else f"   ({legend})"))
