@@ -144,3 +144,44 @@ def test_check_cli_takes_jobs():
     assert res.stdout.strip().splitlines()[-1].startswith("pass: ")
     bad = subprocess.run([sys.executable, "-m", "pyggml", "check", "-j", "-1"], capture_output=True, text=True)
     assert bad.returncode == 2 and "-j takes" in bad.stderr
+
+
+def test_a_death_inside_ggml_is_judged_by_what_ggml_said(monkeypatch):
+    # a kernel's type dispatch with no branch for the types is `unsupported` with ggml's text (a tree other than
+    # the pin); any other abort an error naming ggml's file, line and text, not the Python stack below it
+    monkeypatch.setitem(workers.START_SECONDS, False, 0.0)
+    names = ["dying/ggml-dispatch", "dying/ggml-assert"]
+    stubs = [SimpleNamespace(name=n, types=frozenset()) for n in names]
+    _, per_case = workers.run_cases(stubs, ["cpu"], 1, modules=["worker_cases"])
+    dispatch, assertion = (recs[0] for recs in per_case)
+    assert dispatch.status == "unsupported", dispatch
+    assert (
+        dispatch.message
+        == "not supported by this ggml's kernel: ggml-cpu/ops.cpp:5092: src0->type = 1 (f16) not supported"
+    )
+    assert assertion.status == "error" and "SIGABRT" in assertion.message
+    assert assertion.message.endswith("ggml aborted: ggml-cpu/ops.cpp:77: GGML_ASSERT(ne0 == nc) failed")
+    assert "File " not in assertion.message and "pyggml_abort_callback" not in assertion.message
+
+
+def test_a_death_is_judged_from_the_abort_callbacks_line():
+    from pyggml.testing.engine import verdict
+
+    case = cases.select("^add/f32$")[0]
+    stderr = (
+        "pyggml: ggml aborted: /x/llama-cpp/vendor/llama.cpp/ggml/src/ggml-cpu/ops.cpp:4102: fatal error\n"
+        'Python call site (most recent call last):\n  File "...", line 264, in pyggml_abort_callback\n'
+    )
+    rec = verdict.died(case, "cpu", "SIGABRT", stderr)
+    assert rec.status == "unsupported" and rec.message.endswith("ggml-cpu/ops.cpp:4102: fatal error")
+    rec = verdict.died(
+        case,
+        "vulkan0",
+        "SIGABRT",
+        stderr.replace("ggml-cpu/ops.cpp:4102: fatal error", "ggml-vulkan/ggml-vulkan.cpp:9: fatal error"),
+    )
+    assert rec.status == "error" and "ggml aborted: ggml-vulkan/ggml-vulkan.cpp:9: fatal error" in rec.message
+    rec = verdict.died(case, "cpu", "SIGSEGV", "Fatal Python error: Segmentation fault\nline a\nline b\n")
+    assert rec.status == "error" and rec.message.endswith(
+        "SIGSEGV) running this case: Fatal Python error: Segmentation fault | line a | line b"
+    )

@@ -25,6 +25,11 @@ class Dying(Case):
             print(f"dying by {self.how} now", file=sys.stderr, flush=True)
             if self.how == "abort":
                 os.abort()
+            if self.how in GGML_ABORTS:  # through ggml's own GGML_ABORT, as its kernels abort
+                from pyggml._native import ffi, lib
+
+                file, line, text = GGML_ABORTS[self.how]
+                lib.ggml_abort(file, line, b"%s", ffi.new("char[]", text))
             os.kill(os.getpid(), signal.SIGKILL)
         return [np.zeros(3, np.float32)]
 
@@ -32,7 +37,14 @@ class Dying(Case):
         return [np.zeros(3, np.float32)]
 
 
-for _how in ("abort", "kill"):
+# where and what: a type switch of ggml-cpu without a branch for the types (ggml 0.16.0's set_rows on an F16
+# source), and an assertion of ggml's
+GGML_ABORTS = {
+    "ggml-dispatch": (b"/build/tree/ggml/src/ggml-cpu/ops.cpp", 5092, b"src0->type = 1 (f16) not supported"),
+    "ggml-assert": (b"/build/tree/ggml/src/ggml-cpu/ops.cpp", 77, b"GGML_ASSERT(ne0 == nc) failed"),
+}
+
+for _how in ("abort", "kill", *GGML_ABORTS):
     register(Dying(_how))
 
 

@@ -19,7 +19,7 @@ from pyggml.backend import devices
 from pyggml.runner import Runner
 from pyggml.testing.engine import cases as case_registry
 from pyggml.testing.engine.cases import Case
-from pyggml.testing.engine.verdict import Record, Status, nmse, run_case
+from pyggml.testing.engine.verdict import Record, Status, died, nmse, run_case
 from pyggml.types import DeviceType
 
 STATUSES = tuple(Status)
@@ -160,7 +160,7 @@ def check_case(
     case: Case,
     runners: dict[str, Runner],
     slow: bool = False,
-    dead: dict[str, str] | None = None,
+    dead: dict[str, tuple[str, str]] | None = None,
     begin: Callable[[str], None] | None = None,
 ) -> list[Record]:
     """One case on every runner, each result against the oracle and the others (cross).
@@ -169,8 +169,8 @@ def check_case(
         case: the case (`pyggml.testing.engine.cases.Case`).
         runners: backend name -> Runner.
         slow: also run it where it is skipped only for its cost.
-        dead: backends where a worker process died running this case (backend -> why), recorded as
-            errors without running them again.
+        dead: backends where a worker process died running this case (backend -> how it died and its
+            stderr), judged by what ggml said (`verdict.died`) without running them again.
         begin: called with the backend's name before each run.
 
     Returns:
@@ -180,7 +180,7 @@ def check_case(
     records: list[Record] = []
     for name, runner in runners.items():
         if dead and name in dead:
-            records.append(Record(case.name, name, Status.ERROR, message=dead[name]))
+            records.append(died(case, name, *dead[name]))
             continue
         if begin is not None:
             begin(name)

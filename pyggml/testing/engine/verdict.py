@@ -7,6 +7,7 @@ through here, so a case cannot pass in one and fail in another for a reason of t
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -310,6 +311,61 @@ def attempt(case_name: str, backend: str, fn: Callable[[], Any]) -> tuple[Any, R
         return None, Record(
             case_name, backend, Status.ERROR, message=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - start
         )
+
+
+# --- judging a death -------------------------------------------------------------------------------------------
+# what pyggml._native's abort callback writes before ggml aborts: "pyggml: ggml aborted: /build/.../ggml-cpu/ops.cpp:5092:
+# src0->type = 1 (f16) not supported"
+_ABORTED = re.compile(r"^pyggml: ggml aborted: (?P<file>[^:\n]*):(?P<line>\d+): (?P<text>.*)$", re.M)
+
+
+def ggml_abort(stderr: str) -> str | None:
+    """ggml's own message in a dead process's stderr (GGML_ABORT's file, line and text, as the abort callback saw
+    them), the file from ggml's `src/` on; None when ggml did not abort (a segfault, a Python error)."""
+    found = _ABORTED.findall(stderr)
+    if not found:
+        return None
+    path, line, text = found[-1]
+    parts = path.replace("\\", "/").split("/")
+    short = "/".join(parts[parts.index("src") + 1 :] if "src" in parts else parts[-2:])
+    return f"{short}:{line}: {text.strip()}"
+
+
+def _unimplemented(message: str) -> bool:
+    """A kernel's dispatch without a branch for the types it was given: ggml's "... not supported" aborts, and
+    ggml-cpu's `default: GGML_ABORT("fatal error")` of its type switches."""
+    where, _, text = message.partition(": ")
+    return "not supported" in text or (text == "fatal error" and where.startswith("ggml-cpu/"))
+
+
+def died(case: Case, backend: str, how: str, stderr: str) -> Record:
+    """The record of a case whose process died computing it on `backend`, judged by what ggml said.
+
+    Args:
+        case: the case (its name, and its known disagreements).
+        backend: the backend it was computing on.
+        how: how the process died (SIGABRT, exit status 1).
+        stderr: the process's stderr.
+
+    Returns:
+        `unsupported` with ggml's message where the tree's kernel has no branch for the types (its dispatch
+        aborted: a tree older or newer than the pin); else `known` when a known disagreement covers the case on
+        this backend, else `error`, with ggml's message where ggml aborted, the last lines of stderr otherwise.
+        A death is never a pass.
+    """
+    name = case.name
+    message = ggml_abort(stderr)
+    if message is not None and _unimplemented(message):
+        return Record(name, backend, Status.UNSUPPORTED, message=f"not supported by this ggml's kernel: {message}")
+    if message is not None:
+        why = f"the worker process died ({how}) running this case: ggml aborted: {message}"
+    else:
+        tail = [line for line in stderr.splitlines() if line.strip()][-3:]
+        why = f"the worker process died ({how}) running this case" + (": " + " | ".join(tail) if tail else "")
+    reason = known(case, backend)
+    if reason:
+        return Record(name, backend, Status.KNOWN, message=f"known: {reason} ({why})")
+    return Record(name, backend, Status.ERROR, message=why)
 
 
 def run_case(case: Case, runner: Any, backend: str, slow: bool = False) -> tuple[Record, list[np.ndarray] | None]:

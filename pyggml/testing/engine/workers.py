@@ -204,7 +204,7 @@ def run_cases(
     for i in order:
         todo.setdefault(key(selected[i].name), deque()).append(i)
     owner: dict[str, int] = {}
-    dead: dict[int, dict[str, str]] = {}
+    dead: dict[int, dict[str, tuple[str, str]]] = {}
     results: list[list[Record] | None] = [None] * len(selected)
     unavailable: list[Record] | None = None
     left = len(selected)
@@ -277,22 +277,22 @@ def run_cases(
     return unavailable or [], [r or [] for r in results]
 
 
-def _replace(w: _Worker, args: tuple[Any, ...], dead: dict[int, dict[str, str]], names: list[str]) -> _Worker:
-    """A new worker in the place of `w`, which died: the case it was running gets its error record on the
-    backend it had started (on every backend not yet recorded when it had started none)."""
+def _replace(
+    w: _Worker, args: tuple[Any, ...], dead: dict[int, dict[str, tuple[str, str]]], names: list[str]
+) -> _Worker:
+    """A new worker in the place of `w`, which died: the case it was running gets its record (judged by what
+    ggml said: `verdict.died`) on the backend it had started (on every backend not yet recorded when it had
+    started none)."""
     outcome = w.child.wait(timeout=30)
     w.conn.close()
     if not w.ready:
         raise WorkerError(f"a worker process died before it was ready ({_how(outcome)}):\n{outcome.stderr[-4000:]}")
     if w.running:
         i = w.running[0]
-        why = f"the worker process died ({_how(outcome)}) running this case"
-        tail = [line for line in outcome.stderr.splitlines() if line.strip()][-3:]
-        if tail:
-            why += ": " + " | ".join(tail)
         backends = [w.began[1]] if w.began and w.began[0] == names[i] else list(args[0])
+        how = _how(outcome) + ("" if len(backends) == 1 else ", before it named a backend")
         for b in backends:
-            dead.setdefault(i, {})[b] = why + ("" if len(backends) == 1 else " (before it named a backend)")
+            dead.setdefault(i, {})[b] = (how, outcome.stderr[-8000:])
     return _Worker(w.slot, args)
 
 
