@@ -185,3 +185,14 @@ def test_a_death_is_judged_from_the_abort_callbacks_line():
     assert rec.status == "error" and rec.message.endswith(
         "SIGSEGV) running this case: Fatal Python error: Segmentation fault | line a | line b"
     )
+
+
+def test_a_case_that_kills_every_worker_is_given_up_not_sent_forever(monkeypatch):
+    monkeypatch.setitem(workers.START_SECONDS, False, 0.0)
+    some = [c.name for c in cases.select("^add/f32")][:1]
+    names = ["dying/even-judged", some[0]]
+    stubs = [SimpleNamespace(name=n, types=frozenset()) for n in names]
+    _, per_case = workers.run_cases(stubs, ["cpu"], 1, modules=["worker_cases"])
+    (gave_up,), (after,) = per_case
+    assert gave_up.status == "error" and gave_up.message == "the worker processes died 2 times running this case"
+    assert after.status == "pass"

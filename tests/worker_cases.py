@@ -62,3 +62,19 @@ class Sleeping(Case):
 
 
 register(Sleeping())
+
+
+class DyingEvenJudged(Dying):
+    """Dies computing on the CPU, and again in the worker that judges that death (its known disagreements
+    abort): a case that would kill every worker sent it."""
+
+    def __init__(self) -> None:
+        super().__init__("abort")
+        self.name = "dying/even-judged"
+
+    @property
+    def known(self):  # read by the verdict of a death only
+        os.abort()
+
+
+register(DyingEvenJudged())

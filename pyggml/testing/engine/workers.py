@@ -205,6 +205,7 @@ def run_cases(
         todo.setdefault(key(selected[i].name), deque()).append(i)
     owner: dict[str, int] = {}
     dead: dict[int, dict[str, tuple[str, str]]] = {}
+    deaths: dict[int, int] = {}  # the workers each case killed: one a backend at most, unless judging them kills
     results: list[list[Record] | None] = [None] * len(selected)
     unavailable: list[Record] | None = None
     left = len(selected)
@@ -243,7 +244,14 @@ def run_cases(
                     msg: Any = w.conn.recv()
                 except (EOFError, OSError):
                     workers[w.slot] = _replace(w, args, dead, names)
+                    if w.running:
+                        deaths[w.running[0]] = deaths.get(w.running[0], 0) + 1
                     for i in reversed(w.running):
+                        if deaths.get(i, 0) > len(args[0]):  # more deaths than backends: never sent again
+                            why = f"the worker processes died {deaths[i]} times running this case"
+                            results[i] = [Record(names[i], b, Status.ERROR, message=why) for b in args[0]]
+                            left -= 1
+                            continue
                         todo.setdefault(key(names[i]), deque()).appendleft(i)
                     continue
                 if msg[0] == "ready":
