@@ -25,6 +25,7 @@ from pyggml.errors import GGMLError, GraphError
 from pyggml.graph import MAX_GRAPH_SIZE, Graph
 from pyggml.lifetime import Closable, Lender, graph_tensors
 from pyggml.serial import serialized
+from pyggml.target import Target
 from pyggml.tensor import Tensor
 from pyggml.types import DeviceType, Op, Status
 
@@ -186,7 +187,7 @@ def device(name: str) -> Device:
         TypeError: `name` is not a str.
     """
     text("device: name", name)
-    if name.lower().startswith(cpu_variants.PREFIX):  # one of ggml's CPU variants: cpu:zen4, cpu:best
+    if Target.parse(name).variant is not None:  # one of ggml's CPU variants: cpu:zen4, cpu:best
         return Device(cpu_variants.device_ptr(name))
     for d in devices():
         if d.name.lower() == name.lower():
@@ -416,7 +417,8 @@ class Backend(Closable):
 
 
 def _is_vulkan(backend_ptr) -> bool:
-    return cstr(lib.ggml_backend_name(backend_ptr)).startswith("Vulkan")
+    k = backend_kinds.of_device(cstr(lib.ggml_backend_name(backend_ptr)))
+    return k is not None and k.family == "vulkan"
 
 
 def backend(name: str = "cpu", n_threads: int | None = None) -> Backend:

@@ -51,6 +51,7 @@ from pyggml.drift import BOUND, Comparison, Recorder, logit_stats
 from pyggml.errors import LlamaError
 from pyggml.lifetime import Closable
 from pyggml.node_reader import NodeReader, kept_while
+from pyggml.target import Target
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -326,15 +327,12 @@ class Model(Closable):
             ValueError: a meta backend naming no device, or an unknown device.
             LlamaError: llama.cpp cannot load the file (and the other errors of `load`).
         """
-        name = backend.lower()
-        if name == "cpu":
+        target = Target.parse(backend)
+        if target.name == "cpu":
             return cls.load(path, n_gpu_layers=0, devices=[], use_extra_bufts=use_extra_bufts)
-        if name.startswith("meta:"):
-            devices = [d for d in name[5:].split(",") if d]
-            if not devices:
-                raise ValueError(f"{backend}: a meta backend names its devices, e.g. meta:vulkan0,vulkan1")
-            return cls.load(path, devices=devices, split_mode="tensor", use_extra_bufts=use_extra_bufts)
-        return cls.load(path, devices=[name], split_mode="none", use_extra_bufts=use_extra_bufts)
+        if target.meta:
+            return cls.load(path, devices=list(target.devices), split_mode="tensor", use_extra_bufts=use_extra_bufts)
+        return cls.load(path, devices=[target.name], split_mode="none", use_extra_bufts=use_extra_bufts)
 
     @property
     def vocab(self) -> CData:

@@ -20,14 +20,12 @@ from pyggml.backend import Backend, Scheduler, backend, cpu_backend
 from pyggml.errors import Unsupported  # noqa: F401 (pyggml.testing and callers import it from here)
 from pyggml.graph import Graph
 from pyggml.serial import serialized
+from pyggml.target import META_PREFIX, Target  # noqa: F401 (META_PREFIX: callers import it from here)
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
     from pyggml.meta import MetaDevice, Policy
     from pyggml.profile import Profile
-
-
-META_PREFIX = "meta:"
 
 
 class Runner:
@@ -64,16 +62,17 @@ class Runner:
     """
 
     def __init__(self, name: str = "cpu", n_threads: int | None = None, graph_size: int = 8192) -> None:
-        self.name = text("Runner: name", name).lower()
+        target = Target.parse(text("Runner: name", name))
+        self.name = target.name
         self.meta: MetaDevice | None = None
         if self.name == "cpu":
             self.backend = cpu_backend(n_threads)
             self.backends: list[Backend] = [self.backend]
         else:
-            if self.name.startswith(META_PREFIX):
+            if target.meta:
                 from pyggml.meta import MetaDevice
 
-                self.meta = MetaDevice([d for d in self.name[len(META_PREFIX) :].split(",") if d])
+                self.meta = MetaDevice(list(target.devices))
                 self.backend = self.meta.init()
             else:
                 self.backend = backend(self.name, n_threads)

@@ -48,7 +48,9 @@ class Target:
         if name.startswith(META_PREFIX):
             devices = tuple(d for d in name[len(META_PREFIX) :].split(",") if d)
             if not devices:
-                raise ValueError(f"backend {name!r}: a meta backend names its devices, e.g. meta:cpu,cpu or meta:vulkan0,vulkan1")
+                raise ValueError(
+                    f"backend {name!r}: a meta backend names its devices, e.g. meta:cpu,cpu or meta:vulkan0,vulkan1"
+                )
             return cls(name, devices, meta=True)
         return cls(name, (name,))
 

@@ -60,6 +60,7 @@ MODULES = {
     "pyggml.threads": "threads.md",
     "pyggml.cpu_variants": "cpu_variants.md",
     "pyggml.cpu_features": "cpu_variants.md",
+    "pyggml.target": "target.md",
     "pyggml.types": "types.md",
     "pyggml.errors": "errors.md",
     "pyggml.lifetime": "lifetime.md",

@@ -138,10 +138,9 @@ def run_check(
 def backends_of(args: argparse.Namespace) -> list[str]:
     """The backends to run on: --backend's (cpu:all standing for every CPU variant this machine runs), or every
     one available."""
-    from pyggml import cpu_variants
+    from pyggml.target import expand
 
-    given = [b.lower() for b in (args.backend or available_backends())]
-    return list(dict.fromkeys(n for b in given for n in (cpu_variants.names_for(b) or [b])))
+    return expand(args.backend or available_backends())
 
 
 def _reports(args: argparse.Namespace) -> list[tuple[str, str]]:

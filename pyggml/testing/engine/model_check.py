@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from pyggml.conversation import ContextArgs, Script, has_tokenizer
+from pyggml.target import Target
 from pyggml.testing.engine import repro
 from pyggml.testing.engine.nodes import NodeChecker, NodeVerdict, file_weights
 from pyggml.testing.engine.verdict import Record, Status, nmse
@@ -135,7 +136,7 @@ def tokens_for(n_vocab: int, n: int, seed: int = 0) -> list[int]:
 
 def is_meta(backend: str) -> bool:
     """A meta device: llama.cpp's tensor split over the devices it names (meta:vulkan0,vulkan1)."""
-    return backend.startswith("meta:")
+    return Target.parse(backend).meta
 
 
 def load_for(path: str, backend: str, extra_bufts: bool = True) -> Any:
@@ -608,19 +609,20 @@ def main(args: argparse.Namespace) -> int:
             return fail(f"--model {f}: {why}")
     if args.json == "-" and args.junit == "-":
         return fail("only one report can go to stdout (-): give --json or --junit a file")
-    from pyggml import cpu_variants
+    from pyggml import cpu_variants, target
 
-    given = [b.lower() for b in (args.backend or ["cpu"])]
-    backends = list(dict.fromkeys(n for b in given for n in (cpu_variants.names_for(b) or [b])))
+    backends = target.expand(args.backend or ["cpu"])
     known = set(available_backends())
     for b in backends:
-        parts = [d for d in b[5:].split(",") if d] if is_meta(b) else [b]
-        if not parts:
-            return fail(f"--backend {b}: a meta device names its devices, e.g. meta:vulkan0,vulkan1")
-        variant_errors = [cpu_variants.error(d) for d in parts if d.startswith(cpu_variants.PREFIX)]
+        try:
+            parts = target.Target.parse(b).devices
+        except ValueError as e:
+            return fail(f"--backend {b}: {e}")
+        variants = [d for d in parts if target.Target.parse(d).variant is not None]
+        variant_errors = [cpu_variants.error(d) for d in variants]
         if any(variant_errors):
             return fail(f"--backend {b}: {next(e for e in variant_errors if e)}")
-        unknown = [d for d in parts if d not in known and not d.startswith(cpu_variants.PREFIX)]
+        unknown = [d for d in parts if d not in known and d not in variants]
         if unknown:
             return fail(f"no backend {', '.join(unknown)} in this build (available: {', '.join(sorted(known))})")
     if "cpu" not in backends:  # a device's or a split's logits are compared with the CPU's

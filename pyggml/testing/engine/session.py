@@ -17,6 +17,7 @@ import numpy as np
 from pyggml import backend_kinds, cpu_variants, rpc
 from pyggml.backend import devices
 from pyggml.runner import Runner
+from pyggml.target import Target
 from pyggml.testing.engine import cases as case_registry
 from pyggml.testing.engine.cases import Case
 from pyggml.testing.engine.verdict import Record, Status, died, nmse, run_case
@@ -367,17 +368,14 @@ def backend_error(name: str) -> str | None:
     None when it can. Found before any case runs."""
     from pyggml import build_info
 
-    name = name.lower()
-    if name.startswith("meta:"):
-        parts = [d for d in name[len("meta:") :].split(",") if d]
-        if not parts:
-            return f"backend {name!r}: a meta backend names its devices, e.g. meta:cpu,cpu or meta:vulkan0,vulkan1"
-        for part in parts:
-            why = backend_error(part)
-            if why:
-                return why
-        return None
-    if name.startswith(cpu_variants.PREFIX):  # ggml's CPU variants: cpu:zen4, cpu:best, cpu:all
+    try:
+        target = Target.parse(name)
+    except ValueError as e:
+        return str(e)
+    name = target.name
+    if target.meta:
+        return next((why for part in target.devices if (why := backend_error(part))), None)
+    if target.variant is not None:  # ggml's CPU variants: cpu:zen4, cpu:best, cpu:all
         return cpu_variants.error(name)
     names = [d.name.lower() for d in devices()]
     if name in names or name == "cpu":

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any, TextIO
 
+from pyggml.target import Target
 from pyggml.testing.engine import child
 from pyggml.testing.engine.verdict import Record, Status
 from pyggml.threads import cores
@@ -120,8 +121,7 @@ def expected_seconds(selected: Sequence[Case], backends: Sequence[str]) -> float
     ops = sum(isinstance(c, OpCase) for c in selected)
     total = 0.0
     for b in backends:
-        on_cpu = b == "cpu" or b.startswith("meta:cpu")
-        if on_cpu:
+        if Target.parse(b).on_cpu:
             total += ops * CASE_SECONDS["op"] + (len(selected) - ops) * CASE_SECONDS["scenario"]
         else:
             total += len(selected) * CASE_SECONDS["device"]
@@ -191,7 +191,7 @@ def run_cases(
     args = workers[0].args
     names = [c.name for c in selected]
     # by group, in the order of the selection; on CPUs alone (no pipelines to compile) each case is its own
-    grouped = not all(b == "cpu" or b.startswith("meta:cpu") for b in backends)
+    grouped = not all(Target.parse(b).on_cpu for b in backends)
     key = group if grouped else str
     todo: dict[str, deque[int]] = {}
     from pyggml.testing.engine.cases import OpCase
