@@ -14,7 +14,7 @@ import pytest
 import pyggml as gg
 from pyggml import cpu_features, cpu_variants
 
-pytestmark = pytest.mark.skipif(
+_needs_variants = pytest.mark.skipif(
     not cpu_variants.runnable(), reason=f"this build has no CPU variant this machine runs: {cpu_variants.BUILD_HINT}"
 )
 
@@ -23,6 +23,7 @@ def run(*args):
     return subprocess.run([sys.executable, "-m", "pyggml", *args], capture_output=True, text=True, timeout=600)
 
 
+@_needs_variants
 def test_an_editable_build_has_ggmls_baseline_and_the_best_variant_for_this_machine():
     built = cpu_variants.built()
     best = cpu_variants.best()
@@ -45,6 +46,7 @@ def features_of(name: str) -> dict[str, str]:
     return out
 
 
+@_needs_variants
 def test_each_variant_is_its_own_kernels():
     # x64 is ggml's baseline without SIMD: its registry says so, the best variant's lists its extensions
     assert not {"AVX", "AVX2", "AVX512"} & set(features_of("x64"))
@@ -53,6 +55,7 @@ def test_each_variant_is_its_own_kernels():
         assert "AVX2" in features_of(best.name)
 
 
+@_needs_variants
 @pytest.mark.parametrize("name", ["cpu:x64", "cpu:best"])
 def test_a_variant_runs_a_graph_with_the_threads_it_is_given(name):
     with gg.Runner(name, n_threads=1) as runner:
@@ -67,6 +70,7 @@ def test_a_variant_runs_a_graph_with_the_threads_it_is_given(name):
         assert np.allclose(out, B @ A.T, atol=0.05)
 
 
+@_needs_variants
 def test_check_cpu_all_runs_every_variant_this_machine_runs(tmp_path):
     report = tmp_path / "r.json"
     res = run("check", "--backend", "cpu:all", "--only", "mul_mat/q4_0", "--json", str(report), "-q")
@@ -77,6 +81,7 @@ def test_check_cpu_all_runs_every_variant_this_machine_runs(tmp_path):
     assert all(r["status"] == "pass" for r in records)
 
 
+@_needs_variants
 def test_check_model_runs_on_a_variant(tmp_path):
     model = tmp_path / "m.gguf"
     assert run("make-model", "llama", str(model)).returncode == 0
@@ -85,6 +90,7 @@ def test_check_model_runs_on_a_variant(tmp_path):
     assert "logits of m.gguf on cpu:x64 against cpu" in res.stdout
 
 
+@_needs_variants
 def test_info_lists_the_variants_those_this_machine_runs_and_the_one_in_use():
     res = run("info")
     assert res.returncode == 0
@@ -109,6 +115,7 @@ def test_a_variant_this_cpu_cannot_run_is_refused_naming_what_it_lacks(monkeypat
         gg.Runner("cpu:sapphirerapids")
 
 
+@_needs_variants
 def test_cpu_all_is_not_one_backend():
     with pytest.raises(ValueError, match="every variant this machine runs, not one backend"):
         gg.Runner("cpu:all")
@@ -129,6 +136,7 @@ def in_child(code: str, **env):
     )
 
 
+@_needs_variants
 def test_a_variant_made_the_process_cpu_is_what_llama_cpp_and_cpu_compute_with(tmp_path):
     # ggml patch 0036: libllama asks ggml's registry for the CPU (ggml_backend_dev_by_type); before it, the
     # registry gave the linked-in CPU backend whatever pyggml chose
@@ -163,6 +171,7 @@ def test_a_variant_named_in_the_environment_that_is_not_built_is_refused():
     assert "not one of the CPU variants built" in res.stderr
 
 
+@_needs_variants
 def test_the_probe_is_kept_per_build_and_machine_and_a_dying_variant_is_not_best(monkeypatch, tmp_path):
     monkeypatch.setenv("PYGGML_CACHE_DIR", str(tmp_path))
     cpu_variants.probe.cache_clear()
@@ -184,6 +193,7 @@ def test_the_probe_is_kept_per_build_and_machine_and_a_dying_variant_is_not_best
     assert chosen is None if len(cpu_variants.runnable()) == 1 else chosen.name != top.name
 
 
+@_needs_variants
 def test_a_variant_named_before_the_workers_fork_leaves_vulkan_to_them():
     # ggml patch 0036 notes the variant until ggml's registry is made: making it at import made ggml-vulkan's
     # Vulkan instance before check forked its workers, which then died (SIGSEGV) on their first Vulkan case
@@ -200,3 +210,11 @@ def test_a_variant_named_before_the_workers_fork_leaves_vulkan_to_them():
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "cpu is ggml's x64 CPU variant (PYGGML_CPU_VARIANT=x64)" in res.stdout
+
+
+def test_a_build_without_variants_says_how_to_build_them(monkeypatch):
+    monkeypatch.setattr(cpu_variants, "built", lambda: {})
+    why = cpu_variants.error("cpu:haswell")
+    assert why is not None and "this build has no CPU variants" in why
+    assert 'CMAKE_ARGS="-DPYGGML_CPU_VARIANTS=all" pip install -e .' in why
+    assert cpu_variants.best() is None and cpu_variants.names_for("cpu:all") == []
