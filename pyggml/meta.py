@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from pyggml import lifetime, preflight, rpc_link
 from pyggml._args import instance, integer
 from pyggml._native import ffi, lib
-from pyggml.backend import Backend, Buffer, Device, GGMLError, auto_threads, device
+from pyggml.backend import MAX_THREADS, Backend, Buffer, Device, GGMLError, auto_threads, device
 from pyggml.context import Context
 from pyggml.graph import Graph
 from pyggml.tensor import MAX_DIMS, Tensor
@@ -364,19 +364,25 @@ class MetaDevice:
         if errors:
             raise errors[0]
 
-    def init(self) -> "MetaBackend":
+    def init(self, n_threads: int | None = None) -> "MetaBackend":
         """A new backend on the meta device (`ggml_backend_dev_init`).
+
+        Args:
+            n_threads: the threads of each of its CPU devices; None chooses per graph (`auto_threads`).
 
         Returns:
             The MetaBackend.
 
         Raises:
             GGMLError: ggml cannot make it.
+            ValueError: a thread count outside 1..4096.
         """
+        if n_threads is not None:
+            integer("n_threads", n_threads, 1, MAX_THREADS)
         ptr = lib.ggml_backend_dev_init(self.device.ptr, ffi.NULL)
         if ptr == ffi.NULL:
             raise GGMLError(f"could not initialise a backend on {self.name}")
-        return MetaBackend(ptr, self)
+        return MetaBackend(ptr, self, n_threads)
 
     def __repr__(self):
         return f"<MetaDevice {self.name}>"
@@ -410,22 +416,25 @@ class MetaBackend(Backend):
     Args:
         ptr: the `ggml_backend_t` (cffi cdata).
         meta: its MetaDevice.
+        n_threads: the threads of each of its CPU devices; None chooses per graph.
 
     Attributes:
         meta: the MetaDevice.
     """
 
-    def __init__(self, ptr: CData, meta: MetaDevice) -> None:
+    def __init__(self, ptr: CData, meta: MetaDevice, n_threads: int | None = None) -> None:
         self.meta = meta
+        self.fixed_threads = n_threads
         super().__init__(ptr, meta.device)
 
     def _threads_for(self, graph: Graph) -> None:
-        """Before computing graph: its CPU devices' threads, `auto_threads(graph)` (ggml patch 0035; each may
-        take every core, the meta backend computes its devices one after another). Without it they kept ggml's
-        default of 4 whatever the machine had."""
+        """Before computing graph: its CPU devices' threads, those it was made with or `auto_threads(graph)`
+        (ggml patch 0035; each may take every core, the meta backend computes its devices one after another).
+        Without it they kept ggml's default of 4 whatever the machine had; without the fixed count, `check -j`'s
+        workers each took every core for their splits (a delta_net case 100 times slower than on the CPU)."""
         if not self.runs_on_cpu or not hasattr(lib, "ggml_backend_meta_set_n_threads"):
             return
-        n = auto_threads(graph)
+        n = self.fixed_threads or auto_threads(graph)
         if n != self.n_threads:
             lib.ggml_backend_meta_set_n_threads(self.ptr, n)
             self.n_threads = n

@@ -73,7 +73,7 @@ class Runner:
                 from pyggml.meta import MetaDevice
 
                 self.meta = MetaDevice(list(target.devices))
-                self.backend = self.meta.init()
+                self.backend = self.meta.init(n_threads)
             else:
                 self.backend = backend(self.name, n_threads)
             # a CPU variant (cpu:zen4) computes every node itself, inputs included

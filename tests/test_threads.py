@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import pyggml as gg
+from pyggml.backend import SMALL_GRAPH_WORK, graph_work
 
 THREADS, RUNS = 8, 25
 
@@ -207,6 +208,23 @@ r.run(g, {{x: np.ones((64, 512), np.float32), w: np.ones((512, 512), np.float32)
 print({_os_threads()} - before, r.backend.n_threads)
 """
     assert _in_one_core(code) == "0 1"
+
+
+def test_a_meta_runner_given_threads_keeps_them_for_every_graph() -> None:
+    # check -j's workers give each runner its share of the cores; a meta runner took every core for each large
+    # graph whatever it was given, so two workers ran four threads on two cores: the delta_net cases of the
+    # meta:cpu,cpu suite took 5 s each, 100 times the CPU's (bench/README.md, "Threads that fit the machine")
+    with gg.Runner("meta:cpu,cpu", n_threads=1) as r:
+        ctx = gg.Context()
+        x = ctx.tensor("f32", (64, 512), "x", input=True)
+        w = ctx.tensor("f32", (512, 512), "w", input=True)
+        y = ctx.mul_mat(w, x)
+        g = gg.Graph(ctx).build_forward_expand(y)
+        assert graph_work(g) >= SMALL_GRAPH_WORK  # a graph that would take every core
+        r.run(g, {x: np.ones((64, 512), np.float32), w: np.ones((512, 512), np.float32)}, y)
+        assert r.backend.n_threads == 1
+    with pytest.raises(ValueError):
+        gg.Runner("meta:cpu,cpu", n_threads=0)
 
 
 @needs_affinity
