@@ -5,8 +5,9 @@ releases ship it, each a backend to check: `cpu:zen4`, `cpu:best` (the one ggml 
 The variants are ggml's own loadable modules (GGML_CPU_ALL_VARIANTS with GGML_BACKEND_DL), built beside the
 module from the same patched source (native/cpu_variants, the build's PYGGML_CPU_VARIANTS) with a ggml-base of
 their own (libpyggml-cpu-base.so): each is asked for ggml's score of this CPU (0: it lacks a feature the
-variant was compiled for) and made a device by its own `ggml_backend_init`. `cpu` stays this build's own CPU
-backend: the one libllama computes with (`python -m pyggml info` says which features each has).
+variant was compiled for) and made a device by its own `ggml_backend_init`. `cpu`, and libllama's CPU, is the
+best variant in a portable build (the wheel), this build's own CPU backend in a native one, or what
+`PYGGML_CPU_VARIANT` names (`choice`); `python -m pyggml info` says which, with the features of each.
 """
 
 from __future__ import annotations
@@ -160,7 +161,10 @@ def _probe_cache() -> Path:
 def _probe_key(name: str) -> str:
     # the module as built and the machine it runs on: a new build or another CPU probes again
     st = built()[name].path.stat()
-    model = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")), "")
+    try:
+        model = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")), "")
+    except OSError:  # no /proc: the build alone
+        model = ""
     return f"{built()[name].path}|{st.st_size}|{st.st_mtime_ns}|{model}"
 
 
