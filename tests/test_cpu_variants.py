@@ -209,7 +209,17 @@ def test_a_variant_named_before_the_workers_fork_leaves_vulkan_to_them():
         env={**__import__("os").environ, "PYGGML_CPU_VARIANT": "x64"},
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    assert "cpu is ggml's x64 CPU variant (PYGGML_CPU_VARIANT=x64)" in res.stdout
+
+
+def test_a_failure_on_cpu_names_the_variant_cpu_is(monkeypatch):
+    from pyggml.testing.engine.session import table
+    from pyggml.testing.engine.verdict import Record, Status
+
+    records = [Record("add/f32", "cpu", Status.FAIL, 1.0, 1e-7, "wrong"), Record("add/f32", "cpu:x64", Status.PASS)]
+    assert "FAIL: add/f32 on cpu: wrong" in table(records)
+    fake = cpu_variants.Variant("zen4", ("AVX512",), 1, Path("nowhere.so"))
+    monkeypatch.setattr(cpu_variants, "in_use", lambda: fake)
+    assert "FAIL: add/f32 on cpu (ggml's zen4 CPU variant): wrong" in table(records)
 
 
 def test_a_build_without_variants_says_how_to_build_them(monkeypatch):

@@ -258,16 +258,16 @@ def table(records: list[Record], quiet: bool = False) -> str:
     lines.extend(summary(records))
     lines.append("")
     legend = "error = NMSE vs the NumPy oracle"
-    variant = cpu_variants.in_use()
-    if "cpu" in backends and variant is not None:  # a finding on cpu names its kernels
-        legend += f"; cpu is ggml's {variant.name} CPU variant ({cpu_variants.why_in_use()})"
     if len(backends) > 1:
         legend += f"; x = largest NMSE vs the first backend ({backends[0]})"
     lines.append("  ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ("" if quiet else f"   ({legend})"))
+    variant = cpu_variants.in_use()
     for r in records:
         if r.status in ("fail", "error"):
+            # a finding on cpu names its kernels where cpu is one of ggml's CPU variants (a portable build's)
+            on = f"cpu (ggml's {variant.name} CPU variant)" if r.backend == "cpu" and variant is not None else r.backend
             lines.append(
-                f"{r.status.upper()}: {r.case} on {r.backend}: {r.message or fmt_err(r.error)}"
+                f"{r.status.upper()}: {r.case} on {on}: {r.message or fmt_err(r.error)}"
                 + (f" > bound {fmt_err(r.bound)}" if r.status == "fail" and r.bound is not None else "")
             )
     return "\n".join(lines)
