@@ -94,3 +94,28 @@ def expand(names: list[str]) -> list[str]:
     """
     out = [n for name in names for n in (cpu_variants.names_for(name.strip().lower()) or [name.strip().lower()])]
     return list(dict.fromkeys(out))
+
+
+def refusal(name: str, available: set[str]) -> str | None:
+    """Why a backend named for a model's run cannot be had here, before anything loads.
+
+    Args:
+        name: the backend's name.
+        available: the device names this build has (`pyggml.testing.check.available_backends`).
+
+    Returns:
+        The reason (a name that is no backend, a CPU variant not built or not for this CPU, a device not in
+        `available`), None when it can be had.
+    """
+    try:
+        devices = Target.parse(name).devices
+    except ValueError as e:
+        return str(e)
+    variants = [d for d in devices if Target.parse(d).variant is not None]
+    why = next((w for d in variants if (w := cpu_variants.error(d))), None)
+    if why:
+        return why
+    missing = [d for d in devices if d not in available and d not in variants]
+    if missing:
+        return f"no backend {', '.join(missing)} in this build (available: {', '.join(sorted(available))})"
+    return None

@@ -27,8 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyggml import cpu_variants
-from pyggml.target import Target
+from pyggml.target import refusal
 
 DEFAULT_DIR = "pyggml-compare"
 
@@ -106,16 +105,9 @@ def main(args: argparse.Namespace) -> int:
             return _fail(f"{path}: no such file")
     known = set(available_backends())
     for _, b in runs:
-        try:
-            target = Target.parse(b)
-        except ValueError as e:
-            return _fail(str(e))
-        variant_errors = [cpu_variants.error(d) for d in target.devices if Target.parse(d).variant is not None]
-        if any(variant_errors):
-            return _fail(next(e for e in variant_errors if e))
-        missing = [d for d in target.devices if d not in known and Target.parse(d).variant is None]
-        if missing:
-            return _fail(f"no backend {', '.join(missing)} in this build (available: {', '.join(sorted(known))})")
+        refused = refusal(b, known)
+        if refused:
+            return _fail(refused)
     if args.rows < 0:
         return _fail(f"--rows must be at least 0, not {args.rows}")
     if args.bound is not None and not 0 < args.bound < math.inf:

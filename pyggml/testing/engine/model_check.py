@@ -609,22 +609,14 @@ def main(args: argparse.Namespace) -> int:
             return fail(f"--model {f}: {why}")
     if args.json == "-" and args.junit == "-":
         return fail("only one report can go to stdout (-): give --json or --junit a file")
-    from pyggml import cpu_variants, target
+    from pyggml import target
 
     backends = target.expand(args.backend or ["cpu"])
     known = set(available_backends())
     for b in backends:
-        try:
-            parts = target.Target.parse(b).devices
-        except ValueError as e:
-            return fail(f"--backend {b}: {e}")
-        variants = [d for d in parts if target.Target.parse(d).variant is not None]
-        variant_errors = [cpu_variants.error(d) for d in variants]
-        if any(variant_errors):
-            return fail(f"--backend {b}: {next(e for e in variant_errors if e)}")
-        unknown = [d for d in parts if d not in known and d not in variants]
-        if unknown:
-            return fail(f"no backend {', '.join(unknown)} in this build (available: {', '.join(sorted(known))})")
+        why = target.refusal(b, known)
+        if why:
+            return fail(f"--backend {b}: {why}")
     if "cpu" not in backends:  # a device's or a split's logits are compared with the CPU's
         backends.insert(0, "cpu")
     directory = args.save_failures or repro.DEFAULT_DIR
