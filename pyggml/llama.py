@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pyggml import threads
+from pyggml import cpu_variants, threads
 from pyggml._native import build_info, ffi, lib, logged_warnings
 from pyggml._native import log as native_log
 from pyggml.backend import Device, EvalObserver, device
@@ -328,7 +328,9 @@ class Model(Closable):
             LlamaError: llama.cpp cannot load the file (and the other errors of `load`).
         """
         target = Target.parse(backend)
-        if target.name == "cpu":
+        in_use = cpu_variants.in_use()
+        if target.name == "cpu" or (in_use is not None and target.variant == in_use.name):
+            # the process's CPU, a CPU variant that is one included: llama.cpp's CPU, extra buffer types and all
             return cls.load(path, n_gpu_layers=0, devices=[], use_extra_bufts=use_extra_bufts)
         if target.meta:
             return cls.load(path, devices=list(target.devices), split_mode="tensor", use_extra_bufts=use_extra_bufts)

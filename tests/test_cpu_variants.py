@@ -228,3 +228,19 @@ def test_a_build_without_variants_says_how_to_build_them(monkeypatch):
     assert why is not None and "this build has no CPU variants" in why
     assert 'CMAKE_ARGS="-DPYGGML_CPU_VARIANTS=all" pip install -e .' in why
     assert cpu_variants.best() is None and cpu_variants.names_for("cpu:all") == []
+
+
+def test_a_variant_checked_as_a_model_backend_runs_as_the_childs_cpu(monkeypatch):
+    # check --model on cpu:zen4 compared a run without the CPU's repacked weights (the variant loaded as a device)
+    # with cpu's repacked one: a published Gemma 3 Q4_K_M read logits NMSE 1.1e-3 with every node passing; in its
+    # child the variant is the CPU, repacked weights and all (the same logits as cpu's: 0)
+    from pyggml import llama
+    from pyggml.testing.engine.model_check import child_env
+
+    assert child_env("cpu:zen4")["PYGGML_CPU_VARIANT"] == "zen4" and "PYGGML_CPU_VARIANT" not in child_env("cpu")
+    loads = []
+    monkeypatch.setattr(llama.Model, "load", classmethod(lambda cls, path, **kw: loads.append(kw)))
+    monkeypatch.setattr(cpu_variants, "in_use", lambda: cpu_variants.Variant("zen4", (), 1, Path("x.so")))
+    llama.Model.for_backend("m.gguf", "cpu:zen4")
+    llama.Model.for_backend("m.gguf", "cpu")
+    assert loads[0] == loads[1] == {"n_gpu_layers": 0, "devices": [], "use_extra_bufts": True}

@@ -219,6 +219,17 @@ def keeper(patterns: list[str], failures: int = repro.MAX_FAILURES) -> Callable[
 CHILD_ENV = {"GOMP_SPINCOUNT": "0"}
 
 
+def child_env(backend: str) -> dict[str, str]:
+    """The environment a backend's run adds in its child: CHILD_ENV where the user set nothing, and for a CPU
+    variant (cpu:zen4) that variant as the child's CPU, so that llama.cpp runs on it as it runs on `cpu`, its
+    extra buffer types (repacked weights) included, as a release of llama.cpp that loaded it would."""
+    env = {k: v for k, v in CHILD_ENV.items() if k not in os.environ}
+    variant = Target.parse(backend).variant
+    if variant is not None:
+        env["PYGGML_CPU_VARIANT"] = variant
+    return env
+
+
 def run_in_child(
     path: str,
     backend: str,
@@ -253,7 +264,7 @@ def run_in_child(
             follow,
             n_threads,
         ),
-        env={k: v for k, v in CHILD_ENV.items() if k not in os.environ},
+        env=child_env(backend),
     )
     if out.status == "returned":
         return out.value
