@@ -105,3 +105,10 @@ def build_hint(k: BackendKind) -> str:
         `CMAKE_ARGS="-D<option>=ON" pip install -e .`
     """
     return f'CMAKE_ARGS="-D{k.cmake_option}=ON" pip install -e .'
+
+
+if __name__ == "__main__":
+    # The build reads the table from here (CMakeLists.txt runs this file as a script, before pyggml exists):
+    # one line `family OPTION` per kind, so the backends a build reports come from KINDS, not from a second list.
+    for k in KINDS:
+        print(k.family, k.cmake_option)

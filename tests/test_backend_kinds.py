@@ -67,3 +67,22 @@ def test_a_kinds_preflight_rules_come_from_the_table(monkeypatch):
     with pytest.raises(pyggml.GraphError, match="refused by the kind's own rules"):
         backend.compute(graph)
     assert seen == [2]
+
+
+def test_the_build_reads_its_kinds_from_the_table():
+    """CMakeLists.txt runs backend_kinds.py as a script for the kinds it reports built: one line per kind, and
+    no second list of backends in the build (a new kind in KINDS is reported built when its option is on)."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, str(root / "pyggml" / "backend_kinds.py")], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert [line.split() for line in out if line] == [[k.family, k.cmake_option] for k in backend_kinds.KINDS]
+    cmake = (root / "CMakeLists.txt").read_text()
+    assert "pyggml/backend_kinds.py" in cmake
+    assert not re.search(r"foreach\(\w+ [^)]*\b(VULKAN|vulkan)\b[^)]*\b(CUDA|cuda)\b", cmake)
+    assert set(pyggml.build_info()["backends"]) <= {k.family for k in backend_kinds.KINDS}
