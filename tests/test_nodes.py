@@ -225,3 +225,57 @@ def test_a_node_and_a_case_of_one_op_on_one_backend_get_one_bound(monkeypatch):
         node = [v for v in check_case_nodes(case, runner) if v.kind == "ADD"][0]
     assert verdict.bounds(case, "cpu")[0] == node.nmse_bound == 3e-3
     assert verdict.bounds(case, "vulkan0")[0] == case.nmse_bound != 3e-3  # elsewhere the op's own
+
+
+def test_a_node_and_a_case_of_one_op_on_one_backend_get_one_known_verdict(monkeypatch):
+    """One judge (verdict.policy, verdict.rule): a known disagreement stated for a backend makes the op's case and
+    the node of the same op computed there `known`, naming why, and the model's record of that kind too."""
+    import dataclasses
+
+    from pyggml.testing.engine import verdict
+    from pyggml.testing.engine.cases import OpCase
+    from pyggml.testing.engine.nodes import check_case_nodes
+    from pyggml.testing.engine.opdb import Bound, Known
+
+    opdb.load()
+    spec = opdb.SPECS["mul_mat"]
+    tight = Bound(1e-30, 1e-30, backend="cpu", why="tighter than any product: a rule of this test's own")
+    why = "a disagreement of this test's own"
+    stated = dataclasses.replace(spec, bounds=[*spec.bounds, tight], known=[Known("cpu", why)])
+    monkeypatch.setitem(opdb.SPECS, "mul_mat", stated)
+    monkeypatch.setitem(opdb.READERS, "MUL_MAT", stated)
+    sample = next(
+        s for s in spec.samples if {v[0] if isinstance(v, tuple) else v.type for v in s.inputs.values()} == {"f32"}
+    )
+    case = OpCase(stated, sample)
+    with gg.Runner("cpu") as runner:
+        record, _ = verdict.run_case(case, runner, "cpu")
+        node = [v for v in check_case_nodes(case, runner) if v.kind == "MUL_MAT"][0]
+    assert record.status == verdict.Status.KNOWN and why in record.message
+    assert node.comparison is not None and not node.comparison.ok and node.known == why
+    assert verdict.of_node(node) == verdict.Status.KNOWN
+    kind = verdict.nodes("m.gguf/MUL_MAT", "cpu", [node])
+    assert kind.status == verdict.Status.KNOWN and why in kind.message
+    assert verdict.nodes("m.gguf/MUL_MAT", "cpu", [dataclasses.replace(node, known="")]).status == verdict.Status.FAIL
+
+
+def test_no_module_but_the_verdict_writes_a_status():
+    """Every status of the project is written in verdict.py: elsewhere a Status member is only compared with, and
+    no record is made with a status= of its own."""
+    import ast
+    from pathlib import Path
+
+    root = Path(gg.__file__).resolve().parent
+    writers = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "verdict.py":
+            continue
+        tree = ast.parse(path.read_text())
+        compared = {id(n) for c in ast.walk(tree) if isinstance(c, ast.Compare) for n in ast.walk(c)}
+        for n in ast.walk(tree):
+            member = isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "Status"
+            if member and n.attr.isupper() and id(n) not in compared:
+                writers.append(f"{path.relative_to(root)}:{n.lineno}")
+            if isinstance(n, ast.keyword) and n.arg == "status" and isinstance(n.value, ast.Attribute):
+                writers.append(f"{path.relative_to(root)}:{n.value.lineno}")
+    assert writers == []

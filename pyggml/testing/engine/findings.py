@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from pyggml._native import build_info, version_key
+from pyggml.testing.engine import verdict
 from pyggml.testing.engine.verdict import Record, Status
 
 
@@ -263,11 +264,8 @@ def explain(records: list[Record]) -> list[Record]:
         if found:
             numbers = " or ".join(str(f.number) for f in found)
             lacks = ", ".join(f.patch or f"the upstream fix (ggml {f.fixed_in})" for f in found)
-            r = replace(
-                r,
-                status=Status.KNOWN,
-                message=f"known: upstream bug, docs/findings.md {numbers}: {found[0].what} (this build lacks "
-                f"{lacks}) ({r.message})",
+            r = verdict.explained(
+                r, f"upstream bug, docs/findings.md {numbers}: {found[0].what} (this build lacks {lacks})"
             )
         out.append(r)
     return out

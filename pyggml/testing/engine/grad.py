@@ -35,10 +35,10 @@ from pyggml._native import lib
 from pyggml.context import Context
 from pyggml.graph import Graph
 from pyggml.runner import Runner, Unsupported
-from pyggml.testing.engine import opdb
+from pyggml.testing.engine import opdb, verdict
 from pyggml.testing.engine import oracles as O
 from pyggml.testing.engine.opdb import Known, uniform
-from pyggml.testing.engine.verdict import Record, Status, known
+from pyggml.testing.engine.verdict import Record, known
 
 GRAD_BOUND = 1e-3
 STEP = 1e-2  # the larger finite-difference step (the smaller is STEP/2), scaled by max(1, |x|)
@@ -199,25 +199,13 @@ def run_grad_case(case: GradCase, runner: Runner, backend: str) -> Record:
     try:
         actual = case.execute(runner)
     except Unsupported as e:
-        return Record(case.name, backend, Status.UNSUPPORTED, message=f"not supported: {e}")
+        return verdict.unsupported(case.name, backend, f"not supported: {e}")
     except Exception as e:  # noqa: BLE001 - a failing case must not stop the run
-        return Record(
-            case.name, backend, Status.ERROR, message=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - start
-        )
+        return verdict.error(case.name, backend, f"{type(e).__name__}: {e}", time.perf_counter() - start)
     err = grad_error(actual, case.expected())
-    status = Status.PASS if err <= case.bound else Status.FAIL
-    why = known(case, backend)
-    if status == Status.FAIL and why:
-        status = Status.KNOWN
-    return Record(
-        case.name,
-        backend,
-        status,
-        err,
-        case.bound,
-        message=f"known: {why}" if status == "known" else "",
-        seconds=time.perf_counter() - start,
-    )
+    rules = verdict.Policy(case.bound, float("inf"), known(case, backend))
+    cmp = verdict.within(err, case.bound, "relative gradient error")
+    return verdict.rule(case.name, backend, [cmp], rules, time.perf_counter() - start)
 
 
 def run_grad(backends: list[str], pattern: str | None = None, progress: TextIO | None = None) -> list[Record]:
@@ -229,7 +217,7 @@ def run_grad(backends: list[str], pattern: str | None = None, progress: TextIO |
             Runner(name)
             usable.append(name)
         except Exception as e:  # noqa: BLE001 - reported as a record
-            records.append(Record("*", name, Status.ERROR, message=f"backend unavailable: {e}"))
+            records.append(verdict.unavailable(name, e))
     for case in select(pattern):
         for name in usable:
             # a fresh Runner per case: ggml's graph allocator reuses the previous graph's memory plan

@@ -30,7 +30,7 @@ from pyggml.runner import Runner
 from pyggml.tensor import Tensor
 from pyggml.testing.engine import opdb
 from pyggml.testing.engine.opdb import Node, default_nmse
-from pyggml.testing.engine.verdict import Comparison, compare, default_max_error, resolve_bound
+from pyggml.testing.engine.verdict import Comparison, Policy, compare, default_max_error, policy
 from pyggml.types import Op
 
 if TYPE_CHECKING:
@@ -128,6 +128,8 @@ class NodeVerdict:
         capture: its inputs (`Capture`), when the checker was asked to keep them; else None.
         step: the step of a conversation it was computed in ("prefill", "step 2", "draft", "after rollback"; ""
             outside one).
+        known: why the backend that computed it is known to disagree with the oracle on it (the op's `Known`
+            rules, by `verdict.policy` as for a case of the op); "" when it is not.
     """
 
     index: int  # the node's place in the order ggml computed the graph
@@ -139,6 +141,7 @@ class NodeVerdict:
     buffer: str = ""  # the buffer type its memory is in (CPU, Vulkan0, RPC0[host:port], Meta...): where it ran
     capture: Capture | None = field(default=None, repr=False)  # its inputs, when the checker was asked to keep them
     step: str = ""  # the conversation's step it was computed in
+    known: str = ""  # why its backend is known to disagree with the oracle on it (the op's Known), "" if not
 
     @property
     def ok(self) -> bool:
@@ -164,9 +167,9 @@ def kind(t: Tensor) -> str:
     return ffi.string(lib.ggml_op_desc(t.ptr)).decode()
 
 
-def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor], backend: str = "") -> float:
-    """The NMSE a node of `s` computed on `backend` may show: by the rule a case of the op gets its bound by
-    (`verdict.resolve_bound`).
+def node_policy(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor], backend: str = "") -> Policy:
+    """The policy of a node of `s` computed on `backend`: its bounds and known disagreement, by the rule a case of
+    the op gets its own by (`verdict.policy`).
 
     Args:
         s: the op's spec in the op database.
@@ -175,15 +178,20 @@ def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor], backend: str = "")
         backend: where it was computed ("cpu", "vulkan0", ...; "" when unknown: the rules of no backend hold).
 
     Returns:
-        0 for an exact spec; else the most specific of the spec's bounds stated for the backend or the node's
-        types (its own and its sources'); else the spec's plain bound; else the one its precision earns
-        (`default_nmse`).
+        Bounds of 0 for an exact spec; else the most specific of the spec's bounds stated for the backend or the
+        node's types (its own and its sources'); else the spec's plain bound; else the one its precision earns
+        (`default_nmse`). Its `known`: the most specific of the spec's known disagreements that holds.
     """
-    if s.exact:
-        return 0.0
     node_types = frozenset(x.type.name.lower() for x in [t, *srcs])
+    if s.exact:
+        return policy((), s.known, backend, node_types, (0.0, 0.0))
     plain = next((b.nmse for b in s.bounds if not b.backend and not b.types), default_nmse(set(node_types)))
-    return resolve_bound(s.bounds, backend, node_types, (plain, default_max_error(plain)))[0]
+    return policy(s.bounds, s.known, backend, node_types, (plain, default_max_error(plain)))
+
+
+def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor], backend: str = "") -> float:
+    """The NMSE a node of `s` computed on `backend` may show (`node_policy`'s)."""
+    return node_policy(s, t, srcs, backend).nmse
 
 
 def span(t: Tensor) -> np.ndarray:
@@ -658,10 +666,12 @@ class NodeChecker(NodeReader):
             verdict.error = f"{type(e).__name__}: {e}"
             return True
         ptrs = [Tensor(p, t.ctx) for p in t.ptr.src if p != ffi.NULL]
+        rules = node_policy(s, t, ptrs, computed_on(t, self.backend))
+        verdict.known = rules.known or ""
         if isinstance(result, opdb.Modeled):  # the oracle did what this backend does: its tighter bound
             expected, bound = np.asarray(result.values), result.nmse
         else:
-            expected, bound = np.asarray(result), node_bound(s, t, ptrs, computed_on(t, self.backend))
+            expected, bound = np.asarray(result), rules.nmse
         if self.tolerance is not None:
             bound = self.tolerance(t, bound)
         max_err = 0.0 if bound == 0 else default_max_error(bound)

@@ -24,13 +24,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pyggml._native import ffi, lib
 from pyggml.backend import Backend, backend, cpu_backend
 from pyggml.context import Context
 from pyggml.graph import Graph
 from pyggml.tensor import Tensor
+from pyggml.testing.engine import verdict
 from pyggml.testing.engine.verdict import Record, Status
 
 if TYPE_CHECKING:
@@ -60,6 +61,12 @@ class PerfRecord:
     gbps: float | None = None
     of_peak: float | None = None
     message: str = ""
+
+    @classmethod
+    def of(cls, record: Record, **timing: Any) -> PerfRecord:
+        """The perf record of a verdict's record (`pyggml.testing.engine.verdict`: its statuses are written there),
+        with the timing figures given."""
+        return cls(record.case, record.backend, record.status, message=record.message, **timing)
 
 
 def _ne(t) -> list[int]:
@@ -143,7 +150,8 @@ def time_graph(be: Backend, ctx: Context, out: Tensor, graph: Graph, seconds: fl
         runs += n_runs
         computes += 1
     sec = total_us / 1e6
-    rec = PerfRecord("", "", Status.PASS, runs, total_us / runs, n_runs + len(others), flops, size)
+    timing = {"runs": runs, "us_per_run": total_us / runs, "nodes_per_compute": n_runs + len(others)}
+    rec = PerfRecord.of(verdict.timed("", ""), **timing, flops=flops, bytes=size)
     if flops:
         rec.gflops = (flops * runs + other_flops * computes) / sec / 1e9
     else:
@@ -161,9 +169,7 @@ def time_case(case: Case, be: Backend, seconds: float) -> PerfRecord:
         raise ValueError("a graph of views only: nothing to compute")
     bad = be.unsupported(graph)
     if bad:
-        return PerfRecord(
-            case.name, "", Status.UNSUPPORTED, message="not supported: " + ", ".join(n.op.name for n in bad)
-        )
+        return PerfRecord.of(verdict.unsupported(case.name, "", "not supported: " + ", ".join(n.op.name for n in bad)))
     be.alloc_tensors(ctx)
     raw = case.raw_values()  # type: ignore[attr-defined]
     for k, t in x.items():
@@ -239,18 +245,18 @@ def run_perf(
             be = make_backend(name, n_threads)
             limits[name] = measure_limits(make_backend(name, n_threads), seconds)
         except Exception as e:  # noqa: BLE001 - reported as the backend's error
-            records.append(PerfRecord("*", name, Status.ERROR, message=f"backend unavailable: {e}"))
+            records.append(PerfRecord.of(verdict.unavailable(name, e)))
             continue
         for case in selected:
             if not isinstance(case, OpCase):
-                rec = PerfRecord(case.name, name, Status.SKIPPED, message="a scenario of several graphs")
+                rec = PerfRecord.of(verdict.skip(case.name, name, "a scenario of several graphs"))
             else:
                 try:
                     rec = time_case(case, be, seconds)
                     if rec.status == Status.PASS:
                         rec.of_peak = of_peak(rec, limits[name], case)
                 except Exception as e:  # noqa: BLE001 - one case's error, not the run's
-                    rec = PerfRecord(case.name, name, Status.ERROR, message=f"{type(e).__name__}: {e}")
+                    rec = PerfRecord.of(verdict.error(case.name, name, f"{type(e).__name__}: {e}"))
             rec.backend = name
             records.append(rec)
             if progress is not None:

@@ -36,8 +36,9 @@ from pyggml.context import Context
 from pyggml.graph import Graph
 from pyggml.runner import Runner
 from pyggml.tensor import Tensor, set_rank
+from pyggml.testing.engine import verdict
 from pyggml.testing.engine.nodes import Capture, NodeChecker, NodeVerdict, Source, observing
-from pyggml.testing.engine.verdict import Record, Status, attempt
+from pyggml.testing.engine.verdict import Record, attempt
 from pyggml.types import Op
 
 FORMAT = "pyggml-node-repro"
@@ -89,7 +90,7 @@ def save(directory: str | Path, v: NodeVerdict, model: str, backend: str) -> Pat
         "backend": backend,
         "index": v.index,
         "step": v.step,
-        "status": "pass" if v.ok else "fail",
+        "status": str(verdict.of_node(v)),
         "nmse": None if cmp is None else cmp.nmse,
         "max_error": None if cmp is None else cmp.max_error,
         "message": "" if cmp is None else cmp.message,
@@ -238,9 +239,7 @@ def rerun(r: Repro, backend: str, runner: Runner | None = None) -> Record:
     """Compute r's node on `backend` from its saved inputs and judge it with its oracle and saved bound: a
     check record (pass, fail, error, unsupported; skipped, saying why, for a node that cannot be rebuilt)."""
     if r.capture.not_standalone:
-        return Record(
-            r.case, backend, Status.SKIPPED, message=f"cannot be rebuilt on its own: {r.capture.not_standalone}"
-        )
+        return verdict.skip(r.case, backend, f"cannot be rebuilt on its own: {r.capture.not_standalone}")
     checker = NodeChecker(tolerance=lambda t, b: r.bound, keep=lambda v: True)
 
     def run() -> None:
@@ -257,28 +256,23 @@ def rerun(r: Repro, backend: str, runner: Runner | None = None) -> Record:
         return failed
     mine = [v for v in checker.verdicts if v.kind == r.capture.kind]
     if len(mine) != 1:
-        return Record(
-            r.case, backend, Status.ERROR, message=f"the rebuilt graph showed {len(mine)} {r.capture.kind} nodes, not 1"
-        )
+        return verdict.error(r.case, backend, f"the rebuilt graph showed {len(mine)} {r.capture.kind} nodes, not 1")
     v = mine[0]
     if v.unread:
-        return Record(r.case, backend, Status.SKIPPED, message=f"unread: {v.error}")
+        return verdict.skip(r.case, backend, f"unread: {v.error}")
     if v.comparison is None:
-        return Record(
-            r.case, backend, Status.SKIPPED, message=f"the oracle could not model it: {v.error or 'no oracle'}"
-        )
+        return verdict.skip(r.case, backend, f"the oracle could not model it: {v.error or 'no oracle'}")
     assert v.capture is not None
     for got, saved in zip(v.capture.sources, r.capture.sources):
         if (got is None) != (saved is None) or (
             got is not None and saved is not None and not np.array_equal(got.values, saved.values, equal_nan=True)
         ):
             slot = (got or saved).slot  # type: ignore[union-attr]
-            return Record(r.case, backend, Status.ERROR, message=f"src{slot} did not read back as saved")
-    cmp = v.comparison
-    status = Status.PASS if cmp.ok else Status.FAIL
+            return verdict.error(r.case, backend, f"src{slot} did not read back as saved")
+    # the saved bound (the node's when it was saved), and the op's known disagreement on this backend
+    rules = verdict.Policy(r.bound, verdict.default_max_error(r.bound), v.known or None)
     where = f"node in {v.buffer or 'host'} memory"
-    message = f"{cmp.message} ({where})" if cmp.message else where
-    return Record(r.case, backend, status, cmp.nmse, r.bound, message, ops=[r.capture.kind])
+    return verdict.rule(r.case, backend, [v.comparison], rules, note=where, ops=[r.capture.kind])
 
 
 def main(args: argparse.Namespace) -> int:
@@ -309,7 +303,7 @@ def main(args: argparse.Namespace) -> int:
                 try:
                     runners[b] = Runner(b)
                 except Exception as e:  # noqa: BLE001 - the reproducer's backend may be missing here
-                    records.append(Record(r.case, b, Status.ERROR, message=f"backend unavailable: {e}"))
+                    records.append(verdict.unavailable(b, e, r.case))
                     continue
             records.append(rerun(r, b, runners[b]))
     out = sys.stderr if args.json == "-" else sys.stdout

@@ -19,6 +19,7 @@ from pyggml.backend import devices
 from pyggml.runner import Runner
 from pyggml.target import Target
 from pyggml.testing.engine import cases as case_registry
+from pyggml.testing.engine import verdict
 from pyggml.testing.engine.cases import Case
 from pyggml.testing.engine.verdict import Record, Status, died, nmse, run_case
 from pyggml.types import DeviceType
@@ -153,7 +154,7 @@ def make_runners(backends: list[str], n_threads: int | None = None) -> tuple[dic
         try:
             runners[name] = Runner(name, n_threads=n_threads)
         except Exception as e:
-            records.append(Record("*", name, Status.ERROR, message=f"backend unavailable: {e}"))
+            records.append(verdict.unavailable(name, e))
     return runners, records
 
 

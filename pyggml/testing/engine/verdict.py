@@ -262,31 +262,181 @@ def _device_is(backend: str, words: str) -> bool:
     return words in device(backend).description.lower()
 
 
-# --- judging one run ----------------------------------------------------------------------------------------
+# --- the judge: every verdict of the project is ruled here --------------------------------------------------
+@dataclass(frozen=True)
+class Policy:
+    """What an op states for one result of it: the bounds its comparison is held to and, where a backend is known
+    to disagree with the oracle on it, why (None: not known to)."""
+
+    nmse: float
+    max_error: float
+    known: str | None = None
+
+
+def policy(
+    bounds: Sequence[Bound],
+    known_rules: Sequence[Known],
+    backend: str,
+    types: frozenset[str],
+    plain: tuple[float, float],
+) -> Policy:
+    """The one rule by which a case, a node of a model, a grad case and a reproducer get their policy on a backend:
+    the most specific bound and the most specific known disagreement stated for `backend` (a name prefix) and
+    `types` (`resolve_bound`); the op's plain bound where no bound rule holds.
+
+    Args:
+        bounds: the op's (and a case's sample's) bounds.
+        known_rules: its known disagreements.
+        backend: where the result was computed ("cpu", "vulkan0", "meta:cpu,cpu"; "" when unknown).
+        types: the ggml type names involved, lower case.
+        plain: (NMSE, largest error) when no bound rule holds.
+
+    Returns:
+        The Policy.
+    """
+    nmse_bound, max_error_bound = resolve_bound(bounds, backend, types, plain)
+    rule: Known | None = _most_specific(known_rules, backend, types)
+    return Policy(nmse_bound, max_error_bound, rule.why if rule else None)
+
+
+def rule(
+    name: str,
+    backend: str,
+    comparisons: Sequence[Comparison],
+    rules: Policy,
+    seconds: float = 0.0,
+    note: str = "",
+    ops: Sequence[str] = (),
+) -> Record:
+    """The judge: the record of a result's comparisons (one per output) under its op's policy on `backend`.
+
+    `pass` when every comparison holds; else `known`, naming why, when the policy knows this backend to disagree;
+    else `fail` with the worst comparison's message.
+
+    Args:
+        name: what the record is of (a case, `model.gguf/MUL_MAT`, a reproducer).
+        backend: where the result was computed.
+        comparisons: the outputs' comparisons with their oracle (`compare`), at least one.
+        rules: the policy (`policy`); its NMSE bound goes into the record.
+        seconds: what it took.
+        note: said after the verdict's own message ("312 nodes", "against cpu: ...").
+        ops: the op kinds it computed.
+
+    Returns:
+        The Record.
+    """
+    worst = max(comparisons, key=lambda v: (not v.ok, v.nmse))
+    err = max(v.nmse for v in comparisons)
+    ops = list(ops)
+    if worst.ok:
+        return Record(name, backend, Status.PASS, err, rules.nmse, note, seconds=seconds, ops=ops)
+    said = "; ".join(x for x in (worst.message, note) if x)
+    if rules.known:
+        message = f"known: {rules.known}" + (f" ({said})" if said else "")
+        return Record(name, backend, Status.KNOWN, err, rules.nmse, message, seconds=seconds, ops=ops)
+    return Record(name, backend, Status.FAIL, err, rules.nmse, said, seconds=seconds, ops=ops)
+
+
 def judge(
     case: Case, backend: str, actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], seconds: float = 0.0
 ) -> Record:
     """The record of one case's outputs against its oracle's on `backend`."""
     if len(actual) != len(expected):
-        return Record(
-            case.name,
-            backend,
-            Status.FAIL,
-            message=f"{len(actual)} outputs, the oracle has {len(expected)}",
-            seconds=seconds,
-        )
+        return failed(case.name, backend, f"{len(actual)} outputs, the oracle has {len(expected)}", seconds)
     nmse_bound, max_error_bound = bounds(case, backend)
-    verdicts = [compare(a, e, nmse_bound, max_error_bound) for a, e in zip(actual, expected)]
-    worst = max(verdicts, key=lambda v: (not v.ok, v.nmse))
-    err = max(v.nmse for v in verdicts)
-    if worst.ok:
-        return Record(case.name, backend, Status.PASS, err, nmse_bound, seconds=seconds)
-    why = known(case, backend)
-    if why:
-        return Record(
-            case.name, backend, Status.KNOWN, err, nmse_bound, f"known: {why} ({worst.message})", seconds=seconds
-        )
-    return Record(case.name, backend, Status.FAIL, err, nmse_bound, worst.message, seconds=seconds)
+    rules = Policy(nmse_bound, max_error_bound, known(case, backend))
+    return rule(
+        case.name,
+        backend,
+        [compare(a, e, nmse_bound, max_error_bound) for a, e in zip(actual, expected)],
+        rules,
+        seconds,
+    )
+
+
+def within(figure: float, bound: float, what: str) -> Comparison:
+    """The comparison of a figure that is already an error (a grad case's relative error, two runs' logits NMSE)
+    with its bound."""
+    ok = figure <= bound
+    return Comparison(ok, figure, 0.0, "" if ok else f"{what} {figure:.2e} > {bound:.0e}")
+
+
+def of_node(v: Any) -> Status:
+    """A node's own status (a `NodeVerdict`): `pass` when it held to its bound (or was not compared), `known` when
+    it did not and a known disagreement of its op covers it on its backend, `fail` otherwise."""
+    return Status.PASS if v.ok else Status.KNOWN if v.known else Status.FAIL
+
+
+def nodes(name: str, backend: str, verdicts: Sequence[Any]) -> Record:
+    """The record of one op kind's nodes in a model run (`check --model`), each node judged by `rule`'s terms.
+
+    Args:
+        name: the record's name (`model.gguf/MUL_MAT`).
+        backend: where they were computed.
+        verdicts: the kind's `pyggml.testing.engine.nodes.NodeVerdict`s.
+
+    Returns:
+        `fail` when a node failed that no known disagreement covers (naming the first); else `known` when one
+        failed that one covers; else `pass` when any was checked; else `skipped` (unread, or no oracle).
+    """
+    checked = [v for v in verdicts if v.comparison is not None]
+    unread = [v for v in verdicts if v.unread]
+    said = f"; {len(unread)} unread" if unread else ""
+    worst = max((v.comparison.nmse for v in checked), default=None)
+    for status in (Status.FAIL, Status.KNOWN):
+        bad = [v for v in checked if of_node(v) == status]
+        if bad:
+            first = bad[0]
+            at = f" ({first.step})" if first.step else ""
+            why = f"known: {first.known} (" if status == Status.KNOWN else ""
+            message = f"{why}{len(bad)} of {len(checked)} nodes; first: {first.name!r}{at}: {first.comparison.message}"
+            message += ")" if why else ""
+            return Record(name, backend, status, worst, first.nmse_bound, message + said)
+    if checked:
+        return Record(name, backend, Status.PASS, worst, message=f"{len(checked)} nodes{said}")
+    if unread:
+        return skip(name, backend, f"{len(unread)} nodes unread: {unread[0].error}")
+    return skip(name, backend, f"{len(verdicts)} nodes, no oracle")
+
+
+# --- the records of results that were not compared -----------------------------------------------------------
+def failed(name: str, backend: str, why: str, seconds: float = 0.0) -> Record:
+    """A property a run checks on the backend itself did not hold (a rollback against a rerun, an output count)."""
+    return Record(name, backend, Status.FAIL, message=why, seconds=seconds)
+
+
+def unsupported(name: str, backend: str, why: str) -> Record:
+    """The backend does not compute it (its supports_op, a meta split it cannot make, a tree's kernel)."""
+    return Record(name, backend, Status.UNSUPPORTED, message=why)
+
+
+def skip(name: str, backend: str, why: str) -> Record:
+    """Not run, or not judged, and why."""
+    return Record(name, backend, Status.SKIPPED, message=why)
+
+
+def error(name: str, backend: str, why: str, seconds: float = 0.0) -> Record:
+    """It did not run to a result: why (an exception, a death, a backend missing)."""
+    return Record(name, backend, Status.ERROR, message=why, seconds=seconds)
+
+
+def unavailable(backend: str, e: BaseException | str, name: str = "*") -> Record:
+    """A backend that could not be made: one error record for what was to run on it."""
+    return error(name, backend, f"backend unavailable: {e}")
+
+
+def timed(name: str, backend: str, message: str = "", seconds: float = 0.0) -> Record:
+    """A case that was timed (check's perf mode): not judged against an oracle, so `pass` says only that it ran."""
+    return Record(name, backend, Status.PASS, message=message, seconds=seconds)
+
+
+def explained(record: Record, why: str) -> Record:
+    """A failure or death a finding of this build explains (`findings.explain`): `known`, saying why."""
+    from dataclasses import replace
+
+    if not record.status.bad:
+        return record
+    return replace(record, status=Status.KNOWN, message=f"known: {why} ({record.message})")
 
 
 def attempt(case_name: str, backend: str, fn: Callable[[], Any]) -> tuple[Any, Record | None]:
@@ -296,21 +446,15 @@ def attempt(case_name: str, backend: str, fn: Callable[[], Any]) -> tuple[Any, R
     try:
         return fn(), None
     except (Unsupported, Unsplittable) as e:  # a meta device that cannot split a node cannot compute it
-        return None, Record(case_name, backend, Status.UNSUPPORTED, message=f"not supported: {e}")
+        return None, unsupported(case_name, backend, f"not supported: {e}")
     except Mismatch as e:
-        return None, Record(case_name, backend, Status.FAIL, message=str(e), seconds=time.perf_counter() - start)
+        return None, failed(case_name, backend, str(e), time.perf_counter() - start)
     except OpError as e:
         if user_tree():  # the tree's own ggml refuses the arguments the pin takes: its contract, not a bug
-            return None, Record(
-                case_name, backend, Status.UNSUPPORTED, message=f"ggml {tree_version()} refuses it: {e}"
-            )
-        return None, Record(
-            case_name, backend, Status.ERROR, message=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - start
-        )
+            return None, unsupported(case_name, backend, f"ggml {tree_version()} refuses it: {e}")
+        return None, error(case_name, backend, f"{type(e).__name__}: {e}", time.perf_counter() - start)
     except Exception as e:  # noqa: BLE001 - a failing case must not stop the run (a guard overwritten included)
-        return None, Record(
-            case_name, backend, Status.ERROR, message=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - start
-        )
+        return None, error(case_name, backend, f"{type(e).__name__}: {e}", time.perf_counter() - start)
 
 
 # --- judging a death -------------------------------------------------------------------------------------------
@@ -356,7 +500,7 @@ def died(case: Case, backend: str, how: str, stderr: str) -> Record:
     name = case.name
     message = ggml_abort(stderr)
     if message is not None and _unimplemented(message):
-        return Record(name, backend, Status.UNSUPPORTED, message=f"not supported by this ggml's kernel: {message}")
+        return unsupported(name, backend, f"not supported by this ggml's kernel: {message}")
     if message is not None:
         why = f"the worker process died ({how}) running this case: ggml aborted: {message}"
     else:
@@ -365,14 +509,14 @@ def died(case: Case, backend: str, how: str, stderr: str) -> Record:
     reason = known(case, backend)
     if reason:
         return Record(name, backend, Status.KNOWN, message=f"known: {reason} ({why})")
-    return Record(name, backend, Status.ERROR, message=why)
+    return error(name, backend, why)
 
 
 def run_case(case: Case, runner: Any, backend: str, slow: bool = False) -> tuple[Record, list[np.ndarray] | None]:
     """Run one case on one backend and judge it: the record, and the outputs when it computed."""
     why = skipped(case, backend, slow)
     if why:
-        return Record(case.name, backend, Status.SKIPPED, message=why), None
+        return skip(case.name, backend, why), None
     start = time.perf_counter()
     actual, failed = attempt(case.name, backend, lambda: case.execute(runner))
     if failed is not None:

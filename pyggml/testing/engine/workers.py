@@ -31,8 +31,8 @@ from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pyggml.target import Target
-from pyggml.testing.engine import child
-from pyggml.testing.engine.verdict import Record, Status
+from pyggml.testing.engine import child, verdict
+from pyggml.testing.engine.verdict import Record
 from pyggml.threads import cores
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def serve(fd: int, backends: list[str], slow: bool, n_threads: int | None, modul
         case = cases.REGISTRY.get(name)
         if case is None:  # registered in the calling process only (by its own code, after pyggml's)
             why = f"no case {name!r} in the worker processes: a case registered by the calling process runs with -j 0"
-            records = [Record(name, b, Status.ERROR, message=why) for b in runners]
+            records = [verdict.error(name, b, why) for b in runners]
         else:
             records = check_case(case, runners, slow, dead, begin=lambda b: conn.send(("begin", name, b)))
         conn.send(("done", name, records))
@@ -249,7 +249,7 @@ def run_cases(
                     for i in reversed(w.running):
                         if deaths.get(i, 0) > len(args[0]):  # more deaths than backends: never sent again
                             why = f"the worker processes died {deaths[i]} times running this case"
-                            results[i] = [Record(names[i], b, Status.ERROR, message=why) for b in args[0]]
+                            results[i] = [verdict.error(names[i], b, why) for b in args[0]]
                             left -= 1
                             continue
                         todo.setdefault(key(names[i]), deque()).appendleft(i)
@@ -279,9 +279,7 @@ def run_cases(
             w.child.wait(timeout=60 if finished and not left else 0)  # interrupted or out of time: killed at once
             w.conn.close()
     if left:
-        results = [
-            r or [Record(names[i], b, Status.SKIPPED, message=over) for b in backends] for i, r in enumerate(results)
-        ]
+        results = [r or [verdict.skip(names[i], b, over) for b in backends] for i, r in enumerate(results)]
     return unavailable or [], [r or [] for r in results]
 
 
