@@ -1,8 +1,8 @@
 """Generate the lists that say which op wrappers and oracles exist, from the code that defines them.
 
 - each family module's `__all__` in pyggml/ops/ (every public function made there whose first
-  parameter is `ctx`: `pyggml.ops._common.op_names`) and in pyggml/testing/engine/oracles/ (every public
-  callable defined there: `pyggml.testing.engine.oracles._common.defined_here`);
+  parameter is `ctx`: `pyggml.ops._common.op_names`); the oracles' families keep no list (what each
+  defines is what `pyggml.testing.engine.oracles` exports);
 - pyggml/ops/methods.py: every wrapper as a method of Context.
 
 They are literal lists, not computed at import, so that IDEs and type checkers see every name with its
@@ -20,8 +20,6 @@ from pathlib import Path
 
 from pyggml import ops
 from pyggml.ops._common import op_names
-from pyggml.testing.engine import oracles
-from pyggml.testing.engine.oracles._common import defined_here
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ROOT / "pyggml" / "ops" / "methods.py"
@@ -60,10 +58,7 @@ def render_all(names: list[str]) -> str:
 def family_files() -> dict[Path, str]:
     """Each family module's source with its `__all__` as generated."""
     out = {}
-    for module, names in [
-        *((m, op_names(vars(m))) for m in ops.FAMILIES.values()),
-        *((m, defined_here(vars(m))) for m in oracles.FAMILIES.values()),
-    ]:
+    for module, names in [(m, op_names(vars(m))) for m in ops.FAMILIES.values()]:
         path = Path(str(module.__file__))
         src = path.read_text()
         if not ALL_RE.search(src):

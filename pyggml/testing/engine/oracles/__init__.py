@@ -22,7 +22,8 @@ FAMILIES = {
     for m in (elementwise, reductions, matmul, attention, recurrent, convolution, movement, training)
 }
 
-# every oracle by its op's name (each family's __all__): oracles.add, oracles.mul_mat, ...
+# every oracle by its op's name: oracles.add, oracles.mul_mat, ... (a family module has no __all__ to keep in step
+# with the wrappers': what it defines is what it exports, and the names it imports are dropped below)
 from pyggml.testing.engine.oracles.attention import *  # noqa: E402,F403
 from pyggml.testing.engine.oracles.convolution import *  # noqa: E402,F403
 from pyggml.testing.engine.oracles.elementwise import *  # noqa: E402,F403
@@ -31,3 +32,11 @@ from pyggml.testing.engine.oracles.movement import *  # noqa: E402,F403
 from pyggml.testing.engine.oracles.recurrent import *  # noqa: E402,F403
 from pyggml.testing.engine.oracles.reductions import *  # noqa: E402,F403
 from pyggml.testing.engine.oracles.training import *  # noqa: E402,F403
+
+for _name in [n for n, v in globals().items() if not n.startswith("_") and n not in ("FAMILIES", "broadcast_to")]:
+    _value = globals()[_name]
+    if (
+        not (callable(_value) and getattr(_value, "__module__", "").startswith(__name__ + "."))
+        and _name not in FAMILIES
+    ):
+        del globals()[_name]  # np, math, ArrayLike, ...: imported by a family, not an oracle

@@ -42,13 +42,3 @@ def broadcast_to(b: np.ndarray, shape: Sequence[int]) -> np.ndarray:
         b = b.reshape(b.shape[extra:])
     b4 = b.reshape((1,) * (len(shape) - b.ndim) + b.shape)
     return np.tile(b4, [s // n for s, n in zip(shape, b4.shape)])
-
-
-def defined_here(namespace: dict[str, object]) -> list[str]:
-    """An oracle family's `__all__`, derived: every public callable the module itself defines."""
-    module = namespace["__name__"]
-    return sorted(
-        n
-        for n, v in namespace.items()
-        if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == module
-    )
