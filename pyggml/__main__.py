@@ -1,9 +1,9 @@
-"""pyggml's command line: `info` (what this build has), `check` (the differential suite), `coverage`,
-`rpc-server` (serve a local device to other processes over ggml's RPC backend), `gguf` (summarize a GGUF file),
-`notebooks` (execute the examples: compare or --refresh their outputs), `make-model` (write a small
-random-weight GGUF model that llama.cpp loads, quantized with `--type`), `quantize` (llama.cpp's quantizer) and the
-fuzzers `fuzz`, `meta-fuzz`,
-`gguf-fuzz` and `rpc-fuzz` (docs/fuzzing.md)."""
+"""pyggml's command line: `info` (what this build has), `check` (the differential suite), `compare` (one run of
+a llama.cpp model against another, node by node), `coverage`, `findings` (which upstream bugs this build still
+has), `rpc-server` (serve a local device to other processes over ggml's RPC backend), `gguf` (summarize a GGUF
+file), `make-model` (write a small random-weight GGUF model that llama.cpp loads, quantized with `--type`),
+`quantize` (llama.cpp's quantizer), `notebooks` (execute the examples: compare or --refresh their outputs) and the
+fuzzers `fuzz`, `meta-fuzz`, `gguf-fuzz` and `rpc-fuzz` (docs/fuzzing.md)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ bare machine needs (README.md and the build's own message), the version the chan
 
 from __future__ import annotations
 
+import argparse
 import re
 import tomllib
 from pathlib import Path
@@ -51,3 +52,153 @@ def test_the_changelog_starts_from_the_packages_version():
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     changelog = (ROOT / "CHANGELOG.md").read_text()
     assert f"## {version}" in changelog and (ROOT / "LICENSE").read_text().startswith("MIT License")
+
+
+# --- counts and lists the docs quote, each computed from the code -----------------------------------------------
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "CHANGELOG.md",
+    ROOT / "examples" / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
+
+
+def _doc(name: str) -> str:
+    return (ROOT / name).read_text()
+
+
+def _count(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    from pyggml.__main__ import _parser
+
+    parser, _ = _parser(["info"])
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def _subparser(command: str) -> argparse.ArgumentParser:
+    from pyggml.__main__ import _parser
+
+    parser, _ = _parser([command])
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+
+
+def test_the_readme_quotes_no_test_count():
+    # a count of tests moves with every test; README says how long they take instead
+    quoted = re.findall(r"\b\d[\d,]* (?:passed|skipped|tests)\b", _doc("README.md"))
+    assert not quoted, f"README.md quotes a test count: {quoted}"
+
+
+def test_the_case_count_the_docs_quote_is_check_lists():
+    from pyggml.testing.engine import cases
+
+    n = len(cases.select())
+    quoted = [
+        ("docs/reference.md", r"`check` runs every registered case \(([\d,]+), covering"),
+        ("docs/suite.md", r"\(it has ([\d,]+)\s+now, `check --list`"),
+    ]
+    for name, pattern in quoted:
+        m = re.search(pattern, _doc(name))
+        assert m, f"{name}: the case count is gone (or reworded: change this test)"
+        assert _count(m.group(1)) == n, f"{name} says {m.group(1)} cases; `check --list` has {n}"
+
+
+def test_the_op_kinds_the_docs_quote_are_coverages():
+    from pyggml.testing.coverage import op_kinds, wrappers_of
+    from pyggml.testing.engine.cases import REGISTRY, OpCase, _load_all
+
+    _load_all()
+    computed: set[str] = set()
+    for c in REGISTRY.values():
+        if isinstance(c, OpCase):
+            c.build()
+            computed |= c.graph_ops
+    kinds = op_kinds()
+    wrappers = wrappers_of(kinds)
+    covered = [k for k in kinds if wrappers[k] and k in computed]
+    m = re.search(r"covering (\d+) of ggml's (\d+) op kinds", _doc("docs/reference.md"))
+    assert m, "docs/reference.md: the op kinds' count is gone"
+    assert (int(m.group(1)), int(m.group(2))) == (len(covered), len(kinds)), (
+        f"docs/reference.md says {m.group(1)} of {m.group(2)} op kinds; the cases cover {len(covered)} of {len(kinds)}"
+    )
+    missing = sorted(set(kinds) - set(covered))
+    m = re.search(r"not covered: ([A-Z_, ]+) \(", _doc("docs/suite.md"))
+    assert m and m.group(1).split(", ") == missing, f"docs/suite.md's kinds not covered are not {missing}"
+
+
+def test_small_graph_work_is_where_and_what_reference_md_says():
+    import importlib
+
+    m = re.search(r"under `(\w+)` of the module `([\w.]+)`, 2\^(\d+) multiply-adds", _doc("docs/reference.md"))
+    assert m, "docs/reference.md: the small graph's bound is gone"
+    module = importlib.import_module(m.group(2))
+    assert getattr(module, m.group(1)) == 2 ** int(m.group(3)), f"{m.group(2)}.{m.group(1)} is not 2^{m.group(3)}"
+
+
+def test_the_spec_reference_md_shows_reads_nodes_as_the_code_does():
+    doc = _doc("docs/reference.md")
+    block = re.search(r'```python\nspec\("(\w+)",(.*?)```', doc, re.S)
+    assert block, "docs/reference.md: the example spec is gone"
+    op, body = block.group(1), block.group(2)
+    files = [p for p in (ROOT / "pyggml/testing/engine/opdb").glob("*.py") if f'spec(\n    "{op}",' in p.read_text()]
+    assert len(files) == 1, f"no one spec of {op} in pyggml/testing/engine/opdb"
+    code = _squeezed(files[0].read_text())
+    for key in ("reads", "from_node"):
+        arg = re.search(rf"{key}=(.*?\)),\s", body)
+        assert arg, f"docs/reference.md's {op} spec has no {key}="
+        assert _squeezed(f"{key}={arg.group(1)},") in code, f"docs/reference.md's {op} {key}= is not the code's"
+
+
+def test_ci_runs_the_pythons_the_docs_say():
+    m = re.search(r"scripts/python_versions\.sh ([\d. ]+)\n", _doc(".ci/run"))
+    assert m, ".ci/run: python_versions.sh's line is gone"
+    ci = m.group(1).split()
+    m = re.search(r"versions=\(([\d. ]+)\)", _doc("scripts/python_versions.sh"))
+    assert m, "scripts/python_versions.sh: the default versions are gone"
+    every = m.group(1).split()
+    requires = tomllib.loads(_doc("pyproject.toml"))["project"]["requires-python"]
+    assert requires == f">={every[0]}", f"pyproject's requires-python {requires} and the script's {every} disagree"
+    main = [v for v in every if v not in ci]
+    assert len(main) == 1, f".ci/run's python_versions.sh {ci} should leave out only the main run's Python"
+    reference = _squeezed(_doc("docs/reference.md"))
+    maintenance = _squeezed(_doc("docs/maintenance.md"))
+    said = {
+        "README.md": (_squeezed(_doc("README.md")), f"with Python {', '.join(every[:-1])} or {every[-1]} and a C/C++"),
+        "docs/reference.md": (
+            reference,
+            f"Python {', '.join(every[:-1])} and {every[-1]}: CI runs the whole suite on "
+            f"{main[0]} with Vulkan and, on {' and '.join(ci)}, a CPU build",
+        ),
+        "docs/reference.md's command": (reference, f"`bash scripts/python_versions.sh {' '.join(ci)}`"),
+        "docs/maintenance.md": (maintenance, f"`python3` ({main[0]})"),
+        "docs/maintenance.md's command": (maintenance, f"then `scripts/python_versions.sh {' '.join(ci)}`"),
+    }
+    for name, (text, words) in said.items():
+        assert words in text, f"{name} does not say {words!r} (.ci/run: {main[0]}, then {ci})"
+
+
+def test_the_python_versions_tests_building_md_lists_are_the_scripts():
+    script = _doc("scripts/python_versions.sh")
+    tests = set()
+    for name in ("TESTS", "NEWEST"):
+        m = re.search(rf"^{name}=\((.*?)\)", script, re.S | re.M)
+        assert m, f"scripts/python_versions.sh: {name} is gone"
+        tests |= {Path(t).name for t in m.group(1).split()}
+    tests |= {Path(t).name for t in re.findall(r"ONCE=\((tests/\S+)\)", script)}  # the first version's
+    section = _doc("docs/building.md").split("## Python versions")[1].split("\n## ")[0]
+    listed = set(re.findall(r"`(?:tests/)?(test_\w+\.py)`", section))
+    assert listed == tests, (
+        f"docs/building.md's Python-version tests differ from the script's: only the doc {sorted(listed - tests)}, "
+        f"only the script {sorted(tests - listed)}"
+    )
+
+
+def test_the_device_budget_the_docs_quote_is_cis():
+    m = re.search(r"^export PYGGML_DEVICE_BUDGET=(\d+)$", _doc(".ci/run"), re.M)
+    assert m, ".ci/run: the device budget is gone"
+    budget = m.group(1)
+    doc = _doc("docs/maintenance.md")
+    quoted = re.findall(r"PYGGML_DEVICE_BUDGET=(\d+)` \(", doc) + re.findall(r"devices of a budget of (\d+) s", doc)
+    assert quoted and set(quoted) == {budget}, f"docs/maintenance.md quotes budgets {quoted}; .ci/run sets {budget}"

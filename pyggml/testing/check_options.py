@@ -45,8 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="run the cases in N worker processes (default: the cores this process may run on; a worker's "
-        "death is its case's error; 0: in this process). RPC devices run in this process",
+        help="run the cases in N worker processes, at most one per case (default: as many as the selection is "
+        "worth, at most the cores this process may run on: docs/suite.md; a worker's death is its case's error; "
+        "0: in this process). RPC devices run in this process",
     )
     p.add_argument(
         "--slow",
