@@ -202,3 +202,75 @@ def test_the_device_budget_the_docs_quote_is_cis():
     doc = _doc("docs/maintenance.md")
     quoted = re.findall(r"PYGGML_DEVICE_BUDGET=(\d+)` \(", doc) + re.findall(r"devices of a budget of (\d+) s", doc)
     assert quoted and set(quoted) == {budget}, f"docs/maintenance.md quotes budgets {quoted}; .ci/run sets {budget}"
+
+
+# docs/layout.md's tree: names left at 4 + 2 per level, what each holds from the description column on
+# named by layout.md and not paths of this tree: llama.cpp's name, and files of the pinned sdist
+_NOT_HERE = {"llama.cpp", "ggml.h", "tests/test-llama-archs.cpp"}
+
+
+def _layout_tree() -> list[tuple[Path, str]]:
+    """(the entry a line is about, that line's description) for every line of docs/layout.md's tree."""
+    block = _doc("docs/layout.md").split("\n\n")[1]
+    stack: list[Path] = []
+    rows: list[tuple[Path, str]] = []
+    for line in block.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if indent >= 20:  # a description going on
+            rows.append((rows[-1][0], line.strip()))
+            continue
+        m = re.match(r"([\w./-]+(?:, [\w./-]+)*)\s*(.*)", line.strip())
+        assert m, f"docs/layout.md: not a line of the tree: {line!r}"
+        name, description = m.groups()
+        depth = (indent - 4) // 2
+        for entry in name.split(", "):
+            here = (stack[depth - 1] if depth else ROOT) / entry
+            rows.append((here, description))
+        if name.endswith("/") and ", " not in name:
+            stack[depth:] = [here]
+    return rows
+
+
+def test_every_path_layout_md_names_exists():
+    missing = []
+    for entry, description in _layout_tree():
+        if not entry.exists():
+            missing.append(str(entry.relative_to(ROOT)))
+        bases = [entry, *entry.parents] if entry.is_dir() else list(entry.parents)
+        for name in re.findall(
+            r"[\w./-]+\.(?:py|c|cpp|h|json|toml|md|sh|yml)\b|[\w.-]+/(?:[\w.-]+/)*(?![\w-])", description
+        ):
+            if name not in _NOT_HERE and not any((b / name).exists() for b in bases if ROOT in [b, *b.parents]):
+                missing.append(f"{name} (on {entry.relative_to(ROOT)}'s line)")
+    assert not missing, f"docs/layout.md names what is not in the tree: {missing}"
+
+
+def test_layout_md_names_every_module():
+    named = {entry for entry, _ in _layout_tree()}
+    modules = [
+        p
+        for d in ("pyggml", "pyggml/testing", "pyggml/testing/engine", "pyggml/testing/fuzzers")
+        for p in (ROOT / d).iterdir()
+        if (p.suffix == ".py" and p.name != "__init__.py") or (p.is_dir() and (p / "__init__.py").exists())
+    ]
+    text = _doc("docs/layout.md").split("\n\n")[1]
+    unnamed = [str(p.relative_to(ROOT)) for p in modules if p not in named and not re.search(rf"\b{p.name}\b", text)]
+    assert not unnamed, f"docs/layout.md's tree leaves out {sorted(unnamed)}"
+
+
+def test_layout_md_lists_every_command():
+    text = " ".join(d for e, d in _layout_tree() if e.name == "__main__.py")
+    listed = set(re.findall(r"[a-z][a-z-]+", text.split(":", 1)[1])) - {"and", "the", "fuzzers"}
+    commands = set(_subcommands())
+    assert listed == commands, (
+        f"docs/layout.md's __main__.py: only listed {listed - commands}, only in --help {commands - listed}"
+    )
+
+
+def test_layout_md_lists_every_script():
+    text = " ".join(d for e, d in _layout_tree() if e.name == "scripts")
+    listed = set(re.findall(r"\b[\w]+\.(?:sh|py)\b", text))
+    scripts = {p.name for p in (ROOT / "scripts").iterdir() if p.is_file()}
+    assert listed == scripts, (
+        f"docs/layout.md's scripts/: only listed {listed - scripts}, only there {scripts - listed}"
+    )
