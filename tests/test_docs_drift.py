@@ -5,9 +5,12 @@ bare machine needs (README.md and the build's own message), the version the chan
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -274,3 +277,113 @@ def test_layout_md_lists_every_script():
     assert listed == scripts, (
         f"docs/layout.md's scripts/: only listed {listed - scripts}, only there {scripts - listed}"
     )
+
+
+def _listed(text: str) -> list[str]:
+    """The names of an English list: "a, b, c and d" or "a | b | c"."""
+    return [w.strip(" `") for w in re.split(r",\s*(?:and\s+)?|\s+and\s+|\s*\|\s*", _squeezed(text)) if w.strip()]
+
+
+def test_make_models_own_architectures_are_the_ones_the_docs_list():
+    from pyggml.models.make_model import architectures
+
+    ours = architectures()
+    shown = re.search(r"^architectures\(\)\s+# (\[.*\])$", _doc("docs/make_model.md"), re.M)
+    assert shown and ast.literal_eval(shown.group(1)) == ours, f"docs/make_model.md's architectures() is not {ours}"
+    lists = {
+        "docs/make_model.md": r"\*\*pyggml's own tables\*\* \(below\) for (.*?):",
+        "docs/llama.md": r"pyggml's own\ntables for (.*?) \(",
+    }
+    for name, pattern in lists.items():
+        m = re.search(pattern, _doc(name), re.S)
+        assert m and sorted(_listed(m.group(1))) == sorted(ours), f"{name}'s own architectures are not {ours}"
+
+
+def test_the_like_presets_the_docs_list_are_make_models():
+    from pyggml.models.make_model import PRESETS
+
+    m = re.search(r"`--like ([\w.| -]+)`", _doc("docs/llama.md"))
+    assert m and _listed(m.group(1)) == list(PRESETS), f"docs/llama.md's --like presets are not {list(PRESETS)}"
+    like = next(a for a in _subparser("make-model")._actions if "--like" in a.option_strings)
+    assert _listed(like.help.split(": ", 1)[1]) == list(PRESETS), f"make-model --like's help is not {list(PRESETS)}"
+
+
+def test_the_generators_models_the_docs_count_are_llama_archs():
+    from pyggml.models import llama_archs
+
+    try:
+        variants = llama_archs.variants()
+    except RuntimeError as e:
+        pytest.skip(f"no llama-archs in this build: {e}")
+    models, archs = len(variants), len({v.arch for v in variants})
+    for name in ("docs/llama.md", "docs/make_model.md"):
+        m = re.search(r"(\d+) models of (\d+) architectures", _squeezed(_doc(name)))
+        assert m, f"{name}: the generator's count is gone"
+        assert (int(m.group(1)), int(m.group(2))) == (models, archs), (
+            f"{name} says {m.group(0)}; llama-archs --list has {models} models of {archs} architectures"
+        )
+    m = re.search(r"generator of (\d+) models", _squeezed(_doc("docs/layout.md")))
+    assert m and int(m.group(1)) == models, f"docs/layout.md's generator does not make {models} models"
+    shown = re.search(r"llama_archs\.names\(\)\[:(\d)\]\s+# (\[.*\])", _doc("docs/make_model.md"))
+    assert shown, "docs/make_model.md: llama_archs.names()'s example is gone"
+    first = llama_archs.names()[: int(shown.group(1))]
+    assert ast.literal_eval(shown.group(2)) == first, f"docs/make_model.md's names() does not start {first}"
+
+
+def _series() -> dict[str, list[str]]:
+    return {s: sorted(p.stem for p in (ROOT / "vendor" / s / "patches").glob("*.patch")) for s in ("ggml", "llama")}
+
+
+def test_llama_tests_md_says_which_patches_came_after_its_results():
+    doc = _squeezed(_doc("docs/llama_tests.md"))
+    m = re.search(r"Patched: ggml patches 0001-(\d{4}), llama\.cpp patches 0001-(\d{4})\.", doc)
+    assert m, "docs/llama_tests.md: the series its results ran with is gone"
+    last = {s: names[-1][:4] for s, names in _series().items()}
+    ran = {"ggml": m.group(1), "llama": m.group(2)}
+    if ran == last:
+        return
+    later = re.search(r"since ggml patches (\d{4})-(\d{4}) and llama\.cpp patches (\d{4})-(\d{4}) came", doc)
+    assert later, f"docs/llama_tests.md ran with {ran}, the series end at {last}: say which came after, or rerun"
+    assert later.group(2) == last["ggml"] and later.group(4) == last["llama"], (
+        f"docs/llama_tests.md's patches after its results end at {later.group(2)}, {later.group(4)}; "
+        f"the series at {last['ggml']}, {last['llama']}"
+    )
+    assert int(later.group(1)) == int(ran["ggml"]) + 1 and int(later.group(3)) == int(ran["llama"]) + 1
+
+
+def test_info_lists_each_patch_series_apart_as_vendor_holds_them(capsys):
+    from pyggml.__main__ import _print_tree_and_patches
+
+    series = _series()
+    names = [f"{n}.patch" for s in ("ggml", "llama") for n in series[s]]
+    _print_tree_and_patches({"pin": None, "patches": names}, None)
+    out = capsys.readouterr().out
+    ggml, _, llama = out.partition("llama.cpp's (vendor/llama/patches)")
+    for text, (name, files) in ((ggml, ("ggml", series["ggml"])), (llama, ("llama", series["llama"]))):
+        shown = re.findall(r"\b\d{4}-[\w.-]+", text)
+        assert shown == files, f"info lists {name}'s series as {shown}, vendor/{name}/patches holds {files}"
+
+
+def test_the_rpc_attacks_the_docs_count_are_the_tests():
+    from pyggml.testing.fuzzers.rpc_attacks import ATTACKS
+
+    total = len(ATTACKS)
+    refused = sum(a.outcome == "refused" for a in ATTACKS)
+    computed = sum(a.outcome == "computed" for a in ATTACKS)
+    for name in ("docs/reference.md", "docs/rpc.md", "docs/fuzzing.md"):
+        quoted = [int(n) for n in re.findall(r"(\d+) (?:graph attacks|hostile graphs)", _squeezed(_doc(name)))]
+        assert quoted and set(quoted) == {total}, f"{name} counts {quoted} attacks; rpc_attacks.ATTACKS has {total}"
+    m = re.search(r"with it, (\d+) are refused and (\d+) are computed right", _squeezed(_doc("docs/reference.md")))
+    assert m and (int(m.group(1)), int(m.group(2))) == (refused, computed), (
+        f"docs/reference.md: the patched server refuses {refused} and computes {computed}"
+    )
+    m = re.search(r"^\| with it \| (\d+) \| 0 \| 0 \| (\d+) \(", _doc("docs/rpc.md"), re.M)
+    assert m and (int(m.group(1)), int(m.group(2))) == (refused, computed), (
+        f"docs/rpc.md's table: the patched server refuses {refused} and computes {computed}"
+    )
+
+
+def test_examples_readme_lists_every_notebook():
+    listed = re.findall(r"^\| `(\w+\.ipynb)` \|", _doc("examples/README.md"), re.M)
+    notebooks = sorted(p.name for p in (ROOT / "examples").glob("*.ipynb"))
+    assert sorted(listed) == notebooks, f"examples/README.md lists {sorted(listed)}; examples/ holds {notebooks}"
