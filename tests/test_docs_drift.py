@@ -1,11 +1,16 @@
 """What the docs quote from the code is checked against it, so that a change that moves one fails here instead
-of leaving a stale line: the spec docs/suite.md calls real, the patches docs/patches.md lists, the packages a
-bare machine needs (README.md and the build's own message), the version the changelog starts from."""
+of leaving a stale line: the spec docs/suite.md calls real and the one docs/reference.md shows, the patches
+docs/patches.md lists, the packages a bare machine needs (README.md and the build's own message), the version
+the changelog starts from; the counts of cases, op kinds, RPC attacks and llama.cpp's generated models, the
+Pythons CI runs, the device budget, make-model's architectures and presets, the patches after llama_tests.md's
+results; docs/layout.md's paths, modules, commands and scripts, examples/README.md's notebooks, and every
+`python -m pyggml` command and option the docs show."""
 
 from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
 import tomllib
 from pathlib import Path
@@ -81,6 +86,7 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
     return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
 
 
+@functools.cache
 def _subparser(command: str) -> argparse.ArgumentParser:
     from pyggml.__main__ import _parser
 
@@ -387,3 +393,31 @@ def test_examples_readme_lists_every_notebook():
     listed = re.findall(r"^\| `(\w+\.ipynb)` \|", _doc("examples/README.md"), re.M)
     notebooks = sorted(p.name for p in (ROOT / "examples").glob("*.ipynb"))
     assert sorted(listed) == notebooks, f"examples/README.md lists {sorted(listed)}; examples/ holds {notebooks}"
+
+
+def _options(parser: argparse.ArgumentParser) -> set[str]:
+    return {o for a in parser._actions for o in a.option_strings}
+
+
+def test_every_pyggml_command_the_docs_show_is_real_with_real_options():
+    commands = _subcommands()
+    wrong = []
+    for path in DOCS:
+        for line in path.read_text().splitlines():
+            for m in re.finditer(r"python -m pyggml ([a-z][\w-]*)((?: +[^#`;&|)]*)?)", line):
+                command, rest = m.group(1), m.group(2)
+                where = f"{path.relative_to(ROOT)}: {m.group(0).strip()}"
+                if command not in commands:
+                    wrong.append(f"{where} (no command {command})")
+                    continue
+                options = _options(_subparser(command))  # a fuzzer's options: only when it is chosen
+                wrong += [f"{where} ({o})" for o in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", rest) if o not in options]
+    assert not wrong, "the docs show commands or options the command line lacks:\n" + "\n".join(wrong)
+
+
+def test_the_help_names_every_command():
+    import pyggml.__main__ as cli
+
+    named = set(re.findall(r"`([a-z][\w-]*)`", cli.__doc__ or ""))
+    commands = set(_subcommands())
+    assert commands <= named, f"`python -m pyggml --help`'s description leaves out {sorted(commands - named)}"
