@@ -58,3 +58,23 @@ def test_every_node_kind_has_a_reader():
         kinds |= c.graph_ops
     missing = sorted(kinds - set(opdb.READERS) - VIEW_KINDS)
     assert not missing, f"op kinds no spec reads back into an oracle call: {missing}"
+
+
+def test_bad_calls_have_one_shape(monkeypatch):
+    """A bad call is `bad(op, fn, raises, words)` before the op's spec, which takes it; errors= on a spec, a bad
+    call after its op's spec, and one of an op with no spec are refused."""
+    from pyggml.testing.engine import opdb as db
+
+    monkeypatch.setattr(db, "BAD_CALLS", {})
+    monkeypatch.setattr(db, "SPECS", dict(db.SPECS))
+    db.bad("an_op_of_this_test", lambda c, t: None, ValueError, "words")
+    s = db.spec("an_op_of_this_test", lambda xp, x: x.a)
+    assert [b.words for b in s.errors] == ["words"] and db.BAD_CALLS == {}
+    with pytest.raises(ValueError, match="before its spec"):
+        db.bad("an_op_of_this_test", lambda c, t: None, ValueError, "late")
+    with pytest.raises(ValueError, match="not errors="):
+        db.spec("another_op_of_this_test", lambda xp, x: x.a, errors=[])
+    db.bad("an_op_with_no_spec", lambda c, t: None, ValueError, "orphan")
+    monkeypatch.setattr(db, "_loaded", False)
+    with pytest.raises(ValueError, match="an_op_with_no_spec"):
+        db.load()

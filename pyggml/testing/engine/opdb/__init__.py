@@ -11,7 +11,8 @@ A spec is what PyTorch's OpInfo is to torch and one `test_case` struct to test-b
 - `bounds`, `known` and `skips`: per-backend and per-type overrides as data, each with its
   reason (a sentence or a docs/findings.md number);
 - `grad`: the samples of grad mode (ggml's backward pass against finite differences);
-- `errors`: the bad calls, each with the exception type and words it must raise;
+- `errors`: the bad calls, each with the exception type and words it must raise, given by `bad(op, ...)`
+  before the op's spec (the one shape of a bad call);
 - `hints`: how the fuzzer shapes each argument so that most random calls build;
 - `reads` and `from_node`: how a computed ggml node of that op kind is read back into an
   oracle call (its op_params and source values to the oracle's arguments), so that any node
@@ -354,11 +355,32 @@ SPECS: dict[str, OpSpec] = {}
 READERS: dict[str, OpSpec] = {}  # ggml op kind (ggml_op_desc) -> the spec that reads its nodes
 
 
+# the bad calls of each op, each given by bad() before the op's spec, which takes them
+BAD_CALLS: dict[str, list[Bad]] = {}
+
+
+def bad(op: str, fn: Callable[..., Any], raises: type[Exception], words: str) -> None:
+    """A call of `op` that must raise `raises` with `words` in its message: fn(ctx, make_tensor). The one shape of
+    a bad call: given before the op's spec, which takes every bad call of its op (`spec`).
+
+    Args:
+        op: the op's name (its spec's).
+        fn: the call, fn(ctx, t) with t(type, shape) making a tensor.
+        raises: the exception type it must raise.
+        words: what its message must say.
+    """
+    if op in SPECS:
+        raise ValueError(f"bad({op!r}, ...) after the op's spec: give an op's bad calls before its spec")
+    BAD_CALLS.setdefault(op, []).append(Bad(fn, raises, words))
+
+
 def spec(op: str, call: Callable[..., Any] | None = None, samples: Iterable[Sample] = (), **fields: Any) -> OpSpec:
-    """Register the spec of `op` (once: a second spec of the same op raises)."""
+    """Register the spec of `op` (once: a second spec of the same op raises), with the bad calls `bad` gave it."""
     if op in SPECS:
         raise ValueError(f"op {op!r} already has a spec (in opdb/{SPECS[op].family}.py): one spec per op")
-    s = OpSpec(op, call, list(samples), **fields)
+    if "errors" in fields:
+        raise ValueError(f"{op}: give its bad calls with bad({op!r}, fn, raises, words) before the spec, not errors=")
+    s = OpSpec(op, call, list(samples), errors=BAD_CALLS.pop(op, []), **fields)
     s.family = s.family or _calling_family()
     for kind in s.reads:
         if kind in READERS:
@@ -386,6 +408,8 @@ def load() -> dict[str, OpSpec]:
     if not _loaded:
         for info in pkgutil.iter_modules(__path__):
             importlib.import_module(f"{__name__}.{info.name}")
+        if BAD_CALLS:
+            raise ValueError(f"bad calls of ops with no spec: {sorted(BAD_CALLS)}")
         _loaded = True
     return SPECS
 

@@ -12,7 +12,6 @@ from pyggml import ops as _typed_ops
 from pyggml.errors import GraphError
 from pyggml.testing.engine import oracles
 from pyggml.testing.engine.opdb import (
-    Bad,
     Bound,
     Gen,
     Grad,
@@ -23,6 +22,7 @@ from pyggml.testing.engine.opdb import (
     Sample,
     Transposed,
     as_input,
+    bad,
     default_nmse,
     hints,
     integers,
@@ -58,6 +58,8 @@ def _causal(lo: float = -2.0, hi: float = 0.0) -> Gen:
 
 
 # --- soft_max, soft_max_ext, diag_mask_inf ------------------------------------------------------------------------------
+bad("soft_max", lambda c, t: ops.soft_max(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes")
+bad("soft_max", lambda c, t: ops.soft_max(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
 spec(
     "soft_max",
     lambda xp, x: xp.soft_max(x.a),
@@ -66,10 +68,6 @@ spec(
         Sample({"a": ("f32", (2, 3, 16), uniform(-4, 4))}),
         Sample({"a": ("f32", (5, 13), uniform(-4, 4))}, variant="odd"),
         Sample({"a": ("f32", (37,), uniform(-4, 4))}, variant="row"),
-    ],
-    errors=[
-        Bad(lambda c, t: ops.soft_max(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes"),
-        Bad(lambda c, t: ops.soft_max(c, ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous"),
     ],
 )  # its SOFT_MAX nodes are read by soft_max_ext's spec (ggml_soft_max is soft_max_ext without mask)
 
@@ -114,6 +112,31 @@ def _soft_max_ext_samples() -> list[Sample]:
     return out
 
 
+bad(
+    "soft_max_ext",
+    lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), t("f32", (3, 4))),
+    ValueError,
+    "mask->ne[0] == a->ne[0]",
+)
+bad(
+    "soft_max_ext",
+    lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), t("f32", (2, 8))),
+    ValueError,
+    "mask->ne[1] >= a->ne[1]",
+)
+bad("soft_max_ext", lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), None, 1.0, 8.0), ValueError, "needs a mask")
+bad(
+    "soft_max_ext",
+    lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), t("i32", (3, 8))),
+    ValueError,
+    "mask->type == GGML_TYPE_F16",
+)
+bad(
+    "soft_max_ext",
+    lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), None, "0.5"),
+    TypeError,
+    "scale must be a number, got str",
+)
 spec(
     "soft_max_ext",
     lambda xp, x, scale, max_bias=0.0: xp.soft_max_ext(x.a, getattr(x, "m", None), scale, max_bias),
@@ -130,27 +153,10 @@ spec(
             variant="mask_scale",
         )
     ],
-    errors=[
-        Bad(
-            lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), t("f32", (3, 4))), ValueError, "mask->ne[0] == a->ne[0]"
-        ),
-        Bad(
-            lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), t("f32", (2, 8))), ValueError, "mask->ne[1] >= a->ne[1]"
-        ),
-        Bad(lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), None, 1.0, 8.0), ValueError, "needs a mask"),
-        Bad(
-            lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), t("i32", (3, 8))),
-            ValueError,
-            "mask->type == GGML_TYPE_F16",
-        ),
-        Bad(
-            lambda c, t: ops.soft_max_ext(c, t("f32", (3, 8)), None, "0.5"),
-            TypeError,
-            "scale must be a number, got str",
-        ),
-    ],
 )
 
+bad("diag_mask_inf", lambda c, t: ops.diag_mask_inf(c, t("f32", (3, 8)), -1), ValueError, "n_past must be >= 0")
+bad("diag_mask_inf", lambda c, t: ops.diag_mask_inf(c, ops.transpose(c, t("f32", (8, 8))), 0), ValueError, "contiguous")
 spec(
     "diag_mask_inf",
     lambda xp, x, n_past: xp.diag_mask_inf(x.a, n_past),
@@ -178,10 +184,6 @@ spec(
             "then_soft_max",
             call=lambda xp, x, n_past: xp.soft_max(xp.diag_mask_inf(x.a, n_past)),
         ),
-    ],
-    errors=[
-        Bad(lambda c, t: ops.diag_mask_inf(c, t("f32", (3, 8)), -1), ValueError, "n_past must be >= 0"),
-        Bad(lambda c, t: ops.diag_mask_inf(c, ops.transpose(c, t("f32", (8, 8))), 0), ValueError, "contiguous"),
     ],
 )
 
@@ -308,6 +310,67 @@ def _rope_ext_samples() -> list[Sample]:
 
 
 # the wrapper and the oracle order their parameters differently (freq_factors third in the wrapper): by name
+bad(
+    "rope_ext",
+    lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (3,)), n_dims=8),
+    ValueError,
+    "a->ne[2] == b->ne[0]",
+)
+bad("rope_ext", lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), n_dims=7), ValueError, "must be even")
+bad(
+    "rope_ext",
+    lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (16,)), n_dims=8, mode=8),
+    ValueError,
+    "mode must be 0 (normal) or 2 (neox)",
+)
+bad(
+    "rope_ext",
+    lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), n_dims=8, mode=4),
+    ValueError,
+    "mode must be 0 (normal) or 2 (neox)",
+)
+bad(
+    "rope_ext",
+    lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("f32", (4,)), n_dims=8),
+    ValueError,
+    "b->type == GGML_TYPE_I32",
+)
+bad(
+    "rope_ext",
+    lambda c, t: ops.rope_ext(c, ops.permute(c, t("f32", (4, 8, 8)), 1, 0, 2, 3), t("i32", (4,)), n_dims=8),
+    ValueError,
+    "contiguous",
+)
+bad(
+    "rope_ext",
+    lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 7)), t("i32", (4,)), n_dims=6),
+    GraphError,
+    "even row length",
+)
+bad(
+    "rope_ext",
+    lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), freq_base="1e4"),
+    TypeError,
+    "freq_base must be a number, got str",
+)
+bad(
+    "rope_ext",
+    lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), n_ctx_orig=2.5),
+    TypeError,
+    "n_ctx_orig must be an integer, got float",
+)
+bad(
+    "rope_ext",
+    lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), mode=False),
+    TypeError,
+    "mode must be an integer, got bool",
+)
+bad(
+    "rope_ext",
+    lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), n_dims=8.0),
+    TypeError,
+    "n_dims must be an integer, got float",
+)
 spec(
     "rope_ext",
     lambda xp, x, kw: xp.rope_ext(x.a, x.pos, freq_factors=getattr(x, "ff", None), **kw),
@@ -323,56 +386,6 @@ spec(
             variant=mname,
         )
         for m, mname in ((0, "normal"), (2, "neox"))
-    ],
-    errors=[
-        Bad(
-            lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (3,)), n_dims=8),
-            ValueError,
-            "a->ne[2] == b->ne[0]",
-        ),
-        Bad(lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), n_dims=7), ValueError, "must be even"),
-        Bad(
-            lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (16,)), n_dims=8, mode=8),
-            ValueError,
-            "mode must be 0 (normal) or 2 (neox)",
-        ),
-        Bad(
-            lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), n_dims=8, mode=4),
-            ValueError,
-            "mode must be 0 (normal) or 2 (neox)",
-        ),
-        Bad(
-            lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("f32", (4,)), n_dims=8),
-            ValueError,
-            "b->type == GGML_TYPE_I32",
-        ),
-        Bad(
-            lambda c, t: ops.rope_ext(c, ops.permute(c, t("f32", (4, 8, 8)), 1, 0, 2, 3), t("i32", (4,)), n_dims=8),
-            ValueError,
-            "contiguous",
-        ),
-        Bad(lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 7)), t("i32", (4,)), n_dims=6), GraphError, "even row length"),
-        # scalar arguments (issue 19): rope_ext's hot path hands its scalars to cffi, the slow path names the refused one
-        Bad(
-            lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), freq_base="1e4"),
-            TypeError,
-            "freq_base must be a number, got str",
-        ),
-        Bad(
-            lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), n_ctx_orig=2.5),
-            TypeError,
-            "n_ctx_orig must be an integer, got float",
-        ),
-        Bad(
-            lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), mode=False),
-            TypeError,
-            "mode must be an integer, got bool",
-        ),
-        Bad(
-            lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (4,)), n_dims=8.0),
-            TypeError,
-            "n_dims must be an integer, got float",
-        ),
     ],
 )
 
@@ -418,66 +431,71 @@ def _rope_multi_samples() -> list[Sample]:
 
 _rm = {"n_dims": 8, "sections": (2, 1, 1, 0)}
 # args: n_dims, sections, mode, then n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor (both sides' order)
+# its ROPE nodes are read by rope_ext's spec
+bad(
+    "rope_multi",
+    lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), mode=2, **_rm),
+    ValueError,
+    "mode must be 8 (MROPE), 24 (VISION) or 40 (IMROPE)",
+)
+bad(
+    "rope_multi",
+    lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), n_dims=8, sections=(0, 0, 0, 4)),
+    ValueError,
+    "the first three not all 0",
+)
+bad(
+    "rope_multi",
+    lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), n_dims=8, sections=(4, -1, 0, 0)),
+    ValueError,
+    "non-negative",
+)
+bad(
+    "rope_multi",
+    lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), n_dims=8, sections="tyxe"),
+    TypeError,
+    "sections must be 4 integers",
+)
+bad(
+    "rope_multi",
+    lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (5,)), **_rm),
+    ValueError,
+    "a->ne[2] * 4 == b->ne[0]",
+)
+bad(
+    "rope_multi",
+    lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), n_dims=5, sections=(2, 1, 1, 0)),
+    ValueError,
+    "must be even",
+)
+bad(
+    "rope_multi",
+    lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), n_dims=8, sections=(4, 4, 2, 0)),
+    GraphError,
+    "must not add up to more than a.ne[0] (8)",
+)
+bad(
+    "rope_multi",
+    lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 16)), t("i32", (20,)), n_dims=16, sections=(4, 4, 0, 0), mode=24),
+    GraphError,
+    "VISION rope needs n_dims == a.ne[0] / 2",
+)
+bad(
+    "rope_multi",
+    lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("f32", (20,)), **_rm),
+    ValueError,
+    "b->type == GGML_TYPE_I32",
+)
+bad(
+    "rope_multi",
+    lambda c, t: ops.rope_multi(c, t("f32", (4, 2, 8)), t("i32", (16,)), None, None, (1, 1, 2, 0), freq_scale="1"),
+    TypeError,
+    "freq_scale must be a number",
+)
 spec(
     "rope_multi",
     lambda xp, x, *args: xp.rope_multi(x.a, x.pos, getattr(x, "ff", None), *args),
     _rope_multi_samples(),
-    errors=[  # its ROPE nodes are read by rope_ext's spec
-        Bad(
-            lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), mode=2, **_rm),
-            ValueError,
-            "mode must be 8 (MROPE), 24 (VISION) or 40 (IMROPE)",
-        ),
-        Bad(
-            lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), n_dims=8, sections=(0, 0, 0, 4)),
-            ValueError,
-            "the first three not all 0",
-        ),
-        Bad(
-            lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), n_dims=8, sections=(4, -1, 0, 0)),
-            ValueError,
-            "non-negative",
-        ),
-        Bad(
-            lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), n_dims=8, sections="tyxe"),
-            TypeError,
-            "sections must be 4 integers",
-        ),
-        Bad(
-            lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (5,)), **_rm),
-            ValueError,
-            "a->ne[2] * 4 == b->ne[0]",
-        ),
-        Bad(
-            lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), n_dims=5, sections=(2, 1, 1, 0)),
-            ValueError,
-            "must be even",
-        ),
-        Bad(
-            lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("i32", (20,)), n_dims=8, sections=(4, 4, 2, 0)),
-            GraphError,
-            "must not add up to more than a.ne[0] (8)",
-        ),
-        Bad(
-            lambda c, t: ops.rope_multi(
-                c, t("f32", (5, 3, 16)), t("i32", (20,)), n_dims=16, sections=(4, 4, 0, 0), mode=24
-            ),
-            GraphError,
-            "VISION rope needs n_dims == a.ne[0] / 2",
-        ),
-        Bad(
-            lambda c, t: ops.rope_multi(c, t("f32", (5, 3, 8)), t("f32", (20,)), **_rm),
-            ValueError,
-            "b->type == GGML_TYPE_I32",
-        ),
-        Bad(
-            lambda c, t: ops.rope_multi(
-                c, t("f32", (4, 2, 8)), t("i32", (16,)), None, None, (1, 1, 2, 0), freq_scale="1"
-            ),
-            TypeError,
-            "freq_scale must be a number",
-        ),
-    ],
 )
 
 # --- flash_attn_ext -----------------------------------------------------------------------------------------------------
@@ -599,6 +617,45 @@ def _fa(
     return ops.flash_attn_ext(c, t(*q), t(*k), t(*v), None if mask is None else t(*mask), **kw)
 
 
+bad("flash_attn_ext", lambda c, t: _fa(c, t, mask=("f32", (7, 13))), ValueError, "mask->type == GGML_TYPE_F16")
+bad("flash_attn_ext", lambda c, t: _fa(c, t, mask=("f16", (7, 16))), ValueError, "the mask must be [n_kv = 13")
+bad("flash_attn_ext", lambda c, t: _fa(c, t, mask=("f16", (5, 13))), ValueError, ">= n_q = 7")
+bad("flash_attn_ext", lambda c, t: _fa(c, t, v=("f16", (11, 16))), ValueError, "v must have k's 13 kv rows")
+bad(
+    "flash_attn_ext",
+    lambda c, t: _fa(c, t, q=("f32", (4, 7, 16)), k=("f16", (3, 13, 16)), v=("f16", (2, 13, 16)), mask=None),
+    ValueError,
+    "ggml_can_mul_mat(k, q)",
+)
+bad(
+    "flash_attn_ext",
+    lambda c, t: _fa(c, t, q=("f32", (4, 7, 16)), k=("f16", (2, 13, 16)), v=("f16", (3, 13, 16)), mask=None),
+    ValueError,
+    "v's heads (3) must divide q's (4)",
+)
+bad("flash_attn_ext", lambda c, t: _fa(c, t, scale=float("nan")), ValueError, "scale must be finite")
+bad("flash_attn_ext", lambda c, t: _fa(c, t, max_bias=-1.0), ValueError, "max_bias must be >= 0")
+bad("flash_attn_ext", lambda c, t: _fa(c, t, mask=None, max_bias=8.0), ValueError, "mask")
+bad("flash_attn_ext", lambda c, t: _fa(c, t, q=("f16", (7, 16))), GraphError, "takes q as F32")
+bad("flash_attn_ext", lambda c, t: _fa(c, t, k=("i32", (13, 16))), GraphError, "no dot product for k of type I32")
+bad(
+    "flash_attn_ext",
+    lambda c, t: ops.flash_attn_ext(c, ops.transpose(c, t("f32", (16, 7))), t("f32", (13, 16)), t("f32", (13, 16))),
+    GraphError,
+    "contiguous rows",
+)
+bad(
+    "flash_attn_ext",
+    lambda c, t: ops.flash_attn_ext(c, t("f32", (7, 16)), [1.0], t("f16", (13, 16))),
+    TypeError,
+    "k must be a Tensor",
+)
+bad(
+    "flash_attn_ext",
+    lambda c, t: ops.flash_attn_ext(c, t("f32", (1, 4, 8)), t("f32", (1, 4, 8)), t("f32", (1, 4, 8)), None, True),
+    TypeError,
+    "scale must be a number, got bool",
+)
 spec(
     "flash_attn_ext",
     _fa_call,
@@ -607,46 +664,6 @@ spec(
     bounds=[Bound(NMSE_FA_Q8)],
     reads=("FLASH_ATTN_EXT",),
     from_node=_fa_node,
-    errors=[
-        Bad(lambda c, t: _fa(c, t, mask=("f32", (7, 13))), ValueError, "mask->type == GGML_TYPE_F16"),
-        Bad(lambda c, t: _fa(c, t, mask=("f16", (7, 16))), ValueError, "the mask must be [n_kv = 13"),
-        Bad(lambda c, t: _fa(c, t, mask=("f16", (5, 13))), ValueError, ">= n_q = 7"),
-        Bad(lambda c, t: _fa(c, t, v=("f16", (11, 16))), ValueError, "v must have k's 13 kv rows"),
-        Bad(
-            lambda c, t: _fa(c, t, q=("f32", (4, 7, 16)), k=("f16", (3, 13, 16)), v=("f16", (2, 13, 16)), mask=None),
-            ValueError,
-            "ggml_can_mul_mat(k, q)",
-        ),
-        Bad(
-            lambda c, t: _fa(c, t, q=("f32", (4, 7, 16)), k=("f16", (2, 13, 16)), v=("f16", (3, 13, 16)), mask=None),
-            ValueError,
-            "v's heads (3) must divide q's (4)",
-        ),
-        Bad(lambda c, t: _fa(c, t, scale=float("nan")), ValueError, "scale must be finite"),
-        Bad(lambda c, t: _fa(c, t, max_bias=-1.0), ValueError, "max_bias must be >= 0"),
-        Bad(lambda c, t: _fa(c, t, mask=None, max_bias=8.0), ValueError, "mask"),
-        Bad(lambda c, t: _fa(c, t, q=("f16", (7, 16))), GraphError, "takes q as F32"),
-        Bad(lambda c, t: _fa(c, t, k=("i32", (13, 16))), GraphError, "no dot product for k of type I32"),
-        Bad(
-            lambda c, t: ops.flash_attn_ext(
-                c, ops.transpose(c, t("f32", (16, 7))), t("f32", (13, 16)), t("f32", (13, 16))
-            ),
-            GraphError,
-            "contiguous rows",
-        ),
-        Bad(
-            lambda c, t: ops.flash_attn_ext(c, t("f32", (7, 16)), [1.0], t("f16", (13, 16))),
-            TypeError,
-            "k must be a Tensor",
-        ),
-        Bad(
-            lambda c, t: ops.flash_attn_ext(
-                c, t("f32", (1, 4, 8)), t("f32", (1, 4, 8)), t("f32", (1, 4, 8)), None, True
-            ),
-            TypeError,
-            "scale must be a number, got bool",
-        ),
-    ],
 )
 
 
@@ -657,6 +674,30 @@ def _fa_prec_call(xp: Any, x: Any, scale: float, prec: int) -> Any:
 
 
 # the oracles have no flash_attn_ext_set_prec / _add_sinks (they change a flash_attn_ext node): oracle= given
+bad(
+    "flash_attn_ext_set_prec",
+    lambda c, t: ops.flash_attn_ext_set_prec(c, _fa(c, t), 7),
+    ValueError,
+    "prec must be one of",
+)
+bad(
+    "flash_attn_ext_set_prec",
+    lambda c, t: ops.flash_attn_ext_set_prec(c, _fa(c, t), "f32"),
+    TypeError,
+    "prec must be an integer",
+)
+bad(
+    "flash_attn_ext_set_prec",
+    lambda c, t: ops.flash_attn_ext_set_prec(c, t("f32", (3, 8)), 10),
+    ValueError,
+    "a->op == GGML_OP_FLASH_ATTN_EXT",
+)
+bad(
+    "flash_attn_ext_set_prec",
+    lambda c, t: ops.flash_attn_ext_set_prec(c, _fa(c, t), 20),
+    GraphError,
+    "default or F32 precision",
+)
 spec(
     "flash_attn_ext_set_prec",
     _fa_prec_call,
@@ -665,16 +706,6 @@ spec(
         Sample(_fa_inputs(kv), (0.25, 10), "f32", tag=kv, bounds=_fa_bounds(_fa_inputs(kv), b))
         for kv, b in (("f32", NMSE_FA_F32), ("f16", None))
     ],
-    errors=[
-        Bad(lambda c, t: ops.flash_attn_ext_set_prec(c, _fa(c, t), 7), ValueError, "prec must be one of"),
-        Bad(lambda c, t: ops.flash_attn_ext_set_prec(c, _fa(c, t), "f32"), TypeError, "prec must be an integer"),
-        Bad(
-            lambda c, t: ops.flash_attn_ext_set_prec(c, t("f32", (3, 8)), 10),
-            ValueError,
-            "a->op == GGML_OP_FLASH_ATTN_EXT",
-        ),
-        Bad(lambda c, t: ops.flash_attn_ext_set_prec(c, _fa(c, t), 20), GraphError, "default or F32 precision"),
-    ],
 )
 
 
@@ -682,6 +713,40 @@ def _fa_sinks_inputs(kv: str) -> dict[str, InputSpec]:
     return {**_fa_inputs(kv, h=6, hkv=2, n_q=3, n_kv=9, mask=(3, 9)), "s": ("f32", (6,), uniform(-2, 3))}
 
 
+bad(
+    "flash_attn_ext_add_sinks",
+    lambda c, t: ops.flash_attn_ext_add_sinks(c, t("f32", (3, 8)), t("f32", (1,))),
+    ValueError,
+    "a->op == GGML_OP_FLASH_ATTN_EXT",
+)
+bad(
+    "flash_attn_ext_add_sinks",
+    lambda c, t: ops.flash_attn_ext_add_sinks(c, _fa(c, t), t("f32", (2,))),
+    ValueError,
+    "a->src[0]->ne[2] == sinks->ne[0]",
+)
+bad(
+    "flash_attn_ext_add_sinks",
+    lambda c, t: ops.flash_attn_ext_add_sinks(c, _fa(c, t), t("f16", (1,))),
+    ValueError,
+    "sinks->type == GGML_TYPE_F32",
+)
+bad(
+    "flash_attn_ext_add_sinks",
+    lambda c, t: ops.flash_attn_ext_add_sinks(c, _fa(c, t), None),
+    TypeError,
+    "sinks must be a Tensor",
+)
+bad(
+    "flash_attn_ext_add_sinks",
+    lambda c, t: ops.flash_attn_ext_add_sinks(
+        c,
+        _fa(c, t, q=("f32", (4, 7, 16)), k=("f16", (2, 13, 16)), v=("f16", (2, 13, 16))),
+        ops.transpose(c, ops.view_2d(c, t("f32", (4, 2)), 1, 4, 8, 0)),
+    ),
+    GraphError,
+    "contiguous vector",
+)
 spec(
     "flash_attn_ext_add_sinks",
     _fa_sinks_call,
@@ -689,33 +754,6 @@ spec(
     samples=[
         Sample(_fa_sinks_inputs(kv), (0.4,), "gqa", tag=kv, bounds=_fa_bounds(_fa_sinks_inputs(kv), b))
         for kv, b in (("f32", NMSE_FA_F32), ("f16", None))
-    ],
-    errors=[
-        Bad(
-            lambda c, t: ops.flash_attn_ext_add_sinks(c, t("f32", (3, 8)), t("f32", (1,))),
-            ValueError,
-            "a->op == GGML_OP_FLASH_ATTN_EXT",
-        ),
-        Bad(
-            lambda c, t: ops.flash_attn_ext_add_sinks(c, _fa(c, t), t("f32", (2,))),
-            ValueError,
-            "a->src[0]->ne[2] == sinks->ne[0]",
-        ),
-        Bad(
-            lambda c, t: ops.flash_attn_ext_add_sinks(c, _fa(c, t), t("f16", (1,))),
-            ValueError,
-            "sinks->type == GGML_TYPE_F32",
-        ),
-        Bad(lambda c, t: ops.flash_attn_ext_add_sinks(c, _fa(c, t), None), TypeError, "sinks must be a Tensor"),
-        Bad(
-            lambda c, t: ops.flash_attn_ext_add_sinks(
-                c,
-                _fa(c, t, q=("f32", (4, 7, 16)), k=("f16", (2, 13, 16)), v=("f16", (2, 13, 16))),
-                ops.transpose(c, ops.view_2d(c, t("f32", (4, 2)), 1, 4, 8, 0)),
-            ),
-            GraphError,
-            "contiguous vector",
-        ),
     ],
 )
 
@@ -728,6 +766,15 @@ def _n_windows(shape: tuple[int, ...], w: int) -> int:
 
 
 # ggml_win_part: op_params {npx, npy, w}
+bad("win_part", lambda c, t: ops.win_part(c, t("f32", (7, 5, 3)), 0), ValueError, "w must be >= 1")
+bad("win_part", lambda c, t: ops.win_part(c, t("f16", (7, 5, 3)), 2), ValueError, "a->type == GGML_TYPE_F32")
+bad(
+    "win_part",
+    lambda c, t: ops.win_part(c, ops.permute(c, t("f32", (7, 5, 3)), 0, 2, 1, 3), 2),
+    GraphError,
+    "contiguous",
+)
+bad("win_part", lambda c, t: ops.win_part(c, t("f32", (7, 5, 3)), 2.5), TypeError, "w must be an integer")
 spec(
     "win_part",
     lambda xp, x, w: xp.win_part(x.a, w),
@@ -735,14 +782,17 @@ spec(
     reads=("WIN_PART",),
     from_node=lambda n: oracles.win_part(n.arg(0), n.i32(2)),
     samples=[Sample({"a": ("f32", s)}, (w,), f"{_dims(s)}_w{w}") for s, w in _WINDOWS],
-    errors=[
-        Bad(lambda c, t: ops.win_part(c, t("f32", (7, 5, 3)), 0), ValueError, "w must be >= 1"),
-        Bad(lambda c, t: ops.win_part(c, t("f16", (7, 5, 3)), 2), ValueError, "a->type == GGML_TYPE_F32"),
-        Bad(lambda c, t: ops.win_part(c, ops.permute(c, t("f32", (7, 5, 3)), 0, 2, 1, 3), 2), GraphError, "contiguous"),
-        Bad(lambda c, t: ops.win_part(c, t("f32", (7, 5, 3)), 2.5), TypeError, "w must be an integer"),
-    ],
 )
 # ggml_win_unpart: op_params {w}; w0 and h0 are the result's ne[1] and ne[2]
+bad("win_unpart", lambda c, t: ops.win_unpart(c, t("f32", (4, 3, 3, 2)), 5, 7, 3), ValueError, "a must hold 6 windows")
+bad("win_unpart", lambda c, t: ops.win_unpart(c, t("f32", (6, 2, 3, 2)), 5, 7, 3), ValueError, "a must hold")
+bad("win_unpart", lambda c, t: ops.win_unpart(c, t("f32", (6, 3, 3, 2)), 0, 7, 3), ValueError, "must be >= 1")
+bad(
+    "win_unpart",
+    lambda c, t: ops.win_unpart(c, t("f16", (6, 3, 3, 2)), 5, 7, 3),
+    ValueError,
+    "a->type == GGML_TYPE_F32",
+)
 spec(
     "win_unpart",
     lambda xp, x, w0, h0, w: xp.win_unpart(x.a, w0, h0, w),
@@ -762,14 +812,13 @@ spec(
             call=lambda xp, x, w0, h0, w: xp.win_unpart(xp.win_part(x.a, w), w0, h0, w),
         ),
     ],
-    errors=[
-        Bad(lambda c, t: ops.win_unpart(c, t("f32", (4, 3, 3, 2)), 5, 7, 3), ValueError, "a must hold 6 windows"),
-        Bad(lambda c, t: ops.win_unpart(c, t("f32", (6, 2, 3, 2)), 5, 7, 3), ValueError, "a must hold"),
-        Bad(lambda c, t: ops.win_unpart(c, t("f32", (6, 3, 3, 2)), 0, 7, 3), ValueError, "must be >= 1"),
-        Bad(lambda c, t: ops.win_unpart(c, t("f16", (6, 3, 3, 2)), 5, 7, 3), ValueError, "a->type == GGML_TYPE_F32"),
-    ],
 )
 # ggml_get_rel_pos: no op_params; the result is [C, kh, qh] (ne)
+bad("get_rel_pos", lambda c, t: ops.get_rel_pos(c, t("f16", (5, 4)), 3, 2), ValueError, "qh == kh")
+bad("get_rel_pos", lambda c, t: ops.get_rel_pos(c, t("f16", (6, 4)), 3, 3), ValueError, "2*MAX(qh, kh) - 1 == a->ne[1]")
+bad("get_rel_pos", lambda c, t: ops.get_rel_pos(c, t("bf16", (5, 4)), 3, 3), GraphError, "takes F16 input")
+bad("get_rel_pos", lambda c, t: ops.get_rel_pos(c, t("f32", (5, 4)), 3, 3), GraphError, "takes F16 input")
+bad("get_rel_pos", lambda c, t: ops.get_rel_pos(c, t("f16", (5, 4)), "3", 3), TypeError, "qh must be an integer")
 spec(
     "get_rel_pos",
     lambda xp, x, qh, kh: xp.get_rel_pos(x.a, qh, kh),
@@ -779,15 +828,32 @@ spec(
     samples=[
         Sample({"a": ("f16", (2 * kh - 1, c))}, (kh, kh), f"kh{kh}_c{c}") for kh, c in ((3, 5), (5, 13), (7, 4), (1, 3))
     ],
-    errors=[
-        Bad(lambda c, t: ops.get_rel_pos(c, t("f16", (5, 4)), 3, 2), ValueError, "qh == kh"),
-        Bad(lambda c, t: ops.get_rel_pos(c, t("f16", (6, 4)), 3, 3), ValueError, "2*MAX(qh, kh) - 1 == a->ne[1]"),
-        Bad(lambda c, t: ops.get_rel_pos(c, t("bf16", (5, 4)), 3, 3), GraphError, "takes F16 input"),
-        Bad(lambda c, t: ops.get_rel_pos(c, t("f32", (5, 4)), 3, 3), GraphError, "takes F16 input"),
-        Bad(lambda c, t: ops.get_rel_pos(c, t("f16", (5, 4)), "3", 3), TypeError, "qh must be an integer"),
-    ],
 )
 _sam = {"a": ("f32", (2, 9, 9)), "pw": ("f32", (2, 3, 3, 3))}
+bad(
+    "add_rel_pos",
+    lambda c, t: ops.add_rel_pos(c, t(*_sam["a"]), t(*_sam["pw"]), t("f16", (2, 3, 3, 3))),
+    ValueError,
+    "ph->type == GGML_TYPE_F32",
+)
+bad(
+    "add_rel_pos",
+    lambda c, t: ops.add_rel_pos(c, t(*_sam["a"]), t(*_sam["pw"]), t("f32", (2, 3, 3, 2))),
+    ValueError,
+    "ggml_are_same_shape(pw, ph)",
+)
+bad(
+    "add_rel_pos",
+    lambda c, t: ops.add_rel_pos(c, t("f32", (2, 9, 8)), t(*_sam["pw"]), t(*_sam["pw"])),
+    ValueError,
+    "pw->ne[0]*pw->ne[0] == a->ne[0]",
+)
+bad(
+    "add_rel_pos",
+    lambda c, t: ops.add_rel_pos(c, t("f16", (2, 9, 9)), t(*_sam["pw"]), t(*_sam["pw"])),
+    GraphError,
+    "takes F32 input",
+)
 spec(
     "add_rel_pos",
     lambda xp, x: xp.add_rel_pos(x.a, x.pw, x.ph),
@@ -799,28 +865,6 @@ spec(
             variant=f"{p}x{h2}x{h1}x{w}",
         )
         for p, h2, h1, w in ((2, 3, 3, 3), (1, 2, 5, 3), (3, 1, 5, 5), (1, 1, 1, 4))
-    ],
-    errors=[
-        Bad(
-            lambda c, t: ops.add_rel_pos(c, t(*_sam["a"]), t(*_sam["pw"]), t("f16", (2, 3, 3, 3))),
-            ValueError,
-            "ph->type == GGML_TYPE_F32",
-        ),
-        Bad(
-            lambda c, t: ops.add_rel_pos(c, t(*_sam["a"]), t(*_sam["pw"]), t("f32", (2, 3, 3, 2))),
-            ValueError,
-            "ggml_are_same_shape(pw, ph)",
-        ),
-        Bad(
-            lambda c, t: ops.add_rel_pos(c, t("f32", (2, 9, 8)), t(*_sam["pw"]), t(*_sam["pw"])),
-            ValueError,
-            "pw->ne[0]*pw->ne[0] == a->ne[0]",
-        ),
-        Bad(
-            lambda c, t: ops.add_rel_pos(c, t("f16", (2, 9, 9)), t(*_sam["pw"]), t(*_sam["pw"])),
-            GraphError,
-            "takes F32 input",
-        ),
     ],
 )
 
@@ -834,6 +878,17 @@ def _lix(c: Any, t: Any, **over: tuple) -> Any:
     return ops.lightning_indexer(c, t(*x["q"]), t(*x["k"]), t(*x["w"]), t(*x["m"]))
 
 
+bad("lightning_indexer", lambda c, t: _lix(c, t, m=("f32", (5, 7))), ValueError, "mask->type == GGML_TYPE_F16")
+bad("lightning_indexer", lambda c, t: _lix(c, t, q=("f16", (5, 3, 16))), ValueError, "q->type == GGML_TYPE_F32")
+bad("lightning_indexer", lambda c, t: _lix(c, t, m=("f16", (5, 8))), ValueError, "mask->ne[0] == k->ne[2]")
+bad("lightning_indexer", lambda c, t: _lix(c, t, k=("f32", (7, 2, 16))), ValueError, "k->ne[1] == 1")
+bad("lightning_indexer", lambda c, t: _lix(c, t, k=("i32", (7, 1, 16))), GraphError, "cannot read k of type I32")
+bad(
+    "lightning_indexer",
+    lambda c, t: ops.lightning_indexer(c, t(*_li["q"]), t(*_li["k"]), t(*_li["w"]), None),
+    TypeError,
+    "mask must be a Tensor",
+)
 spec(
     "lightning_indexer",
     lambda xp, x: xp.lightning_indexer(x.q, x.k, x.w, x.m),
@@ -879,22 +934,40 @@ spec(
             tag="f32",
         ),
     ],
-    errors=[
-        Bad(lambda c, t: _lix(c, t, m=("f32", (5, 7))), ValueError, "mask->type == GGML_TYPE_F16"),
-        Bad(lambda c, t: _lix(c, t, q=("f16", (5, 3, 16))), ValueError, "q->type == GGML_TYPE_F32"),
-        Bad(lambda c, t: _lix(c, t, m=("f16", (5, 8))), ValueError, "mask->ne[0] == k->ne[2]"),
-        Bad(lambda c, t: _lix(c, t, k=("f32", (7, 2, 16))), ValueError, "k->ne[1] == 1"),
-        Bad(lambda c, t: _lix(c, t, k=("i32", (7, 1, 16))), GraphError, "cannot read k of type I32"),
-        Bad(
-            lambda c, t: ops.lightning_indexer(c, t(*_li["q"]), t(*_li["k"]), t(*_li["w"]), None),
-            TypeError,
-            "mask must be a Tensor",
-        ),
-    ],
 )
 
 _hc = {"mx": ("f32", (5, 24)), "sc": ("f32", (3,)), "b": ("f32", (24,))}
 # ggml_dsv4_hc_comb: op_params {eps (f32), n_iter (i32)}
+bad(
+    "dsv4_hc_comb",
+    lambda c, t: ops.dsv4_hc_comb(c, t("f32", (5, 15)), t(*_hc["sc"]), t("f32", (15,))),
+    ValueError,
+    "hc == 4",
+)
+bad(
+    "dsv4_hc_comb",
+    lambda c, t: ops.dsv4_hc_comb(c, t(*_hc["mx"]), t(*_hc["sc"]), t(*_hc["b"]), 1e-6, 0),
+    ValueError,
+    "n_iter > 0",
+)
+bad(
+    "dsv4_hc_comb",
+    lambda c, t: ops.dsv4_hc_comb(c, t(*_hc["mx"]), t("f32", (2,)), t(*_hc["b"])),
+    ValueError,
+    "scale->ne[0] >= 3",
+)
+bad(
+    "dsv4_hc_comb",
+    lambda c, t: ops.dsv4_hc_comb(c, t(*_hc["mx"]), t(*_hc["sc"]), t(*_hc["b"]), -1.0),
+    ValueError,
+    "eps must be >= 0",
+)
+bad(
+    "dsv4_hc_comb",
+    lambda c, t: ops.dsv4_hc_comb(c, t(*_hc["mx"]), t(*_hc["sc"]), t(*_hc["b"]), float("inf")),
+    ValueError,
+    "eps must be finite",
+)
 spec(
     "dsv4_hc_comb",
     lambda xp, x, eps, n_iter: xp.dsv4_hc_comb(x.mx, x.sc, x.b, eps, n_iter),
@@ -915,29 +988,6 @@ spec(
             "mixes_transposed",
         ),
     ],
-    errors=[
-        Bad(lambda c, t: ops.dsv4_hc_comb(c, t("f32", (5, 15)), t(*_hc["sc"]), t("f32", (15,))), ValueError, "hc == 4"),
-        Bad(
-            lambda c, t: ops.dsv4_hc_comb(c, t(*_hc["mx"]), t(*_hc["sc"]), t(*_hc["b"]), 1e-6, 0),
-            ValueError,
-            "n_iter > 0",
-        ),
-        Bad(
-            lambda c, t: ops.dsv4_hc_comb(c, t(*_hc["mx"]), t("f32", (2,)), t(*_hc["b"])),
-            ValueError,
-            "scale->ne[0] >= 3",
-        ),
-        Bad(
-            lambda c, t: ops.dsv4_hc_comb(c, t(*_hc["mx"]), t(*_hc["sc"]), t(*_hc["b"]), -1.0),
-            ValueError,
-            "eps must be >= 0",
-        ),
-        Bad(
-            lambda c, t: ops.dsv4_hc_comb(c, t(*_hc["mx"]), t(*_hc["sc"]), t(*_hc["b"]), float("inf")),
-            ValueError,
-            "eps must be finite",
-        ),
-    ],
 )
 
 
@@ -949,6 +999,24 @@ def _hc_pre_node(n: Node) -> np.ndarray:
 
 
 _HC = (4, 3, 1)
+bad(
+    "dsv4_hc_pre",
+    lambda c, t: ops.dsv4_hc_pre(c, t("f32", (5, 4, 13)), t("f32", (5, 3))),
+    ValueError,
+    "weights->ne[0] == hc",
+)
+bad(
+    "dsv4_hc_pre",
+    lambda c, t: ops.dsv4_hc_pre(c, t("f16", (5, 4, 13)), t("f32", (5, 4))),
+    ValueError,
+    "x->type == GGML_TYPE_F32",
+)
+bad(
+    "dsv4_hc_pre",
+    lambda c, t: ops.dsv4_hc_pre(c, t("f32", (2, 5, 4, 13)), t("f32", (5, 4))),
+    ValueError,
+    "x->ne[3] == 1",
+)
 spec(
     "dsv4_hc_pre",
     lambda xp, x: xp.dsv4_hc_pre(x.x, x.w),
@@ -962,17 +1030,25 @@ spec(
             variant="x_permuted",
         ),
     ],
-    errors=[
-        Bad(
-            lambda c, t: ops.dsv4_hc_pre(c, t("f32", (5, 4, 13)), t("f32", (5, 3))), ValueError, "weights->ne[0] == hc"
-        ),
-        Bad(
-            lambda c, t: ops.dsv4_hc_pre(c, t("f16", (5, 4, 13)), t("f32", (5, 4))),
-            ValueError,
-            "x->type == GGML_TYPE_F32",
-        ),
-        Bad(lambda c, t: ops.dsv4_hc_pre(c, t("f32", (2, 5, 4, 13)), t("f32", (5, 4))), ValueError, "x->ne[3] == 1"),
-    ],
+)
+# its DSV4_HC_PRE nodes are read by dsv4_hc_pre's spec
+bad(
+    "dsv4_hc_pre_gated",
+    lambda c, t: ops.dsv4_hc_pre_gated(c, t("f32", (5, 4, 13)), t("f32", (5, 4, 12))),
+    ValueError,
+    "weights->ne[0] == n_embd",
+)
+bad(
+    "dsv4_hc_pre_gated",
+    lambda c, t: ops.dsv4_hc_pre_gated(c, t("f32", (5, 4, 13)), t("f32", (5, 4, 13)), float("nan")),
+    ValueError,
+    "scale must be finite",
+)
+bad(
+    "dsv4_hc_pre_gated",
+    lambda c, t: ops.dsv4_hc_pre_gated(c, t("f32", (2, 4, 8)), t("f32", (2, 4, 8)), "2"),
+    TypeError,
+    "scale must be a number",
 )
 spec(
     "dsv4_hc_pre_gated",
@@ -980,26 +1056,33 @@ spec(
     samples=[
         Sample({"x": ("f32", (5, hc, 13)), "g": ("f32", (5, hc, 13), uniform(-3, 3))}, (0.7,), f"hc{hc}") for hc in _HC
     ],
-    errors=[  # its DSV4_HC_PRE nodes are read by dsv4_hc_pre's spec
-        Bad(
-            lambda c, t: ops.dsv4_hc_pre_gated(c, t("f32", (5, 4, 13)), t("f32", (5, 4, 12))),
-            ValueError,
-            "weights->ne[0] == n_embd",
-        ),
-        Bad(
-            lambda c, t: ops.dsv4_hc_pre_gated(c, t("f32", (5, 4, 13)), t("f32", (5, 4, 13)), float("nan")),
-            ValueError,
-            "scale must be finite",
-        ),
-        Bad(
-            lambda c, t: ops.dsv4_hc_pre_gated(c, t("f32", (2, 4, 8)), t("f32", (2, 4, 8)), "2"),
-            TypeError,
-            "scale must be a number",
-        ),
-    ],
 )
 
 _hp = {"x": ("f32", (5, 13)), "r": ("f32", (5, 4, 13)), "p": ("f32", (5, 4))}
+bad(
+    "dsv4_hc_post",
+    lambda c, t: ops.dsv4_hc_post(c, t(*_hp["x"]), t(*_hp["r"]), t("f32", (5, 3))),
+    ValueError,
+    "post->ne[0] == hc",
+)
+bad(
+    "dsv4_hc_post",
+    lambda c, t: ops.dsv4_hc_post(c, t(*_hp["x"]), t(*_hp["r"]), t(*_hp["p"]), t("f32", (5, 4, 3))),
+    ValueError,
+    "comb->ne[0] == hc",
+)
+bad(
+    "dsv4_hc_post",
+    lambda c, t: ops.dsv4_hc_post(c, t(*_hp["x"]), t("f32", (5, 4, 12)), t(*_hp["p"])),
+    ValueError,
+    "residual->ne[0] == n_embd",
+)
+bad(
+    "dsv4_hc_post",
+    lambda c, t: ops.dsv4_hc_post(c, t(*_hp["x"]), t(*_hp["r"]), t(*_hp["p"]), "comb"),
+    TypeError,
+    "comb must be a Tensor",
+)
 spec(
     "dsv4_hc_post",
     lambda xp, x: xp.dsv4_hc_post(x.x, x.r, x.p, getattr(x, "cb", None)),
@@ -1046,28 +1129,6 @@ spec(
             },
             variant="with_comb_op",
             call=lambda xp, x: xp.dsv4_hc_post(x.x, x.r, x.p, xp.dsv4_hc_comb(x.mx, x.sc, x.b, 1e-6, 3)),
-        ),
-    ],
-    errors=[
-        Bad(
-            lambda c, t: ops.dsv4_hc_post(c, t(*_hp["x"]), t(*_hp["r"]), t("f32", (5, 3))),
-            ValueError,
-            "post->ne[0] == hc",
-        ),
-        Bad(
-            lambda c, t: ops.dsv4_hc_post(c, t(*_hp["x"]), t(*_hp["r"]), t(*_hp["p"]), t("f32", (5, 4, 3))),
-            ValueError,
-            "comb->ne[0] == hc",
-        ),
-        Bad(
-            lambda c, t: ops.dsv4_hc_post(c, t(*_hp["x"]), t("f32", (5, 4, 12)), t(*_hp["p"])),
-            ValueError,
-            "residual->ne[0] == n_embd",
-        ),
-        Bad(
-            lambda c, t: ops.dsv4_hc_post(c, t(*_hp["x"]), t(*_hp["r"]), t(*_hp["p"]), "comb"),
-            TypeError,
-            "comb must be a Tensor",
         ),
     ],
 )

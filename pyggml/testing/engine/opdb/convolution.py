@@ -12,13 +12,13 @@ from pyggml.tensor import Tensor
 from pyggml.testing.engine import oracles
 from pyggml.testing.engine.opdb import (
     NMSE_F16,
-    Bad,
     Bound,
     In,
     Node,
     Permuted,
     Sample,
     Transposed,
+    bad,
     distinct,
     spec,
 )
@@ -35,17 +35,6 @@ def _f16_if(cond: bool) -> list[Bound]:
 
 
 # --- bad calls (moved from tests/bad_calls_convolution.py): op -> Bad ----------------------------------------------
-_BAD: list[tuple[str, Callable[..., Any], type[Exception], str]] = []
-_GIVEN: set[str] = set()  # the ops whose specs took their bad calls
-
-
-def _bad(op: str, fn: Callable[..., Any], exc: type[Exception], words: str) -> None:
-    _BAD.append((op, fn, exc, words))
-
-
-def _errors(op: str) -> list[Bad]:
-    _GIVEN.add(op)
-    return [Bad(fn, exc, words) for o, fn, exc, words in _BAD if o == op]
 
 
 def _k2(t: Callable[..., Tensor], type: str = "f32") -> Tensor:
@@ -57,32 +46,32 @@ def _x2(t: Callable[..., Tensor], type: str = "f32") -> Tensor:
 
 
 # --- im2col -------------------------------------------------------------------------------------------------------
-_bad("im2col", lambda c, t: ops.im2col(c, _k2(t), _x2(t), 0, 1, 0, 0, 1, 1, True), ValueError, "s0 must be in 1..")
-_bad(
+bad("im2col", lambda c, t: ops.im2col(c, _k2(t), _x2(t), 0, 1, 0, 0, 1, 1, True), ValueError, "s0 must be in 1..")
+bad(
     "im2col", lambda c, t: ops.im2col(c, t("f32", (2, 3, 9, 9)), _x2(t), 1, 1, 0, 0, 1, 1, True), OpError, "b too small"
 )
-_bad(
+bad(
     "im2col",
     lambda c, t: ops.im2col(c, t("f32", (2, 4, 3, 3)), _x2(t), 1, 1, 0, 0, 1, 1, True),
     OpError,
     "a->ne[2] == b->ne[2]",
 )
-_bad("im2col", lambda c, t: ops.im2col(c, _k2(t), _x2(t), 1, 1, -1, 0, 1, 1, True), ValueError, "p0 must be in 0..")
-_bad("im2col", lambda c, t: ops.im2col(c, _k2(t), _x2(t), 1, 1, 0, 0, 1, 1, 1), TypeError, "is_2D must be a bool")
-_bad("im2col", lambda c, t: ops.im2col(c, _k2(t), [1], 1, 1, 0, 0, 1, 1, True), TypeError, "b must be a Tensor")
-_bad(
+bad("im2col", lambda c, t: ops.im2col(c, _k2(t), _x2(t), 1, 1, -1, 0, 1, 1, True), ValueError, "p0 must be in 0..")
+bad("im2col", lambda c, t: ops.im2col(c, _k2(t), _x2(t), 1, 1, 0, 0, 1, 1, 1), TypeError, "is_2D must be a bool")
+bad("im2col", lambda c, t: ops.im2col(c, _k2(t), [1], 1, 1, 0, 0, 1, 1, True), TypeError, "b must be a Tensor")
+bad(
     "im2col",
     lambda c, t: ops.im2col(c, _k2(t), _x2(t), 1, 1, 0, 0, 1, 1, True, "bf16"),
     GraphError,
     "F32 or F16 columns",
 )
-_bad(
+bad(
     "im2col",
     lambda c, t: ops.im2col(c, _k2(t), _x2(t, "f16"), 1, 1, 0, 0, 1, 1, True, "f32"),
     GraphError,
     "takes F32 src1, got F16",
 )
-_bad(
+bad(
     "im2col",
     lambda c, t: ops.im2col(c, _k2(t), ops.transpose(c, _x2(t)), 1, 1, 0, 0, 1, 1, True),
     GraphError,
@@ -90,93 +79,93 @@ _bad(
 )
 
 # --- convolutions ----------------------------------------------------------------------------------------------------
-_bad(
+bad(
     "conv_1d",
     lambda c, t: ops.conv_1d(c, t("f32", (2, 3, 3)), t("f32", (1, 3, 9)), 0, 0, 1),
     ValueError,
     "s0 must be in 1..",
 )
-_bad("conv_1d", lambda c, t: ops.conv_1d(c, t("f32", (2, 3, 13)), t("f32", (1, 3, 9)), 1, 1, 1), OpError, "b too small")
-_bad(
+bad("conv_1d", lambda c, t: ops.conv_1d(c, t("f32", (2, 3, 13)), t("f32", (1, 3, 9)), 1, 1, 1), OpError, "b too small")
+bad(
     "conv_1d_dw",
     lambda c, t: ops.conv_1d_dw(c, t("f32", (3, 1, 3)), t("f32", (1, 3, 9)), 1, 0, 0),
     ValueError,
     "d0 must be in 1..",
 )
-_bad("conv_2d", lambda c, t: ops.conv_2d(c, _k2(t), _x2(t), 1, 1, 0, 0, 1, 1.5), TypeError, "d1 must be an integer")
-_bad(
+bad("conv_2d", lambda c, t: ops.conv_2d(c, _k2(t), _x2(t), 1, 1, 0, 0, 1, 1.5), TypeError, "d1 must be an integer")
+bad(
     "conv_2d",
     lambda c, t: ops.conv_2d(c, t("f32", (2, 4, 3, 3)), _x2(t), 1, 1, 0, 0, 1, 1),
     OpError,
     "a->ne[2] == b->ne[2]",
 )
-_bad(
+bad(
     "conv_2d_dw",
     lambda c, t: ops.conv_2d_dw(c, t("f16", (3, 1, 3, 3)), _x2(t), 1, 0, 0, 0, 1, 1),
     ValueError,
     "s1 must be in 1..",
 )
-_bad(
+bad(
     "conv_2d_direct",
     lambda c, t: ops.conv_2d_direct(c, _k2(t), _x2(t), 1, 1, 0, 0, 0, 1),
     ValueError,
     "d0 must be in 1..",
 )
-_bad(
+bad(
     "conv_2d_direct",
     lambda c, t: ops.conv_2d_direct(c, t("f32", (2, 3, 9, 3)), _x2(t), 1, 1, 0, 0, 1, 1),
     ValueError,
     "b too small",
 )
-_bad(
+bad(
     "conv_2d_dw_direct",
     lambda c, t: ops.conv_2d_dw_direct(c, t("f32", (3, 1, 3, 3)), _x2(t), 1, 1, 0, 0, 5, 1),
     ValueError,
     "b too small",
 )
-_bad(
+bad(
     "conv_2d_direct",
     lambda c, t: ops.conv_2d_direct(c, _k2(t, "bf16"), _x2(t), 1, 1, 0, 0, 1, 1),
     GraphError,
     "takes F32/F16 src0, got BF16",
 )
-_bad(
+bad(
     "conv_2d_dw_direct",
     lambda c, t: ops.conv_2d_dw_direct(c, t("f32", (3, 1, 3, 3)), _x2(t), 0, 1, 0, 0, 1, 1),
     ValueError,
     "stride0 must be in 1..",
 )
-_bad(
+bad(
     "conv_2d_dw_direct",
     lambda c, t: ops.conv_2d_dw_direct(c, t("f32", (4, 1, 3, 3)), _x2(t), 1, 1, 0, 0, 1, 1),
     OpError,
     "a->ne[3] == b->ne[2]",
 )
-_bad(
+bad(
     "conv_2d_dw_direct",
     lambda c, t: ops.conv_2d_dw_direct(c, t("f32", (3, 1, 3, 3)), ops.transpose(c, _x2(t)), 1, 1, 0, 0, 1, 1),
     GraphError,
     "contiguous data, or channels",
 )
-_bad(
+bad(
     "conv_transpose_1d",
     lambda c, t: ops.conv_transpose_1d(c, t("f32", (3, 2, 3)), t("f32", (3, 9)), 1, 1, 1),
     OpError,
     "p0 == 0",
 )
-_bad(
+bad(
     "conv_transpose_1d",
     lambda c, t: ops.conv_transpose_1d(c, t("f32", (3, 2, 3)), t("f32", (3, 9)), 0),
     ValueError,
     "s0 must be in 1..",
 )
-_bad(
+bad(
     "conv_transpose_2d_p0",
     lambda c, t: ops.conv_transpose_2d_p0(c, t("f32", (3, 2, 3, 3)), _x2(t), 0),
     ValueError,
     "stride must be in 1..",
 )
-_bad(
+bad(
     "conv_transpose_2d_p0",
     lambda c, t: ops.conv_transpose_2d_p0(c, t("f32", (4, 2, 3, 3)), _x2(t), 1),
     OpError,
@@ -184,17 +173,15 @@ _bad(
 )
 
 # --- pooling ---------------------------------------------------------------------------------------------------------
-_bad("pool_1d", lambda c, t: ops.pool_1d(c, t("f32", (3, 9)), 2, 3, 1, 0), ValueError, "op must be 0 (max) or 1 (avg)")
-_bad("pool_1d", lambda c, t: ops.pool_1d(c, t("f32", (3, 9)), 0, 3, 0, 0), ValueError, "s0 must be in 1..")
-_bad("pool_1d", lambda c, t: ops.pool_1d(c, t("f32", (3, 9)), 0, 3, 1, 3), ValueError, "must be smaller than k0")
-_bad("pool_1d", lambda c, t: ops.pool_1d(c, t("f32", (3, 2)), 0, 3, 1, 0), OpError, "ne[0] > 0")
-_bad("pool_1d", lambda c, t: ops.pool_1d(c, t("i32", (3, 9)), 0, 3, 1, 0), GraphError, "takes F32/F16 src0, got I32")
-_bad("pool_2d", lambda c, t: ops.pool_2d(c, t("f32", (3, 9)), -1, 3, 3, 1, 1, 0, 0), ValueError, "op must be 0")
-_bad(
-    "pool_2d", lambda c, t: ops.pool_2d(c, t("f32", (3, 9)), 0, 3, 3, 1, 1, 0.5, 0), TypeError, "p0 must be an integer"
-)
-_bad("pool_2d", lambda c, t: ops.pool_2d(c, t("f32", (2, 9)), 0, 3, 3, 1, 1, 0, 0), OpError, "ne[1] > 0")
-_bad(
+bad("pool_1d", lambda c, t: ops.pool_1d(c, t("f32", (3, 9)), 2, 3, 1, 0), ValueError, "op must be 0 (max) or 1 (avg)")
+bad("pool_1d", lambda c, t: ops.pool_1d(c, t("f32", (3, 9)), 0, 3, 0, 0), ValueError, "s0 must be in 1..")
+bad("pool_1d", lambda c, t: ops.pool_1d(c, t("f32", (3, 9)), 0, 3, 1, 3), ValueError, "must be smaller than k0")
+bad("pool_1d", lambda c, t: ops.pool_1d(c, t("f32", (3, 2)), 0, 3, 1, 0), OpError, "ne[0] > 0")
+bad("pool_1d", lambda c, t: ops.pool_1d(c, t("i32", (3, 9)), 0, 3, 1, 0), GraphError, "takes F32/F16 src0, got I32")
+bad("pool_2d", lambda c, t: ops.pool_2d(c, t("f32", (3, 9)), -1, 3, 3, 1, 1, 0, 0), ValueError, "op must be 0")
+bad("pool_2d", lambda c, t: ops.pool_2d(c, t("f32", (3, 9)), 0, 3, 3, 1, 1, 0.5, 0), TypeError, "p0 must be an integer")
+bad("pool_2d", lambda c, t: ops.pool_2d(c, t("f32", (2, 9)), 0, 3, 3, 1, 1, 0, 0), OpError, "ne[1] > 0")
+bad(
     "pool_2d",
     lambda c, t: ops.pool_2d(c, ops.transpose(c, t("f32", (5, 9))), 1, 3, 3, 1, 1, 0, 0),
     GraphError,
@@ -202,18 +189,18 @@ _bad(
 )
 
 # --- padding ---------------------------------------------------------------------------------------------------------
-_bad("pad_reflect_1d", lambda c, t: ops.pad_reflect_1d(c, t("f32", (3, 5)), 5, 0), OpError, "p0 < a->ne[0]")
-_bad("pad_reflect_1d", lambda c, t: ops.pad_reflect_1d(c, t("f32", (3, 5)), -1, 0), ValueError, "p0 must be in 0..")
-_bad("pad_reflect_1d", lambda c, t: ops.pad_reflect_1d(c, t("f16", (3, 5)), 1, 1), OpError, "GGML_TYPE_F32")
+bad("pad_reflect_1d", lambda c, t: ops.pad_reflect_1d(c, t("f32", (3, 5)), 5, 0), OpError, "p0 < a->ne[0]")
+bad("pad_reflect_1d", lambda c, t: ops.pad_reflect_1d(c, t("f32", (3, 5)), -1, 0), ValueError, "p0 must be in 0..")
+bad("pad_reflect_1d", lambda c, t: ops.pad_reflect_1d(c, t("f16", (3, 5)), 1, 1), OpError, "GGML_TYPE_F32")
 
 # --- 3-D ----------------------------------------------------------------------------------------------------------
-_bad(
+bad(
     "im2col_3d",
     lambda c, t: ops.im2col_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 0, 1, 1, 1, 0, 0, 0, 1, 1, 1),
     ValueError,
     "IC must be in 1..",
 )
-_bad(
+bad(
     "im2col_3d",
     lambda c, t: ops.im2col_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 3, 1, 0, 1, 0, 0, 0, 1, 1, 1),
     ValueError,
@@ -221,43 +208,41 @@ _bad(
 )
 
 # --- col2im_1d, resampling -------------------------------------------------------------------------------------------
-_bad("col2im_1d", lambda c, t: ops.col2im_1d(c, t("f32", (5, 6)), 0, 2, 0), OpError, "s0 > 0")
-_bad("col2im_1d", lambda c, t: ops.col2im_1d(c, t("f32", (5, 7)), 1, 2, 0), OpError, "K_OC == K * oc")
-_bad("col2im_1d", lambda c, t: ops.col2im_1d(c, t("f32", (5, 6)), 1, 2, -1), ValueError, "p0 must be in 0..")
-_bad("upscale", lambda c, t: ops.upscale(c, t("f32", (3, 5)), 1), ValueError, "scale_factor must be in 2..")
-_bad("upscale", lambda c, t: ops.upscale(c, t("f32", (3, 5)), 2, 7), OpError, "GGML_SCALE_MODE_COUNT")
-_bad("upscale", lambda c, t: ops.upscale(c, t("f16", (3, 5)), 2, 0), OpError, "GGML_TYPE_F32")
-_bad("upscale_ext", lambda c, t: ops.upscale_ext(c, t("f32", (3, 5)), 0, 3, 1, 1), ValueError, "ne must be positive")
-_bad("interpolate", lambda c, t: ops.interpolate(c, t("f32", (3, 5)), 7, 3, 1, 1, 0 | 512), OpError, "ANTIALIAS")
-_bad(
-    "interpolate", lambda c, t: ops.interpolate(c, t("f32", (3, 5)), 7, 3, 1, 1, -1), ValueError, "mode must be in 0.."
-)
-_bad("interpolate", lambda c, t: ops.interpolate(c, "x", 7, 3, 1, 1), TypeError, "a must be a Tensor")
-_bad(
+bad("col2im_1d", lambda c, t: ops.col2im_1d(c, t("f32", (5, 6)), 0, 2, 0), OpError, "s0 > 0")
+bad("col2im_1d", lambda c, t: ops.col2im_1d(c, t("f32", (5, 7)), 1, 2, 0), OpError, "K_OC == K * oc")
+bad("col2im_1d", lambda c, t: ops.col2im_1d(c, t("f32", (5, 6)), 1, 2, -1), ValueError, "p0 must be in 0..")
+bad("upscale", lambda c, t: ops.upscale(c, t("f32", (3, 5)), 1), ValueError, "scale_factor must be in 2..")
+bad("upscale", lambda c, t: ops.upscale(c, t("f32", (3, 5)), 2, 7), OpError, "GGML_SCALE_MODE_COUNT")
+bad("upscale", lambda c, t: ops.upscale(c, t("f16", (3, 5)), 2, 0), OpError, "GGML_TYPE_F32")
+bad("upscale_ext", lambda c, t: ops.upscale_ext(c, t("f32", (3, 5)), 0, 3, 1, 1), ValueError, "ne must be positive")
+bad("interpolate", lambda c, t: ops.interpolate(c, t("f32", (3, 5)), 7, 3, 1, 1, 0 | 512), OpError, "ANTIALIAS")
+bad("interpolate", lambda c, t: ops.interpolate(c, t("f32", (3, 5)), 7, 3, 1, 1, -1), ValueError, "mode must be in 0..")
+bad("interpolate", lambda c, t: ops.interpolate(c, "x", 7, 3, 1, 1), TypeError, "a must be a Tensor")
+bad(
     "im2col_3d",
     lambda c, t: ops.im2col_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (5, 5, 7, 9)), 3, 1, 1, 1, 0, 0, 0, 1, 1, 1),
     ValueError,
     "b's ne[3] (5) must be a multiple of IC (3)",
 )
-_bad(
+bad(
     "im2col_3d",
     lambda c, t: ops.im2col_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 3, 1, 1, 1, 0, 0, 0, 1, 1, 1, "q8_0"),
     GraphError,
     "F32 or F16 columns",
 )
-_bad(
+bad(
     "conv_3d",
     lambda c, t: ops.conv_3d(c, t("f32", (6, 3, 3, 3)), t("f32", (6, 2, 7, 9)), 3, 1, 1, 1, 0, 0, 0, 1, 1, 1),
     OpError,
     "b too small",
 )
-_bad(
+bad(
     "conv_3d",
     lambda c, t: ops.conv_3d(c, t("f32", (7, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 3, 1, 1, 1, 0, 0, 0, 1, 1, 1),
     ValueError,
     "a's ne[3] (7) must be a multiple of IC",
 )
-_bad(
+bad(
     "conv_3d_direct",
     lambda c, t: ops.conv_3d_direct(
         c, t("f32", (6, 3, 3, 3)), t("f32", (6, 5, 7, 9)), 1, 1, 1, 0, 0, 0, 1, 1, 1, 3, 2, 3
@@ -265,7 +250,7 @@ _bad(
     OpError,
     "a->ne[3] == (int64_t) c * oc",
 )
-_bad(
+bad(
     "conv_3d_direct",
     lambda c, t: ops.conv_3d_direct(
         c, t("f32", (6, 3, 3, 3)), t("f32", (6, 2, 7, 9)), 1, 1, 1, 0, 0, 0, 1, 1, 1, 3, 2, 2
@@ -273,7 +258,7 @@ _bad(
     ValueError,
     "b too small",
 )
-_bad(
+bad(
     "conv_3d_direct",
     lambda c, t: ops.conv_3d_direct(
         c, t("f32", (6, 3, 3, 3)), t("f16", (6, 5, 7, 9)), 1, 1, 1, 0, 0, 0, 1, 1, 1, 3, 2, 2
@@ -282,7 +267,7 @@ _bad(
     "takes F32 src1, got F16",
 )
 # ggml's conv_1d mixes the batches of b (docs/findings.md): one sequence only
-_bad(
+bad(
     "conv_1d",
     lambda c, t: ops.conv_1d(c, t("f32", (3, 2, 3)), t("f32", (2, 2, 11)), 1, 0, 1),
     ValueError,
@@ -290,13 +275,13 @@ _bad(
 )
 
 # scalar arguments (issue 19)
-_bad(
+bad(
     "pool_2d",
     lambda c, t: ops.pool_2d(c, t("f32", (1, 1, 8, 8)), 0, "2", 2, 2, 2, 0, 0),
     TypeError,
     "k0 must be an integer, got str",
 )
-_bad(
+bad(
     "conv_2d",
     lambda c, t: ops.conv_2d(c, t("f32", (2, 1, 3, 3)), t("f32", (1, 1, 8, 8)), 1.0, 1, 0, 0, 1, 1),
     TypeError,
@@ -364,7 +349,6 @@ spec(
     _im2col_samples,
     reads=("IM2COL",),
     from_node=_im2col_node,
-    errors=_errors("im2col"),
 )
 
 # --- conv_1d / conv_2d (im2col + mul_mat) ---------------------------------------------------------------------------
@@ -382,7 +366,6 @@ spec(
         for _t in ("f32", "f16")
     ],
     bounds=_F16_COLUMNS,
-    errors=_errors("conv_1d"),
 )
 
 # conv_2d / conv_2d_direct: (KH, KW), IC, OC, (H, W), N, s0, s1, p0, p1, d0, d1
@@ -409,7 +392,6 @@ spec(
     lambda xp, x, *g: xp.conv_2d(x.a, x.b, *g),
     _conv_2d_samples(),
     bounds=_F16_COLUMNS,
-    errors=_errors("conv_2d"),
 )
 spec(
     "conv_2d_direct",
@@ -417,7 +399,6 @@ spec(
     _conv_2d_samples(),
     reads=("CONV_2D",),
     from_node=lambda n: oracles.conv_2d_direct(n.arg(0), n.arg(1), *map(int, n.params(6))),
-    errors=_errors("conv_2d_direct"),
 )
 
 # --- depthwise ----------------------------------------------------------------------------------------------------------
@@ -429,7 +410,6 @@ spec(
         for _i, (_k, _ch, _w, _s, _p, _d) in enumerate([(3, 2, 11, 1, 0, 1), (5, 3, 13, 2, 2, 1), (3, 4, 17, 3, 1, 2)])
     ],
     bounds=_F16_COLUMNS,
-    errors=_errors("conv_1d_dw"),
 )
 # with an F32 kernel the graph multiplies F32 by F16 columns, which the CPU mul_mat does not take
 spec(
@@ -441,7 +421,6 @@ spec(
         for _t in ("f32", "f16")
     ],
     bounds=_F16_COLUMNS,
-    errors=_errors("conv_2d_dw"),
 )
 spec(
     "conv_2d_dw_direct",
@@ -465,7 +444,6 @@ spec(
         ),
     ],
     reads=("CONV_2D_DW",),
-    errors=_errors("conv_2d_dw_direct"),
     from_node=lambda n: oracles.conv_2d_dw_direct(n.arg(0), n.arg(1), *map(int, n.params(6))),
 )
 
@@ -488,7 +466,6 @@ spec(
         for _t in ("f32", "f16")
     ],
     reads=("CONV_TRANSPOSE_1D",),
-    errors=_errors("conv_transpose_1d"),
     from_node=lambda n: oracles.conv_transpose_1d(n.arg(0), n.arg(1), *map(int, n.params(3))),
 )
 spec(
@@ -508,7 +485,6 @@ spec(
         for _t in ("f32", "f16")
     ],
     reads=("CONV_TRANSPOSE_2D",),
-    errors=_errors("conv_transpose_2d_p0"),
     from_node=lambda n: oracles.conv_transpose_2d_p0(n.arg(0), n.arg(1), n.i32(0)),
 )
 
@@ -525,7 +501,6 @@ spec(
         for _t in ("f32", "f16")
     ],
     reads=("POOL_1D",),
-    errors=_errors("pool_1d"),
     from_node=lambda n: oracles.pool_1d(n.arg(0), *map(int, n.params(4))),
 )
 spec(
@@ -545,7 +520,6 @@ spec(
         for _t in ("f32", "f16")
     ],
     reads=("POOL_2D",),
-    errors=_errors("pool_2d"),
     from_node=lambda n: oracles.pool_2d(n.arg(0), *map(int, n.params(7))),
 )
 
@@ -561,7 +535,6 @@ spec(
     ],
     exact=True,
     reads=("PAD_REFLECT_1D",),
-    errors=_errors("pad_reflect_1d"),
     from_node=lambda n: oracles.pad_reflect_1d(n.arg(0), n.i32(0), n.i32(1)),
 )
 
@@ -577,7 +550,6 @@ spec(
         for _t in ("f32", "f16", "bf16")
     ],
     reads=("COL2IM_1D",),
-    errors=_errors("col2im_1d"),
     from_node=lambda n: oracles.col2im_1d(n.arg(0), *map(int, n.params(3))),
 )
 
@@ -590,7 +562,6 @@ spec(
         for _i, (_shape, _f) in enumerate([((2, 5, 7), 2), ((3, 1, 3, 5), 3), ((7, 9), 2)])
         for _m in (0, 1, 257)
     ],
-    errors=_errors("upscale"),
 )
 # (ggml order ne of the input, of the result)
 _RESAMPLE = [
@@ -610,7 +581,7 @@ def _resample_samples() -> list[Sample]:
     ]
 
 
-spec("upscale_ext", lambda xp, x, *g: xp.upscale_ext(x.a, *g), _resample_samples(), errors=_errors("upscale_ext"))
+spec("upscale_ext", lambda xp, x, *g: xp.upscale_ext(x.a, *g), _resample_samples())
 # upscale, upscale_ext and interpolate all make UPSCALE nodes: the result's ne and the mode (op_params[0])
 spec(
     "interpolate",
@@ -621,7 +592,6 @@ spec(
         Sample({"a": In("f32", (2, 7, 5), layout=Transposed())}, (11, 9, 2, 1, 1), variant="transposed"),
     ],
     reads=("UPSCALE",),
-    errors=_errors("interpolate"),
     from_node=lambda n: oracles.interpolate(n.arg(0), *n.ne, n.i32(0)),
 )
 
@@ -662,7 +632,6 @@ spec(
     ],
     reads=("IM2COL_3D",),
     from_node=_im2col_3d_node,
-    errors=_errors("im2col_3d"),
 )
 spec(
     "conv_3d",
@@ -673,7 +642,6 @@ spec(
         for _t in ("f32", "f16")
     ],
     bounds=_F16_COLUMNS,
-    errors=_errors("conv_3d"),
 )
 # an F16 kernel: the patches are stored as F16
 spec(
@@ -698,9 +666,5 @@ spec(
         ),
     ],
     reads=("CONV_3D",),
-    errors=_errors("conv_3d_direct"),
     from_node=lambda n: oracles.conv_3d_direct(n.arg(0), n.arg(1), *map(int, n.params(12))),
 )
-
-_unmoved = {op for op, *_ in _BAD} - _GIVEN
-assert not _unmoved, f"bad calls of ops with no spec: {_unmoved}"

@@ -52,7 +52,6 @@ from pyggml.testing.engine import oracles
 from pyggml.testing.engine.opdb import (
     NMSE_F16,
     NMSE_Q8_DOT,
-    Bad,
     Bound,
     Columns,
     Gen,
@@ -65,6 +64,7 @@ from pyggml.testing.engine.opdb import (
     Sample,
     Transposed,
     as_input,
+    bad,
     default_nmse,
     hints,
     integers,
@@ -304,6 +304,26 @@ def _mul_mat_samples() -> list[Sample]:
     return out
 
 
+bad("mul_mat", lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), t("f32", (3, 16))), ValueError, "ggml_can_mul_mat(a, b)")
+bad(
+    "mul_mat",
+    lambda c, t: ops.mul_mat(c, t("f32", (3, 4, 32)), t("f32", (2, 3, 32))),
+    ValueError,
+    "ggml_can_mul_mat(a, b)",
+)
+bad("mul_mat", lambda c, t: ops.mul_mat(c, t("i32", (4, 32)), t("f32", (3, 32))), ValueError, "no dot product")
+bad(
+    "mul_mat",
+    lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), ops.transpose(c, t("f32", (32, 3)))),
+    ValueError,
+    "a and b with contiguous rows",
+)
+bad(
+    "mul_mat",
+    lambda c, t: ops.mul_mat(c, ops.transpose(c, t("f32", (32, 4))), t("f32", (3, 32))),
+    ValueError,
+    "!ggml_is_transposed(a)",
+)
 spec(
     "mul_mat",
     lambda xp, x: xp.mul_mat(x.a, x.b),
@@ -316,25 +336,6 @@ spec(
     grad=[
         Grad({"a": ("f32", (5, 7)), "b": ("f32", (3, 7))}, ("a", "b")),
         Grad({"a": ("f32", (2, 3, 5)), "b": ("f32", (2, 4, 5))}, ("a", "b"), variant="batched"),
-    ],
-    errors=[
-        Bad(lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), t("f32", (3, 16))), ValueError, "ggml_can_mul_mat(a, b)"),
-        Bad(
-            lambda c, t: ops.mul_mat(c, t("f32", (3, 4, 32)), t("f32", (2, 3, 32))),
-            ValueError,
-            "ggml_can_mul_mat(a, b)",
-        ),
-        Bad(lambda c, t: ops.mul_mat(c, t("i32", (4, 32)), t("f32", (3, 32))), ValueError, "no dot product"),
-        Bad(
-            lambda c, t: ops.mul_mat(c, t("f32", (4, 32)), ops.transpose(c, t("f32", (32, 3)))),
-            ValueError,
-            "a and b with contiguous rows",
-        ),
-        Bad(
-            lambda c, t: ops.mul_mat(c, ops.transpose(c, t("f32", (32, 4))), t("f32", (3, 32))),
-            ValueError,
-            "!ggml_is_transposed(a)",
-        ),
     ],
 )
 
@@ -375,6 +376,56 @@ def _mul_mat_id_samples() -> list[Sample]:
     return out
 
 
+bad(
+    "mul_mat_id",
+    lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), t("f32", (4, 1, 16)), t("f32", (4, 2))),
+    ValueError,
+    "ids->type == GGML_TYPE_I32",
+)
+bad(
+    "mul_mat_id",
+    lambda c, t: ops.mul_mat_id(c, t("f32", (2, 3, 5, 16)), t("f32", (4, 1, 16)), t("i32", (4, 2))),
+    ValueError,
+    "as->ne[3] == 1",
+)
+bad(
+    "mul_mat_id",
+    lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), t("f32", (4, 1, 8)), t("i32", (4, 2))),
+    ValueError,
+    "as->ne[0] == b->ne[0]",
+)
+bad(
+    "mul_mat_id",
+    lambda c, t: ops.mul_mat_id(c, "as", t("f32", (4, 1, 16)), t("i32", (4, 2))),
+    TypeError,
+    "as_ must be a Tensor",
+)
+bad(
+    "mul_mat_id",
+    lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), t("f16", (4, 1, 16)), t("i32", (4, 2))),
+    GraphError,
+    "takes b as F32",
+)
+bad(
+    "mul_mat_id",
+    lambda c, t: ops.mul_mat_id(c, t("q8_0", (3, 5, 32)), t("f16", (4, 1, 32)), t("i32", (4, 2))),
+    GraphError,
+    "takes b as F32 (or Q8_0)",
+)
+bad(
+    "mul_mat_id",
+    lambda c, t: ops.mul_mat_id(c, t("i32", (3, 5, 16)), t("f32", (4, 1, 16)), t("i32", (4, 2))),
+    GraphError,
+    "no dot product",
+)
+bad(
+    "mul_mat_id",
+    lambda c, t: ops.mul_mat_id(
+        c, t("f32", (3, 5, 16)), ops.permute(c, t("f32", (16, 1, 4)), 2, 1, 0, 3), t("i32", (4, 2))
+    ),
+    GraphError,
+    "contiguous rows",
+)
 spec(
     "mul_mat_id",
     lambda xp, x: xp.mul_mat_id(x.a, x.b, x.ids),
@@ -382,53 +433,23 @@ spec(
     bounds=[Bound(NMSE_Q8_DOT)],  # nodes: as mul_mat's (quantized experts); the samples state their own
     reads=("MUL_MAT_ID",),
     from_node=lambda n: _product_node(n, oracles.mul_mat_id),
-    errors=[
-        Bad(
-            lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), t("f32", (4, 1, 16)), t("f32", (4, 2))),
-            ValueError,
-            "ids->type == GGML_TYPE_I32",
-        ),
-        Bad(
-            lambda c, t: ops.mul_mat_id(c, t("f32", (2, 3, 5, 16)), t("f32", (4, 1, 16)), t("i32", (4, 2))),
-            ValueError,
-            "as->ne[3] == 1",
-        ),
-        Bad(
-            lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), t("f32", (4, 1, 8)), t("i32", (4, 2))),
-            ValueError,
-            "as->ne[0] == b->ne[0]",
-        ),
-        Bad(
-            lambda c, t: ops.mul_mat_id(c, "as", t("f32", (4, 1, 16)), t("i32", (4, 2))),
-            TypeError,
-            "as_ must be a Tensor",
-        ),
-        Bad(
-            lambda c, t: ops.mul_mat_id(c, t("f32", (3, 5, 16)), t("f16", (4, 1, 16)), t("i32", (4, 2))),
-            GraphError,
-            "takes b as F32",
-        ),
-        Bad(
-            lambda c, t: ops.mul_mat_id(c, t("q8_0", (3, 5, 32)), t("f16", (4, 1, 32)), t("i32", (4, 2))),
-            GraphError,
-            "takes b as F32 (or Q8_0)",
-        ),
-        Bad(
-            lambda c, t: ops.mul_mat_id(c, t("i32", (3, 5, 16)), t("f32", (4, 1, 16)), t("i32", (4, 2))),
-            GraphError,
-            "no dot product",
-        ),
-        Bad(
-            lambda c, t: ops.mul_mat_id(
-                c, t("f32", (3, 5, 16)), ops.permute(c, t("f32", (16, 1, 4)), 2, 1, 0, 3), t("i32", (4, 2))
-            ),
-            GraphError,
-            "contiguous rows",
-        ),
-    ],
 )
 
 # --- out_prod -----------------------------------------------------------------------------------------------------------
+bad(
+    "out_prod",
+    lambda c, t: ops.out_prod(c, t("f32", (13, 7)), t("f32", (12, 5))),
+    ValueError,
+    "ggml_can_out_prod(a, b)",
+)
+bad(
+    "out_prod",
+    lambda c, t: ops.out_prod(c, ops.transpose(c, t("f32", (7, 13))), t("f32", (13, 5))),
+    ValueError,
+    "!ggml_is_transposed(a)",
+)
+bad("out_prod", lambda c, t: ops.out_prod(c, t("q8_1", (3, 32)), t("f32", (3, 5))), GraphError, "dequantizable type")
+bad("out_prod", lambda c, t: ops.out_prod(c, t("f32", (3, 32)), 1.5), TypeError, "b must be a Tensor")
 spec(
     "out_prod",
     lambda xp, x: xp.out_prod(x.a, x.b),
@@ -449,19 +470,28 @@ spec(
         Sample({"a": In("f32", (13, 2, 7), layout=Permuted()), "b": ("f32", (2, 13, 5))}, variant="a_permuted"),
         Sample({"a": ("f32", (1, 11)), "b": ("f32", (1, 9))}, variant="vector"),
     ],
-    errors=[
-        Bad(lambda c, t: ops.out_prod(c, t("f32", (13, 7)), t("f32", (12, 5))), ValueError, "ggml_can_out_prod(a, b)"),
-        Bad(
-            lambda c, t: ops.out_prod(c, ops.transpose(c, t("f32", (7, 13))), t("f32", (13, 5))),
-            ValueError,
-            "!ggml_is_transposed(a)",
-        ),
-        Bad(lambda c, t: ops.out_prod(c, t("q8_1", (3, 32)), t("f32", (3, 5))), GraphError, "dequantizable type"),
-        Bad(lambda c, t: ops.out_prod(c, t("f32", (3, 32)), 1.5), TypeError, "b must be a Tensor"),
-    ],
 )
 
 # --- add_id -------------------------------------------------------------------------------------------------------------
+bad(
+    "add_id",
+    lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), t("f32", (5, 13)), t("i32", (3, 5))),
+    ValueError,
+    "a->ne[1] == ids->ne[0]",
+)
+bad(
+    "add_id",
+    lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), t("f32", (5, 12)), t("i32", (3, 4))),
+    ValueError,
+    "a->ne[0] == b->ne[0]",
+)
+bad(
+    "add_id",
+    lambda c, t: ops.add_id(c, t("f16", (3, 4, 13)), t("f32", (5, 13)), t("i32", (3, 4))),
+    GraphError,
+    "F32 a and b",
+)
+bad("add_id", lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), None, t("i32", (3, 4))), TypeError, "b must be a Tensor")
 spec(
     "add_id",
     lambda xp, x: xp.add_id(x.a, x.b, x.ids),
@@ -483,24 +513,6 @@ spec(
             variant="a_permuted",
             tag="f32",
         ),
-    ],
-    errors=[
-        Bad(
-            lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), t("f32", (5, 13)), t("i32", (3, 5))),
-            ValueError,
-            "a->ne[1] == ids->ne[0]",
-        ),
-        Bad(
-            lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), t("f32", (5, 12)), t("i32", (3, 4))),
-            ValueError,
-            "a->ne[0] == b->ne[0]",
-        ),
-        Bad(
-            lambda c, t: ops.add_id(c, t("f16", (3, 4, 13)), t("f32", (5, 13)), t("i32", (3, 4))),
-            GraphError,
-            "F32 a and b",
-        ),
-        Bad(lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), None, t("i32", (3, 4))), TypeError, "b must be a Tensor"),
     ],
 )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,13 +10,13 @@ from pyggml import ops
 from pyggml.errors import GraphError, OpError
 from pyggml.testing.engine import oracles
 from pyggml.testing.engine.opdb import (
-    Bad,
     Columns,
     Grad,
     In,
     Node,
     Permuted,
     Sample,
+    bad,
     distinct,
     spec,
     uniform,
@@ -55,57 +54,39 @@ def _dims(shape: tuple[int, ...]) -> str:
 
 
 # --- bad calls: each must raise naming the op (or the node, for what the CPU preflight refuses) -------------
-_BAD: dict[str, list[Bad]] = {}
 
 
-def _bad(op: str, fn: Callable[..., Any], raises: type[Exception], words: str) -> None:
-    _BAD.setdefault(op, []).append(Bad(fn, raises, words))
-
-
-_bad("sum", lambda c, t: _ops.sum(c, t("i32", (3, 8))), ValueError, "the CPU kernel takes")
-_bad("sum", lambda c, t: _ops.sum(c, _ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
-_bad("sum_rows", lambda c, t: _ops.sum_rows(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes")
-_bad("sum_rows", lambda c, t: _ops.sum_rows(c, _ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
-_bad("mean", lambda c, t: _ops.mean(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes")
-_bad("argmax", lambda c, t: _ops.argmax(c, t("f32", (2, 3, 8))), ValueError, "ggml_is_matrix(a)")
-_bad("argmax", lambda c, t: _ops.argmax(c, _ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
+bad("sum", lambda c, t: _ops.sum(c, t("i32", (3, 8))), ValueError, "the CPU kernel takes")
+bad("sum", lambda c, t: _ops.sum(c, _ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
+bad("sum_rows", lambda c, t: _ops.sum_rows(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes")
+bad("sum_rows", lambda c, t: _ops.sum_rows(c, _ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
+bad("mean", lambda c, t: _ops.mean(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes")
+bad("argmax", lambda c, t: _ops.argmax(c, t("f32", (2, 3, 8))), ValueError, "ggml_is_matrix(a)")
+bad("argmax", lambda c, t: _ops.argmax(c, _ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
 for _op in ("norm", "rms_norm", "l2_norm"):
-    _bad(_op, lambda c, t, _op=_op: getattr(_ops, _op)(c, t("f32", (3, 8)), -1.0), ValueError, "eps must be >= 0")
-    _bad(_op, lambda c, t, _op=_op: getattr(_ops, _op)(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes")
-    _bad(
-        _op, lambda c, t, _op=_op: getattr(_ops, _op)(c, _ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous"
-    )
-_bad("argsort", lambda c, t: _ops.argsort(c, t("f32", (3, 8)), "sideways"), ValueError, "order must be")
-_bad("argsort", lambda c, t: _ops.argsort(c, t("f32", (3, 8)), 7), ValueError, "order must be ASC or DESC")
-_bad("argsort", lambda c, t: _ops.argsort(c, t("i32", (3, 8))), ValueError, "the CPU kernel takes")
-_bad("argsort", lambda c, t: _ops.argsort(c, _ops.transpose(c, t("f32", (3, 8)))), ValueError, "rows")
-_bad("top_k", lambda c, t: _ops.top_k(c, t("f32", (3, 8)), 9), OpError, "a->ne[0] >= k")
-_bad("top_k", lambda c, t: _ops.top_k(c, t("f32", (3, 8)), 0), ValueError, "k must be positive")
-_bad("top_k", lambda c, t: _ops.top_k(c, t("f16", (3, 8)), 2), GraphError, "the CPU kernel takes")
-_bad("top_k", lambda c, t: _ops.top_k(c, _ops.permute(c, t("f32", (3, 4, 8)), 0, 2, 1, 3), 2), GraphError, "rows")
-_bad("argsort_top_k", lambda c, t: _ops.argsort_top_k(c, t("f32", (3, 8)), 9), OpError, "a->ne[0] >= k")
-_bad("argsort_top_k", lambda c, t: _ops.argsort_top_k(c, t("f32", (3, 8)), -1), ValueError, "k must be positive")
-_bad(
-    "group_norm", lambda c, t: _ops.group_norm(c, t("f32", (2, 3, 8)), 3), ValueError, "n_groups must be in 1..ne2 = 2"
-)
-_bad(
-    "group_norm",
-    lambda c, t: _ops.group_norm(c, t("f32", (2, 3, 8)), 1, float("nan")),
-    ValueError,
-    "eps must be finite",
-)
-_bad("group_norm", lambda c, t: _ops.group_norm(c, t("f16", (2, 3, 8)), 1), GraphError, "the CPU kernel takes")
+    bad(_op, lambda c, t, _op=_op: getattr(_ops, _op)(c, t("f32", (3, 8)), -1.0), ValueError, "eps must be >= 0")
+    bad(_op, lambda c, t, _op=_op: getattr(_ops, _op)(c, t("f16", (3, 8))), ValueError, "the CPU kernel takes")
+    bad(_op, lambda c, t, _op=_op: getattr(_ops, _op)(c, _ops.transpose(c, t("f32", (3, 8)))), ValueError, "contiguous")
+bad("argsort", lambda c, t: _ops.argsort(c, t("f32", (3, 8)), "sideways"), ValueError, "order must be")
+bad("argsort", lambda c, t: _ops.argsort(c, t("f32", (3, 8)), 7), ValueError, "order must be ASC or DESC")
+bad("argsort", lambda c, t: _ops.argsort(c, t("i32", (3, 8))), ValueError, "the CPU kernel takes")
+bad("argsort", lambda c, t: _ops.argsort(c, _ops.transpose(c, t("f32", (3, 8)))), ValueError, "rows")
+bad("top_k", lambda c, t: _ops.top_k(c, t("f32", (3, 8)), 9), OpError, "a->ne[0] >= k")
+bad("top_k", lambda c, t: _ops.top_k(c, t("f32", (3, 8)), 0), ValueError, "k must be positive")
+bad("top_k", lambda c, t: _ops.top_k(c, t("f16", (3, 8)), 2), GraphError, "the CPU kernel takes")
+bad("top_k", lambda c, t: _ops.top_k(c, _ops.permute(c, t("f32", (3, 4, 8)), 0, 2, 1, 3), 2), GraphError, "rows")
+bad("argsort_top_k", lambda c, t: _ops.argsort_top_k(c, t("f32", (3, 8)), 9), OpError, "a->ne[0] >= k")
+bad("argsort_top_k", lambda c, t: _ops.argsort_top_k(c, t("f32", (3, 8)), -1), ValueError, "k must be positive")
 # scalar arguments: a truth value or text is no integer or number (issue 19)
-_bad("argsort", lambda c, t: _ops.argsort(c, t("f32", (3, 8)), True), TypeError, "order must be an integer, got bool")
-_bad("rms_norm", lambda c, t: _ops.rms_norm(c, t("f32", (3, 8)), "1e-6"), TypeError, "eps must be a number, got str")
-_bad("top_k", lambda c, t: _ops.top_k(c, t("f32", (3, 8)), 2.0), TypeError, "k must be an integer, got float")
+bad("argsort", lambda c, t: _ops.argsort(c, t("f32", (3, 8)), True), TypeError, "order must be an integer, got bool")
+bad("rms_norm", lambda c, t: _ops.rms_norm(c, t("f32", (3, 8)), "1e-6"), TypeError, "eps must be a number, got str")
+bad("top_k", lambda c, t: _ops.top_k(c, t("f32", (3, 8)), 2.0), TypeError, "k must be an integer, got float")
 
 _POSITIVE = uniform(0.1, 1.0)  # sums of positive values: no cancellation to blur the NMSE
 
 spec(
     "sum",
     lambda xp, x: xp.sum(x.a),
-    errors=_BAD["sum"],
     reads=("SUM",),
     from_node=lambda n: oracles.sum(n.arg(0)),
     grad=[Grad({"a": ("f32", (2, 3, 7))}, ("a",))],
@@ -124,7 +105,6 @@ for _op in ("sum_rows", "mean"):
         _op,
         lambda xp, x, _op=_op: getattr(xp, _op)(x.a),
         reads=(_op.upper(),),
-        errors=_BAD[_op],
         from_node=lambda n, _op=_op: getattr(oracles, _op)(n.arg(0)),
         grad=[Grad({"a": ("f32", (2, 3, 7))}, ("a",))],
         samples=[
@@ -137,7 +117,6 @@ for _op in ("sum_rows", "mean"):
 spec(
     "argmax",
     lambda xp, x: xp.argmax(x.a),
-    errors=_BAD["argmax"],
     reads=("ARGMAX",),
     from_node=lambda n: oracles.argmax(n.arg(0)),
     samples=[
@@ -154,7 +133,6 @@ for _op, _eps in (("norm", 1e-5), ("rms_norm", 1e-6), ("l2_norm", 1e-12)):
         _op,
         lambda xp, x, eps, _op=_op: getattr(xp, _op)(x.a, eps),
         reads=(_op.upper(),),
-        errors=_BAD[_op],
         from_node=lambda n, _op=_op: getattr(oracles, _op)(n.arg(0), n.f32(0)),
         grad=[Grad({"a": ("f32", (3, 7), uniform(-2, 2))}, ("a",), (1e-5,))] if _op == "rms_norm" else [],
         samples=[
@@ -170,11 +148,18 @@ for _op, _eps in (("norm", 1e-5), ("rms_norm", 1e-6), ("l2_norm", 1e-12)):
         ],
     )
 
+bad("group_norm", lambda c, t: _ops.group_norm(c, t("f32", (2, 3, 8)), 3), ValueError, "n_groups must be in 1..ne2 = 2")
+bad(
+    "group_norm",
+    lambda c, t: _ops.group_norm(c, t("f32", (2, 3, 8)), 1, float("nan")),
+    ValueError,
+    "eps must be finite",
+)
+bad("group_norm", lambda c, t: _ops.group_norm(c, t("f16", (2, 3, 8)), 1), GraphError, "the CPU kernel takes")
 spec(
     "group_norm",
     lambda xp, x, groups, eps: xp.group_norm(x.a, groups, eps),
     reads=("GROUP_NORM",),
-    errors=_BAD["group_norm"],
     from_node=lambda n: oracles.group_norm(n.arg(0), n.i32(0), n.f32(1)),
     samples=[
         Sample({"a": ("f32", s)}, (g, e), variant=f"{_dims(s)}_g{g}")
@@ -189,7 +174,6 @@ spec(
     "argsort",
     lambda xp, x, order: xp.argsort(x.a, order),
     reads=("ARGSORT",),
-    errors=_BAD["argsort"],
     from_node=_argsort_node,
     samples=[
         *(Sample({"a": ("f32", (2, 3, 24), distinct())}, (o,), variant=o.name.lower()) for o in _ORDERS),
@@ -217,7 +201,6 @@ spec(
     _sorted_top_k,
     reads=("TOP_K",),
     from_node=_top_k_node,
-    errors=_BAD["top_k"],
     samples=[Sample({"a": ("f32", s, distinct())}, (k,), variant=f"{_dims(s)}_k{k}") for s, k in _TOP_K],
     oracle=lambda x, k: np.sort(oracles.top_k(x.a, k), axis=-1).astype(np.float32),
     exact=True,
@@ -225,7 +208,6 @@ spec(
 spec(
     "argsort_top_k",
     lambda xp, x, k: xp.cont(xp.argsort_top_k(x.a, k)),
-    errors=_BAD["argsort_top_k"],
     samples=[Sample({"a": ("f32", s, distinct())}, (k,), variant=f"{_dims(s)}_k{k}") for s, k in _TOP_K],
     exact=True,
 )
