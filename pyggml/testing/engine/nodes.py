@@ -190,7 +190,17 @@ def node_policy(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor], backend: str = ""
 
 
 def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor], backend: str = "") -> float:
-    """The NMSE a node of `s` computed on `backend` may show (`node_policy`'s)."""
+    """The NMSE a node of `s` computed on `backend` may show (`node_policy`'s).
+
+    Args:
+        s: the op's spec in the op database.
+        t: the node.
+        srcs: its sources.
+        backend: where it was computed ("" when unknown).
+
+    Returns:
+        The NMSE bound.
+    """
     return node_policy(s, t, srcs, backend).nmse
 
 
