@@ -78,11 +78,15 @@ def test_the_build_reads_its_kinds_from_the_table():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run(
-        [sys.executable, str(root / "pyggml" / "backend_kinds.py")], capture_output=True, text=True, check=True
-    ).stdout.split("\n")
-    assert [line.split() for line in out if line] == [[k.family, k.cmake_option] for k in backend_kinds.KINDS]
     cmake = (root / "CMakeLists.txt").read_text()
-    assert "pyggml/backend_kinds.py" in cmake
+    assert '"${Python_EXECUTABLE}" -I "${CMAKE_CURRENT_SOURCE_DIR}/pyggml/backend_kinds.py"' in cmake
+    # as the build runs it, and without site (which may have imported Python's `types` already): run from its
+    # folder without -I, pyggml/types.py shadowed Python's own and a fresh environment's build failed
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", str(root / "pyggml" / "backend_kinds.py")], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-1000:]
+    lines = out.stdout.split("\n")
+    assert [line.split() for line in lines if line] == [[k.family, k.cmake_option] for k in backend_kinds.KINDS]
     assert not re.search(r"foreach\(\w+ [^)]*\b(VULKAN|vulkan)\b[^)]*\b(CUDA|cuda)\b", cmake)
     assert set(pyggml.build_info()["backends"]) <= {k.family for k in backend_kinds.KINDS}

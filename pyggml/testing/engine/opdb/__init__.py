@@ -2,7 +2,8 @@
 
 A spec is what PyTorch's OpInfo is to torch and one `test_case` struct to test-backend-ops:
 
-- `call(xp, x, *args)`: how to call the op, written once. It runs twice: with `xp` a ggml
+- `call(xp, x, *args)`: how to call the op, written once (none where the wrapper and the oracle take the
+  sample's inputs in order, then its args: `plain_call`). It runs twice: with `xp` a ggml
   `Context` (the checked wrappers, `xp.add(x.a, x.b)`) and with `xp` the NumPy oracles
   (`pyggml.testing.engine.oracles`, the same names and argument order). Where the two must differ,
   `oracle(x, *args)` overrides the NumPy side;
@@ -380,7 +381,7 @@ def spec(op: str, call: Callable[..., Any] | None = None, samples: Iterable[Samp
         raise ValueError(f"op {op!r} already has a spec (in opdb/{SPECS[op].family}.py): one spec per op")
     if "errors" in fields:
         raise ValueError(f"{op}: give its bad calls with bad({op!r}, fn, raises, words) before the spec, not errors=")
-    s = OpSpec(op, call, list(samples), errors=BAD_CALLS.pop(op, []), **fields)
+    s = OpSpec(op, call or plain_call(op), list(samples), errors=BAD_CALLS.pop(op, []), **fields)
     s.family = s.family or _calling_family()
     for kind in s.reads:
         if kind in READERS:
@@ -390,6 +391,25 @@ def spec(op: str, call: Callable[..., Any] | None = None, samples: Iterable[Samp
         READERS[kind] = s
     SPECS[op] = s
     return s
+
+
+def plain_call(op: str) -> Callable[..., Any]:
+    """The call of a spec that gives none: the op's wrapper and its oracle, each of the same name, take the
+    sample's inputs in their order, then its args (`xp.<op>(x.a, x.b, *args)`). The op's signature is then
+    written in its wrapper and its oracle only; a spec writes a call where its op is called otherwise.
+
+    Args:
+        op: the op's name.
+
+    Returns:
+        call(xp, x, *args).
+    """
+
+    def call(xp: Any, x: SimpleNamespace, *args: Any) -> Any:
+        return getattr(xp, op)(*vars(x).values(), *args)
+
+    call.__qualname__ = f"plain_call({op!r})"
+    return call
 
 
 def _calling_family() -> str:

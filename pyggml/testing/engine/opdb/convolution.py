@@ -345,8 +345,7 @@ _im2col_samples += [
 ]
 spec(
     "im2col",
-    lambda xp, x, *g: xp.im2col(x.a, x.b, *g),
-    _im2col_samples,
+    samples=_im2col_samples,
     reads=("IM2COL",),
     from_node=_im2col_node,
 )
@@ -357,8 +356,7 @@ spec(
 # conv_1d: K, IC, OC, W, s0, p0, d0
 spec(
     "conv_1d",
-    lambda xp, x, *g: xp.conv_1d(x.a, x.b, *g),
-    [
+    samples=[
         Sample({"a": (_t, (_oc, _ic, _k)), "b": ("f32", (1, _ic, _w))}, (_s, _p, _d), variant=str(_i), tag=_t)
         for _i, (_k, _ic, _oc, _w, _s, _p, _d) in enumerate(
             [(3, 2, 3, 11, 1, 0, 1), (5, 3, 2, 13, 2, 2, 1), (3, 1, 4, 17, 3, 1, 2), (2, 4, 3, 9, 1, 1, 2)]
@@ -389,14 +387,12 @@ def _conv_2d_samples() -> list[Sample]:
 
 spec(
     "conv_2d",
-    lambda xp, x, *g: xp.conv_2d(x.a, x.b, *g),
-    _conv_2d_samples(),
+    samples=_conv_2d_samples(),
     bounds=_F16_COLUMNS,
 )
 spec(
     "conv_2d_direct",
-    lambda xp, x, *g: xp.conv_2d_direct(x.a, x.b, *g),
-    _conv_2d_samples(),
+    samples=_conv_2d_samples(),
     reads=("CONV_2D",),
     from_node=lambda n: oracles.conv_2d_direct(n.arg(0), n.arg(1), *map(int, n.params(6))),
 )
@@ -404,8 +400,7 @@ spec(
 # --- depthwise ----------------------------------------------------------------------------------------------------------
 spec(
     "conv_1d_dw",
-    lambda xp, x, *g: xp.conv_1d_dw(x.a, x.b, *g),
-    [
+    samples=[
         Sample({"a": ("f32", (_ch, 1, _k)), "b": ("f32", (1, _ch, _w))}, (_s, _p, _d), variant=str(_i))
         for _i, (_k, _ch, _w, _s, _p, _d) in enumerate([(3, 2, 11, 1, 0, 1), (5, 3, 13, 2, 2, 1), (3, 4, 17, 3, 1, 2)])
     ],
@@ -414,8 +409,7 @@ spec(
 # with an F32 kernel the graph multiplies F32 by F16 columns, which the CPU mul_mat does not take
 spec(
     "conv_2d_dw",
-    lambda xp, x, *g: xp.conv_2d_dw(x.a, x.b, *g),
-    [
+    samples=[
         Sample({"a": (_t, (_ic, 1) + _kk), "b": ("f32", (_n, _ic) + _hw)}, tuple(_gs), variant=str(_i), tag=_t)
         for _i, (_kk, _ic, _oc, _hw, _n, *_gs) in enumerate(_CONV_2D)
         for _t in ("f32", "f16")
@@ -424,8 +418,7 @@ spec(
 )
 spec(
     "conv_2d_dw_direct",
-    lambda xp, x, *g: xp.conv_2d_dw_direct(x.a, x.b, *g),
-    [
+    samples=[
         *(
             Sample({"a": (_t, (_ic, 1) + _kk), "b": ("f32", (_n, _ic) + _hw)}, tuple(_gs), variant=str(_i), tag=_t)
             for _i, (_kk, _ic, _oc, _hw, _n, *_gs) in enumerate(_CONV_2D)
@@ -451,8 +444,7 @@ spec(
 # an F16 kernel rounds b to F16
 spec(
     "conv_transpose_1d",
-    lambda xp, x, *g: xp.conv_transpose_1d(x.a, x.b, *g),
-    [
+    samples=[
         Sample(
             {"a": (_t, (_ic, _oc, _k)), "b": ("f32", (_ic, _w))},
             (_s, 0, 1),
@@ -470,8 +462,7 @@ spec(
 )
 spec(
     "conv_transpose_2d_p0",
-    lambda xp, x, s: xp.conv_transpose_2d_p0(x.a, x.b, s),
-    [
+    samples=[
         Sample(
             {"a": (_t, (_ic, _oc) + _kk), "b": ("f32", (_n, _ic) + _hw)},
             (_s,),
@@ -491,8 +482,7 @@ spec(
 # --- pooling (distinct values: max has no ties) ----------------------------------------------------------------------
 spec(
     "pool_1d",
-    lambda xp, x, *g: xp.pool_1d(x.a, *g),
-    [
+    samples=[
         Sample({"a": (_t, _shape, distinct())}, (_op, _k, _s, _p), variant=f"{'max' if _op == 0 else 'avg'}_{_i}")
         for _i, (_shape, _k, _s, _p) in enumerate(
             [((3, 11), 3, 1, 0), ((2, 3, 13), 5, 2, 2), ((17,), 3, 3, 1), ((2, 9), 2, 2, 1)]
@@ -505,8 +495,7 @@ spec(
 )
 spec(
     "pool_2d",
-    lambda xp, x, *g: xp.pool_2d(x.a, *g),
-    [
+    samples=[
         Sample({"a": (_t, _shape, distinct())}, (_op, *_g7), variant=f"{'max' if _op == 0 else 'avg'}_{_i}")
         for _i, (_shape, *_g7) in enumerate(
             [
@@ -526,8 +515,7 @@ spec(
 # --- padding ------------------------------------------------------------------------------------------------------------
 spec(
     "pad_reflect_1d",
-    lambda xp, x, p0, p1: xp.pad_reflect_1d(x.a, p0, p1),
-    [
+    samples=[
         Sample({"a": ("f32", _shape)}, (_p0, _p1), variant=str(_i))
         for _i, (_shape, _p0, _p1) in enumerate(
             [((3, 7), 2, 3), ((2, 3, 11), 0, 5), ((13,), 4, 0), ((2, 2, 2, 5), 1, 1)]
@@ -541,8 +529,7 @@ spec(
 # --- col2im_1d: a [T_in, K*OC] ------------------------------------------------------------------------------------------
 spec(
     "col2im_1d",
-    lambda xp, x, *g: xp.col2im_1d(x.a, *g),
-    [
+    samples=[
         Sample({"a": (_t, (_t_in, _k * _oc))}, (_s, _oc, _p), variant=str(_i))
         for _i, (_t_in, _k, _oc, _s, _p) in enumerate(
             [(5, 3, 2, 1, 0), (7, 4, 3, 2, 1), (4, 5, 1, 3, 2), (9, 2, 4, 2, 0)]
@@ -556,8 +543,7 @@ spec(
 # --- resampling: modes nearest 0, bilinear 1, | 256 align corners (nearest is exact) -----------------------------------
 spec(
     "upscale",
-    lambda xp, x, f, m: xp.upscale(x.a, f, m),
-    [
+    samples=[
         Sample({"a": ("f32", _shape)}, (_f, _m), variant=f"{_m}_{_i}", exact=True if _m == 0 else None)
         for _i, (_shape, _f) in enumerate([((2, 5, 7), 2), ((3, 1, 3, 5), 3), ((7, 9), 2)])
         for _m in (0, 1, 257)
@@ -581,12 +567,11 @@ def _resample_samples() -> list[Sample]:
     ]
 
 
-spec("upscale_ext", lambda xp, x, *g: xp.upscale_ext(x.a, *g), _resample_samples())
+spec("upscale_ext", samples=_resample_samples())
 # upscale, upscale_ext and interpolate all make UPSCALE nodes: the result's ne and the mode (op_params[0])
 spec(
     "interpolate",
-    lambda xp, x, *g: xp.interpolate(x.a, *g),
-    [
+    samples=[
         *_resample_samples(),
         # a transposed input: the kernels read through the strides
         Sample({"a": In("f32", (2, 7, 5), layout=Transposed())}, (11, 9, 2, 1, 1), variant="transposed"),
@@ -611,8 +596,7 @@ def _im2col_3d_node(n: Node) -> Any:
 
 spec(
     "im2col_3d",
-    lambda xp, x, *g: xp.im2col_3d(x.a, x.b, *g),
-    [
+    samples=[
         *(
             Sample(
                 {"a": ("f32", (_oc * _ic,) + _kk), "b": ("f32", (_n * _ic,) + _dhw)},
@@ -635,8 +619,7 @@ spec(
 )
 spec(
     "conv_3d",
-    lambda xp, x, *g: xp.conv_3d(x.a, x.b, *g),
-    [
+    samples=[
         Sample({"a": (_t, (_oc * _ic,) + _kk), "b": ("f32", (_n * _ic,) + _dhw)}, (_ic, *_gs), variant=str(_i), tag=_t)
         for _i, (_kk, _ic, _oc, _dhw, _n, *_gs) in enumerate(_CONV_3D)
         for _t in ("f32", "f16")
@@ -646,8 +629,7 @@ spec(
 # an F16 kernel: the patches are stored as F16
 spec(
     "conv_3d_direct",
-    lambda xp, x, *g: xp.conv_3d_direct(x.a, x.b, *g),
-    [
+    samples=[
         *(
             Sample(
                 {"a": (_t, (_oc * _ic,) + _kk), "b": ("f32", (_n * _ic,) + _dhw)},

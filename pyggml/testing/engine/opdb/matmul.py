@@ -326,8 +326,7 @@ bad(
 )
 spec(
     "mul_mat",
-    lambda xp, x: xp.mul_mat(x.a, x.b),
-    _mul_mat_samples(),
+    samples=_mul_mat_samples(),
     hints={"a": hints.mul_mat_a, "b": hints.mul_mat_b},
     # a node of any types: the quantized ones carry b's Q8 rounding (module doc); the samples state their own
     bounds=[Bound(NMSE_Q8_DOT)],
@@ -428,8 +427,7 @@ bad(
 )
 spec(
     "mul_mat_id",
-    lambda xp, x: xp.mul_mat_id(x.a, x.b, x.ids),
-    _mul_mat_id_samples(),
+    samples=_mul_mat_id_samples(),
     bounds=[Bound(NMSE_Q8_DOT)],  # nodes: as mul_mat's (quantized experts); the samples state their own
     reads=("MUL_MAT_ID",),
     from_node=lambda n: _product_node(n, oracles.mul_mat_id),
@@ -452,7 +450,6 @@ bad("out_prod", lambda c, t: ops.out_prod(c, t("q8_1", (3, 32)), t("f32", (3, 5)
 bad("out_prod", lambda c, t: ops.out_prod(c, t("f32", (3, 32)), 1.5), TypeError, "b must be a Tensor")
 spec(
     "out_prod",
-    lambda xp, x: xp.out_prod(x.a, x.b),
     reads=("OUT_PROD",),
     from_node=lambda n: oracles.out_prod(n.arg(0), n.arg(1)),
     samples=[
@@ -494,7 +491,6 @@ bad(
 bad("add_id", lambda c, t: ops.add_id(c, t("f32", (3, 4, 13)), None, t("i32", (3, 4))), TypeError, "b must be a Tensor")
 spec(
     "add_id",
-    lambda xp, x: xp.add_id(x.a, x.b, x.ids),
     reads=("ADD_ID",),
     from_node=lambda n: oracles.add_id(n.arg(0), n.arg(1), n.arg(2)),
     samples=[

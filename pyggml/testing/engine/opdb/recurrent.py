@@ -276,7 +276,6 @@ bad(
 # --- ssm_conv: odd sizes, a strided batch -------------------------------------------------------------------------------
 spec(
     "ssm_conv",
-    lambda xp, x: xp.ssm_conv(x.sx, x.c),
     hints={"sx": hints.ssm_conv_sx, "c": hints.ssm_conv_c},
     samples=[
         Sample({"sx": ("f32", (2, 6, 3 + 5)), "c": ("f32", (6, 4))}),
@@ -443,7 +442,6 @@ spec(
 )
 spec(
     "gated_linear_attn",
-    lambda xp, x, scale: xp.gated_linear_attn(x.k, x.v, x.q, x.g, x.state, scale),
     hints=hints.token_ops(["k", "v", "q", "g", "state"]),
     samples=[
         Sample(
@@ -478,7 +476,6 @@ _WKV7 = {
 }
 spec(
     "rwkv_wkv7",
-    lambda xp, x: xp.rwkv_wkv7(x.r, x.w, x.k, x.v, x.a, x.b, x.state),
     hints=hints.token_ops(["r", "w", "k", "v", "a", "b", "state"]),
     samples=[
         Sample(_wkv_inputs(("r", "w", "k", "v", "a", "b"), _S, _H, _T, _ns, _WKV7), variant=f"S{_S}_H{_H}_T{_T}_s{_ns}")
@@ -513,7 +510,6 @@ def _triangular(n: int) -> Gen:
 # ggml_solve_tri keeps no op_params: it implements left, lower, not uni only (the oracle's defaults)
 spec(
     "solve_tri",
-    lambda xp, x: xp.solve_tri(x.a, x.b),
     hints=hints.SOLVE_TRI,
     samples=[
         Sample(

@@ -328,8 +328,7 @@ bad(
 # --- silu_back ------------------------------------------------------------------------------------------
 spec(
     "silu_back",
-    lambda xp, x: xp.silu_back(x.g, x.x),
-    [
+    samples=[
         *(
             Sample({"g": (_t, _shape), "x": (_t, _shape, uniform(-5, 5))}, variant=_dims(_shape))
             for _t, _shape in (
@@ -357,8 +356,7 @@ spec(
 # --- rms_norm_back --------------------------------------------------------------------------------------
 spec(
     "rms_norm_back",
-    lambda xp, x, eps: xp.rms_norm_back(x.g, x.x, eps),
-    [
+    samples=[
         *(
             Sample(
                 {"g": ("f32", _shape), "x": ("f32", _shape, uniform(-2, 2))},
@@ -454,8 +452,7 @@ spec(
 # --- soft_max_ext_back: a = gradient of the softmax's output, b = the output --------------------------------
 spec(
     "soft_max_ext_back",
-    lambda xp, x, scale: xp.soft_max_ext_back(x.g, x.y, scale),
-    [
+    samples=[
         *(
             Sample(
                 {"g": ("f32", _shape), "y": ("f32", _shape, softmax_rows())},
@@ -591,8 +588,7 @@ def _im2col_back_node(n: Node) -> Any:
 
 spec(
     "im2col_back",
-    lambda xp, x, *g: xp.im2col_back(x.g, x.k, *g),
-    [_im2col_back_sample(*c) for c in _IM2COL],
+    samples=[_im2col_back_sample(*c) for c in _IM2COL],
     reads=("IM2COL_BACK",),
     from_node=_im2col_back_node,
 )
@@ -611,8 +607,7 @@ _POOL = (
 )
 spec(
     "pool_2d_back",
-    lambda xp, x, *g: xp.pool_2d_back(x.g, x.af, *g),
-    [
+    samples=[
         Sample(
             {
                 "g": (
@@ -633,8 +628,7 @@ spec(
 # --- cross_entropy_loss: a logits, b labels ------------------------------------------------------------------
 spec(
     "cross_entropy_loss",
-    lambda xp, x: xp.cross_entropy_loss(x.a, x.b),
-    [
+    samples=[
         *(
             Sample({"a": ("f32", _shape, uniform(-3, 3)), "b": ("f32", _shape, _labels)}, variant=_name)
             for _name, _shape, _labels in (
@@ -658,8 +652,7 @@ spec(
 # --- cross_entropy_loss_back: a the loss's gradient, b logits, c labels ---------------------------------------
 spec(
     "cross_entropy_loss_back",
-    lambda xp, x: xp.cross_entropy_loss_back(x.d, x.a, x.b),
-    [
+    samples=[
         Sample(
             {"d": ("f32", (1,), uniform(*_g)), "a": ("f32", _shape, uniform(-3, 3)), "b": ("f32", _shape, _labels)},
             variant=_name,
