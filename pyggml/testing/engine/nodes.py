@@ -189,21 +189,6 @@ def node_policy(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor], backend: str = ""
     return policy(s.bounds, s.known, backend, node_types, (plain, default_max_error(plain)))
 
 
-def node_bound(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor], backend: str = "") -> float:
-    """The NMSE a node of `s` computed on `backend` may show (`node_policy`'s).
-
-    Args:
-        s: the op's spec in the op database.
-        t: the node.
-        srcs: its sources.
-        backend: where it was computed ("" when unknown).
-
-    Returns:
-        The NMSE bound.
-    """
-    return node_policy(s, t, srcs, backend).nmse
-
-
 def span(t: Tensor) -> np.ndarray:
     """A copy of the bytes t covers from its data on (ggml_nbytes: a strided view's whole span).
 
@@ -596,7 +581,7 @@ class NodeChecker(NodeReader):
         weight_cache_bytes: the most bytes of weights kept read and decoded across nodes and steps
             (`SourceCache`).
         backend: the backend the run computes on ("vulkan0", "meta:cpu,cpu"): a node's bound is its op's on the
-            backend that computed it (`node_bound`): the CPU for a node in CPU memory, else this one.
+            backend that computed it (`node_policy`): the CPU for a node in CPU memory, else this one.
 
     Attributes:
         verdicts: the `NodeVerdict`s, in compute order.

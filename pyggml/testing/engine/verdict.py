@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -343,12 +343,11 @@ def judge(
     """The record of one case's outputs against its oracle's on `backend`."""
     if len(actual) != len(expected):
         return failed(case.name, backend, f"{len(actual)} outputs, the oracle has {len(expected)}", seconds)
-    nmse_bound, max_error_bound = bounds(case, backend)
-    rules = Policy(nmse_bound, max_error_bound, known(case, backend))
+    rules = policy(case.bounds, case.known, backend, case.types, (case.nmse_bound, case.max_error_bound))
     return rule(
         case.name,
         backend,
-        [compare(a, e, nmse_bound, max_error_bound) for a, e in zip(actual, expected)],
+        [compare(a, e, rules.nmse, rules.max_error) for a, e in zip(actual, expected)],
         rules,
         seconds,
     )
@@ -432,8 +431,6 @@ def timed(name: str, backend: str, message: str = "", seconds: float = 0.0) -> R
 
 def explained(record: Record, why: str) -> Record:
     """A failure or death a finding of this build explains (`findings.explain`): `known`, saying why."""
-    from dataclasses import replace
-
     if not record.status.bad:
         return record
     return replace(record, status=Status.KNOWN, message=f"known: {why} ({record.message})")

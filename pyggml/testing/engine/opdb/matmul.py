@@ -30,7 +30,7 @@ Bounds of the weight-type cases:
     F16: b rounded to F16 (relative step 2^-11): NMSE ~ 1e-7, F16 default bound 1e-5.
     BF16: b rounded to BF16 (relative step 2^-8): NMSE ~ 2.5e-6, BF16 default bound 1e-4.
 
-Node readers and bounds: a node check takes its spec's plain bound (pyggml.testing.engine.nodes.node_bound)
+Node readers and bounds: a node check takes its spec's plain bound (pyggml.testing.engine.nodes.node_policy)
 for every node of the kind, whatever its types. mul_mat and mul_mat_id nodes with a quantized a carry
 the Q8 rounding of b (NMSE_Q8_DOT), so those specs have NMSE_Q8_DOT as their plain bound, and every
 sample states its own plain bound (what the inputs' precision gave it before) so that the cases'
