@@ -142,6 +142,22 @@ _SCALAR_SET = {
 }
 
 
+def not_a_file(path: str | os.PathLike[str]) -> str | None:
+    """Why `path` cannot be a GGUF file, before anything reads it: missing, or its first bytes are not GGUF's magic.
+
+    Args:
+        path: the file.
+
+    Returns:
+        "no such file", "not a GGUF file (it starts with ...)", or None when it may be one.
+    """
+    if not os.path.isfile(path):
+        return "no such file"
+    with open(path, "rb") as f:
+        head = f.read(4)
+    return None if head == b"GGUF" else f"not a GGUF file (it starts with {head!r}, not b'GGUF')"
+
+
 def as_gguf_type(t: GGUFType | str | int) -> GGUFType:
     """The GGUFType a type argument names.
 

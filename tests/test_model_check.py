@@ -85,6 +85,7 @@ def test_the_command_line(tiny: dict[str, Path], tmp_path: Path) -> None:
     assert recs and all(r["status"] == "pass" for r in recs)
     for args, words in (
         (["--model", str(tmp_path / "none.gguf")], "no such file"),
+        (["--model", str(report)], "not a GGUF file"),  # a JSON report given as a model: exit 2, not a failed run
         (["--model", str(tiny["llama"]), "--backend", "meta:"], "names its devices"),
         (["--model", str(tiny["llama"]), "--backend", "meta:cpu,nope0"], "no backend nope0"),
         (["--model", str(tiny["llama"]), "--node-nmse", "0"], "--node-nmse"),

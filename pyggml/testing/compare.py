@@ -101,8 +101,11 @@ def main(args: argparse.Namespace) -> int:
     if why:
         return _fail(why)
     for path, _ in runs:
-        if not Path(path).is_file():
-            return _fail(f"{path}: no such file")
+        from pyggml.gguf import not_a_file
+
+        bad = not_a_file(path)
+        if bad:
+            return _fail(f"{path}: {bad}")
     known = set(available_backends())
     for _, b in runs:
         refused = refusal(b, known)

@@ -597,8 +597,11 @@ def main(args: argparse.Namespace) -> int:
         if unknown:
             return fail(f"--arch {', '.join(unknown)}: no such architecture (python -m pyggml make-model --list)")
     for f in files:
-        if not Path(f).is_file():
-            return fail(f"--model {f}: no such file")
+        from pyggml.gguf import not_a_file
+
+        bad = not_a_file(f)
+        if bad:  # a file that is not what it claims is bad input (2), not a run that failed
+            return fail(f"--model {f}: {bad}")
         why = conversation_refused(f, talk)
         if why:
             return fail(f"--model {f}: {why}")
