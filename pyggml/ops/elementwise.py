@@ -22,6 +22,7 @@ from pyggml.ops._common import (
     _scalar,
     _shape_arg,
 )
+from pyggml.ops.declared import declared
 from pyggml.tensor import Tensor
 from pyggml.types import TypeLike
 
@@ -644,9 +645,11 @@ def set_2d(ctx: Context, a: Tensor, b: Tensor, nb1: int, offset: int) -> Tensor:
 
 
 # --- padding, embeddings ----------------------------------------------------------------------------------
+_PAD_NAMES = ("lp0", "rp0", "lp1", "rp1", "lp2", "rp2", "lp3", "rp3")
+
+
 def _pads(op: str, a, pads, circular: bool) -> list[int]:
-    names = ("lp0", "rp0", "lp1", "rp1", "lp2", "rp2", "lp3", "rp3")
-    vals = [_scalar(op, n, v, int) for n, v in zip(names, pads)]
+    vals = [_scalar(op, n, v, int) for n, v in zip(_PAD_NAMES, pads)]
     if not all(0 <= v < 2**31 for v in vals):
         raise ValueError(f"{op}: paddings must be >= 0, got {vals}")
     # the circular kernel wraps i - lp with (i - lp + ne) % ne: a left pad over ne reads before a
@@ -657,49 +660,30 @@ def _pads(op: str, a, pads, circular: bool) -> list[int]:
     return vals
 
 
-def pad_ext(
-    ctx: Context,
-    a: Tensor,
-    lp0: int = 0,
-    rp0: int = 0,
-    lp1: int = 0,
-    rp1: int = 0,
-    lp2: int = 0,
-    rp2: int = 0,
-    lp3: int = 0,
-    rp3: int = 0,
-) -> Tensor:
+pad_ext = declared(
+    "pad_ext",
     """ggml_pad_ext: zero padding before and after each dim (np.pad with zeros, in ggml's dim order).
 
     a: any ne, F32.
     lp0, rp0: zeros before and after dim 0 (ne0, NumPy's last axis); lp1, rp1 for dim 1; lp2, rp2;
         lp3, rp3. All >= 0.
     Result: ne [ne0 + lp0 + rp0, ne1 + lp1 + rp1, ...], a's type. Exact.
-    """
-    return _call("pad_ext", ctx, {"a": a}, *_pads("pad_ext", a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), False))
-
-
-def pad_ext_circular(
-    ctx: Context,
-    a: Tensor,
-    lp0: int = 0,
-    rp0: int = 0,
-    lp1: int = 0,
-    rp1: int = 0,
-    lp2: int = 0,
-    rp2: int = 0,
-    lp3: int = 0,
-    rp3: int = 0,
-) -> Tensor:
+    """,
+    defaults=dict.fromkeys(_PAD_NAMES, 0),
+    check=lambda x: _pads("pad_ext", x.a, [getattr(x, n) for n in _PAD_NAMES], False) and None,
+)
+pad_ext_circular = declared(
+    "pad_ext_circular",
     """ggml_pad_ext_circular: circular padding before and after each dim (np.pad(mode="wrap")).
 
     a: any ne, F32.
     lp0, rp0: elements added before and after dim 0 (ne0), taken from the other end; lp1, rp1 for
         dim 1; lp2, rp2; lp3, rp3. All >= 0, a left padding at most the dim's extent.
     Result: ne [ne0 + lp0 + rp0, ...], a's type. Exact.
-    """
-    pads = _pads("pad_ext_circular", a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), True)
-    return _call("pad_ext_circular", ctx, {"a": a}, *pads)
+    """,
+    defaults=dict.fromkeys(_PAD_NAMES, 0),
+    check=lambda x: _pads("pad_ext_circular", x.a, [getattr(x, n) for n in _PAD_NAMES], True) and None,
+)
 
 
 def pad_circular(ctx: Context, a: Tensor, p0: int = 0, p1: int = 0, p2: int = 0, p3: int = 0) -> Tensor:

@@ -2,11 +2,13 @@
 
 A spec is what PyTorch's OpInfo is to torch and one `test_case` struct to test-backend-ops:
 
-- `call(xp, x, *args)`: how to call the op, written once (none where the wrapper and the oracle take the
+- `ref`: the op's NumPy reference (as OpInfo's `ref=`), taking what the op takes in NumPy order; by default
+  the oracle of the op's name in `pyggml.testing.engine.oracles`;
+- `call(xp, x, *args)`: how to call the op, written once (none where the wrapper and the reference take the
   sample's inputs in order, then its args: `plain_call`). It runs twice: with `xp` a ggml
-  `Context` (the checked wrappers, `xp.add(x.a, x.b)`) and with `xp` the NumPy oracles
-  (`pyggml.testing.engine.oracles`, the same names and argument order). Where the two must differ,
-  `oracle(x, *args)` overrides the NumPy side;
+  `Context` (the checked wrappers, `xp.add(x.a, x.b)`) and with `xp` the references (`xp.<op>` is
+  `ref`, any other name the oracle of that name). Where the two must differ, `oracle(x, *args)` overrides the
+  NumPy side;
 - `samples`: the inputs (types, NumPy-order shapes, value generators, layouts such as a
   permuted or column-sliced view) and arguments from which the cases are generated;
 - `bounds`, `known` and `skips`: per-backend and per-type overrides as data, each with its
@@ -20,9 +22,10 @@ A spec is what PyTorch's OpInfo is to torch and one `test_case` struct to test-b
   of any graph can be checked against its oracle with the data it actually received
   (`pyggml.testing.engine.nodes`).
 
-A new op is its wrapper (`pyggml/ops/<family>.py`), its oracle
-(`pyggml/testing/engine/oracles/<family>.py`) and one `spec(...)` in `opdb/<family>.py`; the cases,
-grad cases, bad-call tests, fuzz hints and node checks all come from the spec.
+A new op is one `spec(...)` in `opdb/<family>.py` with its reference (`ref=`, or its oracle's maths in
+`pyggml/testing/engine/oracles/<family>.py`): its wrapper is made from the op's declaration in ggml.h
+(`pyggml.ops.declared`) unless its family writes one (a docstring, defaults, or a check of what ggml does not
+check). The cases, grad cases, bad-call tests, fuzz hints and node checks all come from the spec.
 """
 
 from __future__ import annotations
@@ -339,6 +342,7 @@ class OpSpec:
     op: str
     call: Callable[..., Any] | None = None
     samples: Sequence[Sample] = ()
+    ref: Callable[..., Any] | None = None
     oracle: Callable[..., Any] | None = None
     exact: bool = False
     bounds: Sequence[Bound] = ()
@@ -383,6 +387,10 @@ def spec(op: str, call: Callable[..., Any] | None = None, samples: Iterable[Samp
         raise ValueError(f"{op}: give its bad calls with bad({op!r}, fn, raises, words) before the spec, not errors=")
     s = OpSpec(op, call or plain_call(op), list(samples), errors=BAD_CALLS.pop(op, []), **fields)
     s.family = s.family or _calling_family()
+    if s.ref is None:
+        from pyggml.testing.engine import oracles
+
+        s.ref = getattr(oracles, op, None)
     for kind in s.reads:
         if kind in READERS:
             raise ValueError(f"{kind} nodes are already read by the spec of {READERS[kind].op}")
@@ -394,9 +402,9 @@ def spec(op: str, call: Callable[..., Any] | None = None, samples: Iterable[Samp
 
 
 def plain_call(op: str) -> Callable[..., Any]:
-    """The call of a spec that gives none: the op's wrapper and its oracle, each of the same name, take the
-    sample's inputs in their order, then its args (`xp.<op>(x.a, x.b, *args)`). The op's signature is then
-    written in its wrapper and its oracle only; a spec writes a call where its op is called otherwise.
+    """The call of a spec that gives none: the op's wrapper (its family's, or the one ggml.h declares:
+    `pyggml.ops.declared.wrapper`) and its reference (the spec's `ref`) take the sample's inputs in their order,
+    then its args (`xp.<op>(x.a, x.b, *args)`). A spec writes a call where its op is called otherwise.
 
     Args:
         op: the op's name.
@@ -406,6 +414,11 @@ def plain_call(op: str) -> Callable[..., Any]:
     """
 
     def call(xp: Any, x: SimpleNamespace, *args: Any) -> Any:
+        from pyggml.arena import Arena
+        from pyggml.ops.declared import wrapper
+
+        if isinstance(xp, Arena):
+            return wrapper(op)(xp, *vars(x).values(), *args)
         return getattr(xp, op)(*vars(x).values(), *args)
 
     call.__qualname__ = f"plain_call({op!r})"
@@ -449,10 +462,28 @@ def ggml_side(s: OpSpec, sample: Sample | Grad) -> Callable[[Context, SimpleName
     return build
 
 
-def oracle_side(s: OpSpec, sample: Sample | Grad) -> Callable[[SimpleNamespace], np.ndarray]:
-    """oracle(x): the inputs through their layouts, then the oracle override or the call with xp = oracles."""
-    from pyggml.testing.engine import oracles
+class References:
+    """The NumPy side's `xp`: `xp.<op>` is the spec's reference (`ref`), any other name the oracle of that name."""
 
+    def __init__(self, s: OpSpec) -> None:
+        self._op, self._ref = s.op, s.ref
+
+    def __getattr__(self, name: str) -> Any:
+        from pyggml.testing.engine import oracles
+
+        if name == self._op and self._ref is not None:
+            return self._ref
+        try:
+            return getattr(oracles, name)
+        except AttributeError:
+            raise AttributeError(
+                f"{self._op}: no reference for {name!r}: give the spec ref= or write its oracle"
+            ) from None
+
+
+def oracle_side(s: OpSpec, sample: Sample | Grad) -> Callable[[SimpleNamespace], np.ndarray]:
+    """oracle(x): the inputs through their layouts, then the oracle override or the call with xp = the references."""
+    references = References(s)
     override = sample.oracle or (s.oracle if sample.call is None else None)
     call = sample.call or s.call
     layouts = {k: as_input(v).layout for k, v in sample.inputs.items()}
@@ -462,7 +493,7 @@ def oracle_side(s: OpSpec, sample: Sample | Grad) -> Callable[[SimpleNamespace],
         if override is not None:
             return override(xs, *sample.args)
         assert call is not None
-        return call(oracles, xs, *sample.args)
+        return call(references, xs, *sample.args)
 
     return oracle
 

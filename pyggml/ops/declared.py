@@ -1,0 +1,204 @@
+"""Op wrappers made from ggml.h: an op's parameters (their names, order and C types) are read from the
+declaration this build compiled (`cdef.h`, written by tools/gen_ffi.py from ggml.h), so a plain op's
+signature is written once, by ggml, and never copied here.
+
+`declared(op, doc=...)` makes the checked wrapper of `ggml_<op>(ctx, ...)`: a tensor argument is a
+`Tensor` (a wrong object is a TypeError naming it), a C int an integer (never a float or a bool), a
+float a number, a bool a bool, an `enum ggml_type` anything `types.as_type` reads; the call goes
+through the guarded twin, so a failed GGML_ASSERT is an `OpError`. `check(x)`, where the op needs one,
+sees the converted arguments by name (`x.a`, `x.s0`) and raises for what ggml does not check itself.
+`wrapper(op)` is an op's wrapper: the one its family defines, or else the one ggml.h declares
+(an op the database checks with no wrapper written for it).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from pyggml import types
+from pyggml._native import unavailable
+from pyggml.errors import Unsupported
+from pyggml.ops._common import _ARG_ERRORS, _bad_arguments, _failed, _fill, _guarded, _new_tensor, _scalar
+from pyggml.tensor import Tensor
+
+# C types a declared parameter may have, by what it takes from Python
+_KINDS = (
+    (re.compile(r"^struct ggml_tensor\s*\*$"), "tensor"),
+    (re.compile(r"^(float|double)$"), "float"),
+    (re.compile(r"^bool$"), "bool"),
+    (re.compile(r"^enum ggml_type$"), "type"),
+    (re.compile(r"^enum ggml_\w+$"), "enum"),
+    (re.compile(r"^(int|int32_t|int64_t|uint32_t|size_t)$"), "int"),
+)
+_DECLARATION = re.compile(r"struct ggml_tensor \*\s*ggml_(\w+)\s*\(([^;]*);")  # the list and its ")"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a declaration: its name and what it takes ("tensor", "int", "float", "bool", "type",
+    "enum"; "" for a C type no plain wrapper passes, such as an array or a callback)."""
+
+    name: str
+    kind: str
+    c_type: str
+
+
+@cache
+def _declarations() -> dict[str, tuple[Param, ...]]:
+    """Every `struct ggml_tensor * ggml_<name>(struct ggml_context * ctx, ...)` of this build, by name."""
+    from pyggml._native import install_dir
+
+    out = {}
+    for m in _DECLARATION.finditer(install_dir().joinpath("cdef.h").read_text()):
+        parts = [" ".join(p.split()) for p in m.group(2).rstrip().removesuffix(")").split(",")]
+        if not parts or not re.match(r"struct ggml_context\s*\*\s*\w+$", parts[0]):
+            continue
+        params = []
+        for p in parts[1:]:
+            found = re.match(r"^(?:const\s+)?(.*?)\s*(\w+)$", p.replace("*", " * ").strip())
+            if not found:
+                break
+            c_type = " ".join(found.group(1).split()).replace(" *", "*").replace("*", " *")
+            kind = next((k for pattern, k in _KINDS if pattern.match(c_type)), "")
+            params.append(Param(found.group(2), kind, c_type))
+        else:
+            out[m.group(1)] = tuple(params)
+    return out
+
+
+def declaration(op: str) -> tuple[Param, ...]:
+    """The parameters after ctx of `ggml_<op>` as this build's ggml.h declares them; KeyError if it has none."""
+    try:
+        return _declarations()[op]
+    except KeyError:
+        raise KeyError(f"ggml.h declares no ggml_{op}(struct ggml_context *, ...) returning a tensor") from None
+
+
+def _bool(op: str, name: str, value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{op}: {name} must be a bool, got {type(value).__name__} {value!r}")
+
+
+def _type(op: str, name: str, value: Any) -> int:
+    try:
+        return int(types.as_type(value))
+    except (TypeError, ValueError, KeyError) as e:
+        raise TypeError(f"{op}: {name} must be a ggml type, got {value!r}") from e
+
+
+_ANNOTATIONS = {"tensor": "Tensor", "int": "int", "enum": "int", "float": "float", "bool": "bool", "type": "TypeLike"}
+_CONVERT = {
+    "int": "{n} = {n} if type({n}) is int else _scalar(_op, '{n}', {n}, int)",
+    "enum": "{n} = {n} if type({n}) is int else _scalar(_op, '{n}', {n}, int)",
+    "float": "{n} = {n} if type({n}) is float else _scalar(_op, '{n}', {n})",
+    "bool": "{n} = {n} if type({n}) is bool else _bool(_op, '{n}', {n})",
+    "type": "{n} = _type(_op, '{n}', {n})",
+}
+
+
+def declared(
+    op: str,
+    doc: str | None = None,
+    *,
+    c_name: str | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    check: Callable[[SimpleNamespace], None] | None = None,
+) -> Callable[..., Tensor]:
+    """The checked wrapper of `ggml_<c_name or op>(ctx, ...)`, its parameters those ggml.h declares.
+
+    Args:
+        op: the wrapper's name (the name its errors give).
+        doc: its docstring (what help() shows: what it computes, the arguments' shapes and types, the result,
+            the precision).
+        c_name: the C function's name without `ggml_`, where it differs from op.
+        defaults: default values of trailing parameters, by name.
+        check: called with the converted arguments by name before the call, for what ggml does not check;
+            it may replace a value (`x.s0 = ...`), which is then what ggml gets.
+
+    Returns:
+        The wrapper, `op(ctx, *params)`, with the declaration's signature.
+    """
+    c = c_name or op
+    why = unavailable(f"pyggml_guarded_ggml_{c}")
+    if why:  # a user's tree without the pin's function, or with another C type: refuse when called, as lib does
+        return _refusing(op, why, doc)
+    params = declaration(c)
+    unpassable = [f"{p.name} ({p.c_type})" for p in params if not p.kind]
+    if unpassable:
+        raise ValueError(f"ggml_{c} takes {', '.join(unpassable)}: write its wrapper by hand")
+    defaults = dict(defaults or {})
+    unknown = set(defaults) - {p.name for p in params}
+    if unknown:
+        raise ValueError(f"ggml_{c} has no parameter {sorted(unknown)}")
+    names = [p.name for p in params]
+    tensors = [p.name for p in params if p.kind == "tensor"]
+    signature = ", ".join(["ctx"] + [f"{n}=_defaults[{n!r}]" if n in defaults else n for n in names])
+    lines = [f"def {op}({signature}):"]
+    lines += ["    " + _CONVERT[p.kind].format(n=p.name) for p in params if p.kind in _CONVERT]
+    if check is not None:
+        lines.append(f"    _x = _SimpleNamespace({', '.join(f'{n}={n}' for n in names)})")
+        lines.append("    _check(_x)")
+        lines += [f"    {n} = _x.{n}" for n in names if n not in tensors]
+    passed = ", ".join(["ctx.ptr"] + [f"{n}.ptr" if n in tensors else n for n in names])
+    lines += [
+        "    try:",
+        f"        r = _fn({passed})",
+        "    except _ARG_ERRORS as e:",
+        f"        raise _bad_arguments(_op, e, ctx, {', '.join(f'{n}={n}' for n in tensors)}) from None",
+        "    if not r:",
+        "        raise _failed(_op)",
+    ]
+    # the result lives in ctx, which keeps alive each argument's context (as _make_unary's, inlined: hot ops)
+    lines += [f"    if {n}.ctx is not ctx:\n        ctx.adopt({n})" for n in tensors]
+    lines += ["    t = _new_tensor(Tensor)", "    t.ptr, t.ctx = r, ctx", "    return t"]
+    namespace: dict[str, Any] = dict(
+        _op=op,
+        _fn=_guarded(c),
+        _defaults=defaults,
+        _check=check,
+        _SimpleNamespace=SimpleNamespace,
+        _scalar=_scalar,
+        _bool=_bool,
+        _type=_type,
+        _ARG_ERRORS=_ARG_ERRORS,
+        _bad_arguments=_bad_arguments,
+        _failed=_failed,
+        _new_tensor=_new_tensor,
+        Tensor=Tensor,
+    )
+    exec("\n".join(lines), namespace)  # a real function: its signature, and no per-call loop over parameters
+    fn = namespace[op]
+    fn.__doc__ = _fill(doc) if doc else f"ggml_{c}(ctx, {', '.join(names)}), as ggml.h declares it."
+    fn.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
+    fn.__annotations__ = {"ctx": "Context", **{p.name: _ANNOTATIONS[p.kind] for p in params}, "return": "Tensor"}
+    return fn
+
+
+def _refusing(op: str, why: str, doc: str | None) -> Callable[..., Tensor]:
+    def refuse(ctx: Any, *args: Any, **kwargs: Any) -> Tensor:
+        raise Unsupported(f"{op}: {why}")
+
+    refuse.__name__ = refuse.__qualname__ = op
+    refuse.__doc__ = _fill(doc) if doc else None
+    refuse.__module__ = sys._getframe(2).f_globals["__name__"]
+    return refuse
+
+
+@cache
+def wrapper(op: str) -> Callable[..., Tensor]:
+    """The wrapper of an op: its family's, or else the one ggml.h declares (`declared(op)`)."""
+    from pyggml import ops
+
+    fn = getattr(ops, op, None)
+    if callable(fn) and op in ops.__all__:
+        return fn
+    return declared(op)
