@@ -50,6 +50,7 @@ MODULES = {
     "pyggml.ops.convolution": "ops.md",
     "pyggml.ops.movement": "ops.md",
     "pyggml.ops.training": "ops.md",
+    "pyggml.ops.declared": "ops.md",
     "pyggml.meta": "meta.md",
     "pyggml.rpc": "rpc.md",
     "pyggml.gguf": "gguf.md",

@@ -26,7 +26,7 @@ import numpy as np
 from pyggml import types
 from pyggml._native import unavailable
 from pyggml.errors import Unsupported
-from pyggml.ops._common import _ARG_ERRORS, _bad_arguments, _failed, _fill, _guarded, _new_tensor, _scalar
+from pyggml.ops._common import _ARG_ERRORS, _NULL, _bad_arguments, _failed, _fill, _guarded, _new_tensor, _scalar
 from pyggml.tensor import Tensor
 
 # C types a declared parameter may have, by what it takes from Python
@@ -91,8 +91,10 @@ def _bool(op: str, name: str, value: Any) -> bool:
 def _type(op: str, name: str, value: Any) -> int:
     try:
         return int(types.as_type(value))
-    except (TypeError, ValueError, KeyError) as e:
-        raise TypeError(f"{op}: {name} must be a ggml type, got {value!r}") from e
+    except (TypeError, ValueError, KeyError) as e:  # a name no type has is a ValueError, another object a TypeError
+        raise (TypeError if isinstance(e, TypeError) else ValueError)(
+            f"{op}: {name} must be a ggml type, got {value!r}: {e}"
+        ) from e
 
 
 _ANNOTATIONS = {"tensor": "Tensor", "int": "int", "enum": "int", "float": "float", "bool": "bool", "type": "TypeLike"}
@@ -112,6 +114,8 @@ def declared(
     c_name: str | None = None,
     defaults: Mapping[str, Any] | None = None,
     check: Callable[[SimpleNamespace], None] | None = None,
+    optional: tuple[str, ...] = (),
+    convert: Mapping[str, Callable[[Any], Any]] | None = None,
 ) -> Callable[..., Tensor]:
     """The checked wrapper of `ggml_<c_name or op>(ctx, ...)`, its parameters those ggml.h declares.
 
@@ -123,6 +127,9 @@ def declared(
         defaults: default values of trailing parameters, by name.
         check: called with the converted arguments by name before the call, for what ggml does not check;
             it may replace a value (`x.s0 = ...`), which is then what ggml gets.
+        optional: tensor parameters that may be None (passed to ggml as NULL; their default is None).
+        convert: a parameter's own conversion of what the caller gave, by name, instead of its C type's (a name
+            for an enum's value).
 
     Returns:
         The wrapper, `op(ctx, *params)`, with the declaration's signature.
@@ -135,35 +142,52 @@ def declared(
     unpassable = [f"{p.name} ({p.c_type})" for p in params if not p.kind]
     if unpassable:
         raise ValueError(f"ggml_{c} takes {', '.join(unpassable)}: write its wrapper by hand")
-    defaults = dict(defaults or {})
-    unknown = set(defaults) - {p.name for p in params}
+    defaults = dict(defaults or {}) | dict.fromkeys(optional)
+    convert = dict(convert or {})
+    unknown = (set(defaults) | set(convert)) - {p.name for p in params}
     if unknown:
         raise ValueError(f"ggml_{c} has no parameter {sorted(unknown)}")
     names = [p.name for p in params]
     tensors = [p.name for p in params if p.kind == "tensor"]
     signature = ", ".join(["ctx"] + [f"{n}=_defaults[{n!r}]" if n in defaults else n for n in names])
     lines = [f"def {op}({signature}):"]
-    lines += ["    " + _CONVERT[p.kind].format(n=p.name) for p in params if p.kind in _CONVERT]
+    lines += [
+        f"    {p.name} = _convert[{p.name!r}]({p.name})"
+        if p.name in convert
+        else "    " + _CONVERT[p.kind].format(n=p.name)
+        for p in params
+        if p.kind in _CONVERT or p.name in convert
+    ]
     if check is not None:
         lines.append(f"    _x = _SimpleNamespace({', '.join(f'{n}={n}' for n in names)})")
         lines.append("    _check(_x)")
         lines += [f"    {n} = _x.{n}" for n in names if n not in tensors]
-    passed = ", ".join(["ctx.ptr"] + [f"{n}.ptr" if n in tensors else n for n in names])
+
+    def pointer(n: str) -> str:
+        return f"(_NULL if {n} is None else {n}.ptr)" if n in optional else f"{n}.ptr"
+
+    passed = ", ".join(["ctx.ptr"] + [pointer(n) if n in tensors else n for n in names])
     lines += [
         "    try:",
         f"        r = _fn({passed})",
         "    except _ARG_ERRORS as e:",
-        f"        raise _bad_arguments(_op, e, ctx, {', '.join(f'{n}={n}' for n in tensors)}) from None",
+        f"        raise _bad_arguments(_op, e, ctx, **_given({', '.join(f'{n}={n}' for n in tensors)})) from None",
         "    if not r:",
         "        raise _failed(_op)",
     ]
     # the result lives in ctx, which keeps alive each argument's context (as _make_unary's, inlined: hot ops)
-    lines += [f"    if {n}.ctx is not ctx:\n        ctx.adopt({n})" for n in tensors]
+    lines += [
+        f"    if {n} is not None and {n}.ctx is not ctx:\n        ctx.adopt({n})"
+        if n in optional
+        else f"    if {n}.ctx is not ctx:\n        ctx.adopt({n})"
+        for n in tensors
+    ]
     lines += ["    t = _new_tensor(Tensor)", "    t.ptr, t.ctx = r, ctx", "    return t"]
     namespace: dict[str, Any] = dict(
         _op=op,
         _fn=_guarded(c),
         _defaults=defaults,
+        _convert=convert,
         _check=check,
         _SimpleNamespace=SimpleNamespace,
         _scalar=_scalar,
@@ -172,6 +196,8 @@ def declared(
         _ARG_ERRORS=_ARG_ERRORS,
         _bad_arguments=_bad_arguments,
         _failed=_failed,
+        _NULL=_NULL,
+        _given=lambda **tensors: {n: t for n, t in tensors.items() if not (t is None and n in optional)},
         _new_tensor=_new_tensor,
         Tensor=Tensor,
     )

@@ -8,26 +8,17 @@ from typing import TYPE_CHECKING
 from pyggml import types
 from pyggml._native import lib
 from pyggml.ops._common import (
-    _ARG_ERRORS,
-    _NULL,
     _TYPE_SIZE,
     BinaryWrapper,
     UnaryWrapper,
-    _bad_arguments,
-    _fill,
-    _guarded,
-    _make_binary,
-    _make_unary,
-    _result,
     _scalar,
     _shape_arg,
 )
 from pyggml.ops.declared import declared
 from pyggml.tensor import Tensor
-from pyggml.types import TypeLike
 
 if TYPE_CHECKING:
-    from pyggml.context import Context
+    pass
 
 # --- element-wise ------------------------------------------------------------------------------------
 # Shapes below are ggml's ne, innermost first (`t.ne`); NumPy's `t.shape` is the reverse.
@@ -42,10 +33,10 @@ b: each b.ne[i] divides a.ne[i] (ggml's repeat rule: b is tiled over a, never a 
    NumPy broadcasting only when b's extents are 1 or a's), of a's type or F32.
 Result: a's shape and type.
 Precision: F32 exactly as NumPy's float32 {sym} (one IEEE operation). {f16}"""
-add: BinaryWrapper = _make_binary("add", doc=_BINARY_DOC.format(op="add", sym="+", f16=_F16_NOTE))
-sub: BinaryWrapper = _make_binary("sub", doc=_BINARY_DOC.format(op="sub", sym="-", f16=_F16_NOTE))
-mul: BinaryWrapper = _make_binary("mul", doc=_BINARY_DOC.format(op="mul", sym="*", f16=_F16_NOTE))
-div: BinaryWrapper = _make_binary("div", doc=_BINARY_DOC.format(op="div", sym="/", f16=_F16_NOTE))
+add: BinaryWrapper = declared("add", _BINARY_DOC.format(op="add", sym="+", f16=_F16_NOTE))
+sub: BinaryWrapper = declared("sub", _BINARY_DOC.format(op="sub", sym="-", f16=_F16_NOTE))
+mul: BinaryWrapper = declared("mul", _BINARY_DOC.format(op="mul", sym="*", f16=_F16_NOTE))
+div: BinaryWrapper = declared("div", _BINARY_DOC.format(op="div", sym="/", f16=_F16_NOTE))
 
 UNARY_OPS = (
     "abs",
@@ -140,91 +131,92 @@ def _unary_doc(op: str) -> str:
     )
 
 
-abs: UnaryWrapper = _make_unary("abs", doc=_unary_doc("abs"))
-sgn: UnaryWrapper = _make_unary("sgn", doc=_unary_doc("sgn"))
-neg: UnaryWrapper = _make_unary("neg", doc=_unary_doc("neg"))
-step: UnaryWrapper = _make_unary("step", doc=_unary_doc("step"))
-tanh: UnaryWrapper = _make_unary("tanh", doc=_unary_doc("tanh"))
-elu: UnaryWrapper = _make_unary("elu", doc=_unary_doc("elu"))
-relu: UnaryWrapper = _make_unary("relu", doc=_unary_doc("relu"))
-sigmoid: UnaryWrapper = _make_unary("sigmoid", doc=_unary_doc("sigmoid"))
-gelu: UnaryWrapper = _make_unary("gelu", doc=_unary_doc("gelu"))
-gelu_quick: UnaryWrapper = _make_unary("gelu_quick", doc=_unary_doc("gelu_quick"))
-gelu_erf: UnaryWrapper = _make_unary("gelu_erf", doc=_unary_doc("gelu_erf"))
-silu: UnaryWrapper = _make_unary("silu", doc=_unary_doc("silu"))
-hardswish: UnaryWrapper = _make_unary("hardswish", doc=_unary_doc("hardswish"))
-hardsigmoid: UnaryWrapper = _make_unary("hardsigmoid", doc=_unary_doc("hardsigmoid"))
-exp: UnaryWrapper = _make_unary("exp", doc=_unary_doc("exp"))
-softplus: UnaryWrapper = _make_unary("softplus", doc=_unary_doc("softplus"))
-floor: UnaryWrapper = _make_unary("floor", doc=_unary_doc("floor"))
-ceil: UnaryWrapper = _make_unary("ceil", doc=_unary_doc("ceil"))
-round: UnaryWrapper = _make_unary("round", doc=_unary_doc("round"))
-trunc: UnaryWrapper = _make_unary("trunc", doc=_unary_doc("trunc"))
-sqr: UnaryWrapper = _make_unary("sqr", doc=_unary_doc("sqr"))
-sqrt: UnaryWrapper = _make_unary("sqrt", doc=_unary_doc("sqrt"))
-log: UnaryWrapper = _make_unary("log", doc=_unary_doc("log"))
-sin: UnaryWrapper = _make_unary("sin", doc=_unary_doc("sin"))
-cos: UnaryWrapper = _make_unary("cos", doc=_unary_doc("cos"))
+abs: UnaryWrapper = declared("abs", _unary_doc("abs"))
+sgn: UnaryWrapper = declared("sgn", _unary_doc("sgn"))
+neg: UnaryWrapper = declared("neg", _unary_doc("neg"))
+step: UnaryWrapper = declared("step", _unary_doc("step"))
+tanh: UnaryWrapper = declared("tanh", _unary_doc("tanh"))
+elu: UnaryWrapper = declared("elu", _unary_doc("elu"))
+relu: UnaryWrapper = declared("relu", _unary_doc("relu"))
+sigmoid: UnaryWrapper = declared("sigmoid", _unary_doc("sigmoid"))
+gelu: UnaryWrapper = declared("gelu", _unary_doc("gelu"))
+gelu_quick: UnaryWrapper = declared("gelu_quick", _unary_doc("gelu_quick"))
+gelu_erf: UnaryWrapper = declared("gelu_erf", _unary_doc("gelu_erf"))
+silu: UnaryWrapper = declared("silu", _unary_doc("silu"))
+hardswish: UnaryWrapper = declared("hardswish", _unary_doc("hardswish"))
+hardsigmoid: UnaryWrapper = declared("hardsigmoid", _unary_doc("hardsigmoid"))
+exp: UnaryWrapper = declared("exp", _unary_doc("exp"))
+softplus: UnaryWrapper = declared("softplus", _unary_doc("softplus"))
+floor: UnaryWrapper = declared("floor", _unary_doc("floor"))
+ceil: UnaryWrapper = declared("ceil", _unary_doc("ceil"))
+round: UnaryWrapper = declared("round", _unary_doc("round"))
+trunc: UnaryWrapper = declared("trunc", _unary_doc("trunc"))
+sqr: UnaryWrapper = declared("sqr", _unary_doc("sqr"))
+sqrt: UnaryWrapper = declared("sqrt", _unary_doc("sqrt"))
+log: UnaryWrapper = declared("log", _unary_doc("log"))
+sin: UnaryWrapper = declared("sin", _unary_doc("sin"))
+cos: UnaryWrapper = declared("cos", _unary_doc("cos"))
 
 
-def scale(ctx: Context, a: Tensor, s: float) -> Tensor:
+scale = declared(
+    "scale",
     """ggml_scale: a * s, element-wise.
 
     a: any ne (NumPy shape reversed), F32 or BF16 on the CPU, contiguous.
     s: the factor, a Python number (a str or bool is refused).
     Result: a's shape and type.
     Precision: F32 exactly as NumPy's float32 product (s is rounded to F32 first).
-    """
-    s = _scalar("scale", "s", s)
-    try:
-        r = _guarded("scale")(ctx.ptr, a.ptr, s)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("scale", e, ctx, a=a) from None
-    return _result(ctx, r, "scale", a)
+    """,
+)
 
 
-def clamp(ctx: Context, a: Tensor, min: float, max: float) -> Tensor:
+def _ordered(x) -> None:
+    if not x.min <= x.max:
+        raise ValueError(f"clamp: min ({x.min}) must not exceed max ({x.max})")
+
+
+clamp = declared(
+    "clamp",
     """ggml_clamp: np.clip(a, min, max), element-wise.
 
     a: any ne (NumPy shape reversed), F32 or F16.
     min, max: the bounds, numbers with min <= max.
     Result: a's shape and type. Precision: exact (the bounds rounded to F32).
-    """
-    lo, hi = _scalar("clamp", "min", min), _scalar("clamp", "max", max)
-    if not lo <= hi:
-        raise ValueError(f"clamp: min ({min}) must not exceed max ({max})")
-    try:
-        r = _guarded("clamp")(ctx.ptr, a.ptr, lo, hi)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("clamp", e, ctx, a=a) from None
-    return _result(ctx, r, "clamp", a)
+    """,
+    check=_ordered,
+)
 
 
-def leaky_relu(ctx: Context, a: Tensor, negative_slope: float = 0.01) -> Tensor:
+def _finite(op: str, *names: str):
+    """A check that the named arguments are finite numbers."""
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+    def check(x) -> None:
+        vals = [getattr(x, n) for n in names]
+        if not all(map(math.isfinite, vals)):
+            raise ValueError(f"{op}: {listed} must be finite, got {vals[0] if len(vals) == 1 else vals}")
+
+    return check
+
+
+# ggml computes x + slope*min(x, 0): inf*0 is NaN for every x >= 0
+leaky_relu = declared(
+    "leaky_relu",
     """ggml_leaky_relu: a where a > 0, else negative_slope * a, element-wise.
 
     a: any ne (NumPy shape reversed), F32 or F16, contiguous rows.
     negative_slope: the slope for a < 0, a finite number.
+    inplace: write the result into a's memory (a view of a) instead of a new tensor.
     Result: a's shape and type. Precision: F32 as NumPy's float32; F16 a rounded once.
-    """
-    slope = _scalar("leaky_relu", "negative_slope", negative_slope)
-    if not math.isfinite(slope):  # ggml computes x + slope*min(x, 0): inf*0 is NaN for every x >= 0
-        raise ValueError(f"leaky_relu: negative_slope must be finite, got {slope}")
-    try:
-        r = _guarded("leaky_relu")(ctx.ptr, a.ptr, slope, False)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("leaky_relu", e, ctx, a=a) from None
-    return _result(ctx, r, "leaky_relu", a)
+    """,
+    defaults={"negative_slope": 0.01, "inplace": False},
+    check=_finite("leaky_relu", "negative_slope"),
+)
 
 
-def arange(ctx: Context, start: float, stop: float, step: float = 1.0) -> Tensor:
-    """ggml_arange: np.arange(start, stop, step) as a new F32 tensor.
-
-    start, stop, step: finite numbers, stop > start, step > 0.
-    Result: F32 ne [n], n = ceil((stop - start) / step), element i = start + i*step computed in F32.
-    """
-    start, stop, step = (_scalar("arange", n, v) for n, v in (("start", start), ("stop", stop), ("step", step)))
+def _arange_range(x) -> None:
     # ggml sizes the result as ceil((stop - start) / step) elements, unchecked
+    start, stop, step = x.start, x.stop, x.step
     if not all(map(math.isfinite, (start, stop, step))):
         raise ValueError(f"arange: start, stop and step must be finite, got {start}, {stop}, {step}")
     if not stop > start:
@@ -233,20 +225,27 @@ def arange(ctx: Context, start: float, stop: float, step: float = 1.0) -> Tensor
         raise ValueError(f"arange: step must be positive, got {step}")
     if math.ceil((stop - start) / step) > 2**31:
         raise ValueError(f"arange: {math.ceil((stop - start) / step)} elements is too many")
-    try:
-        r = _guarded("arange")(ctx.ptr, start, stop, step)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("arange", e, ctx) from None
-    return _result(ctx, r, "arange")
+
+
+arange = declared(
+    "arange",
+    """ggml_arange: np.arange(start, stop, step) as a new F32 tensor.
+
+    start, stop, step: finite numbers, stop > start, step > 0.
+    Result: F32 ne [n], n = ceil((stop - start) / step), element i = start + i*step computed in F32.
+    """,
+    defaults={"step": 1.0},
+    check=_arange_range,
+)
 
 
 # --- newer unary ops ---------------------------------------------------------------------------------
-expm1: UnaryWrapper = _make_unary("expm1", doc=_unary_doc("expm1"))
+expm1: UnaryWrapper = declared("expm1", _unary_doc("expm1"))
 
 
-def xielu(
-    ctx: Context, a: Tensor, alpha_n: float = 0.8, alpha_p: float = 0.8, beta: float = 0.5, eps: float = -1e-6
-) -> Tensor:
+# ggml stores softplus(alpha): a NaN/Inf poisons every element
+xielu = declared(
+    "xielu",
     """ggml_xielu: the xIELU activation, element-wise, as ggml computes it.
 
     With an = beta + softplus(alpha_n) and ap = softplus(alpha_p) (ggml stores those, not the raw
@@ -255,17 +254,10 @@ def xielu(
     a: any ne (NumPy shape reversed), F32 or F16, contiguous rows.
     alpha_n, alpha_p, beta, eps: finite numbers (defaults: llama.cpp's Apertus values).
     Result: a's shape and type. Precision: F32 math library; F16 a rounded once.
-    """
-    vals = [
-        _scalar("xielu", n, v) for n, v in (("alpha_n", alpha_n), ("alpha_p", alpha_p), ("beta", beta), ("eps", eps))
-    ]
-    if not all(map(math.isfinite, vals)):  # ggml stores softplus(alpha): a NaN/Inf poisons every element
-        raise ValueError(f"xielu: alpha_n, alpha_p, beta and eps must be finite, got {vals}")
-    try:
-        r = _guarded("xielu")(ctx.ptr, a.ptr, *vals)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("xielu", e, ctx, a=a) from None
-    return _result(ctx, r, "xielu", a)
+    """,
+    defaults={"alpha_n": 0.8, "alpha_p": 0.8, "beta": 0.5, "eps": -1e-6},
+    check=_finite("xielu", "alpha_n", "alpha_p", "beta", "eps"),
+)
 
 
 # --- gated linear units: act(x) * g, x and g the two halves of a's rows (or a and b) ----------------
@@ -273,6 +265,16 @@ def _glu_halves(op: str, a) -> None:
     # ggml takes ne0 // 2 and silently drops an odd row's last element (backends need not agree on it)
     if isinstance(a, Tensor) and a.ptr.ne[0] % 2:
         raise ValueError(f"{op}: a's rows must have an even length (two halves), got ne0 = {a.ptr.ne[0]}")
+
+
+def _halves(op: str):
+    """A check that a's rows have two halves (where there is no b)."""
+
+    def check(x) -> None:
+        if getattr(x, "b", None) is None:
+            _glu_halves(op, x.a)
+
+    return check
 
 
 # family -> (its activation in NumPy terms, precision)
@@ -313,34 +315,11 @@ def _glu_doc(op: str) -> str:
 
 
 def _make_glu(op: str) -> UnaryWrapper:
-    fn = _guarded(op)
-
-    def call(ctx: Context, a: Tensor) -> Tensor:
-        _glu_halves(op, a)
-        try:
-            r = fn(ctx.ptr, a.ptr)
-        except _ARG_ERRORS as e:
-            raise _bad_arguments(op, e, ctx, a=a) from None
-        return _result(ctx, r, op, a)
-
-    call.__name__ = call.__qualname__ = op
-    call.__doc__ = _fill(_glu_doc(op))
-    return call
+    return declared(op, _glu_doc(op), check=_halves(op))
 
 
 def _make_glu_split(op: str) -> BinaryWrapper:
-    fn = _guarded(op)
-
-    def call(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
-        try:
-            r = fn(ctx.ptr, a.ptr, b.ptr)
-        except _ARG_ERRORS as e:
-            raise _bad_arguments(op, e, ctx, a=a, b=b) from None
-        return _result(ctx, r, op, a, b)
-
-    call.__name__ = call.__qualname__ = op
-    call.__doc__ = _fill(_glu_doc(op))
-    return call
+    return declared(op, _glu_doc(op))
 
 
 GLU_OPS = tuple(
@@ -363,14 +342,22 @@ geglu_quick_swapped: UnaryWrapper = _make_glu("geglu_quick_swapped")
 geglu_quick_split: BinaryWrapper = _make_glu_split("geglu_quick_split")
 
 
-def _glu_limit(op: str, b, limit) -> float:
-    limit = _scalar(op, "limit", limit)
-    if not limit > 0:  # the kernels clamp g to [-limit, limit]: an empty or NaN range is undefined
-        raise ValueError(f"{op}: limit must be positive, got {limit}")
-    return limit
+def _glu_check(op: str, *finite: str):
+    """swiglu_oai's and swiglu_clamp's check: a positive limit, finite numbers, a's halves without b."""
+    checks = [_finite(op, *finite)] if finite else []
+    checks.append(_halves(op))
+
+    def check(x) -> None:
+        if not x.limit > 0:  # the kernels clamp g to [-limit, limit]: an empty or NaN range is undefined
+            raise ValueError(f"{op}: limit must be positive, got {x.limit}")
+        for c in checks:
+            c(x)
+
+    return check
 
 
-def swiglu_oai(ctx: Context, a: Tensor, b: Tensor | None = None, alpha: float = 1.702, limit: float = 7.0) -> Tensor:
+swiglu_oai = declared(
+    "swiglu_oai",
     """ggml_swiglu_oai: GPT-OSS's clamped SwiGLU: x*sigmoid(alpha*x) * (g + 1), x = min(x, limit),
     g = np.clip(g, -limit, limit).
 
@@ -378,118 +365,105 @@ def swiglu_oai(ctx: Context, a: Tensor, b: Tensor | None = None, alpha: float = 
     b: the gate g, a's shape and type, or None.
     alpha: sigmoid's slope (1.702), finite. limit: the clamp, positive.
     Result: ne [n, ...] (halves) or a's shape, a's type (F32). Precision: F32 math library.
-    """
-    alpha, limit = _scalar("swiglu_oai", "alpha", alpha), _glu_limit("swiglu_oai", b, limit)
-    if not math.isfinite(alpha):
-        raise ValueError(f"swiglu_oai: alpha must be finite, got {alpha}")
-    if b is None:
-        _glu_halves("swiglu_oai", a)
-    try:
-        r = _guarded("swiglu_oai")(ctx.ptr, a.ptr, _NULL if b is None else b.ptr, alpha, limit)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("swiglu_oai", e, ctx, a=a, **({} if b is None else {"b": b})) from None
-    return _result(ctx, r, "swiglu_oai", a, *(() if b is None else (b,)))
-
-
-def swiglu_clamp(ctx: Context, a: Tensor, b: Tensor | None = None, limit: float = 7.0) -> Tensor:
+    """,
+    optional=("b",),
+    defaults={"alpha": 1.702, "limit": 7.0},
+    check=_glu_check("swiglu_oai", "alpha"),
+)
+swiglu_clamp = declared(
+    "swiglu_clamp",
     """ggml_swiglu_clamp: silu(min(x, limit)) * np.clip(g, -limit, limit).
 
     a: without b, ne [2n, ...] whose rows hold x (first half) then g (second half); with b, x itself.
     b: the gate g, a's shape and type, or None.
     limit: the clamp, positive.
     Result: ne [n, ...] (halves) or a's shape, a's type. Precision: F32 math library; F16 rounded once.
-    """
-    limit = _glu_limit("swiglu_clamp", b, limit)
-    if b is None:
-        _glu_halves("swiglu_clamp", a)
-    try:
-        r = _guarded("swiglu_clamp")(ctx.ptr, a.ptr, _NULL if b is None else b.ptr, limit)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("swiglu_clamp", e, ctx, a=a, **({} if b is None else {"b": b})) from None
-    return _result(ctx, r, "swiglu_clamp", a, *(() if b is None else (b,)))
+    """,
+    optional=("b",),
+    defaults={"limit": 7.0},
+    check=_glu_check("swiglu_clamp"),
+)
 
 
 # --- more arithmetic, casts, generators ----------------------------------------------------------------
-def _call(op: str, ctx, tensors: dict, *rest):
-    """ggml_<op>(ctx, *tensors, *rest), through the guard; a bad argument names itself."""
-    try:
-        r = _guarded(op)(ctx.ptr, *(t.ptr for t in tensors.values()), *rest)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments(op, e, ctx, **tensors) from None
-    return _result(ctx, r, op, *tensors.values())
-
-
-def _type_arg(op: str, type) -> int:
-    try:
-        return int(types.as_type(type))
-    except (ValueError, TypeError) as e:
-        raise (ValueError if isinstance(e, ValueError) else TypeError)(f"{op}: type: {e}") from None
-
-
-def add1(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+add1 = declared(
+    "add1",
     """ggml_add1: a + b[0]: the one value of b added to every element of a.
 
     a: any ne (NumPy shape reversed), F32, F16 or BF16.
     b: a scalar tensor (one element), of a's type or F32.
     Result: a's shape and type. Precision: F32 exact; F16/BF16 computed in F32, rounded once.
-    """
-    return _call("add1", ctx, {"a": a, "b": b})
+    """,
+)
 
 
-def add_cast(ctx: Context, a: Tensor, b: Tensor, type: TypeLike) -> Tensor:
+add_cast = declared(
+    "add_cast",
     """ggml_add_cast: a + b (b repeated over a, as add), the result converted to `type`.
 
     a, b: as add (b.ne[i] divides a.ne[i]).
     type: the result's ggml type (Type, its name such as 'f32', or a NumPy dtype).
     Result: a's shape, of `type`. Precision: F32 sum, rounded once to `type`.
-    """
-    return _call("add_cast", ctx, {"a": a, "b": b}, _type_arg("add_cast", type))
+    """,
+)
 
 
-def cast(ctx: Context, a: Tensor, type: TypeLike) -> Tensor:
+cast = declared(
+    "cast",
     """ggml_cast: a converted to another type (a copy).
 
     a: any ne (NumPy shape reversed).
     type: the result's ggml type (Type, 'f16', 'q8_0', or a NumPy dtype).
     Result: a's shape, of `type`. Precision: to F16 rounds to nearest (11 bits); to a quantized type
     with ggml's own quantizer (as types.encode does); to an integer type, as C's conversion.
-    """
-    return _call("cast", ctx, {"a": a}, _type_arg("cast", type))
+    """,
+)
 
 
-def scale_bias(ctx: Context, a: Tensor, s: float, b: float) -> Tensor:
+scale_bias = declared(
+    "scale_bias",
     """ggml_scale_bias: a * s + b, element-wise (b a number, not a tensor).
 
     a: any ne (NumPy shape reversed), F32 or BF16, contiguous.
     s: the factor, b: the offset, both numbers.
     Result: a's shape and type. Precision: F32 (s and b rounded to F32; the product may be fused).
-    """
-    return _call("scale_bias", ctx, {"a": a}, _scalar("scale_bias", "s", s), _scalar("scale_bias", "b", b))
+    """,
+)
 
 
-def fill(ctx: Context, a: Tensor, c: float) -> Tensor:
+fill = declared(
+    "fill",
     """ggml_fill: a tensor of a's shape and type with every element c (np.full_like(a, c)).
 
     a: any ne (only its shape and type are used), F32 or F16.
     c: the value, a number.
     Result: a's shape and type.
-    """
-    return _call("fill", ctx, {"a": a}, _scalar("fill", "c", c))
+    """,
+)
 
 
-def count_equal(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+count_equal = declared(
+    "count_equal",
     """ggml_count_equal: np.count_nonzero(a == b): how many elements of a and b are equal.
 
     a, b: I32 of the same ne, contiguous (the CPU's rule: 1-d or 2-d).
     Result: I64 ne [1]. Exact.
-    """
-    return _call("count_equal", ctx, {"a": a, "b": b})
+    """,
+)
 
 
 TRI_TYPES = {"upper_diag": 0, "upper": 1, "lower_diag": 2, "lower": 3}
 
 
-def tri(ctx: Context, a: Tensor, type: int | str = 0) -> Tensor:
+def _tri_type(type) -> int:
+    t = TRI_TYPES.get(type.lower(), -1) if isinstance(type, str) else _scalar("tri", "type", type, int)
+    if t not in TRI_TYPES.values():  # the CPU kernel aborts on any other value
+        raise ValueError(f"tri: type must be one of {TRI_TYPES} (or its name), got {type!r}")
+    return t
+
+
+tri = declared(
+    "tri",
     """ggml_tri: every matrix of a with the elements outside one triangle set to 0 (np.triu / np.tril).
 
      a: ne [n, n, ne2, ne3] (each matrix's row r is ne1 index r, column i is ne0 index i), F32,
@@ -497,69 +471,85 @@ def tri(ctx: Context, a: Tensor, type: int | str = 0) -> Tensor:
      type: which part is kept: 0 or 'upper_diag' (i >= r, np.triu(a)), 1 'upper' (i > r, np.triu(a, 1)),
            2 'lower_diag' (i <= r, np.tril(a)), 3 'lower' (i < r, np.tril(a, -1)).
      Result: a's shape and type. Exact.
-    """
-    t = TRI_TYPES.get(type.lower(), -1) if isinstance(type, str) else _scalar("tri", "type", type, int)
-    if t not in TRI_TYPES.values():  # the CPU kernel aborts on any other value
-        raise ValueError(f"tri: type must be one of {TRI_TYPES} (or its name), got {type!r}")
-    return _call("tri", ctx, {"a": a}, t)
+    """,
+    defaults={"type": 0},
+    convert={"type": _tri_type},
+)
 
 
-def diag(ctx: Context, a: Tensor) -> Tensor:
+diag = declared(
+    "diag",
     """ggml_diag: a matrix with a's row on its diagonal (np.diag per row).
 
     a: ne [n, 1, ne2, ne3] (NumPy shape (ne3, ne2, 1, n)), F32.
     Result: ne [n, n, ne2, ne3], zeros off the diagonal. Exact.
-    """
-    return _call("diag", ctx, {"a": a})
+    """,
+)
 
 
-def diag_mask_zero(ctx: Context, a: Tensor, n_past: int) -> Tensor:
+def _n_past(op: str):
+    def check(x) -> None:
+        if not 0 <= x.n_past < 2**31:  # the kernel asserts n_past >= 0 on a worker thread
+            raise ValueError(f"{op}: n_past must be >= 0, got {x.n_past}")
+
+    return check
+
+
+diag_mask_zero = declared(
+    "diag_mask_zero",
     """ggml_diag_mask_zero: a causal mask by zeros: element (row i1, column i0) set to 0 where
     i0 > n_past + i1; the rest copied.
 
     a: ne [n_kv, n_rows, ne2, ne3] (NumPy shape reversed), F32.
     n_past: how many columns every row keeps beyond the diagonal, >= 0.
     Result: a's shape and type. Exact.
-    """
-    n_past = _scalar("diag_mask_zero", "n_past", n_past, int)
-    if not 0 <= n_past < 2**31:  # the kernel asserts n_past >= 0 on a worker thread
-        raise ValueError(f"diag_mask_zero: n_past must be >= 0, got {n_past}")
-    return _call("diag_mask_zero", ctx, {"a": a}, n_past)
+    """,
+    check=_n_past("diag_mask_zero"),
+)
 
 
-def roll(ctx: Context, a: Tensor, shift0: int = 0, shift1: int = 0, shift2: int = 0, shift3: int = 0) -> Tensor:
+def _shifts(x) -> None:
+    shifts = [x.shift0, x.shift1, x.shift2, x.shift3]
+    if not all(-(2**31) < v < 2**31 for v in shifts):
+        raise ValueError(f"roll: shifts {shifts} do not fit a C int")
+
+
+roll = declared(
+    "roll",
     """ggml_roll: np.roll of a along every dim: shift_i along ggml dim i (NumPy axis 3 - i).
 
     a: any ne, F32 (the CPU's rule), contiguous rows.
     shift0, shift1, shift2, shift3: how far each dim's elements move toward higher indices (negative:
         lower), wrapping around; shift0 moves along ne0 (NumPy's last axis).
     Result: a's shape and type. Exact.
-    """
-    shifts = [_scalar("roll", f"shift{i}", v, int) for i, v in enumerate((shift0, shift1, shift2, shift3))]
-    if not all(-(2**31) < v < 2**31 for v in shifts):
-        raise ValueError(f"roll: shifts {shifts} do not fit a C int")
-    return _call("roll", ctx, {"a": a}, *shifts)
+    """,
+    defaults=dict.fromkeys(("shift0", "shift1", "shift2", "shift3"), 0),
+    check=_shifts,
+)
 
 
-def repeat_4d(ctx: Context, a: Tensor, ne0: int, ne1: int = 1, ne2: int = 1, ne3: int = 1) -> Tensor:
+repeat_4d = declared(
+    "repeat_4d",
     """ggml_repeat_4d: a tiled to ne [ne0, ne1, ne2, ne3] (np.tile, in ggml's dim order).
 
     a: any ne, each a.ne[i] dividing the target's.
     ne0, ne1, ne2, ne3: the result's extents in ggml order (ne0 innermost: NumPy's last axis).
     Result: ne [ne0, ne1, ne2, ne3], a's type. Exact.
-    """
-    ne = _shape_arg("repeat_4d", (ne0, ne1, ne2, ne3))
-    return _call("repeat_4d", ctx, {"a": a}, *ne)
+    """,
+    defaults={"ne1": 1, "ne2": 1, "ne3": 1},
+    check=lambda x: _shape_arg("repeat_4d", (x.ne0, x.ne1, x.ne2, x.ne3)) and None,
+)
 
 
-def cumsum(ctx: Context, a: Tensor) -> Tensor:
+cumsum = declared(
+    "cumsum",
     """ggml_cumsum: the running sum along each row: np.cumsum(a, axis=-1) (ggml's dim 0).
 
     a: any ne (NumPy shape reversed), F32.
     Result: a's shape and type. Precision: a sequential F32 sum (error grows with the row length, as
     np.cumsum in float32; the suite compares with a float64 sum to NMSE 1e-7).
-    """
-    return _call("cumsum", ctx, {"a": a})
+    """,
+)
 
 
 # --- acc / set: b written (added) into a copy of a through a view given in bytes --------------------
@@ -591,7 +581,25 @@ def _view_of_b(op: str, a, b, nb1, nb2, nb3, offset) -> list[int]:
     return vals
 
 
-def acc(ctx: Context, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int) -> Tensor:
+def _in_a(op: str, *, own_strides: int = 0, offset_below: int = 0):
+    """The check of acc and the set family: b's view inside a (_view_of_b); the set family's strides are a's own
+    beyond the nb1 it gives (`own_strides` of them), set's offset below 2**30."""
+
+    def check(x) -> None:
+        nb = [getattr(x, f"nb{i}", None) for i in (1, 2, 3)]
+        if own_strides and isinstance(x.a, Tensor):
+            nb[3 - own_strides :] = [x.a.ptr.nb[i] for i in range(4 - own_strides, 4)]
+        elif own_strides:
+            return  # the call names the bad argument
+        vals = _view_of_b(op, x.a, x.b, *nb, x.offset)
+        if offset_below and vals[3] >= offset_below:
+            raise ValueError(f"{op}: offset must be < 2**30 (ggml stores it in an int32), got {vals[3]}")
+
+    return check
+
+
+acc = declared(
+    "acc",
     """ggml_acc: a copy of a with b added into a strided view of it (C-style byte strides).
 
     The view has b's ne and the byte strides (a's element size, nb1, nb2, nb3), and starts at byte
@@ -600,11 +608,11 @@ def acc(ctx: Context, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset
     nb1, nb2, nb3: the view's byte strides of dims 1-3 (multiples of a's element size; a.nb gives a's
         own), offset: its first byte in a. The view must lie inside a and not overlap itself.
     Result: a's shape and type. Exact (one F32 addition per element).
-    """
-    return _call("acc", ctx, {"a": a, "b": b}, *_view_of_b("acc", a, b, nb1, nb2, nb3, offset))
-
-
-def set(ctx: Context, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset: int) -> Tensor:  # noqa: A001
+    """,
+    check=_in_a("acc"),
+)
+set = declared(
+    "set",
     """ggml_set: a copy of a with b written into a strided view of it (C-style byte strides).
 
     The view has b's ne and the byte strides (a's element size, nb1, nb2, nb3), and starts at byte
@@ -612,36 +620,28 @@ def set(ctx: Context, a: Tensor, b: Tensor, nb1: int, nb2: int, nb3: int, offset
     a: F32 or I32, contiguous. b: any ne (the view's extents), of a's type, contiguous rows.
     nb1, nb2, nb3: the view's byte strides of dims 1-3 (a.nb for a's own), offset: its first byte.
     Result: a's shape and type. Exact.
-    """
-    vals = _view_of_b("set", a, b, nb1, nb2, nb3, offset)
-    if vals[3] >= 1 << 30:
-        raise ValueError(f"set: offset must be < 2**30 (ggml stores it in an int32), got {vals[3]}")
-    return _call("set", ctx, {"a": a, "b": b}, *vals)
-
-
-def set_1d(ctx: Context, a: Tensor, b: Tensor, offset: int) -> Tensor:
+    """,
+    check=_in_a("set", offset_below=1 << 30),
+)  # noqa: A001
+set_1d = declared(
+    "set_1d",
     """ggml_set_1d: a copy of a with b's elements written at byte `offset` of a (a's own strides).
 
     a, b: of one type; b's ne must fit from offset. offset: bytes from a's start.
     Result: a's shape and type. Exact.
-    """
-    if isinstance(a, Tensor):
-        _view_of_b("set_1d", a, b, a.ptr.nb[1], a.ptr.nb[2], a.ptr.nb[3], offset)
-    return _call("set_1d", ctx, {"a": a, "b": b}, _scalar("set_1d", "offset", offset, int))
-
-
-def set_2d(ctx: Context, a: Tensor, b: Tensor, nb1: int, offset: int) -> Tensor:
+    """,
+    check=_in_a("set_1d", own_strides=3),
+)
+set_2d = declared(
+    "set_2d",
     """ggml_set_2d: a copy of a with b's rows written at byte `offset`, nb1 bytes apart.
 
     a, b: of one type. nb1: the byte stride between b's rows inside a (a.nb[1] for a's own rows).
     offset: the first row's first byte in a.
     Result: a's shape and type. Exact.
-    """
-    if isinstance(a, Tensor):
-        _view_of_b("set_2d", a, b, nb1, a.ptr.nb[2], a.ptr.nb[3], offset)
-    return _call(
-        "set_2d", ctx, {"a": a, "b": b}, _scalar("set_2d", "nb1", nb1, int), _scalar("set_2d", "offset", offset, int)
-    )
+    """,
+    check=_in_a("set_2d", own_strides=2),
+)
 
 
 # --- padding, embeddings ----------------------------------------------------------------------------------
@@ -686,19 +686,30 @@ pad_ext_circular = declared(
 )
 
 
-def pad_circular(ctx: Context, a: Tensor, p0: int = 0, p1: int = 0, p2: int = 0, p3: int = 0) -> Tensor:
+pad_circular = declared(
+    "pad_circular",
     """ggml_pad_circular: circular padding after each dim (np.pad(mode="wrap") on the right only).
 
     a: any ne, F32.
     p0, p1, p2, p3: elements appended to dims 0-3 (p0 along ne0, NumPy's last axis), taken from the
         dim's start.
     Result: ne [ne0 + p0, ne1 + p1, ne2 + p2, ne3 + p3], a's type. Exact.
-    """
-    pads = _pads("pad_circular", a, (0, p0, 0, p1, 0, p2, 0, p3), True)
-    return _call("pad_circular", ctx, {"a": a}, *pads[1::2])
+    """,
+    defaults=dict.fromkeys(("p0", "p1", "p2", "p3"), 0),
+    check=lambda x: _pads("pad_circular", x.a, (0, x.p0, 0, x.p1, 0, x.p2, 0, x.p3), True) and None,
+)
 
 
-def timestep_embedding(ctx: Context, timesteps: Tensor, dim: int, max_period: int = 10000) -> Tensor:
+def _embedding(x) -> None:
+    if not 0 < x.dim < 2**31 or not 0 < x.max_period < 2**31:  # log(max_period) and a [dim, n] result
+        raise ValueError(f"timestep_embedding: dim and max_period must be positive, got {x.dim}, {x.max_period}")
+    # the kernel reads timesteps->ne[0] values: the rest of a 2-D or higher tensor would be ignored
+    if isinstance(x.timesteps, Tensor) and any(x.timesteps.ptr.ne[d] != 1 for d in (1, 2, 3)):
+        raise ValueError(f"timestep_embedding: timesteps must be a vector, got ne {list(x.timesteps.ptr.ne)}")
+
+
+timestep_embedding = declared(
+    "timestep_embedding",
     """ggml_timestep_embedding: sinusoidal embeddings of diffusion timesteps.
 
     Row t is [cos(t*f_0), ..., cos(t*f_{h-1}), sin(t*f_0), ..., sin(t*f_{h-1})] with h = dim // 2 and
@@ -706,17 +717,10 @@ def timestep_embedding(ctx: Context, timesteps: Tensor, dim: int, max_period: in
     timesteps: F32 ne [n] (a vector).
     dim: the embedding size, > 0. max_period: the longest period, > 0.
     Result: F32 ne [dim, n] (NumPy shape (n, dim)). Precision: F32 math library.
-    """
-    dim, max_period = (
-        _scalar("timestep_embedding", "dim", dim, int),
-        _scalar("timestep_embedding", "max_period", max_period, int),
-    )
-    if not 0 < dim < 2**31 or not 0 < max_period < 2**31:  # log(max_period) and a [dim, n] result
-        raise ValueError(f"timestep_embedding: dim and max_period must be positive, got {dim}, {max_period}")
-    # the kernel reads timesteps->ne[0] values: the rest of a 2-D or higher tensor would be ignored
-    if isinstance(timesteps, Tensor) and any(timesteps.ptr.ne[d] != 1 for d in (1, 2, 3)):
-        raise ValueError(f"timestep_embedding: timesteps must be a vector, got ne {list(timesteps.ptr.ne)}")
-    return _call("timestep_embedding", ctx, {"timesteps": timesteps}, dim, max_period)
+    """,
+    defaults={"max_period": 10000},
+    check=_embedding,
+)
 
 
 __all__ = [  # generated by tools/gen_methods.py
