@@ -3,8 +3,10 @@ read back into its oracle call and checked with the data it received."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import pyggml
 from pyggml import ops
 from pyggml.errors import Unsupported
 from pyggml.runner import Runner
@@ -78,3 +80,39 @@ def test_bad_calls_have_one_shape(monkeypatch):
     monkeypatch.setattr(db, "_loaded", False)
     with pytest.raises(ValueError, match="an_op_with_no_spec"):
         db.load()
+
+
+def test_a_node_reads_its_parameters_by_name_as_its_builder_took_them():
+    """Each op a spec reads nodes of, built by its wrapper from a sample: every parameter of its layout (`params=`, or
+    the scalars its ggml.h declaration lists) reads back, by name, the value the builder was given."""
+    import inspect
+
+    from pyggml.ops.declared import wrapper
+    from pyggml.testing.engine.opdb import Node, as_input, param_layout
+
+    checked = 0
+    for op, s in sorted(opdb.load().items()):
+        if s.from_node is None or s.call.__qualname__ != f"plain_call({op!r})":
+            continue
+        layout = param_layout(op)
+        for sample in s.samples:
+            if sample.call is not None:
+                continue
+            ctx = pyggml.Context(mem_size=64 << 20)
+            xs = [ctx.tensor(as_input(v).type, as_input(v).shape) for v in sample.inputs.values()]
+            try:
+                node = wrapper(op)(ctx, *xs, *sample.args)
+            except (ValueError, TypeError):  # a sample of a layout (a view) the plain inputs do not have
+                continue
+            given = inspect.signature(wrapper(op)).bind(ctx, *xs, *sample.args)
+            given.apply_defaults()
+            read = Node(node, [])
+            for name in layout:
+                want = given.arguments.get(name)
+                if isinstance(want, (int, float)) and not isinstance(want, pyggml.Tensor):
+                    assert read.param(name) == pytest.approx(float(np.float32(want)), rel=1e-6), (op, name)
+                    checked += 1
+            break
+    assert checked > 100  # 124 parameters of 63 ops (2026-12-06)
+    with pytest.raises(KeyError, match="no op parameter 'nope'"):
+        Node(node, []).param("nope")

@@ -18,7 +18,8 @@ A spec is what PyTorch's OpInfo is to torch and one `test_case` struct to test-b
   before the op's spec (the one shape of a bad call);
 - `hints`: how the fuzzer shapes each argument so that most random calls build;
 - `reads` and `from_node`: how a computed ggml node of that op kind is read back into an
-  oracle call (its op_params and source values to the oracle's arguments), so that any node
+  oracle call (its op_params, by name: `n.param("eps")`, `n.scalars()`, and its source values to the oracle's
+  arguments; `params` where the op keeps its parameters otherwise than its builder takes them), so that any node
   of any graph can be checked against its oracle with the data it actually received
   (`pyggml.testing.engine.nodes`).
 
@@ -298,17 +299,25 @@ class Node:
             a = self.src[i] = a()
         return a
 
+    def param(self, name: str) -> Any:
+        """The op parameter `name`, by its op's layout (`param_layout`): an int, a float or a bool."""
+        layout = param_layout(_reader_op(self.tensor))
+        try:
+            slot, kind = layout[name]
+        except KeyError:
+            raise KeyError(f"{self.tensor.op.name} node: no op parameter {name!r} (it has {list(layout)})") from None
+        value = self.params(slot + 1, np.float32 if kind == "float" else np.int32)[slot]
+        return bool(value) if kind == "bool" else float(value) if kind == "float" else int(value)
+
+    def scalars(self) -> list[Any]:
+        """Every op parameter of the node's layout, in order: what its op's builder took after its tensors."""
+        return [self.param(name) for name in param_layout(_reader_op(self.tensor))]
+
     def params(self, n: int, dtype: Any = np.int32) -> np.ndarray:
         """The first n op_params read as `dtype` (ggml keeps them as 64 bytes of int32 slots)."""
         from pyggml._native import ffi
 
         return np.frombuffer(bytes(ffi.buffer(self.tensor.ptr.op_params)), dtype)[:n].copy()
-
-    def i32(self, i: int) -> int:
-        return int(self.params(i + 1, np.int32)[i])
-
-    def f32(self, i: int) -> float:
-        return float(self.params(i + 1, np.float32)[i])
 
     @property
     def ne(self) -> tuple[int, ...]:
@@ -353,7 +362,32 @@ class OpSpec:
     hints: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     reads: tuple[str, ...] = ()
     from_node: Callable[[Node], np.ndarray] | None = None
+    params: tuple[str, ...] | None = None
     family: str = ""
+
+
+def param_layout(op: str) -> dict[str, tuple[int, str]]:
+    """How a node of `op` keeps its parameters (ggml's op_params, 4-byte slots): name -> (slot, kind), kind
+    "int", "float" or "bool". By default the builder's own: the scalar parameters its ggml.h declaration lists
+    after its tensors, one slot each in order, as most builders store them (`ggml_set_op_params`). A spec
+    whose op keeps them otherwise gives `params=`, one "name:kind" per slot in order ("" skips a slot)."""
+    from pyggml.ops.declared import declaration
+
+    spec = SPECS.get(op)
+    if spec is not None and spec.params is not None:
+        entries = [p.partition(":") for p in spec.params]
+        return {name: (slot, kind or "int") for slot, (name, _, kind) in enumerate(entries) if name}
+    scalars = [p for p in declaration(op) if p.kind != "tensor"]
+    return {p.name: (slot, p.kind if p.kind in ("float", "bool") else "int") for slot, p in enumerate(scalars)}
+
+
+def _reader_op(t: Tensor) -> str:
+    """The op whose spec reads the node t (its kind's reader), else the kind's own name in lower case."""
+    from pyggml.testing.engine.nodes import kind as kind_of
+
+    kind = kind_of(t)
+    spec = READERS.get(kind)
+    return spec.op if spec is not None else kind.lower()
 
 
 SPECS: dict[str, OpSpec] = {}

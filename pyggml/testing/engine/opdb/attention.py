@@ -143,7 +143,7 @@ spec(
     hints={"mask": hints.soft_max_mask},
     # ggml_soft_max_impl: op_params {scale, max_bias}; src[1] the mask (src[2] sinks: no wrapper sets them)
     reads=("SOFT_MAX",),
-    from_node=lambda n: oracles.soft_max_ext(n.arg(0), _src(n, 1), n.f32(0), n.f32(1)),
+    from_node=lambda n: oracles.soft_max_ext(n.arg(0), _src(n, 1), n.param("scale"), n.param("max_bias")),
     grad=[
         Grad(
             {"a": ("f32", (3, 7), uniform(-2, 2)), "m": ("f32", (3, 7), uniform(-1, 0))},
@@ -159,7 +159,7 @@ bad("diag_mask_inf", lambda c, t: ops.diag_mask_inf(c, ops.transpose(c, t("f32",
 spec(
     "diag_mask_inf",
     reads=("DIAG_MASK_INF",),
-    from_node=lambda n: oracles.diag_mask_inf(n.arg(0), n.i32(0)),
+    from_node=lambda n: oracles.diag_mask_inf(n.arg(0), n.param("n_past")),
     # the masked softmax as one graph: soft_max's call around this op's
     grad=[
         Grad(
@@ -186,12 +186,26 @@ spec(
 )
 
 
+# ggml_rope_impl's op_params (ROPE and ROPE_BACK nodes): slot 0 n_past and 3 n_ctx unused, f32 5..10, the sections of
+# the multi-section modes at 11..14, and n_offs (`ggml_rope_set_offset`) at 15
+ROPE_PARAMS = (
+    "",
+    "n_dims",
+    "mode",
+    "",
+    "n_ctx_orig",
+    *(f"{name}:float" for name in ("freq_base", "freq_scale", "ext_factor", "attn_factor", "beta_fast", "beta_slow")),
+    *(f"section{i}" for i in range(4)),
+    "n_offs",
+)
+
+
 # --- rope_ext, rope_multi -----------------------------------------------------------------------------------------------
 def rope_offset_node(n: Node, read: Callable[[Node], np.ndarray]) -> np.ndarray:
     """A ROPE or ROPE_BACK node with `ggml_rope_set_offset` (op_params[15], n_offs): ggml rotates the n_dims
     channels from n_offs on and copies the rest (deepseek4's and hy_v4's attention). `read` is the node's oracle
     without an offset; it is given the channels from n_offs on, whose first n_dims it rotates."""
-    n_offs = n.i32(15)
+    n_offs = n.param("n_offs")
     if n_offs == 0:
         return read(n)
     a = n.arg(0)
@@ -204,10 +218,12 @@ def _rope_node(n: Node) -> np.ndarray:
     """ggml_rope_impl's op_params: {0, n_dims, mode, 0, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
     beta_fast, beta_slow (f32 at 5..10), sections[4] (11..14)}; src[1] positions, src[2] freq_factors. The
     multi-section modes (mode & 8) are rope_multi's oracle, the plain ones rope_ext's."""
-    n_dims, mode, n_ctx_orig = n.i32(1), n.i32(2), n.i32(4)
-    fb, fs, ef, af, bf, bs = (float(v) for v in n.params(11, np.float32)[5:11])
+    n_dims, mode, n_ctx_orig = n.param("n_dims"), n.param("mode"), n.param("n_ctx_orig")
+    fb, fs, ef, af, bf, bs = (
+        n.param(p) for p in ("freq_base", "freq_scale", "ext_factor", "attn_factor", "beta_fast", "beta_slow")
+    )
     if mode & 8:
-        sections = tuple(int(v) for v in n.params(15, np.int32)[11:15])
+        sections = tuple(n.param(f"section{i}") for i in range(4))
         return oracles.rope_multi(
             n.arg(0),
             n.arg(1),
@@ -373,6 +389,7 @@ spec(
     "rope_ext",
     lambda xp, x, kw: xp.rope_ext(x.a, x.pos, freq_factors=getattr(x, "ff", None), **kw),
     _rope_ext_samples(),
+    params=ROPE_PARAMS,
     reads=("ROPE",),
     from_node=lambda n: rope_offset_node(n, _rope_node),
     hints={"a": hints.rope_a, "pos": hints.rope_pos, "freq_factors": hints.rope_freq_factors},
@@ -599,7 +616,7 @@ def _fa_samples() -> list[Sample]:
 def _fa_node(n: Node) -> np.ndarray:
     """ggml_flash_attn_ext's op_params {scale, max_bias, logit_softcap} (3: the precision, which the CPU ignores);
     src[3] the mask, src[4] the sinks (flash_attn_ext_add_sinks)."""
-    return oracles.flash_attn_ext(n.arg(0), n.arg(1), n.arg(2), _src(n, 3), n.f32(0), n.f32(1), n.f32(2), _src(n, 4))
+    return oracles.flash_attn_ext(n.arg(0), n.arg(1), n.arg(2), _src(n, 3), *n.scalars(), _src(n, 4))
 
 
 def _fa(
@@ -775,9 +792,10 @@ bad(
 bad("win_part", lambda c, t: ops.win_part(c, t("f32", (7, 5, 3)), 2.5), TypeError, "w must be an integer")
 spec(
     "win_part",
+    params=("npx", "npy", "w"),
     exact=True,
     reads=("WIN_PART",),
-    from_node=lambda n: oracles.win_part(n.arg(0), n.i32(2)),
+    from_node=lambda n: oracles.win_part(n.arg(0), n.param("w")),
     samples=[Sample({"a": ("f32", s)}, (w,), f"{_dims(s)}_w{w}") for s, w in _WINDOWS],
 )
 # ggml_win_unpart: op_params {w}; w0 and h0 are the result's ne[1] and ne[2]
@@ -792,9 +810,10 @@ bad(
 )
 spec(
     "win_unpart",
+    params=("w",),
     exact=True,
     reads=("WIN_UNPART",),
-    from_node=lambda n: oracles.win_unpart(n.arg(0), n.ne[1], n.ne[2], n.i32(0)),
+    from_node=lambda n: oracles.win_unpart(n.arg(0), n.ne[1], n.ne[2], n.param("w")),
     samples=[
         *(
             Sample({"a": ("f32", (_n_windows(s, w), w, w, s[2]))}, (s[1], s[0], w), f"{s[1]}x{s[0]}_w{w}")
@@ -817,6 +836,7 @@ bad("get_rel_pos", lambda c, t: ops.get_rel_pos(c, t("f32", (5, 4)), 3, 3), Grap
 bad("get_rel_pos", lambda c, t: ops.get_rel_pos(c, t("f16", (5, 4)), "3", 3), TypeError, "qh must be an integer")
 spec(
     "get_rel_pos",
+    params=(),
     exact=True,
     reads=("GET_REL_POS",),
     from_node=lambda n: oracles.get_rel_pos(n.arg(0), n.ne[2], n.ne[1]),
@@ -964,7 +984,7 @@ bad(
 spec(
     "dsv4_hc_comb",
     reads=("DSV4_HC_COMB",),
-    from_node=lambda n: oracles.dsv4_hc_comb(n.arg(0), n.arg(1), n.arg(2), n.f32(0), n.i32(1)),
+    from_node=lambda n: oracles.dsv4_hc_comb(n.arg(0), n.arg(1), n.arg(2), *n.scalars()),
     samples=[
         *(
             Sample(
@@ -985,8 +1005,8 @@ spec(
 
 def _hc_pre_node(n: Node) -> np.ndarray:
     """ggml_dsv4_hc_pre_impl: op_params {scale (f32), gated (i32)}; src[1] the weights, or the gate when gated."""
-    if n.i32(1):
-        return oracles.dsv4_hc_pre_gated(n.arg(0), n.arg(1), n.f32(0))
+    if n.param("gated"):
+        return oracles.dsv4_hc_pre_gated(n.arg(0), n.arg(1), n.param("scale"))
     return oracles.dsv4_hc_pre(n.arg(0), n.arg(1))
 
 
@@ -1011,6 +1031,7 @@ bad(
 )
 spec(
     "dsv4_hc_pre",
+    params=("scale:float", "gated:bool"),
     reads=("DSV4_HC_PRE",),
     from_node=_hc_pre_node,
     samples=[

@@ -291,8 +291,7 @@ bad(
 
 # --- im2col -----------------------------------------------------------------------------------------------------
 def _im2col_node(n: Node) -> Any:
-    p = n.params(7)
-    return oracles.im2col(n.arg(0), n.arg(1), *(int(v) for v in p[:6]), bool(p[6]))
+    return oracles.im2col(n.arg(0), n.arg(1), *n.scalars()[:7])
 
 
 # 2-D: (kernel KH, KW), (IC, H, W), N, s0, s1, p0, p1, d0, d1
@@ -394,7 +393,7 @@ spec(
     "conv_2d_direct",
     samples=_conv_2d_samples(),
     reads=("CONV_2D",),
-    from_node=lambda n: oracles.conv_2d_direct(n.arg(0), n.arg(1), *map(int, n.params(6))),
+    from_node=lambda n: oracles.conv_2d_direct(n.arg(0), n.arg(1), *n.scalars()),
 )
 
 # --- depthwise ----------------------------------------------------------------------------------------------------------
@@ -437,7 +436,7 @@ spec(
         ),
     ],
     reads=("CONV_2D_DW",),
-    from_node=lambda n: oracles.conv_2d_dw_direct(n.arg(0), n.arg(1), *map(int, n.params(6))),
+    from_node=lambda n: oracles.conv_2d_dw_direct(n.arg(0), n.arg(1), *n.scalars()),
 )
 
 # --- transposed ---------------------------------------------------------------------------------------------------------
@@ -458,7 +457,7 @@ spec(
         for _t in ("f32", "f16")
     ],
     reads=("CONV_TRANSPOSE_1D",),
-    from_node=lambda n: oracles.conv_transpose_1d(n.arg(0), n.arg(1), *map(int, n.params(3))),
+    from_node=lambda n: oracles.conv_transpose_1d(n.arg(0), n.arg(1), *n.scalars()),
 )
 spec(
     "conv_transpose_2d_p0",
@@ -476,7 +475,7 @@ spec(
         for _t in ("f32", "f16")
     ],
     reads=("CONV_TRANSPOSE_2D",),
-    from_node=lambda n: oracles.conv_transpose_2d_p0(n.arg(0), n.arg(1), n.i32(0)),
+    from_node=lambda n: oracles.conv_transpose_2d_p0(n.arg(0), n.arg(1), n.param("stride")),
 )
 
 # --- pooling (distinct values: max has no ties) ----------------------------------------------------------------------
@@ -491,10 +490,11 @@ spec(
         for _t in ("f32", "f16")
     ],
     reads=("POOL_1D",),
-    from_node=lambda n: oracles.pool_1d(n.arg(0), *map(int, n.params(4))),
+    from_node=lambda n: oracles.pool_1d(n.arg(0), *n.scalars()),
 )
 spec(
     "pool_2d",
+    params=("op", "k0", "k1", "s0", "s1", "p0", "p1"),
     samples=[
         Sample({"a": (_t, _shape, distinct())}, (_op, *_g7), variant=f"{'max' if _op == 0 else 'avg'}_{_i}")
         for _i, (_shape, *_g7) in enumerate(
@@ -509,7 +509,7 @@ spec(
         for _t in ("f32", "f16")
     ],
     reads=("POOL_2D",),
-    from_node=lambda n: oracles.pool_2d(n.arg(0), *map(int, n.params(7))),
+    from_node=lambda n: oracles.pool_2d(n.arg(0), *n.scalars()),
 )
 
 # --- padding ------------------------------------------------------------------------------------------------------------
@@ -523,7 +523,7 @@ spec(
     ],
     exact=True,
     reads=("PAD_REFLECT_1D",),
-    from_node=lambda n: oracles.pad_reflect_1d(n.arg(0), n.i32(0), n.i32(1)),
+    from_node=lambda n: oracles.pad_reflect_1d(n.arg(0), *n.scalars()),
 )
 
 # --- col2im_1d: a [T_in, K*OC] ------------------------------------------------------------------------------------------
@@ -537,7 +537,7 @@ spec(
         for _t in ("f32", "f16", "bf16")
     ],
     reads=("COL2IM_1D",),
-    from_node=lambda n: oracles.col2im_1d(n.arg(0), *map(int, n.params(3))),
+    from_node=lambda n: oracles.col2im_1d(n.arg(0), *n.scalars()),
 )
 
 # --- resampling: modes nearest 0, bilinear 1, | 256 align corners (nearest is exact) -----------------------------------
@@ -571,13 +571,14 @@ spec("upscale_ext", samples=_resample_samples())
 # upscale, upscale_ext and interpolate all make UPSCALE nodes: the result's ne and the mode (op_params[0])
 spec(
     "interpolate",
+    params=("mode",),
     samples=[
         *_resample_samples(),
         # a transposed input: the kernels read through the strides
         Sample({"a": In("f32", (2, 7, 5), layout=Transposed())}, (11, 9, 2, 1, 1), variant="transposed"),
     ],
     reads=("UPSCALE",),
-    from_node=lambda n: oracles.interpolate(n.arg(0), *n.ne, n.i32(0)),
+    from_node=lambda n: oracles.interpolate(n.arg(0), *n.ne, n.param("mode")),
 )
 
 # --- 3-D: (KD, KH, KW), IC, OC, (D, H, W), N, s0, s1, s2, p0, p1, p2, d0, d1, d2 ------------------------------------------
@@ -590,12 +591,13 @@ _CONV_3D = [
 
 
 def _im2col_3d_node(n: Node) -> Any:
-    p = [int(v) for v in n.params(10)]  # s0, s1, s2, p0, p1, p2, d0, d1, d2, IC
-    return oracles.im2col_3d(n.arg(0), n.arg(1), p[9], *p[:9])
+    *geometry, ic = n.scalars()  # s0, s1, s2, p0, p1, p2, d0, d1, d2, IC
+    return oracles.im2col_3d(n.arg(0), n.arg(1), ic, *geometry)
 
 
 spec(
     "im2col_3d",
+    params=("s0", "s1", "s2", "p0", "p1", "p2", "d0", "d1", "d2", "IC"),
     samples=[
         *(
             Sample(
@@ -648,5 +650,5 @@ spec(
         ),
     ],
     reads=("CONV_3D",),
-    from_node=lambda n: oracles.conv_3d_direct(n.arg(0), n.arg(1), *map(int, n.params(12))),
+    from_node=lambda n: oracles.conv_3d_direct(n.arg(0), n.arg(1), *n.scalars()),
 )

@@ -325,8 +325,9 @@ for _op in ("add", "sub", "mul", "div"):
 spec(
     "scale",
     reads=("SCALE",),
+    params=("s:float", "b:float"),  # ggml_scale_impl's: scale is scale_bias with b = 0
     # SCALE nodes come from scale and scale_bias: op_params (s, b), b = 0 for scale
-    from_node=lambda n: oracles.scale_bias(n.arg(0), n.f32(0), n.f32(1)),
+    from_node=lambda n: oracles.scale_bias(n.arg(0), *n.scalars()),
     grad=[Grad({"a": (F32, (3, 5))}, ("a",), (-1.7,))],
     samples=[
         Sample({"a": ("f32", (3, 4, 8))}, (-1.75,)),
@@ -337,7 +338,7 @@ spec(
 spec(
     "clamp",
     reads=("CLAMP",),
-    from_node=lambda n: oracles.clamp(n.arg(0), n.f32(0), n.f32(1)),
+    from_node=lambda n: oracles.clamp(n.arg(0), *n.scalars()),
     samples=[
         Sample({"a": ("f32", (3, 4, 8), uniform(-2, 2))}, (-0.5, 0.75)),
         Sample({"a": ("f16", (3, 16), uniform(-2, 2))}, (-0.5, 0.75)),
@@ -412,7 +413,7 @@ for _op in UNARY_OPS:
 spec(
     "leaky_relu",
     reads=("LEAKY_RELU",),
-    from_node=lambda n: oracles.leaky_relu(n.arg(0), n.f32(0)),
+    from_node=lambda n: oracles.leaky_relu(n.arg(0), n.param("negative_slope")),
     samples=[
         Sample({"a": ("f32", (3, 4, 8))}, (0.1,)),
         Sample({"a": ("f16", (3, 16))}, (0.2,)),
@@ -423,7 +424,7 @@ spec(
 spec(
     "arange",
     reads=("ARANGE",),
-    from_node=lambda n: oracles.arange(n.f32(0), n.f32(1), n.f32(2)),
+    from_node=lambda n: oracles.arange(*n.scalars()),
     samples=[
         Sample({}, (-3.0, 5.0, 0.5)),
         Sample({}, (0.0, 10.0, 3.0), variant="uneven"),
@@ -460,12 +461,13 @@ def _inverse_softplus(v: float) -> float:
 def _xielu_node(n: Node) -> np.ndarray:
     """op_params: 1 beta + softplus(alpha_n), 2 softplus(alpha_p), 3 beta, 4 eps (ggml_xielu); the oracle
     takes the raw alphas."""
-    beta = n.f32(3)
-    return oracles.xielu(n.arg(0), _inverse_softplus(n.f32(1) - beta), _inverse_softplus(n.f32(2)), beta, n.f32(4))
+    an, ap, beta, eps = n.scalars()
+    return oracles.xielu(n.arg(0), _inverse_softplus(an - beta), _inverse_softplus(ap), beta, eps)
 
 
 spec(
     "xielu",
+    params=("", "an:float", "ap:float", "beta:float", "eps:float"),
     reads=("XIELU",),
     from_node=_xielu_node,
     samples=[
@@ -490,11 +492,13 @@ def _glu_node(family: str) -> Callable[[Node], np.ndarray]:
         b = _src(n, 1)
         if b is not None:
             return getattr(oracles, family + "_split")(n.arg(0), b)
-        return getattr(oracles, family + ("_swapped" if n.i32(1) else ""))(n.arg(0))
+        return getattr(oracles, family + ("_swapped" if n.param("swapped") else ""))(n.arg(0))
 
     return read
 
 
+# ggml_glu_impl's op_params: the GLU op, swapped, and swiglu_oai's alpha and limit (swiglu_clamp's limit at 3)
+GLU_PARAMS = ("", "swapped:bool", "alpha:float", "limit:float")
 for _op in GLU_OPS:
     _family = _op.removesuffix("_swapped").removesuffix("_split")
     _split = _op.endswith("_split")
@@ -517,6 +521,7 @@ for _op in GLU_OPS:
         else (lambda xp, x, _op=_op: getattr(xp, _op)(x.a)),
         _glu_samples,
         **_reader,
+        params=GLU_PARAMS,
         bounds=_FP16_TABLE if _family in ("geglu", "geglu_quick") else [],
     )
 
@@ -525,8 +530,8 @@ spec(
     "swiglu_oai",
     lambda xp, x, alpha, limit: xp.swiglu_oai(x.a, _gate(x), alpha, limit),
     reads=("SWIGLU_OAI",),
-    # op_params: 2 alpha, 3 limit (ggml_swiglu_oai); no b: the halves of a's rows
-    from_node=lambda n: oracles.swiglu_oai(n.arg(0), _src(n, 1), n.f32(2), n.f32(3)),
+    params=GLU_PARAMS,  # no b: the halves of a's rows
+    from_node=lambda n: oracles.swiglu_oai(n.arg(0), _src(n, 1), n.param("alpha"), n.param("limit")),
     samples=[
         *(
             Sample({"a": ("f32", (3, 5, 18), uniform(-4.0, 4.0))}, (al, li), variant=f"p{i}")
@@ -546,8 +551,8 @@ spec(
     "swiglu_clamp",
     lambda xp, x, limit: xp.swiglu_clamp(x.a, _gate(x), limit),
     reads=("SWIGLU_CLAMP",),
-    # op_params: 3 limit (ggml_swiglu_clamp)
-    from_node=lambda n: oracles.swiglu_clamp(n.arg(0), _src(n, 1), n.f32(3)),
+    params=GLU_PARAMS,
+    from_node=lambda n: oracles.swiglu_clamp(n.arg(0), _src(n, 1), n.param("limit")),
     samples=[
         *(
             Sample({"a": ("f32", (3, 5, 18), uniform(-4.0, 4.0))}, (li,), variant=f"p{i}")
@@ -628,7 +633,7 @@ spec(
 spec(
     "fill",
     reads=("FILL",),
-    from_node=lambda n: oracles.fill(n.arg(0), n.f32(0)),
+    from_node=lambda n: oracles.fill(n.arg(0), n.param("c")),
     exact=True,
     samples=[
         Sample({"a": (t, (3, 5, 7))}, (c,), variant=str(c)) for t, c in (("f32", 2.5), ("f32", -0.125), ("f16", 3.0))
@@ -648,7 +653,7 @@ spec(
 spec(
     "tri",
     reads=("TRI",),
-    from_node=lambda n: oracles.tri(n.arg(0), n.i32(0)),
+    from_node=lambda n: oracles.tri(n.arg(0), n.param("type")),
     exact=True,
     samples=[
         *(Sample({"a": ("f32", (2, 7, 7))}, (tt,), variant=name) for name, tt in TRI_TYPES.items()),
@@ -668,7 +673,7 @@ spec(
 spec(
     "diag_mask_zero",
     reads=("DIAG_MASK_ZERO",),
-    from_node=lambda n: oracles.diag_mask_zero(n.arg(0), n.i32(0)),
+    from_node=lambda n: oracles.diag_mask_zero(n.arg(0), n.param("n_past")),
     exact=True,
     samples=[
         *(Sample({"a": ("f32", (3, 5, 7))}, (k,), variant=f"n_past{k}") for k in (0, 1, 3)),
@@ -678,7 +683,7 @@ spec(
 spec(
     "roll",
     reads=("ROLL",),
-    from_node=lambda n: oracles.roll(n.arg(0), *(int(v) for v in n.params(4))),
+    from_node=lambda n: oracles.roll(n.arg(0), *n.scalars()),
     exact=True,
     samples=[
         *(
@@ -725,8 +730,8 @@ _VIEWS = (
 
 
 def _view_params(n: Node) -> list[int]:
-    """op_params of ACC and SET: nb1, nb2, nb3, offset (then inplace)."""
-    return [int(v) for v in n.params(4)]
+    """op_params of ACC and SET: nb1, nb2, nb3, offset (then inplace), as acc's builder takes them."""
+    return [n.param(p) for p in ("nb1", "nb2", "nb3", "offset")]
 
 
 spec(
@@ -780,13 +785,14 @@ spec(
 # --- padding, embeddings -----------------------------------------------------------------------------------------
 def _pad_node(n: Node) -> np.ndarray:
     """PAD nodes (pad_ext, pad_ext_circular, pad_circular, pad): op_params lp0, rp0, ..., lp3, rp3, circular."""
-    p = [int(v) for v in n.params(9)]
+    p = n.scalars()
     return (oracles.pad_ext_circular if p[8] else oracles.pad_ext)(n.arg(0), *p[:8])
 
 
 _PADS = ((1, 2, 0, 0, 0, 0, 0, 0), (0, 3, 2, 1, 0, 0, 0, 0), (2, 0, 1, 1, 1, 2, 0, 0), (1, 1, 0, 2, 2, 0, 1, 1))
 spec(
     "pad_ext",
+    params=("lp0", "rp0", "lp1", "rp1", "lp2", "rp2", "lp3", "rp3", "circular:bool"),
     reads=("PAD",),
     from_node=_pad_node,
     exact=True,
@@ -811,7 +817,7 @@ spec(
 spec(
     "timestep_embedding",
     reads=("TIMESTEP_EMBEDDING",),
-    from_node=lambda n: oracles.timestep_embedding(n.arg(0), n.i32(0), n.i32(1)),
+    from_node=lambda n: oracles.timestep_embedding(n.arg(0), *n.scalars()),
     samples=[
         Sample({"t": ("f32", (k,), uniform(0.0, 100.0))}, (dim, period), variant=f"n{k}_dim{dim}_p{period}")
         for k, dim, period in ((5, 16, 10000), (7, 13, 10000), (3, 32, 100), (1, 6, 5000))

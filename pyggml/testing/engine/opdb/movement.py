@@ -646,7 +646,7 @@ spec(
     "concat",
     reads=("CONCAT",),
     hints={"b": hints.same_as_a},
-    from_node=lambda n: oracles.concat(n.arg(0), n.arg(1), n.i32(0)),
+    from_node=lambda n: oracles.concat(n.arg(0), n.arg(1), n.param("dim")),
     samples=[
         *(
             Sample({"a": ("f32", (2, 3, 4, 5)), "b": ("f32", _concat_b(d, [2, 3, 4, 5], 2))}, (d,), variant=f"dim{d}")
@@ -866,7 +866,7 @@ spec(
 )
 
 # the oracles have no view_tensor: a view of all of a reads as a itself
-bad("view_tensor", lambda c, t: ops.view_tensor(c, [1.0, 2.0]), TypeError, "a must be a Tensor")
+bad("view_tensor", lambda c, t: ops.view_tensor(c, [1.0, 2.0]), TypeError, "src must be a Tensor")
 bad("view_tensor", lambda c, t: ops.view_tensor(None, t("f32", (2, 8))), TypeError, "ctx must be a Context")
 spec(
     "view_tensor",

@@ -386,19 +386,20 @@ _SCAN.append(_scan_sample("mamba1/strided_state_rows", 5, 1, 6, 3, 4, 2, rows=3,
 def _ssm_scan_node(n: Node) -> np.ndarray:
     """SSM_SCAN: sources s, x, dt, A, B, C, ids; op_params K."""
     s, x, dt, A, B, C, ids = n.src[:7]
-    return oracles.ssm_scan(s, x, dt, A, B, C, ids, n.i32(0), written_only=True)
+    return oracles.ssm_scan(s, x, dt, A, B, C, ids, n.param("K"), written_only=True)
 
 
 def _gdn_node(n: Node) -> np.ndarray:
     """GATED_DELTA_NET: sources q, k, v, g, beta, state; op_params K."""
     q, k, v, g, beta, state = n.src[:6]
-    return oracles.gated_delta_net(q, k, v, g, beta, state, n.i32(0), written_only=True)
+    return oracles.gated_delta_net(q, k, v, g, beta, state, n.param("K"), written_only=True)
 
 
 spec(
     "ssm_scan",
     lambda xp, x, K, n_out: _prefix_1d(xp, xp.ssm_scan(x.s, x.x, x.dt, x.A, x.B, x.C, x.ids, K), n_out),
     _SCAN,
+    params=("K",),
     hints=hints.SSM_SCAN,
     oracle=lambda x, K, n_out: oracles.ssm_scan(x.s, x.x, x.dt, x.A, x.B, x.C, x.ids, K, written_only=True),
     reads=("SSM_SCAN",),
@@ -464,7 +465,7 @@ spec(
         )  # Vulkan: S = 64 only
     ],
     reads=("GATED_LINEAR_ATTN",),
-    from_node=lambda n: oracles.gated_linear_attn(*n.src[:5], n.f32(0)),
+    from_node=lambda n: oracles.gated_linear_attn(*n.src[:5], n.param("scale")),
 )
 # the CPU kernel steps 64 floats at a time on AVX-512 (32 on AVX2): head sizes of 64 and 128, as RWKV-7 uses
 _WKV7 = {
@@ -510,6 +511,7 @@ def _triangular(n: int) -> Gen:
 # ggml_solve_tri keeps no op_params: it implements left, lower, not uni only (the oracle's defaults)
 spec(
     "solve_tri",
+    params=(),
     hints=hints.SOLVE_TRI,
     samples=[
         Sample(
@@ -662,6 +664,7 @@ spec(
         xp, xp.gated_delta_net(x.q, x.k, x.v, x.g, x.beta, x.state, K), S, H, rows
     ),
     _GDN,
+    params=("K",),
     hints=hints.GATED_DELTA_NET,
     oracle=lambda x, K, S, H, rows: oracles.gated_delta_net(x.q, x.k, x.v, x.g, x.beta, x.state, K, written_only=True),
     reads=("GATED_DELTA_NET",),

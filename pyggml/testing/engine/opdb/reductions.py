@@ -37,7 +37,7 @@ def _top_k_node(n: Node) -> np.ndarray:
 def _argsort_node(n: Node) -> np.ndarray:
     """ggml leaves the order of equal values open (its sorts are not stable; glm5-next sorts rows of -Inf):
     the node's own order, if each row is a permutation that puts the values in order."""
-    a, order = n.arg(0), n.i32(0)
+    a, order = n.arg(0), n.param("order")
     want = oracles.argsort(a, order)
     got = n.value()
     if got.shape != want.shape or not np.array_equal(np.sort(got, axis=-1), np.sort(want, axis=-1)):
@@ -131,7 +131,7 @@ for _op, _eps in (("norm", 1e-5), ("rms_norm", 1e-6), ("l2_norm", 1e-12)):
         _op,
         lambda xp, x, eps, _op=_op: getattr(xp, _op)(x.a, eps),
         reads=(_op.upper(),),
-        from_node=lambda n, _op=_op: getattr(oracles, _op)(n.arg(0), n.f32(0)),
+        from_node=lambda n, _op=_op: getattr(oracles, _op)(n.arg(0), n.param("eps")),
         grad=[Grad({"a": ("f32", (3, 7), uniform(-2, 2))}, ("a",), (1e-5,))] if _op == "rms_norm" else [],
         samples=[
             Sample({"a": ("f32", (2, 3, 32))}, (_eps,)),
@@ -157,7 +157,7 @@ bad("group_norm", lambda c, t: _ops.group_norm(c, t("f16", (2, 3, 8)), 1), Graph
 spec(
     "group_norm",
     reads=("GROUP_NORM",),
-    from_node=lambda n: oracles.group_norm(n.arg(0), n.i32(0), n.f32(1)),
+    from_node=lambda n: oracles.group_norm(n.arg(0), *n.scalars()),
     samples=[
         Sample({"a": ("f32", s)}, (g, e), variant=f"{_dims(s)}_g{g}")
         for s, g, e in (((2, 6, 3, 5), 3, 1e-6), ((1, 6, 4, 7), 4, 1e-6), ((5, 3, 9), 2, 1e-5), ((2, 4, 3, 5), 1, 0.1))

@@ -27,7 +27,7 @@ from pyggml.testing.engine.opdb import (
     spec,
     uniform,
 )
-from pyggml.testing.engine.opdb.attention import rope_offset_node
+from pyggml.testing.engine.opdb.attention import ROPE_PARAMS, rope_offset_node
 
 
 def softmax_rows(spread: float = 2.0) -> Gen:
@@ -380,7 +380,7 @@ spec(
         ),
     ],
     reads=("RMS_NORM_BACK",),
-    from_node=lambda n: oracles.rms_norm_back(n.arg(0), n.arg(1), n.f32(0)),
+    from_node=lambda n: oracles.rms_norm_back(n.arg(0), n.arg(1), n.param("eps")),
 )
 
 # --- repeat_back: a of the repeat's shape, b of the repeated tensor's (only its shape: not in the graph) ---
@@ -485,7 +485,7 @@ spec(
         ),
     ],
     reads=("SOFT_MAX_BACK",),
-    from_node=lambda n: oracles.soft_max_ext_back(n.arg(0), n.arg(1), n.f32(0), n.f32(1)),
+    from_node=lambda n: oracles.soft_max_ext_back(n.arg(0), n.arg(1), *n.scalars()),
 )
 
 
@@ -494,9 +494,7 @@ def _rope_back_node(n: Node) -> Any:
     """ROPE_BACK op_params: i32 [1] n_dims, [2] mode, [4] n_ctx_orig; f32 [5] freq_base, [6] freq_scale,
     [7] ext_factor, [8] attn_factor, [9] beta_fast, [10] beta_slow; src[2] the frequency factors."""
     ff = n.src[2] if len(n.src) > 2 else None
-    return oracles.rope_ext_back(
-        n.arg(0), n.arg(1), ff, n.i32(1), n.i32(2), n.i32(4), *(n.f32(i) for i in range(5, 11))
-    )
+    return oracles.rope_ext_back(n.arg(0), n.arg(1), ff, *n.scalars()[:9])  # n_dims, mode, n_ctx_orig, the six floats
 
 
 _ROPE_BACK: list[Sample] = []
@@ -545,6 +543,7 @@ spec(
     "rope_ext_back",
     lambda xp, x, kw: xp.rope_ext_back(x.a, x.pos, getattr(x, "ff", None), **kw),
     _ROPE_BACK,
+    params=ROPE_PARAMS,
     reads=("ROPE_BACK",),
     from_node=lambda n: rope_offset_node(n, _rope_back_node),
 )
@@ -581,13 +580,14 @@ def _im2col_back_sample(
 
 def _im2col_back_node(n: Node) -> Any:
     """IM2COL_BACK op_params: s0, s1, p0, p1, d0, d1, is_2D; the result has the input's shape (ne, 3 dims in 1-D)."""
-    p = [int(v) for v in n.params(7)]
-    ne = list(n.ne) if p[6] else list(n.ne[:3])
-    return oracles.im2col_back(n.arg(0), n.arg(1), ne, *p[:6], bool(p[6]))
+    *geometry, is_2d = n.scalars()
+    ne = list(n.ne) if is_2d else list(n.ne[:3])
+    return oracles.im2col_back(n.arg(0), n.arg(1), ne, *geometry, is_2d)
 
 
 spec(
     "im2col_back",
+    params=("s0", "s1", "p0", "p1", "d0", "d1", "is_2D:bool"),
     samples=[_im2col_back_sample(*c) for c in _IM2COL],
     reads=("IM2COL_BACK",),
     from_node=_im2col_back_node,
@@ -607,6 +607,7 @@ _POOL = (
 )
 spec(
     "pool_2d_back",
+    params=("op", "k0", "k1", "s0", "s1", "p0", "p1"),
     samples=[
         Sample(
             {
@@ -622,7 +623,7 @@ spec(
         for _name, _shape, _op, _k0, _k1, _s0, _s1, _p0, _p1 in _POOL
     ],
     reads=("POOL_2D_BACK",),
-    from_node=lambda n: oracles.pool_2d_back(n.arg(0), n.arg(1), *map(int, n.params(7))),
+    from_node=lambda n: oracles.pool_2d_back(n.arg(0), n.arg(1), *n.scalars()),
 )
 
 # --- cross_entropy_loss: a logits, b labels ------------------------------------------------------------------
