@@ -389,6 +389,28 @@ spec(
     samples=_conv_2d_samples(),
     bounds=_F16_COLUMNS,
 )
+# Two convolutions of ggml.h with no wrapper written: the wrapper is made from their declaration (pyggml.ops.declared),
+# so each op is its spec and its reference alone. a NumPy (OC, IC, KH, KW), b (N, IC, H, W).
+spec(
+    "conv_2d_sk_p0",  # stride = the kernel, no padding: the patches of a ViT's patch embedding
+    ref=lambda a, b: oracles.conv_2d(a, b, a.shape[-1], a.shape[-2], 0, 0, 1, 1),
+    samples=[
+        Sample({"a": (t, (3, 2, kh, kw)), "b": ("f32", (n, 2, h, w))}, variant=str(i), tag=t)
+        for i, (kh, kw, h, w, n) in enumerate([(2, 2, 8, 6, 1), (3, 2, 9, 8, 2)])
+        for t in ("f32", "f16")
+    ],
+    bounds=_F16_COLUMNS,
+)
+spec(
+    "conv_2d_s1_ph",  # stride 1, half padding: a same-size output for an odd kernel
+    ref=lambda a, b: oracles.conv_2d(a, b, 1, 1, a.shape[-1] // 2, a.shape[-2] // 2, 1, 1),
+    samples=[
+        Sample({"a": (t, (2, 3, kh, kw)), "b": ("f32", (1, 3, h, w))}, variant=str(i), tag=t)
+        for i, (kh, kw, h, w) in enumerate([(3, 3, 7, 9), (5, 3, 8, 6)])
+        for t in ("f32", "f16")
+    ],
+    bounds=_F16_COLUMNS,
+)
 spec(
     "conv_2d_direct",
     samples=_conv_2d_samples(),
