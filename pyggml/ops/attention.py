@@ -4,7 +4,8 @@ windows and relative positions, DeepSeek's lightning indexer and hyper-connectio
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from pyggml._args import integer
@@ -16,19 +17,47 @@ from pyggml.ops._common import (
     _bad_arguments,
     _failed,
     _guarded,
-    _make_unary,
     _new_tensor,
     _result,
     _scalar,
 )
+from pyggml.ops.declared import declared
+from pyggml.ops.elementwise import _finite, _n_past
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
     from pyggml.context import Context
 
-soft_max: UnaryWrapper = _make_unary(
+# --- checks of the declared wrappers (check=), made from the names of the arguments they read -------------------
+# (elementwise's _finite and _n_past too)
+Check = Callable[[SimpleNamespace], None]
+
+
+def _all(*checks: Check) -> Check:
+    """One check that runs each of checks in turn."""
+
+    def check(x: SimpleNamespace) -> None:
+        for c in checks:
+            c(x)
+
+    return check
+
+
+def _at_least(op: str, lo: int, *names: str) -> Check:
+    """The check of numbers >= lo, by name (one message naming them all)."""
+    what = " and ".join(filter(None, (", ".join(names[:-1]), names[-1])))
+
+    def check(x: SimpleNamespace) -> None:
+        values = [getattr(x, n) for n in names]
+        if min(values) < lo:
+            raise ValueError(f"{op}: {what} must be >= {lo}, got {', '.join(map(str, values))}")
+
+    return check
+
+
+soft_max: UnaryWrapper = declared(
     "soft_max",
-    doc="""ggml_soft_max: softmax over each row: np.exp(a - max) / sum, along ne0 (NumPy's last axis).
+    """ggml_soft_max: softmax over each row: np.exp(a - max) / sum, along ne0 (NumPy's last axis).
 
 a: any ne (NumPy shape reversed), F32, contiguous rows.
 Result: a's shape, F32.
@@ -37,6 +66,7 @@ Precision: F32 exponentials with the row sum in double on the CPU (within NMSE 1
 _soft_max_ext = _guarded("soft_max_ext")
 
 
+# hand-written: a hot path (float scalars pass unconverted, no per-call check object)
 def soft_max_ext(
     ctx: Context, a: Tensor, mask: Tensor | None = None, scale: float = 1.0, max_bias: float = 0.0
 ) -> Tensor:
@@ -73,28 +103,24 @@ def soft_max_ext(
     return t
 
 
-def diag_mask_inf(ctx: Context, a: Tensor, n_past: int) -> Tensor:
+diag_mask_inf = declared(
+    "diag_mask_inf",
     """ggml_diag_mask_inf: a causal mask: element (row i1, column i0) set to -inf where
     i0 > n_past + i1, the rest copied (softmax then gives those 0).
 
     a: ne [n_kv, n_rows, ne2, ne3] (NumPy shape reversed), F32, contiguous.
     n_past: how many columns every row sees beyond the diagonal (tokens already in the cache), >= 0.
     Result: a's shape and type. Exact.
-    """
-    n_past = integer("diag_mask_inf: n_past", n_past)
-    if n_past < 0:
-        raise ValueError(f"diag_mask_inf: n_past must be >= 0, got {n_past}")
-    try:
-        r = _guarded("diag_mask_inf")(ctx.ptr, a.ptr, n_past)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("diag_mask_inf", e, ctx, a=a) from None
-    return _result(ctx, r, "diag_mask_inf", a)
+    """,
+    check=_n_past("diag_mask_inf"),
+)
 
 
 _rope_ext = _guarded("rope_ext")
 _ROPE_MODES = (lib.GGML_ROPE_TYPE_NORMAL, lib.GGML_ROPE_TYPE_NEOX)
 
 
+# hand-written: a hot path; n_dims=None is computed from a; pos, freq_factors keep their names (ggml.h's b, c)
 def rope_ext(
     ctx: Context,
     a: Tensor,
@@ -197,7 +223,7 @@ def _yarn(op: str, n_ctx_orig, *floats) -> tuple:
     return (integer(f"{op}: n_ctx_orig", n_ctx_orig), *(_scalar(op, n, v) for n, v in zip(_YARN_FLOATS, floats)))
 
 
-def _finite(op: str, name: str, value) -> float:
+def _finite_float(op: str, name: str, value) -> float:
     """A float scalar that must be finite: a NaN or infinity would poison every output."""
     v = _scalar(op, name, value)
     if not math.isfinite(v):
@@ -214,6 +240,7 @@ _rope_multi = _guarded("rope_multi")
 _MROPE_MODES = (lib.GGML_ROPE_TYPE_MROPE, lib.GGML_ROPE_TYPE_VISION, lib.GGML_ROPE_TYPE_IMROPE)
 
 
+# hand-written: sections is a C array (int[4]), freq_factors may be None, n_dims=None is computed from a and mode
 def rope_multi(
     ctx: Context,
     a: Tensor,
@@ -289,6 +316,7 @@ _flash_attn_ext = _guarded("flash_attn_ext")
 _PRECS = {int(getattr(lib, n)) for n in dir(lib) if n.startswith("GGML_PREC_")}
 
 
+# hand-written: a hot path, its checks reading the pointers it passes
 def flash_attn_ext(
     ctx: Context,
     q: Tensor,
@@ -317,9 +345,9 @@ def flash_attn_ext(
     """
     op = "flash_attn_ext"
     scale, max_bias, logit_softcap = (
-        _finite(op, "scale", scale),
-        _finite(op, "max_bias", max_bias),
-        _finite(op, "logit_softcap", logit_softcap),
+        _finite_float(op, "scale", scale),
+        _finite_float(op, "max_bias", max_bias),
+        _finite_float(op, "logit_softcap", logit_softcap),
     )
     if max_bias < 0:
         raise ValueError(f"{op}: max_bias must be >= 0, got {max_bias}")
@@ -345,6 +373,7 @@ def flash_attn_ext(
     return _result(ctx, r, op, q, k, v, *(() if mask is None else (mask,)))
 
 
+# hand-written (this one and set_prec): void C functions that change the node a in place, no ctx passed
 def flash_attn_ext_add_sinks(ctx: Context, a: Tensor, sinks: Tensor) -> Tensor:
     """ggml_flash_attn_ext_add_sinks: attention sinks for the flash_attn_ext node a: one logit per
     head joins every softmax denominator, with no value (GPT-OSS).
@@ -387,96 +416,75 @@ def flash_attn_ext_set_prec(ctx: Context, a: Tensor, prec: int) -> Tensor:
 
 
 # --- SAM: windows and relative positions ----------------------------------------------------------------------
-def win_part(ctx: Context, a: Tensor, w: int) -> Tensor:
+win_part = declared(
+    "win_part",
     """ggml_win_part: SAM's window partition: a cut into w x w windows, zero-padded to whole windows.
 
     a: F32 [C, W, H] (ne order; NumPy shape (H, W, C)), ne3 = 1.
     w: the window size, >= 1.
     Result: F32 [C, w, w, n_windows], window index px + npx*py (npx = ceil(W/w)). Exact.
-    """
-    (w,) = _int_args("win_part", w=w)
-    if w < 1:  # ggml.c divides by w
-        raise ValueError(f"win_part: w must be >= 1, got {w}")
-    try:
-        r = _guarded("win_part")(ctx.ptr, a.ptr, w)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("win_part", e, ctx, a=a) from None
-    return _result(ctx, r, "win_part", a)
+    """,
+    check=_at_least("win_part", 1, "w"),  # ggml.c divides by w
+)
 
 
-def win_unpart(ctx: Context, a: Tensor, w0: int, h0: int, w: int) -> Tensor:
+def _holds_windows(x: SimpleNamespace) -> None:
+    """win_unpart's a holds the windows: ggml.c does not check it, the kernel would read past its end."""
+    if isinstance(x.a, Tensor):
+        ne, need = x.a.ptr.ne, (-(-x.w0 // x.w)) * (-(-x.h0 // x.w))
+        if ne[1] != x.w or ne[2] != x.w or ne[3] < need:
+            raise ValueError(
+                f"win_unpart: a must hold {need} windows of {x.w} x {x.w} ([C, {x.w}, {x.w}, >= {need}]), "
+                f"got ne {list(ne)}"
+            )
+
+
+win_unpart = declared(
+    "win_unpart",
     """ggml_win_unpart: the inverse of win_part: windows back to a [C, w0, h0] image (padding dropped).
 
     a: F32 [C, w, w, n_windows] (ne order), n_windows >= ceil(w0/w) * ceil(h0/w).
     w0, h0: the image's width and height. w: the window size.
     Result: F32 [C, w0, h0]. Exact.
-    """
-    op = "win_unpart"
-    w0, h0, w = _int_args(op, w0=w0, h0=h0, w=w)
-    if min(w0, h0, w) < 1:
-        raise ValueError(f"{op}: w0, h0 and w must be >= 1, got {w0}, {h0}, {w}")
-    # ggml.c does not check that a holds the windows; the kernel would read past its end
-    if isinstance(a, Tensor):
-        ne, need = a.ptr.ne, (-(-w0 // w)) * (-(-h0 // w))
-        if ne[1] != w or ne[2] != w or ne[3] < need:
-            raise ValueError(
-                f"{op}: a must hold {need} windows of {w} x {w} ([C, {w}, {w}, >= {need}]), got ne {list(ne)}"
-            )
-    try:
-        r = _guarded(op)(ctx.ptr, a.ptr, w0, h0, w)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments(op, e, ctx, a=a) from None
-    return _result(ctx, r, op, a)
+    """,
+    check=_all(_at_least("win_unpart", 1, "w0", "h0", "w"), _holds_windows),
+)
 
-
-def get_rel_pos(ctx: Context, a: Tensor, qh: int, kh: int) -> Tensor:
+get_rel_pos = declared(
+    "get_rel_pos",
     """ggml_get_rel_pos: SAM's relative-position table: out[:, j, i] = a[:, i - j + kh - 1].
 
     a: F16 [C, 2*kh - 1] (ne order).
     qh: the query extent, kh: the key extent.
     Result: F16 [C, kh, qh]. Exact.
-    """
-    qh, kh = _int_args("get_rel_pos", qh=qh, kh=kh)
-    try:
-        r = _guarded("get_rel_pos")(ctx.ptr, a.ptr, qh, kh)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("get_rel_pos", e, ctx, a=a) from None
-    return _result(ctx, r, "get_rel_pos", a)
+    """,
+)
 
-
-def add_rel_pos(ctx: Context, a: Tensor, pw: Tensor, ph: Tensor) -> Tensor:
+add_rel_pos = declared(
+    "add_rel_pos",
     """ggml_add_rel_pos: SAM's decomposed relative positions added to its attention logits.
 
     a: F32 [W*W, W*H', np] (the logits); viewed [W(w), W(h), W, H', np] it gets ph[..., h] + pw[..., w].
     pw, ph: F32 [W, W, H', np], the width and height terms.
     Result: a's shape, F32. Exact up to F32 addition.
-    """
-    try:
-        r = _guarded("add_rel_pos")(ctx.ptr, a.ptr, pw.ptr, ph.ptr)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("add_rel_pos", e, ctx, a=a, pw=pw, ph=ph) from None
-    return _result(ctx, r, "add_rel_pos", a, pw, ph)
+    """,
+)
 
 
 # --- DeepSeek: lightning indexer, hyper-connections -----------------------------------------------------------
-def lightning_indexer(ctx: Context, q: Tensor, k: Tensor, weights: Tensor, mask: Tensor) -> Tensor:
+lightning_indexer = declared(
+    "lightning_indexer",
     """ggml_lightning_indexer: DeepSeek's lightning indexer scores:
     out[kv, t, 0, s] = sum_h relu(q[:, h, t, s] . k[:, 0, kv, s]) * weights[h, t, 0, s] + mask[kv, t, 0, s % m3].
 
     q: [E, H, T, S] (ne order; NumPy (S, T, H, E)), k: [E, 1, KV, S], weights: [H, T, 1, S],
     mask: [KV, T, 1, m3], all F32 (the suite's types).
     Result: F32 [KV, T, 1, S]. Precision: F32 dot products (within NMSE 1e-7).
-    """
-    try:
-        r = _guarded("lightning_indexer")(ctx.ptr, q.ptr, k.ptr, weights.ptr, mask.ptr)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("lightning_indexer", e, ctx, q=q, k=k, weights=weights, mask=mask) from None
-    return _result(ctx, r, "lightning_indexer", q, k, weights, mask)
+    """,
+)
 
-
-def dsv4_hc_comb(
-    ctx: Context, mixes: Tensor, scale: Tensor, base: Tensor, eps: float = 1e-6, n_iter: int = 1
-) -> Tensor:
+dsv4_hc_comb = declared(
+    "dsv4_hc_comb",
     """ggml_dsv4_hc_comb: DeepSeek-V4's hyper-connection combination matrices (hc = 4 streams):
     logits mixes[2hc + dst + hc*src, t] * scale[2] + base[...], softmax over dst, + eps, divided by
     (eps + their sum over src); then n_iter - 1 more rounds of column and row normalisation.
@@ -484,64 +492,52 @@ def dsv4_hc_comb(
     mixes: F32 [(2 + hc)*hc, n_tokens]. scale: F32 [>= 3] (scale[2] used here). base: F32 [(2 + hc)*hc].
     eps: >= 0, finite. n_iter: the normalisation rounds, >= 1.
     Result: F32 [hc, hc, n_tokens] (dst, src). Precision: F32 (within NMSE 1e-7).
-    """
-    op = "dsv4_hc_comb"
-    eps = _finite(op, "eps", eps)
-    if eps < 0:  # a negative eps can cancel a normalising sum to 0
-        raise ValueError(f"{op}: eps must be >= 0, got {eps}")
-    (n_iter,) = _int_args(op, n_iter=n_iter)
-    try:
-        r = _guarded(op)(ctx.ptr, mixes.ptr, scale.ptr, base.ptr, eps, n_iter)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments(op, e, ctx, mixes=mixes, scale=scale, base=base) from None
-    return _result(ctx, r, op, mixes, scale, base)
+    """,
+    defaults={"eps": 1e-6, "n_iter": 1},
+    # a negative eps can cancel a normalising sum to 0
+    check=_all(_finite("dsv4_hc_comb", "eps"), _at_least("dsv4_hc_comb", 0, "eps")),
+)
 
-
-def dsv4_hc_pre(ctx: Context, x: Tensor, weights: Tensor) -> Tensor:
+dsv4_hc_pre = declared(
+    "dsv4_hc_pre",
     """ggml_dsv4_hc_pre: DeepSeek-V4's hyper-connection read: out[i, t] = sum_h x[i, h, t] * weights[h, t].
 
     x: F32 [n_embd, hc, n_tokens] (ne order), weights: F32 [hc, n_tokens].
     Result: F32 [n_embd, n_tokens]. Precision: F32.
-    """
-    try:
-        r = _guarded("dsv4_hc_pre")(ctx.ptr, x.ptr, weights.ptr)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("dsv4_hc_pre", e, ctx, x=x, weights=weights) from None
-    return _result(ctx, r, "dsv4_hc_pre", x, weights)
+    """,
+)
 
-
-def dsv4_hc_pre_gated(ctx: Context, x: Tensor, gate: Tensor, scale: float = 1.0) -> Tensor:
+dsv4_hc_pre_gated = declared(
+    "dsv4_hc_pre_gated",
     """ggml_dsv4_hc_pre_gated: out[i, t] = scale * sum_h x[i, h, t] * sigmoid(gate[i, h, t]).
 
     x, gate: F32 [n_embd, hc, n_tokens] (ne order).
     scale: a finite number.
     Result: F32 [n_embd, n_tokens]. Precision: F32.
-    """
-    scale = _finite("dsv4_hc_pre_gated", "scale", scale)
-    try:
-        r = _guarded("dsv4_hc_pre_gated")(ctx.ptr, x.ptr, gate.ptr, scale)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("dsv4_hc_pre_gated", e, ctx, x=x, gate=gate) from None
-    return _result(ctx, r, "dsv4_hc_pre_gated", x, gate)
+    """,
+    defaults={"scale": 1.0},
+    check=_finite("dsv4_hc_pre_gated", "scale"),
+)
 
 
-def dsv4_hc_post(ctx: Context, x: Tensor, residual: Tensor, post: Tensor, comb: Tensor | None = None) -> Tensor:
+def _identity_needs_0_21(x: SimpleNamespace) -> None:
+    """comb=None, the identity, came to ggml_dsv4_hc_post later than the op: older ones read the NULL."""
+    if x.comb is None:
+        require_after("dsv4_hc_post: comb=None (the identity)", "0.21.0")
+
+
+dsv4_hc_post = declared(
+    "dsv4_hc_post",
     """ggml_dsv4_hc_post: DeepSeek-V4's hyper-connection write:
     out[i, d, t] = x[i, t] * post[d, t] + sum_s residual[i, s, t] * comb[d, s, t].
 
     x: F32 [n_embd, n_tokens], residual: F32 [n_embd, hc, n_tokens], post: F32 [hc, n_tokens],
     comb: F32 [hc, hc, n_tokens] (dst, src) from dsv4_hc_comb, or None (then + residual[i, d, t]).
     Result: F32 [n_embd, hc, n_tokens]. Precision: F32.
-    """
-    try:
-        if comb is None:  # the identity came to ggml_dsv4_hc_post later than the op; older ones read NULL
-            require_after("dsv4_hc_post: comb=None (the identity)", "0.21.0")
-        r = _guarded("dsv4_hc_post")(ctx.ptr, x.ptr, residual.ptr, post.ptr, _NULL if comb is None else comb.ptr)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments(
-            "dsv4_hc_post", e, ctx, x=x, residual=residual, post=post, **({} if comb is None else {"comb": comb})
-        ) from None
-    return _result(ctx, r, "dsv4_hc_post", x, residual, post, *(() if comb is None else (comb,)))
+    """,
+    optional=("comb",),
+    check=_identity_needs_0_21,
+)
 
 
 __all__ = [  # generated by tools/gen_methods.py

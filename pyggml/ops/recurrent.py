@@ -4,69 +4,64 @@ the final recurrent state(s), as one F32 tensor."""
 
 from __future__ import annotations
 
-import math
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from pyggml._args import integer
-from pyggml.ops._common import (
-    _ARG_ERRORS,
-    BinaryWrapper,
-    _bad_arguments,
-    _guarded,
-    _make_binary,
-    _result,
-    _scalar,
-)
+from pyggml.ops._common import _ARG_ERRORS, BinaryWrapper, _bad_arguments, _guarded, _result
+from pyggml.ops.attention import Check, _all
+from pyggml.ops.declared import declared
+from pyggml.ops.elementwise import _finite
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
     from pyggml.context import Context
 
-ssm_conv: BinaryWrapper = _make_binary(
+ssm_conv: BinaryWrapper = declared(
     "ssm_conv",
-    ("sx", "c"),
-    doc="""ggml_ssm_conv: Mamba's causal depthwise conv1d over each sequence's window:
-out[i, t, s] = sum_k a[t + k, i, s] * b[k, i], in ggml's ne order.
+    """ggml_ssm_conv: Mamba's causal depthwise conv1d over each sequence's window:
+out[i, t, s] = sum_k sx[t + k, i, s] * c[k, i], in ggml's ne order.
 
-a: sx, F32 ne [d_conv - 1 + n_t, d_inner, n_s] (NumPy shape (n_s, d_inner, d_conv - 1 + n_t)): each
+sx: F32 ne [d_conv - 1 + n_t, d_inner, n_s] (NumPy shape (n_s, d_inner, d_conv - 1 + n_t)): each
    channel's last d_conv - 1 inputs followed by its n_t new ones.
-b: c, F32 ne [d_conv, d_inner], the conv weights of each channel.
+c: F32 ne [d_conv, d_inner], the conv weights of each channel.
 Result: F32 ne [d_inner, n_t, n_s]. Precision: F32 (within NMSE 1e-7).""",
 )
 
 _INT32_MAX = 2**31 - 1
 
 
-def _tensors(op: str, ctx, **args) -> None:
-    """Every tensor argument a Tensor (checked before any of them is read)."""
-    for name, value in args.items():
-        if not isinstance(value, Tensor):
-            raise _bad_arguments(op, TypeError(name), ctx, **args)
-
-
-def _call(op: str, ctx, tensors: dict, *scalars) -> Tensor:
-    try:
-        r = _guarded(op)(ctx.ptr, *(t.ptr for t in tensors.values()), *scalars)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments(op, e, ctx, **tensors) from None
-    return _result(ctx, r, op, *tensors.values())
+def _tensors(x: SimpleNamespace, *names: str) -> list[Tensor] | None:
+    """The named tensor arguments, or None when one is not a Tensor (the call then names it): a check reads
+    their shapes only when all are."""
+    ts = [getattr(x, n) for n in names]
+    return ts if all(isinstance(t, Tensor) for t in ts) else None
 
 
 def _divides(d: int, n: int) -> bool:
     return d > 0 and n % d == 0
 
 
-def _slots(op: str, K) -> int:
-    K = integer(f"{op}: K", K)
-    # ggml stores K in an int32 op parameter; the kernels loop over K slots
-    if not 1 <= K <= _INT32_MAX:
-        raise ValueError(f"{op}: K (snapshot slots) must be in 1..{_INT32_MAX}, got {K}")
-    return K
+def _slots(op: str) -> Check:
+    """A check of K, the snapshot slots: ggml stores K in an int32 op parameter; the kernels loop over K slots."""
+
+    def check(x: SimpleNamespace) -> None:
+        if not 1 <= x.K <= _INT32_MAX:
+            raise ValueError(f"{op}: K (snapshot slots) must be in 1..{_INT32_MAX}, got {x.K}")
+
+    return check
 
 
-def ssm_scan(
-    ctx: Context, s: Tensor, x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, ids: Tensor, K: int = 1
-) -> Tensor:
+def _scan_groups(x: SimpleNamespace) -> None:
+    """ssm_scan's heads share B and C by groups (head h reads group h // (n_head / n_group)); ggml.c does not
+    check that the groups divide the heads, the CPU kernel asserts it on a worker thread."""
+    if _tensors(x, "x", "B"):
+        n_head, n_group = x.x.ptr.ne[1], x.B.ptr.ne[1]
+        if not _divides(n_group, n_head):
+            raise ValueError(f"ssm_scan: B's groups (ne[1] = {n_group}) must divide x's heads (ne[1] = {n_head})")
+
+
+ssm_scan = declared(
+    "ssm_scan",
     """ggml_ssm_scan: Mamba's selective scan (Mamba-1 when A is [d_state, n_head], Mamba-2 when A is
     [1, n_head]). Per sequence, token and head h (group g = h // (n_head / n_group)):
         d = softplus(dt[h]);  S[h] = S[h] * exp(d * A[h]) + d * outer(x[h], B[g]);  y[h] = S[h] @ C[g]
@@ -80,33 +75,60 @@ def ssm_scan(
     Result (1-d F32): y [head_dim, n_head, n_tokens, n_seqs], then K state slots [d_state, head_dim,
     n_head, n_seqs], slot i the state i tokens before the last; slots >= n_tokens are not written.
     Precision: F32 on every backend (within NMSE 1e-7 of a float64 scan).
-    """
-    _tensors("ssm_scan", ctx, s=s, x=x, dt=dt, A=A, B=B, C=C, ids=ids)
-    K = _slots("ssm_scan", K)
-    out = _call("ssm_scan", ctx, {"s": s, "x": x, "dt": dt, "A": A, "B": B, "C": C, "ids": ids}, K)
-    # heads share B and C by groups (head h reads group h // (n_head / n_group)); ggml.c does not
-    # check that the groups divide the heads, the CPU kernel asserts it on a worker thread
-    n_head, n_group = x.ptr.ne[1], B.ptr.ne[1]
-    if not _divides(n_group, n_head):
-        raise ValueError(f"ssm_scan: B's groups (ne[1] = {n_group}) must divide x's heads (ne[1] = {n_head})")
-    return out
+    """,
+    defaults={"K": 1},
+    check=_all(_slots("ssm_scan"), _scan_groups),
+)
 
 
-def _rwkv_shapes(op: str, tokens: dict, state: Tensor) -> None:
-    """What ggml.c leaves unchecked in the RWKV-style ops: the kernels read each input as [S, H, n_tokens]
-    (a 4th dim would be silently ignored), the state as one row of S*S*H per sequence, and split the
-    tokens evenly over the sequences (fewer tokens than sequences divides by zero)."""
-    for name, t in tokens.items():
-        if t.ptr.ne[3] != 1:
-            raise ValueError(f"{op}: {name} must be [S, H, n_tokens] (3-d), got ne {tuple(t.ptr.ne)}")
-    ne = state.ptr.ne
-    if ne[2] != 1 or ne[3] != 1:
-        raise ValueError(f"{op}: state must be [S*S*H, n_seqs] (2-d), got ne {tuple(ne)}")
-    n_tokens, n_seqs = next(iter(tokens.values())).ptr.ne[2], ne[1]
-    if not _divides(n_seqs, n_tokens):
-        raise ValueError(f"{op}: n_tokens ({n_tokens}) must be a positive multiple of n_seqs ({n_seqs}, state's ne[1])")
+def _rwkv_shapes(op: str, *tokens: str) -> Check:
+    """A check of what ggml.c leaves unchecked in the RWKV-style ops: the kernels read each input (the named
+    tokens) as [S, H, n_tokens] (a 4th dim would be silently ignored), the state as one row of S*S*H per
+    sequence, and split the tokens evenly over the sequences (fewer tokens than sequences divides by zero)."""
+
+    def check(x: SimpleNamespace) -> None:
+        ts = _tensors(x, *tokens, "state")
+        if ts is None:
+            return
+        for name, t in zip(tokens, ts):
+            if t.ptr.ne[3] != 1:
+                raise ValueError(f"{op}: {name} must be [S, H, n_tokens] (3-d), got ne {tuple(t.ptr.ne)}")
+        ne = x.state.ptr.ne
+        if ne[2] != 1 or ne[3] != 1:
+            raise ValueError(f"{op}: state must be [S*S*H, n_seqs] (2-d), got ne {tuple(ne)}")
+        n_tokens, n_seqs = ts[0].ptr.ne[2], ne[1]
+        if not _divides(n_seqs, n_tokens):
+            raise ValueError(
+                f"{op}: n_tokens ({n_tokens}) must be a positive multiple of n_seqs ({n_seqs}, state's ne[1])"
+            )
+
+    return check
 
 
+def _time_first(x: SimpleNamespace) -> None:
+    """rwkv_wkv6's tf holds S*H values: the kernel reads S*H of it."""
+    if _tensors(x, "k", "tf"):
+        S, H = x.k.ptr.ne[0], x.k.ptr.ne[1]
+        tf = x.tf.ptr.ne
+        if tf[0] * tf[1] * tf[2] * tf[3] != S * H:
+            raise ValueError(f"rwkv_wkv6: tf must hold S*H = {S * H} values ([S, H]), got ne {tuple(tf)}")
+
+
+_wkv6_checks = _all(_rwkv_shapes("rwkv_wkv6", "k", "v", "r", "td"), _time_first)
+_wkv7_checks = _rwkv_shapes("rwkv_wkv7", "r", "w", "k", "v", "a", "b")
+
+
+def _call(op: str, ctx: Context, check: Check, **tensors: Tensor) -> Tensor:
+    """A declared wrapper's steps, written out for an op of tensor arguments only: check, call, adopt."""
+    check(SimpleNamespace(**tensors))
+    try:
+        r = _guarded(op)(ctx.ptr, *(t.ptr for t in tensors.values()))
+    except _ARG_ERRORS as e:
+        raise _bad_arguments(op, e, ctx, **tensors) from None
+    return _result(ctx, r, op, *tensors.values())
+
+
+# hand-written: declared() names the C call's result r, which ggml.h's parameter r would shadow
 def rwkv_wkv6(ctx: Context, k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Tensor, state: Tensor) -> Tensor:
     """ggml_rwkv_wkv6: RWKV-6 time mixing. Per head, with W[i, j] the state (i key, j value), per token:
         kv = outer(k, v);  out[j] = sum_i r[i] * (tf[i] * kv[i, j] + W[i, j]);  W = W * td[i] + kv
@@ -116,18 +138,11 @@ def rwkv_wkv6(ctx: Context, k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Ten
     Result: F32 [S*H, n_tokens + S*n_seqs]: the outputs, then the final states.
     Precision: F32 (within NMSE 1e-7).
     """
-    _tensors("rwkv_wkv6", ctx, k=k, v=v, r=r, tf=tf, td=td, state=state)
-    out = _call("rwkv_wkv6", ctx, {"k": k, "v": v, "r": r, "tf": tf, "td": td, "state": state})
-    _rwkv_shapes("rwkv_wkv6", {"k": k, "v": v, "r": r, "td": td}, state)
-    S, H = k.ptr.ne[0], k.ptr.ne[1]
-    if tf.ptr.ne[0] * tf.ptr.ne[1] * tf.ptr.ne[2] * tf.ptr.ne[3] != S * H:  # the kernel reads S*H of it
-        raise ValueError(f"rwkv_wkv6: tf must hold S*H = {S * H} values ([S, H]), got ne {tuple(tf.ptr.ne)}")
-    return out
+    return _call("rwkv_wkv6", ctx, _wkv6_checks, k=k, v=v, r=r, tf=tf, td=td, state=state)
 
 
-def gated_linear_attn(
-    ctx: Context, k: Tensor, v: Tensor, q: Tensor, g: Tensor, state: Tensor, scale: float = 1.0
-) -> Tensor:
+gated_linear_attn = declared(
+    "gated_linear_attn",
     """ggml_gated_linear_attn: gated linear attention. Per head, with W[i, j] the state, per token:
         W = W * g[i] + outer(k, v);  out[j] = scale * sum_i q[i] * W[i, j]
 
@@ -135,16 +150,14 @@ def gated_linear_attn(
     the tokens split evenly over the sequences.
     scale: multiplies the outputs, finite.
     Result: F32 [S*H, n_tokens + S*n_seqs]: the outputs, then the final states. Precision: F32.
-    """
-    _tensors("gated_linear_attn", ctx, k=k, v=v, q=q, g=g, state=state)
-    scale = _scalar("gated_linear_attn", "scale", scale)
-    if not math.isfinite(scale):  # would poison every output
-        raise ValueError(f"gated_linear_attn: scale must be finite, got {scale}")
-    out = _call("gated_linear_attn", ctx, {"k": k, "v": v, "q": q, "g": g, "state": state}, scale)
-    _rwkv_shapes("gated_linear_attn", {"k": k, "v": v, "q": q, "g": g}, state)
-    return out
+    """,
+    defaults={"scale": 1.0},
+    # a non-finite scale would poison every output
+    check=_all(_finite("gated_linear_attn", "scale"), _rwkv_shapes("gated_linear_attn", "k", "v", "q", "g")),
+)
 
 
+# hand-written: its parameter r, as rwkv_wkv6's
 def rwkv_wkv7(ctx: Context, r: Tensor, w: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, state: Tensor) -> Tensor:
     """ggml_rwkv_wkv7: RWKV-7 time mixing. Per head, with W[i, j] the state (i value, j key), per token:
         W = W * w[j] + outer(v, k) + outer(W @ a, b);  out = W @ r   (W @ a with the W before the update)
@@ -153,19 +166,11 @@ def rwkv_wkv7(ctx: Context, r: Tensor, w: Tensor, k: Tensor, v: Tensor, a: Tenso
     the tokens split evenly over the sequences.
     Result: F32 [S*H, n_tokens + S*n_seqs]: the outputs, then the final states. Precision: F32.
     """
-    _tensors("rwkv_wkv7", ctx, r=r, w=w, k=k, v=v, a=a, b=b, state=state)
-    out = _call("rwkv_wkv7", ctx, {"r": r, "w": w, "k": k, "v": v, "a": a, "b": b, "state": state})
-    _rwkv_shapes("rwkv_wkv7", {"r": r, "w": w, "k": k, "v": v, "a": a, "b": b}, state)
-    return out
+    return _call("rwkv_wkv7", ctx, _wkv7_checks, r=r, w=w, k=k, v=v, a=a, b=b, state=state)
 
 
-def _flag(op: str, name: str, value) -> bool:
-    if not isinstance(value, (bool, int)) or value not in (0, 1):
-        raise TypeError(f"solve_tri: {name} must be a bool, got {type(value).__name__} {value!r}")
-    return bool(value)
-
-
-def solve_tri(ctx: Context, a: Tensor, b: Tensor, left: bool = True, lower: bool = True, uni: bool = False) -> Tensor:
+solve_tri = declared(
+    "solve_tri",
     """ggml_solve_tri: the triangular solve X with A X = B, per matrix (np.linalg.solve for a triangular A).
 
     a: A, F32 ne [n, n, ne2, ne3] (ggml order; NumPy shape (ne3, ne2, n, n)); only its lower triangle is
@@ -174,15 +179,36 @@ def solve_tri(ctx: Context, a: Tensor, b: Tensor, left: bool = True, lower: bool
     left, lower, uni: ggml implements only left=True (A X = B), lower=True (A lower triangular) and
        uni=False (the diagonal read, not taken as ones); other values raise.
     Result: X, F32 of b's shape. Precision: F32 forward substitution (error grows with A's condition).
-    """
-    _tensors("solve_tri", ctx, a=a, b=b)
-    flags = [_flag("solve_tri", n, v) for n, v in (("left", left), ("lower", lower), ("uni", uni))]
-    return _call("solve_tri", ctx, {"a": a, "b": b}, *flags)
+    """,
+    defaults={"left": True, "lower": True, "uni": False},
+)
 
 
-def gated_delta_net(
-    ctx: Context, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state: Tensor, K: int = 1
-) -> Tensor:
+def _delta_net_shapes(x: SimpleNamespace) -> None:
+    """ggml.c checks v against the state only; the kernel reads S values of each q/k row, q/k heads and
+    sequences by broadcasting (a q with more sequences than v divides by zero), and g/beta at v's head,
+    token and sequence."""
+    if not _tensors(x, "q", "k", "v", "g", "beta"):
+        return
+    S, H, T, N = x.v.ptr.ne
+    for name in ("q", "k"):
+        ne = getattr(x, name).ptr.ne
+        if ne[0] != S or ne[2] != T or not _divides(ne[1], H) or not _divides(ne[3], N):
+            raise ValueError(
+                f"gated_delta_net: {name} must be [{S}, H_k, {T}, n_seqs_qk] with H_k dividing {H} "
+                f"and n_seqs_qk dividing {N} (v is [{S}, {H}, {T}, {N}]), got ne {tuple(ne)}"
+            )
+    for name in ("g", "beta"):
+        ne = getattr(x, name).ptr.ne
+        if tuple(ne)[1:] != (H, T, N):
+            raise ValueError(
+                f"gated_delta_net: {name} must be [{ne[0]}, {H}, {T}, {N}] (v's heads, tokens, "
+                f"sequences), got ne {tuple(ne)}"
+            )
+
+
+gated_delta_net = declared(
+    "gated_delta_net",
     """ggml_gated_delta_net: the gated delta rule (Qwen3-Next, Kimi linear attention), token by token.
     Per sequence and head, with M the state (`M[i][j]`: key index i to value index j):
         M = M * exp(g);  M = M + outer(k, beta * (v - M^T k));  o = M^T q / sqrt(S)
@@ -200,28 +226,10 @@ def gated_delta_net(
     >= n_tokens are not written. See pyggml.testing.engine.oracles.gated_delta_net for the recurrence.
     Precision: F32 on every backend (the suite: NMSE 1e-7 on the CPU; docs/findings.md entry 25 for a
     whole layer on Vulkan).
-    """
-    _tensors("gated_delta_net", ctx, q=q, k=k, v=v, g=g, beta=beta, state=state)
-    K = _slots("gated_delta_net", K)
-    out = _call("gated_delta_net", ctx, {"q": q, "k": k, "v": v, "g": g, "beta": beta, "state": state}, K)
-    # ggml.c checks v against the state only; the kernel reads S values of each q/k row, q/k heads
-    # and sequences by broadcasting (a q with more sequences than v divides by zero), and g/beta
-    # at v's head, token and sequence
-    S, H, T, N = v.ptr.ne
-    for name, t in (("q", q), ("k", k)):
-        ne = t.ptr.ne
-        if ne[0] != S or ne[2] != T or not _divides(ne[1], H) or not _divides(ne[3], N):
-            raise ValueError(
-                f"gated_delta_net: {name} must be [{S}, H_k, {T}, n_seqs_qk] with H_k dividing {H} "
-                f"and n_seqs_qk dividing {N} (v is [{S}, {H}, {T}, {N}]), got ne {tuple(ne)}"
-            )
-    for name, t in (("g", g), ("beta", beta)):
-        if tuple(t.ptr.ne)[1:] != (H, T, N):
-            raise ValueError(
-                f"gated_delta_net: {name} must be [{t.ptr.ne[0]}, {H}, {T}, {N}] (v's heads, tokens, "
-                f"sequences), got ne {tuple(t.ptr.ne)}"
-            )
-    return out
+    """,
+    defaults={"K": 1},
+    check=_all(_slots("gated_delta_net"), _delta_net_shapes),
+)
 
 
 __all__ = [  # generated by tools/gen_methods.py
