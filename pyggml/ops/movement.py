@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, cast
 
 from pyggml import types
@@ -20,14 +21,13 @@ from pyggml.ops._common import (
     _destination,
     _failed,
     _guarded,
-    _make_binary,
-    _make_unary,
     _new_tensor,
     _result,
     _self_overlapping,
     _shape_arg,
     _whole_blocks,
 )
+from pyggml.ops.declared import declared
 from pyggml.tensor import MAX_DIMS, RANK_BYTE, Tensor, rank
 
 if TYPE_CHECKING:
@@ -36,9 +36,9 @@ if TYPE_CHECKING:
 _RANK_2 = RANK_BYTE[2]
 
 # --- index ops --------------------------------------------------------------------------------------------
-get_rows: BinaryWrapper = _make_binary(
+get_rows: BinaryWrapper = declared(
     "get_rows",
-    doc="""ggml_get_rows: the rows of a that b lists (an embedding lookup): a[..., b[i], :] in NumPy terms.
+    """ggml_get_rows: the rows of a that b lists (an embedding lookup): a[..., b[i], :] in NumPy terms.
 
 a: ne [ne0, rows, ne2, ne3] (ggml order; NumPy shape (ne3, ne2, rows, ne0)), any type with a row
    reader (F32, F16, BF16, quantized: dequantized on the way; I32).
@@ -50,6 +50,7 @@ types.decode does).""",
 _set_rows = _guarded("set_rows")
 
 
+# hand-written (hot: each layer's KV cache write): the overlap check inlined; a declared check costs 40% more
 def set_rows(ctx: Context, a: Tensor, b: Tensor, c: Tensor) -> Tensor:
     """ggml_set_rows: rows of b written into rows c of a (a scatter): a[..., c[i], :] = b[..., i, :] in
     NumPy terms; returns a view of a as the op's node (compute it to write a).
@@ -82,38 +83,34 @@ def set_rows(ctx: Context, a: Tensor, b: Tensor, c: Tensor) -> Tensor:
 
 
 # --- data movement: copies, views, shapes ----------------------------------------------------------------
-_cpy: BinaryWrapper = _make_binary("cpy")
-
-
-def cpy(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+cpy: BinaryWrapper = declared(
+    "cpy",
     """ggml_cpy: a's elements copied into b, in order, converted to b's type; the result is a view of b.
 
-    a: the source, any ne. b: the destination, the same number of elements (any shape, any type ggml
-       converts to: F32, F16, BF16, quantized, I32); a view of b must not overlap itself.
-    Result: a view of b. Precision: exact between equal types; to F16/BF16 rounded to nearest; to a
-    quantized type through ggml's quantizer.
-    """
-    _destination("cpy", b)
-    return _cpy(ctx, a, b)
-
-
-dup: UnaryWrapper = _make_unary(
+a: the source, any ne. b: the destination, the same number of elements (any shape, any type ggml
+   converts to: F32, F16, BF16, quantized, I32); a view of b must not overlap itself.
+Result: a view of b. Precision: exact between equal types; to F16/BF16 rounded to nearest; to a
+quantized type through ggml's quantizer.""",
+    check=lambda x: _destination("cpy", x.b),
+)
+dup: UnaryWrapper = declared(
     "dup",
-    doc="""ggml_dup: a copy of a (same ne and type, contiguous): np.array(a, copy=True).
+    """ggml_dup: a copy of a (same ne and type, contiguous): np.array(a, copy=True).
 
 a: any ne and strides.
 Result: a new tensor of a's shape and type. Exact.""",
 )
-cont: UnaryWrapper = _make_unary(
+cont: UnaryWrapper = declared(
     "cont",
-    doc="""ggml_cont: a copied into contiguous memory, same ne and type (np.ascontiguousarray).
+    """ggml_cont: a copied into contiguous memory, same ne and type (np.ascontiguousarray).
 
 a: any ne and strides (a transposed or permuted view, typically).
 Result: a contiguous tensor of a's shape and type. Exact.""",
 )
-_transpose: UnaryWrapper = _make_unary("transpose")
+_transpose: UnaryWrapper = declared("transpose")
 
 
+# hand-written: the result is checked after the call (a quantized a's rows must keep whole blocks)
 def transpose(ctx: Context, a: Tensor) -> Tensor:
     """ggml_transpose: a view with dims 0 and 1 swapped (a.T for a matrix), no copy.
 
@@ -125,6 +122,7 @@ def transpose(ctx: Context, a: Tensor) -> Tensor:
     return _whole_blocks("transpose", t) if t.ptr.type in _BLOCKED else t
 
 
+# hand-written: calls ggml_reshape_4d with b's extents (only b's ne is read), and records b's rank
 def reshape(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
     """ggml_reshape: a's elements with b's shape (like np.reshape; a view, no copy).
 
@@ -136,9 +134,9 @@ def reshape(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
     return _reshape_nd("reshape", ctx, a, *cast("tuple[int, int, int, int]", b.ne), RANK_BYTE[rank(b.ptr)])
 
 
-repeat: BinaryWrapper = _make_binary(
+repeat: BinaryWrapper = declared(
     "repeat",
-    doc="""ggml_repeat: a tiled to b's shape (np.tile in ggml's dim order).
+    """ggml_repeat: a tiled to b's shape (np.tile in ggml's dim order).
 
 a: any ne, each a.ne[i] dividing b.ne[i]; F32, F16, BF16, I16 or I32.
 b: any tensor of the target shape: only its ne is read.
@@ -146,6 +144,7 @@ Result: b's ne, a's type. Exact.""",
 )
 
 
+# cont_Nd hand-written: each calls ggml_cont_4d with its extents (1s added) and records its rank on the result
 def _cont_nd(op: str, ctx, a, ne, n_dims: int) -> Tensor:
     ne0, ne1, ne2, ne3 = _shape_arg(op, ne)
     if isinstance(a, Tensor) and ne0 % _BLOCK[a.ptr.type]:  # the result's rows must hold whole blocks
@@ -195,6 +194,7 @@ def cont_4d(ctx: Context, a: Tensor, ne0: int, ne1: int = 1, ne2: int = 1, ne3: 
     return _cont_nd("cont_4d", ctx, a, (ne0, ne1, ne2, ne3), 4)
 
 
+# reshape_Nd hand-written (hot): each calls ggml_reshape_4d, checks on the slow path, records its rank on the result
 _reshape_4d = _guarded("reshape_4d")
 
 
@@ -273,6 +273,7 @@ def reshape_4d(ctx: Context, a: Tensor, ne0: int, ne1: int = 1, ne2: int = 1, ne
     return _reshape_nd("reshape_4d", ctx, a, ne0, ne1, ne2, ne3, RANK_BYTE[4])
 
 
+# hand-written (hot): scalars checked on the slow path only; the result checked after the call (whole blocks)
 _permute = _guarded("permute")
 
 
@@ -301,38 +302,35 @@ def permute(ctx: Context, a: Tensor, axis0: int, axis1: int, axis2: int, axis3: 
     return t
 
 
-def concat(ctx: Context, a: Tensor, b: Tensor, dim: int) -> Tensor:
+concat = declared(
+    "concat",
     """ggml_concat: a and b joined along ggml dim `dim` (np.concatenate(..., axis=3 - dim)).
 
-    a, b: the same type and the same extents in every dim but `dim`.
-    dim: the ggml dim to join along, 0..3 (0 is NumPy's last axis).
-    Result: a's ne with ne[dim] = a.ne[dim] + b.ne[dim]. Exact.
-    """
-    dim = integer("concat: dim", dim)
-    try:
-        r = _guarded("concat")(ctx.ptr, a.ptr, b.ptr, dim)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("concat", e, ctx, a=a, b=b) from None
-    return _result(ctx, r, "concat", a, b)
+a, b: the same type and the same extents in every dim but `dim`.
+dim: the ggml dim to join along, 0..3 (0 is NumPy's last axis).
+Result: a's ne with ne[dim] = a.ne[dim] + b.ne[dim]. Exact.""",
+)
 
 
-def pad(ctx: Context, a: Tensor, p0: int, p1: int = 0, p2: int = 0, p3: int = 0) -> Tensor:
-    """ggml_pad: zeros appended at the end of each dim (np.pad(a, [(0, p3), (0, p2), (0, p1), (0, p0)])).
-
-    a: any ne, F32.
-    p0, p1, p2, p3: zeros after dims 0-3 (p0 along ne0, NumPy's last axis), >= 0.
-    Result: ne [ne0 + p0, ne1 + p1, ne2 + p2, ne3 + p3]. Exact.
-    """
-    p = [integer(f"pad: p{i}", v) for i, v in enumerate((p0, p1, p2, p3))]
+def _non_negative_pads(x: SimpleNamespace) -> None:
+    p = [x.p0, x.p1, x.p2, x.p3]
     if min(p) < 0:  # ggml would make a tensor of negative extent
         raise ValueError(f"pad: padding must be non-negative, got {p}")
-    try:
-        r = _guarded("pad")(ctx.ptr, a.ptr, *p)
-    except _ARG_ERRORS as e:
-        raise _bad_arguments("pad", e, ctx, a=a) from None
-    return _result(ctx, r, "pad", a)
 
 
+pad = declared(
+    "pad",
+    """ggml_pad: zeros appended at the end of each dim (np.pad(a, [(0, p3), (0, p2), (0, p1), (0, p0)])).
+
+a: any ne, F32.
+p0, p1, p2, p3: zeros after dims 0-3 (p0 along ne0, NumPy's last axis), >= 0.
+Result: ne [ne0 + p0, ne1 + p1, ne2 + p2, ne3 + p3]. Exact.""",
+    defaults=dict(p1=0, p2=0, p3=0),
+    check=_non_negative_pads,
+)
+
+
+# view_Nd hand-written (hot): strides checked against a's size; each records its rank on the result
 _VIEW_FNS = {1: _guarded("view_1d"), 2: _guarded("view_2d"), 3: _guarded("view_3d"), 4: _guarded("view_4d")}
 
 
@@ -467,6 +465,7 @@ def view_4d(
     return _view("view_4d", ctx, a, (ne0, ne1, ne2, ne3), (nb1, nb2, nb3), offset)
 
 
+# hand-written: takes lists, and sets nb[0] and ne on the view ggml_view_4d makes
 def view_nd(ctx: Context, a: Tensor, ne: Sequence[int], nb: Sequence[int], offset: int = 0) -> Tensor:
     """A view with explicit byte strides for every dim, nb[0] included, for views no ggml_view_Nd makes
     (ggml_view_4d of ne/nb[1:], then nb[0] and any widened ne set on the view, as llama.cpp's conv-state
@@ -502,6 +501,7 @@ def view_nd(ctx: Context, a: Tensor, ne: Sequence[int], nb: Sequence[int], offse
     return v
 
 
+# hand-written: no op, a method of the tensor
 def set_name(ctx: Context, a: Tensor, name: str) -> Tensor:
     """Name a (ggml_set_name) and return it: the name shows in graphs, errors and GGUF files.
 
@@ -512,12 +512,12 @@ def set_name(ctx: Context, a: Tensor, name: str) -> Tensor:
     return a.set_name(name)
 
 
-view_tensor: UnaryWrapper = _make_unary(
+view_tensor: UnaryWrapper = declared(
     "view_tensor",
-    doc="""ggml_view_tensor: a view of all of a: the same ne, byte strides and type, no copy.
+    """ggml_view_tensor: a view of all of src: the same ne, byte strides and type, no copy.
 
-a: any tensor.
-Result: a view of a (writes through it change a).""",
+src: any tensor.
+Result: a view of src (writes through it change src).""",
 )
 
 
