@@ -113,7 +113,7 @@ def declared(
     *,
     c_name: str | None = None,
     defaults: Mapping[str, Any] | None = None,
-    check: Callable[[SimpleNamespace], None] | None = None,
+    check: Callable[[SimpleNamespace], object] | None = None,
     optional: tuple[str, ...] = (),
     convert: Mapping[str, Callable[[Any], Any]] | None = None,
 ) -> Callable[..., Tensor]:
@@ -126,7 +126,7 @@ def declared(
         c_name: the C function's name without `ggml_`, where it differs from op.
         defaults: default values of trailing parameters, by name.
         check: called with the converted arguments by name before the call, for what ggml does not check;
-            it may replace a value (`x.s0 = ...`), which is then what ggml gets.
+            it may replace a value (`x.s0 = ...`), which is then what ggml gets; what it returns is not used.
         optional: tensor parameters that may be None (passed to ggml as NULL; their default is None).
         convert: a parameter's own conversion of what the caller gave, by name, instead of its C type's (a name
             for an enum's value).
@@ -148,6 +148,8 @@ def declared(
     if unknown:
         raise ValueError(f"ggml_{c} has no parameter {sorted(unknown)}")
     names = [p.name for p in params]
+    if "ctx" in names or any(n.startswith("_") for n in names):  # the generated function's own names
+        raise ValueError(f"ggml_{c}'s parameters {names} clash with the wrapper's own: write it by hand")
     tensors = [p.name for p in params if p.kind == "tensor"]
     signature = ", ".join(["ctx"] + [f"{n}=_defaults[{n!r}]" if n in defaults else n for n in names])
     lines = [f"def {op}({signature}):"]
@@ -169,10 +171,10 @@ def declared(
     passed = ", ".join(["ctx.ptr"] + [pointer(n) if n in tensors else n for n in names])
     lines += [
         "    try:",
-        f"        r = _fn({passed})",
-        "    except _ARG_ERRORS as e:",
-        f"        raise _bad_arguments(_op, e, ctx, **_given({', '.join(f'{n}={n}' for n in tensors)})) from None",
-        "    if not r:",
+        f"        _r = _fn({passed})",
+        "    except _ARG_ERRORS as _e:",
+        f"        raise _bad_arguments(_op, _e, ctx, **_given({', '.join(f'{n}={n}' for n in tensors)})) from None",
+        "    if not _r:",
         "        raise _failed(_op)",
     ]
     # the result lives in ctx, which keeps alive each argument's context (as _make_unary's, inlined: hot ops)
@@ -182,7 +184,7 @@ def declared(
         else f"    if {n}.ctx is not ctx:\n        ctx.adopt({n})"
         for n in tensors
     ]
-    lines += ["    t = _new_tensor(Tensor)", "    t.ptr, t.ctx = r, ctx", "    return t"]
+    lines += ["    _t = _new_tensor(Tensor)", "    _t.ptr, _t.ctx = _r, ctx", "    return _t"]
     namespace: dict[str, Any] = dict(
         _op=op,
         _fn=_guarded(c),

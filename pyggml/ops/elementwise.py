@@ -537,7 +537,7 @@ repeat_4d = declared(
     Result: ne [ne0, ne1, ne2, ne3], a's type. Exact.
     """,
     defaults={"ne1": 1, "ne2": 1, "ne3": 1},
-    check=lambda x: _shape_arg("repeat_4d", (x.ne0, x.ne1, x.ne2, x.ne3)) and None,
+    check=lambda x: _shape_arg("repeat_4d", (x.ne0, x.ne1, x.ne2, x.ne3)),
 )
 
 
@@ -591,7 +591,7 @@ def _in_a(op: str, *, own_strides: int = 0, offset_below: int = 0):
             nb[3 - own_strides :] = [x.a.ptr.nb[i] for i in range(4 - own_strides, 4)]
         elif own_strides:
             return  # the call names the bad argument
-        vals = _view_of_b(op, x.a, x.b, *nb, x.offset)
+        vals = _view_of_b(op, x.a, x.b, nb[0], nb[1], nb[2], x.offset)
         if offset_below and vals[3] >= offset_below:
             raise ValueError(f"{op}: offset must be < 2**30 (ggml stores it in an int32), got {vals[3]}")
 
@@ -670,7 +670,7 @@ pad_ext = declared(
     Result: ne [ne0 + lp0 + rp0, ne1 + lp1 + rp1, ...], a's type. Exact.
     """,
     defaults=dict.fromkeys(_PAD_NAMES, 0),
-    check=lambda x: _pads("pad_ext", x.a, [getattr(x, n) for n in _PAD_NAMES], False) and None,
+    check=lambda x: _pads("pad_ext", x.a, [getattr(x, n) for n in _PAD_NAMES], False),
 )
 pad_ext_circular = declared(
     "pad_ext_circular",
@@ -682,7 +682,7 @@ pad_ext_circular = declared(
     Result: ne [ne0 + lp0 + rp0, ...], a's type. Exact.
     """,
     defaults=dict.fromkeys(_PAD_NAMES, 0),
-    check=lambda x: _pads("pad_ext_circular", x.a, [getattr(x, n) for n in _PAD_NAMES], True) and None,
+    check=lambda x: _pads("pad_ext_circular", x.a, [getattr(x, n) for n in _PAD_NAMES], True),
 )
 
 
@@ -696,7 +696,7 @@ pad_circular = declared(
     Result: ne [ne0 + p0, ne1 + p1, ne2 + p2, ne3 + p3], a's type. Exact.
     """,
     defaults=dict.fromkeys(("p0", "p1", "p2", "p3"), 0),
-    check=lambda x: _pads("pad_circular", x.a, (0, x.p0, 0, x.p1, 0, x.p2, 0, x.p3), True) and None,
+    check=lambda x: _pads("pad_circular", x.a, (0, x.p0, 0, x.p1, 0, x.p2, 0, x.p3), True),
 )
 
 
