@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from pyggml._args import integer
-from pyggml._native import ffi, lib
+from pyggml._native import ffi
 from pyggml.arena import Arena
 from pyggml.ops._common import (
     _ARG_ERRORS,
@@ -21,6 +21,8 @@ from pyggml.ops._common import (
     _scalar,
 )
 from pyggml.ops.attention import _rope_mode, _yarn
+from pyggml.ops.convolution import _ints, _pool_op
+from pyggml.ops.declared import declared
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -54,51 +56,74 @@ def _finite(op: str, name: str, value, lo: float | None = None) -> float:
     return v
 
 
+# --- checks of the declared wrappers (pyggml.ops.declared): each sees the converted arguments by name -----------
+def _like(op: str, what: str, **finite: float | None):
+    """The check of a backward op whose kernels walk a's rows in b's: its float arguments finite (and >= their
+    bound, by name) and a and b of one shape (ggml.c does not check; the kernels assert it or read past one)."""
+
+    def check(x) -> None:
+        for name, lo in finite.items():
+            _finite(op, name, getattr(x, name), lo)
+        if isinstance(x.a, Tensor) and isinstance(x.b, Tensor):  # else the call names the bad argument
+            _same_shape(op, what, x.a, x.b)
+
+    return check
+
+
 # --- backward of element-wise, norm and movement ops ----------------------------------------------------
-def silu_back(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
-    """Gradient of silu: a = gradient of silu's output, b = silu's input x; a * silu'(x)."""
-    _tensors("silu_back", ctx, a=a, b=b)
-    _same_shape("silu_back", "a (gradient) and b (x)", a, b)  # the kernel walks b's rows in a
-    return _call("silu_back", ctx, {"a": a, "b": b})
+silu_back = declared(
+    "silu_back",
+    """Gradient of silu: a = gradient of silu's output, b = silu's input x; a * silu'(x).""",
+    check=_like("silu_back", "a (gradient) and b (x)"),
+)
+rms_norm_back = declared(
+    "rms_norm_back",
+    """Gradient of rms_norm(b, eps): a = gradient of rms_norm's output, b = its input x.""",
+    defaults={"eps": 1e-6},
+    # as rms_norm: a negative or NaN eps is a silent NaN
+    check=_like("rms_norm_back", "a (gradient) and b (x)", eps=0.0),
+)
+repeat_back = declared(
+    "repeat_back",
+    """Gradient of repeat: a (of a repeat's shape) summed over the repeats into b's shape.""",
+)
 
 
-def rms_norm_back(ctx: Context, a: Tensor, b: Tensor, eps: float = 1e-6) -> Tensor:
-    """Gradient of rms_norm(b, eps): a = gradient of rms_norm's output, b = its input x."""
-    _tensors("rms_norm_back", ctx, a=a, b=b)
-    eps = _finite("rms_norm_back", "eps", eps, 0.0)  # as rms_norm: a negative or NaN eps is a silent NaN
-    _same_shape("rms_norm_back", "a (gradient) and b (x)", a, b)  # ggml.c does not check, the kernel asserts
-    return _call("rms_norm_back", ctx, {"a": a, "b": b}, eps)
+def _one_index_per_row(x) -> None:
+    if isinstance(x.a, Tensor) and isinstance(x.b, Tensor) and x.b.ne[0] != x.a.ne[1]:  # a row of a per index
+        raise ValueError(f"get_rows_back: b must hold one index per row of a ({x.a.ne[1]}), got {x.b.ne[0]}")
 
 
-def repeat_back(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
-    """Gradient of repeat: a (of a repeat's shape) summed over the repeats into b's shape."""
-    _tensors("repeat_back", ctx, a=a, b=b)
-    return _call("repeat_back", ctx, {"a": a, "b": b})
-
-
-def get_rows_back(ctx: Context, a: Tensor, b: Tensor, c: Tensor) -> Tensor:
+get_rows_back = declared(
+    "get_rows_back",
     """Gradient of get_rows(c, b): a [ne0, n] = gradient of its output, b I32 [n] the row indices,
-    c the matrix get_rows read (only its shape); F32 result of c's shape, a's rows added at rows b."""
-    _tensors("get_rows_back", ctx, a=a, b=b, c=c)
-    if b.ne[0] != a.ne[1]:  # the kernel reads a row of a for every index
-        raise ValueError(f"get_rows_back: b must hold one index per row of a ({a.ne[1]}), got {b.ne[0]}")
-    return _call("get_rows_back", ctx, {"a": a, "b": b, "c": c})
+    c the matrix get_rows read (only its shape); F32 result of c's shape, a's rows added at rows b.""",
+    check=_one_index_per_row,
+)
+# a non-finite scale is a NaN gradient
+_soft_max_like = _like("soft_max_ext_back", "a (gradient) and b (softmax output)", scale=None, max_bias=0.0)
 
 
-def soft_max_ext_back(ctx: Context, a: Tensor, b: Tensor, scale: float = 1.0, max_bias: float = 0.0) -> Tensor:
-    """Gradient of soft_max_ext(x, mask, scale, max_bias) with respect to x: a = gradient of its
-    output, b = its output y; scale * y * (a - dot(y, a)) per row."""
-    _tensors("soft_max_ext_back", ctx, a=a, b=b)
-    scale = _finite("soft_max_ext_back", "scale", scale)  # a non-finite scale is a NaN gradient
-    max_bias = _finite("soft_max_ext_back", "max_bias", max_bias, 0.0)
-    _same_shape("soft_max_ext_back", "a (gradient) and b (softmax output)", a, b)  # the kernels assert it
+def _soft_max_back(x) -> None:
+    _soft_max_like(x)
     # ggml's allocator may compute this op in place in any source of its layout, b included, but the
     # CPU kernel copies a into the result before it multiplies by b: in b's memory that reads a for b.
     # An output is never reused, so b keeps its own memory
-    b.set_output()
-    return _call("soft_max_ext_back", ctx, {"a": a, "b": b}, scale, max_bias)
+    if isinstance(x.b, Tensor):
+        x.b.set_output()
 
 
+soft_max_ext_back = declared(
+    "soft_max_ext_back",
+    """Gradient of soft_max_ext(x, mask, scale, max_bias) with respect to x: a = gradient of its
+    output, b = its output y; scale * y * (a - dot(y, a)) per row.""",
+    defaults={"scale": 1.0, "max_bias": 0.0},
+    check=_soft_max_back,
+)
+
+
+# hand-written: n_dims None is the whole head (a.ne[0]), computed here; freq_factors may be None;
+# its names are rope_ext's (pos, freq_factors), not ggml.h's (b, c)
 def rope_ext_back(
     ctx: Context,
     a: Tensor,
@@ -143,6 +168,7 @@ def _conv_out(n: int, k: int, s: int, p: int, d: int) -> int:
     return (n + 2 * p - d * (k - 1) - 1) // s + 1
 
 
+# hand-written: ggml_im2col_back takes ne as an int64_t array
 def im2col_back(
     ctx: Context,
     a: Tensor,
@@ -194,50 +220,47 @@ def im2col_back(
     return _call("im2col_back", ctx, {"a": a, "b": b}, ffi.new("int64_t[4]", shape), s0, s1, p0, p1, d0, d1, is_2D)
 
 
-_POOL_OPS = (lib.GGML_OP_POOL_MAX, lib.GGML_OP_POOL_AVG)
-
-
-def pool_2d_back(
-    ctx: Context, a: Tensor, af: Tensor, op: int, k0: int, k1: int, s0: int, s1: int, p0: float = 0.0, p1: float = 0.0
-) -> Tensor:
-    """Gradient of pool_2d(af, op, k0, k1, s0, s1, p0, p1) with respect to af: a = gradient of its output.
-    op: GGML_OP_POOL_MAX (0) or GGML_OP_POOL_AVG (1). F32 result of af's shape."""
-    _tensors("pool_2d_back", ctx, a=a, af=af)
-    op = integer("pool_2d_back: op", op)
-    if op not in _POOL_OPS:  # the kernel computes MAX or AVG only (and aborts on COUNT)
-        raise ValueError(
-            f"pool_2d_back: op must be {lib.GGML_OP_POOL_MAX} (max) or {lib.GGML_OP_POOL_AVG} (avg), got {op}"
-        )
-    k0, k1, s0, s1 = (
-        integer(f"pool_2d_back: {n}", v, 1, 2**31 - 1) for n, v in (("k0", k0), ("k1", k1), ("s0", s0), ("s1", s1))
-    )
-    p = [_finite("pool_2d_back", n, v, 0.0) for n, v in (("p0", p0), ("p1", p1))]
-    if any(x != int(x) or x >= 2**31 for x in p):  # ggml stores the paddings as int32
+def _pool_2d_back(x) -> None:
+    _pool_op("pool_2d_back", x.op)  # the kernel computes MAX or AVG only (and aborts on COUNT)
+    k0, k1, s0, s1 = _ints("pool_2d_back", 1, k0=x.k0, k1=x.k1, s0=x.s0, s1=x.s1)
+    p = [_finite("pool_2d_back", n, v, 0.0) for n, v in (("p0", x.p0), ("p1", x.p1))]
+    if any(v != int(v) or v >= 2**31 for v in p):  # ggml stores the paddings as int32
         raise ValueError(f"pool_2d_back: p0 and p1 must be whole numbers (ggml stores them as integers), got {p}")
+    if not (isinstance(x.a, Tensor) and isinstance(x.af, Tensor)):
+        return  # the call names the bad argument
     # ggml.c does not relate a to af; the kernel reads a as one plane of pool_2d's output per plane of af
+    a, af = x.a, x.af
     want = [int((af.ne[0] + 2 * p[0] - k0) / s0) + 1, int((af.ne[1] + 2 * p[1] - k1) / s1) + 1, af.ne[2], af.ne[3]]
     if min(want) <= 0 or list(a.ne) != want:
         raise ValueError(
             f"pool_2d_back: a must have the shape of pool_2d's output for af {list(af.ne)}: {want}, got {list(a.ne)}"
         )
-    return _call("pool_2d_back", ctx, {"a": a, "af": af}, op, k0, k1, s0, s1, p[0], p[1])
+
+
+pool_2d_back = declared(
+    "pool_2d_back",
+    """Gradient of pool_2d(af, op, k0, k1, s0, s1, p0, p1) with respect to af: a = gradient of its output.
+    op: GGML_OP_POOL_MAX (0) or GGML_OP_POOL_AVG (1). F32 result of af's shape.""",
+    defaults={"p0": 0.0, "p1": 0.0},
+    check=_pool_2d_back,
+)
 
 
 # --- losses ---------------------------------------------------------------------------------------------
-def cross_entropy_loss(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
-    """Mean over rows of -sum(b * log_softmax(a)) along ne0: a logits, b labels (target distributions)."""
-    _tensors("cross_entropy_loss", ctx, a=a, b=b)
-    return _call("cross_entropy_loss", ctx, {"a": a, "b": b})
-
-
-def cross_entropy_loss_back(ctx: Context, a: Tensor, b: Tensor, c: Tensor) -> Tensor:
-    """Gradient of cross_entropy_loss(b, c) with respect to the logits b: a = the loss's gradient (a scalar)."""
-    _tensors("cross_entropy_loss_back", ctx, a=a, b=b, c=c)
-    return _call("cross_entropy_loss_back", ctx, {"a": a, "b": b, "c": c})
+cross_entropy_loss = declared(
+    "cross_entropy_loss",
+    """Mean over rows of -sum(b * log_softmax(a)) along ne0: a logits, b labels (target distributions).""",
+)
+cross_entropy_loss_back = declared(
+    "cross_entropy_loss_back",
+    """Gradient of cross_entropy_loss(b, c) with respect to the logits b: a = the loss's gradient
+    (a scalar).""",
+)
 
 
 # --- optimizer steps ------------------------------------------------------------------------------------
-def opt_step_adamw(ctx: Context, a: Tensor, grad: Tensor, m: Tensor, v: Tensor, adamw_params: Tensor) -> Tensor:
+opt_step_adamw = declared(
+    "opt_step_adamw",
     """ggml_opt_step_adamw: one AdamW step on the parameter a, in place (decoupled weight decay):
     m = beta1*m + (1-beta1)*grad, v = beta2*v + (1-beta2)*grad**2,
     a = a*(1 - alpha*wd) - alpha * (m*beta1h) / (sqrt(v*beta2h) + eps).
@@ -245,19 +268,16 @@ def opt_step_adamw(ctx: Context, a: Tensor, grad: Tensor, m: Tensor, v: Tensor, 
     a: the parameter (flagged with ggml_set_param), F32; the result is a view of it, which holds the
        updated values after compute.
     grad: the gradient, a's shape. m, v: the first and second moments, a's shape, updated in place.
-    adamw_params: F32 [7]: alpha, beta1, beta2, eps, wd, beta1h = 1/(1 - beta1**t), beta2h = 1/(1 - beta2**t)
-       at step t.
+    adamw_params: F32 [7]: alpha, beta1, beta2, eps, wd, beta1h = 1/(1 - beta1**t),
+       beta2h = 1/(1 - beta2**t) at step t.
     Precision: F32.
-    """
-    _tensors("opt_step_adamw", ctx, a=a, grad=grad, m=m, v=v, adamw_params=adamw_params)
-    return _call("opt_step_adamw", ctx, {"a": a, "grad": grad, "m": m, "v": v, "adamw_params": adamw_params})
-
-
-def opt_step_sgd(ctx: Context, a: Tensor, grad: Tensor, sgd_params: Tensor) -> Tensor:
+    """,
+)
+opt_step_sgd = declared(
+    "opt_step_sgd",
     """One SGD step with weight decay on the parameter a (flagged with ggml_set_param), in place:
-    a = a * (1 - alpha * wd) - alpha * grad, sgd_params F32 [alpha, wd]; the result is a view of a."""
-    _tensors("opt_step_sgd", ctx, a=a, grad=grad, sgd_params=sgd_params)
-    return _call("opt_step_sgd", ctx, {"a": a, "grad": grad, "sgd_params": sgd_params})
+    a = a * (1 - alpha * wd) - alpha * grad, sgd_params F32 [alpha, wd]; the result is a view of a.""",
+)
 
 
 __all__ = [  # generated by tools/gen_methods.py

@@ -337,8 +337,8 @@ def conv_3d_direct(
     d0: int,
     d1: int,
     d2: int,
-    c: int,
-    n: int,
-    oc: int,
+    n_channels: int,
+    n_batch: int,
+    n_channels_out: int,
 ) -> np.ndarray:
-    return conv_3d(a, b, c, s0, s1, s2, p0, p1, p2, d0, d1, d2)
+    return conv_3d(a, b, n_channels, s0, s1, s2, p0, p1, p2, d0, d1, d2)
