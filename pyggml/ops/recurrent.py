@@ -7,14 +7,14 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from pyggml.ops._common import _ARG_ERRORS, BinaryWrapper, _bad_arguments, _guarded, _result
+from pyggml.ops._common import BinaryWrapper
 from pyggml.ops.attention import Check, _all
 from pyggml.ops.declared import declared
 from pyggml.ops.elementwise import _finite
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
-    from pyggml.context import Context
+    pass
 
 ssm_conv: BinaryWrapper = declared(
     "ssm_conv",
@@ -118,18 +118,8 @@ _wkv6_checks = _all(_rwkv_shapes("rwkv_wkv6", "k", "v", "r", "td"), _time_first)
 _wkv7_checks = _rwkv_shapes("rwkv_wkv7", "r", "w", "k", "v", "a", "b")
 
 
-def _call(op: str, ctx: Context, check: Check, **tensors: Tensor) -> Tensor:
-    """A declared wrapper's steps, written out for an op of tensor arguments only: check, call, adopt."""
-    check(SimpleNamespace(**tensors))
-    try:
-        r = _guarded(op)(ctx.ptr, *(t.ptr for t in tensors.values()))
-    except _ARG_ERRORS as e:
-        raise _bad_arguments(op, e, ctx, **tensors) from None
-    return _result(ctx, r, op, *tensors.values())
-
-
-# hand-written: declared() names the C call's result r, which ggml.h's parameter r would shadow
-def rwkv_wkv6(ctx: Context, k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Tensor, state: Tensor) -> Tensor:
+rwkv_wkv6 = declared(
+    "rwkv_wkv6",
     """ggml_rwkv_wkv6: RWKV-6 time mixing. Per head, with W[i, j] the state (i key, j value), per token:
         kv = outer(k, v);  out[j] = sum_i r[i] * (tf[i] * kv[i, j] + W[i, j]);  W = W * td[i] + kv
 
@@ -137,8 +127,9 @@ def rwkv_wkv6(ctx: Context, k: Tensor, v: Tensor, r: Tensor, tf: Tensor, td: Ten
     state: F32 [S*S*H, n_seqs]; the tokens split evenly over the sequences (n_seqs divides n_tokens).
     Result: F32 [S*H, n_tokens + S*n_seqs]: the outputs, then the final states.
     Precision: F32 (within NMSE 1e-7).
-    """
-    return _call("rwkv_wkv6", ctx, _wkv6_checks, k=k, v=v, r=r, tf=tf, td=td, state=state)
+    """,
+    check=_wkv6_checks,
+)
 
 
 gated_linear_attn = declared(
@@ -157,16 +148,17 @@ gated_linear_attn = declared(
 )
 
 
-# hand-written: its parameter r, as rwkv_wkv6's
-def rwkv_wkv7(ctx: Context, r: Tensor, w: Tensor, k: Tensor, v: Tensor, a: Tensor, b: Tensor, state: Tensor) -> Tensor:
+rwkv_wkv7 = declared(
+    "rwkv_wkv7",
     """ggml_rwkv_wkv7: RWKV-7 time mixing. Per head, with W[i, j] the state (i value, j key), per token:
         W = W * w[j] + outer(v, k) + outer(W @ a, b);  out = W @ r   (W @ a with the W before the update)
 
     r, w, k, v, a, b: F32 [S, H, n_tokens] (ggml ne order; NumPy shape reversed); state: F32 [S*S*H, n_seqs];
     the tokens split evenly over the sequences.
     Result: F32 [S*H, n_tokens + S*n_seqs]: the outputs, then the final states. Precision: F32.
-    """
-    return _call("rwkv_wkv7", ctx, _wkv7_checks, r=r, w=w, k=k, v=v, a=a, b=b, state=state)
+    """,
+    check=_wkv7_checks,
+)
 
 
 solve_tri = declared(
