@@ -7,7 +7,8 @@ import inspect
 import pytest
 
 import pyggml
-from pyggml.ops.declared import declaration, declared, wrapper
+from pyggml.ops import wrapper
+from pyggml.ops.declared import declaration, declared
 
 
 def test_a_declared_wrapper_has_ggml_h_s_signature_and_converts_each_kind():

@@ -6,6 +6,7 @@ import pytest
 
 from pyggml import ops
 from pyggml.runner import Runner
+from pyggml.testing.engine import opdb
 from pyggml.testing.engine.cases import REGISTRY, OpCase, _load_all
 from pyggml.testing.engine.verdict import Status, run_case
 
@@ -63,5 +64,6 @@ def test_every_op_has_a_case():
     covered = {c.params.get("op") for c in OP_CASES}
     missing = [op for op in public_ops() if op not in covered]
     assert not missing, f"ops without an oracle case: {missing}"
-    unknown = covered - set(public_ops())
+    # an op the database adds by its spec alone has the wrapper its ggml.h declaration makes (pyggml.ops.wrapper)
+    unknown = {op for op in covered - set(public_ops()) if op not in opdb.SPECS or ops.family_of(op) is not None}
     assert not unknown, f"cases name unknown ops: {unknown}"

@@ -121,7 +121,7 @@ def test_a_node_reads_its_parameters_by_name_as_its_builder_took_them():
     the scalars its ggml.h declaration lists) reads back, by name, the value the builder was given."""
     import inspect
 
-    from pyggml.ops.declared import wrapper
+    from pyggml.ops import wrapper
     from pyggml.testing.engine.opdb import Node, as_input, param_layout
 
     checked = 0

@@ -24,9 +24,13 @@ How an op is checked, and why it is cheap:
   keeps that context alive, so no Python object can outlive the memory it points into.
 """
 
+import functools
+from collections.abc import Callable
+
 from pyggml.ops import (
     attention,
     convolution,
+    declared,
     elementwise,
     matmul,
     movement,
@@ -37,6 +41,7 @@ from pyggml.ops import (
 from pyggml.ops.elementwise import (
     UNARY_OPS,  # noqa: F401 (the unary ops, for cases and tests)
 )
+from pyggml.tensor import Tensor
 
 # family name -> its module; every op wrapper lives in exactly one
 FAMILIES = {
@@ -60,3 +65,11 @@ __all__ = sorted(n for m in FAMILIES.values() for n in m.__all__)
 def family_of(op: str) -> str | None:
     """The family an op wrapper belongs to (None when pyggml has no such wrapper)."""
     return next((f for f, m in FAMILIES.items() if op in m.__all__), None)
+
+
+@functools.cache
+def wrapper(op: str) -> Callable[..., Tensor]:
+    """The wrapper of an op: its family's, or else the one its ggml.h declaration makes (`declared.declared`): an
+    op the op database checks with no wrapper written for it."""
+    family = family_of(op)
+    return getattr(FAMILIES[family], op) if family is not None else declared.declared(op)

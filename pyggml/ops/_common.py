@@ -1,10 +1,10 @@
-"""What every op wrapper shares: the guarded C call, the errors it raises, ownership, and the
-generic wrappers of the common call shapes. `pyggml.ops` says why the checks are what they are."""
+"""What every op wrapper shares: the guarded C call, the errors it raises, ownership (the wrappers themselves
+are made by `pyggml.ops.declared` or written in their family). `pyggml.ops` says why the checks are what they
+are."""
 
 from __future__ import annotations
 
 import inspect
-import sys
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -108,62 +108,11 @@ def _fill(doc: str, width: int = 100) -> str:
     return "\n".join(out)
 
 
-# --- the generic shapes of a call: (ctx, a), (ctx, a, b), (ctx, a, b, c) ---------------------------
-# The wrappers the generic shapes make, typed so that IDEs and type checkers see them as methods
+# --- the types of the wrappers of the common call shapes: (ctx, a), (ctx, a, b) ---------------------------
+# typed so that IDEs and type checkers see the declared ones as methods
 # of Context too (pyggml/ops/methods.py)
 UnaryWrapper = Callable[["Context", Tensor], Tensor]
 BinaryWrapper = Callable[["Context", Tensor, Tensor], Tensor]
-
-
-def _make_unary(op: str, c_name: str | None = None, doc: str | None = None) -> UnaryWrapper:
-    """The wrapper of `ggml_<c_name or op>(ctx, a)`; `doc` is its docstring (what help() shows: what it
-    computes, a's shape and types, the result, the precision). Nothing is added per call."""
-    fn = _guarded(c_name or op)
-
-    def call(ctx: Context, a: Tensor) -> Tensor:
-        try:
-            r = fn(ctx.ptr, a.ptr)
-        except _ARG_ERRORS as e:
-            raise _bad_arguments(op, e, ctx, a=a) from None
-        if not r:
-            raise _failed(op)
-        if a.ctx is not ctx:
-            ctx.adopt(a)
-        t = _new_tensor(Tensor)
-        t.ptr, t.ctx = r, ctx
-        return t
-
-    call.__name__ = call.__qualname__ = op
-    call.__doc__ = _fill(doc) if doc else f"ggml_{c_name or op}(ctx, a)"
-    call.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
-    return call
-
-
-def _make_binary(op: str, arg_names: tuple[str, str] = ("a", "b"), doc: str | None = None) -> BinaryWrapper:
-    """The wrapper of `ggml_<op>(ctx, a, b)` (arguments named arg_names in its errors); `doc` is its
-    docstring. Nothing is added per call."""
-    fn = _guarded(op)
-    n0, n1 = arg_names
-
-    def call(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
-        try:
-            r = fn(ctx.ptr, a.ptr, b.ptr)
-        except _ARG_ERRORS as e:
-            raise _bad_arguments(op, e, ctx, **{n0: a, n1: b}) from None
-        if not r:
-            raise _failed(op)
-        if a.ctx is not ctx:
-            ctx.adopt(a)
-        if b.ctx is not ctx:
-            ctx.adopt(b)
-        t = _new_tensor(Tensor)
-        t.ptr, t.ctx = r, ctx
-        return t
-
-    call.__name__ = call.__qualname__ = op
-    call.__doc__ = _fill(doc) if doc else f"ggml_{op}(ctx, {n0}, {n1})"
-    call.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
-    return call
 
 
 def _self_overlapping(p) -> bool:
@@ -214,7 +163,7 @@ def _shape_arg(op: str, ne) -> list[int]:
 
 def op_names(namespace: dict[str, object]) -> list[str]:
     """A family module's `__all__`, derived rather than kept by hand: every public function made in that
-    module (a `def`, or one made by `_make_unary`/`_make_binary`, which set its module) whose first
+    module (a `def`, or one made by `declared`, which sets its module) whose first
     parameter is `ctx`. Helpers imported from elsewhere and private names are left out."""
     module = namespace["__name__"]
     out = []

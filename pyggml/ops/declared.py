@@ -7,7 +7,7 @@ signature is written once, by ggml, and never copied here.
 float a number, a bool a bool, an `enum ggml_type` anything `types.as_type` reads; the call goes
 through the guarded twin, so a failed GGML_ASSERT is an `OpError`. `check(x)`, where the op needs one,
 sees the converted arguments by name (`x.a`, `x.s0`) and raises for what ggml does not check itself.
-`wrapper(op)` is an op's wrapper: the one its family defines, or else the one ggml.h declares
+`pyggml.ops.wrapper(op)` is an op's wrapper: the one its family defines, or else the one ggml.h declares
 (an op the database checks with no wrapper written for it).
 """
 
@@ -177,7 +177,7 @@ def declared(
         "    if not _r:",
         "        raise _failed(_op)",
     ]
-    # the result lives in ctx, which keeps alive each argument's context (as _make_unary's, inlined: hot ops)
+    # the result lives in ctx, which keeps alive each argument's context (inlined, as the hot ops need)
     lines += [
         f"    if {n} is not None and {n}.ctx is not ctx:\n        ctx.adopt({n})"
         if n in optional
@@ -219,14 +219,3 @@ def _refusing(op: str, why: str, doc: str | None) -> Callable[..., Tensor]:
     refuse.__doc__ = _fill(doc) if doc else None
     refuse.__module__ = sys._getframe(2).f_globals["__name__"]
     return refuse
-
-
-@cache
-def wrapper(op: str) -> Callable[..., Tensor]:
-    """The wrapper of an op: its family's, or else the one ggml.h declares (`declared(op)`)."""
-    from pyggml import ops
-
-    fn = getattr(ops, op, None)
-    if callable(fn) and op in ops.__all__:
-        return fn
-    return declared(op)

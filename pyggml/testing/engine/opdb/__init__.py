@@ -383,9 +383,9 @@ def param_layout(op: str) -> dict[str, tuple[int, str]]:
 
 def _reader_op(t: Tensor) -> str:
     """The op whose spec reads the node t (its kind's reader), else the kind's own name in lower case."""
-    from pyggml.testing.engine.nodes import kind as kind_of
+    from pyggml._native import ffi, lib
 
-    kind = kind_of(t)
+    kind = ffi.string(lib.ggml_op_desc(t.ptr)).decode()  # as nodes.kind names it (nodes imports this module)
     spec = READERS.get(kind)
     return spec.op if spec is not None else kind.lower()
 
@@ -437,7 +437,7 @@ def spec(op: str, call: Callable[..., Any] | None = None, samples: Iterable[Samp
 
 def plain_call(op: str) -> Callable[..., Any]:
     """The call of a spec that gives none: the op's wrapper (its family's, or the one ggml.h declares:
-    `pyggml.ops.declared.wrapper`) and its reference (the spec's `ref`) take the sample's inputs in their order,
+    `pyggml.ops.wrapper`) and its reference (the spec's `ref`) take the sample's inputs in their order,
     then its args (`xp.<op>(x.a, x.b, *args)`). A spec writes a call where its op is called otherwise.
 
     Args:
@@ -449,7 +449,7 @@ def plain_call(op: str) -> Callable[..., Any]:
 
     def call(xp: Any, x: SimpleNamespace, *args: Any) -> Any:
         from pyggml.arena import Arena
-        from pyggml.ops.declared import wrapper
+        from pyggml.ops import wrapper
 
         if isinstance(xp, Arena):
             return wrapper(op)(xp, *vars(x).values(), *args)
