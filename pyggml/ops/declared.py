@@ -13,6 +13,7 @@ sees the converted arguments by name (`x.a`, `x.s0`) and raises for what ggml do
 
 from __future__ import annotations
 
+import inspect
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -205,7 +206,8 @@ def declared(
     )
     exec("\n".join(lines), namespace)  # a real function: its signature, and no per-call loop over parameters
     fn = namespace[op]
-    fn.__doc__ = _fill(doc) if doc else f"ggml_{c}(ctx, {', '.join(names)}), as ggml.h declares it."
+    # the docstring as written in its family (indented under the call), wrapped for help() as a def's would be
+    fn.__doc__ = _fill(inspect.cleandoc(doc)) if doc else f"ggml_{c}(ctx, {', '.join(names)}), as ggml.h declares it."
     fn.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
     fn.__annotations__ = {"ctx": "Context", **{p.name: _ANNOTATIONS[p.kind] for p in params}, "return": "Tensor"}
     return fn
