@@ -103,8 +103,11 @@ def _fill(doc: str, width: int = 100) -> str:
 
     out = []
     for line in doc.splitlines():
+        if len(line) <= width:  # most lines: nothing to wrap (and textwrap is what import would spend)
+            out.append(line)
+            continue
         label = re.match(r"(\w+: |Precision: |Result: )", line)
-        out.append(textwrap.fill(line, width, subsequent_indent="   " if label else "") if line else "")
+        out.append(textwrap.fill(line, width, subsequent_indent="   " if label else ""))
     return "\n".join(out)
 
 

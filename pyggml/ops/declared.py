@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from types import SimpleNamespace
+from types import FunctionType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -30,15 +30,17 @@ from pyggml.errors import Unsupported
 from pyggml.ops._common import _ARG_ERRORS, _NULL, _bad_arguments, _failed, _fill, _guarded, _new_tensor, _scalar
 from pyggml.tensor import Tensor
 
-# C types a declared parameter may have, by what it takes from Python
-_KINDS = (
-    (re.compile(r"^struct ggml_tensor\s*\*$"), "tensor"),
-    (re.compile(r"^(float|double)$"), "float"),
-    (re.compile(r"^bool$"), "bool"),
-    (re.compile(r"^enum ggml_type$"), "type"),
-    (re.compile(r"^enum ggml_\w+$"), "enum"),
-    (re.compile(r"^(int|int32_t|int64_t|uint32_t|size_t)$"), "int"),
-)
+# C types a declared parameter may have (as `declaration` spells them), by what it takes from Python; any other
+# `enum ggml_*` is an "enum"
+_KINDS = {
+    "struct ggml_tensor *": "tensor",
+    "float": "float",
+    "double": "float",
+    "bool": "bool",
+    "enum ggml_type": "type",
+    **dict.fromkeys(("int", "int32_t", "int64_t", "uint32_t", "size_t"), "int"),
+}
+_PARAM = re.compile(r"(?:const )?(.*?) ?(\w+)")  # a parameter, spaces normalized and "*" set apart: type, name
 _DECLARATION = re.compile(r"struct ggml_tensor \*\s*ggml_(\w+)\s*\(([^;]*);")  # the list and its ")"
 
 
@@ -53,34 +55,32 @@ class Param:
 
 
 @cache
-def _declarations() -> dict[str, tuple[Param, ...]]:
-    """Every `struct ggml_tensor * ggml_<name>(struct ggml_context * ctx, ...)` of this build, by name."""
+def _declarations() -> dict[str, str]:
+    """The parameter list of every `struct ggml_tensor * ggml_<name>(...)` of this build, by name (each parsed when
+    asked for: `declaration`)."""
     from pyggml._native import install_dir
 
-    out = {}
-    for m in _DECLARATION.finditer(install_dir().joinpath("cdef.h").read_text()):
-        parts = [" ".join(p.split()) for p in m.group(2).rstrip().removesuffix(")").split(",")]
-        if not parts or not re.match(r"struct ggml_context\s*\*\s*\w+$", parts[0]):
-            continue
-        params = []
-        for p in parts[1:]:
-            found = re.match(r"^(?:const\s+)?(.*?)\s*(\w+)$", p.replace("*", " * ").strip())
-            if not found:
-                break
-            c_type = " ".join(found.group(1).split()).replace(" *", "*").replace("*", " *")
-            kind = next((k for pattern, k in _KINDS if pattern.match(c_type)), "")
-            params.append(Param(found.group(2), kind, c_type))
-        else:
-            out[m.group(1)] = tuple(params)
-    return out
+    text = install_dir().joinpath("cdef.h").read_text()
+    return {m.group(1): m.group(2) for m in _DECLARATION.finditer(text)}
 
 
+@cache
 def declaration(op: str) -> tuple[Param, ...]:
     """The parameters after ctx of `ggml_<op>` as this build's ggml.h declares them; KeyError if it has none."""
-    try:
-        return _declarations()[op]
-    except KeyError:
-        raise KeyError(f"ggml.h declares no ggml_{op}(struct ggml_context *, ...) returning a tensor") from None
+    text = _declarations().get(op)
+    parts = [" ".join(p.split()) for p in (text or "").rstrip().removesuffix(")").split(",")]
+    if text is None or not re.match(r"struct ggml_context\s*\*\s*\w+$", parts[0]):
+        raise KeyError(f"ggml.h declares no ggml_{op}(struct ggml_context *, ...) returning a tensor")
+    params = []
+    for p in parts[1:]:
+        found = _PARAM.fullmatch(" ".join(p.replace("*", " * ").split()))
+        if not found:  # an array (`int sections[4]`): no C type a Python value passes as is
+            params.append(Param(p.rsplit(" ", 1)[-1].split("[")[0], "", p))
+            continue
+        c_type = found.group(1).replace(" *", "*").replace("*", " *")
+        kind = _KINDS.get(c_type) or ("enum" if c_type.startswith("enum ggml_") else "")
+        params.append(Param(found.group(2), kind, c_type))
+    return tuple(params)
 
 
 def _bool(op: str, name: str, value: Any) -> bool:
@@ -99,6 +99,24 @@ def _type(op: str, name: str, value: Any) -> int:
 
 
 _ANNOTATIONS = {"tensor": "Tensor", "int": "int", "enum": "int", "float": "float", "bool": "bool", "type": "TypeLike"}
+_COMPILED: dict[str, Any] = {}  # a generated wrapper's source -> its compiled code
+_STAND_IN = compile(
+    "def _wrapper(*args, **kwargs):\n    return _compile(_self)(*args, **kwargs)", "<declared>", "exec"
+).co_consts[0]
+
+
+def _compile(fn: FunctionType) -> FunctionType:
+    """A declared wrapper's first call: its code compiled (once per source) in place of the stand-in's."""
+    namespace = fn.__globals__
+    source = namespace["_source"]
+    code = _COMPILED.get(source) or _COMPILED.setdefault(source, compile(source, "<pyggml.ops.declared>", "exec"))
+    exec(code, namespace)
+    made = namespace.pop("_wrapper")
+    fn.__defaults__ = made.__defaults__
+    fn.__code__ = made.__code__.replace(co_name=fn.__name__, co_qualname=fn.__name__)
+    return fn
+
+
 _CONVERT = {
     "int": "{n} = {n} if type({n}) is int else _scalar(_op, '{n}', {n}, int)",
     "enum": "{n} = {n} if type({n}) is int else _scalar(_op, '{n}', {n}, int)",
@@ -153,7 +171,7 @@ def declared(
         raise ValueError(f"ggml_{c}'s parameters {names} clash with the wrapper's own: write it by hand")
     tensors = [p.name for p in params if p.kind == "tensor"]
     signature = ", ".join(["ctx"] + [f"{n}=_defaults[{n!r}]" if n in defaults else n for n in names])
-    lines = [f"def {op}({signature}):"]
+    lines = [f"def _wrapper({signature}):"]
     lines += [
         f"    {p.name} = _convert[{p.name!r}]({p.name})"
         if p.name in convert
@@ -202,10 +220,30 @@ def declared(
         _NULL=_NULL,
         _given=lambda **tensors: {n: t for n, t in tensors.items() if not (t is None and n in optional)},
         _new_tensor=_new_tensor,
+        _compile=_compile,
         Tensor=Tensor,
     )
-    exec("\n".join(lines), namespace)  # a real function: its signature, and no per-call loop over parameters
-    fn = namespace[op]
+    # A real function: its signature, and no per-call loop over parameters. It is compiled when first called (ops
+    # of one shape, the unary ops, share the code): compiling 140 wrappers would be a sixth of importing pyggml.
+    # Until then it is a stand-in with the wrapper's signature that compiles it, takes its code, and calls it.
+    namespace["_source"] = "\n".join(lines)
+    fn = FunctionType(_STAND_IN, namespace, op)
+    namespace["_self"] = fn
+    empty = inspect.Parameter.empty
+    fn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Context")]
+        + [
+            inspect.Parameter(
+                p.name,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=defaults.get(p.name, empty),
+                annotation=_ANNOTATIONS[p.kind],
+            )
+            for p in params
+        ],
+        return_annotation="Tensor",
+    )
+    fn.__name__ = fn.__qualname__ = op
     # the docstring as written in its family (indented under the call), wrapped for help() as a def's would be
     fn.__doc__ = _fill(inspect.cleandoc(doc)) if doc else f"ggml_{c}(ctx, {', '.join(names)}), as ggml.h declares it."
     fn.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
