@@ -48,6 +48,40 @@ if TYPE_CHECKING:
 
 Gen = Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]
 
+# what a family module of the database writes its specs with: it imports the lot (`from ... import *`)
+__all__ = [
+    "Bound",
+    "Columns",
+    "EXACT",
+    "Gen",
+    "Grad",
+    "In",
+    "InputSpec",
+    "Known",
+    "Modeled",
+    "NMSE_BF16",
+    "NMSE_F16",
+    "NMSE_F32",
+    "NMSE_FP16_TABLE",
+    "NMSE_Q8_DOT",
+    "NMSE_Q8_STORE",
+    "NMSE_QUANT",
+    "Node",
+    "Permuted",
+    "Sample",
+    "Skip",
+    "Transposed",
+    "as_input",
+    "bad",
+    "default_nmse",
+    "distinct",
+    "integers",
+    "permutation_rows",
+    "signed_away_from_zero",
+    "spec",
+    "uniform",
+]
+
 
 # --- value generators -----------------------------------------------------------------------------
 def uniform(lo: float = -1.0, hi: float = 1.0) -> Gen:

@@ -11,24 +11,8 @@ import numpy as np
 from pyggml import ops as _typed_ops
 from pyggml.errors import GraphError
 from pyggml.testing.engine import oracles
-from pyggml.testing.engine.opdb import (
-    Bound,
-    Gen,
-    Grad,
-    In,
-    InputSpec,
-    Node,
-    Permuted,
-    Sample,
-    Transposed,
-    as_input,
-    bad,
-    default_nmse,
-    hints,
-    integers,
-    spec,
-    uniform,
-)
+from pyggml.testing.engine.opdb import *  # noqa: F403 - the database's vocabulary, opdb.__all__
+from pyggml.testing.engine.opdb import hints
 
 # the bad calls pass wrong types and argument counts on purpose: pyggml must raise on them
 ops: Any = _typed_ops

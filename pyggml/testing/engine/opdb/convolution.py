@@ -10,18 +10,7 @@ from pyggml import ops
 from pyggml.errors import GraphError, OpError
 from pyggml.tensor import Tensor
 from pyggml.testing.engine import oracles
-from pyggml.testing.engine.opdb import (
-    NMSE_F16,
-    Bound,
-    In,
-    Node,
-    Permuted,
-    Sample,
-    Transposed,
-    bad,
-    distinct,
-    spec,
-)
+from pyggml.testing.engine.opdb import *  # noqa: F403 - the database's vocabulary, opdb.__all__
 
 # the composite convolutions (conv_1d/_2d/_dw) store the data as F16 columns (im2col's dst type) before
 # the mul_mat: their error is F16 rounding of the data even with F32 inputs

@@ -14,24 +14,8 @@ from pyggml import ops
 from pyggml.errors import GraphError, OpError
 from pyggml.ops.elementwise import GLU_OPS, TRI_TYPES, UNARY_OPS
 from pyggml.testing.engine import oracles
-from pyggml.testing.engine.opdb import (
-    NMSE_BF16,
-    NMSE_FP16_TABLE,
-    Bound,
-    Columns,
-    Grad,
-    In,
-    Node,
-    Permuted,
-    Sample,
-    Transposed,
-    bad,
-    hints,
-    integers,
-    signed_away_from_zero,
-    spec,
-    uniform,
-)
+from pyggml.testing.engine.opdb import *  # noqa: F403 - the database's vocabulary, opdb.__all__
+from pyggml.testing.engine.opdb import hints
 
 # the CPU looks F32 gelu / gelu_quick (and the geglu / geglu_quick GLUs) up in an fp16 table: their F32
 # outputs get F16's bound. A plain bound (not one for types=("f32",)) because the node checks

@@ -49,28 +49,8 @@ from pyggml import types
 from pyggml._native import ffi, lib
 from pyggml.errors import GraphError
 from pyggml.testing.engine import oracles
-from pyggml.testing.engine.opdb import (
-    NMSE_F16,
-    NMSE_Q8_DOT,
-    Bound,
-    Columns,
-    Gen,
-    Grad,
-    In,
-    InputSpec,
-    Modeled,
-    Node,
-    Permuted,
-    Sample,
-    Transposed,
-    as_input,
-    bad,
-    default_nmse,
-    hints,
-    integers,
-    permutation_rows,
-    spec,
-)
+from pyggml.testing.engine.opdb import *  # noqa: F403 - the database's vocabulary, opdb.__all__
+from pyggml.testing.engine.opdb import hints
 from pyggml.testing.engine.oracles import dot_rounding
 
 # the bad calls pass wrong types and argument counts on purpose: pyggml must raise on them

@@ -13,24 +13,8 @@ from pyggml import ops, types
 from pyggml._native import ffi, lib
 from pyggml.errors import GraphError
 from pyggml.testing.engine import oracles
-from pyggml.testing.engine.opdb import (
-    NMSE_Q8_STORE,
-    Bound,
-    Columns,
-    Gen,
-    Grad,
-    In,
-    Node,
-    Permuted,
-    Sample,
-    Transposed,
-    bad,
-    hints,
-    integers,
-    permutation_rows,
-    spec,
-    uniform,
-)
+from pyggml.testing.engine.opdb import *  # noqa: F403 - the database's vocabulary, opdb.__all__
+from pyggml.testing.engine.opdb import hints
 from pyggml.testing.engine.opdb.matmul import weight_samples
 
 F32 = "f32"

@@ -16,19 +16,8 @@ from pyggml.context import Context
 from pyggml.errors import GraphError
 from pyggml.tensor import Tensor
 from pyggml.testing.engine import oracles
-from pyggml.testing.engine.opdb import (
-    Gen,
-    In,
-    InputSpec,
-    Node,
-    Permuted,
-    Sample,
-    bad,
-    hints,
-    permutation_rows,
-    spec,
-    uniform,
-)
+from pyggml.testing.engine.opdb import *  # noqa: F403 - the database's vocabulary, opdb.__all__
+from pyggml.testing.engine.opdb import hints
 
 # --- bad calls (moved from tests/bad_calls_recurrent.py and tests/test_bad_input.py): op -> Bad -----------------------
 

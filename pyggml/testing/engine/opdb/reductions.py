@@ -9,18 +9,7 @@ import numpy as np
 from pyggml import ops
 from pyggml.errors import GraphError, OpError
 from pyggml.testing.engine import oracles
-from pyggml.testing.engine.opdb import (
-    Columns,
-    Grad,
-    In,
-    Node,
-    Permuted,
-    Sample,
-    bad,
-    distinct,
-    spec,
-    uniform,
-)
+from pyggml.testing.engine.opdb import *  # noqa: F403 - the database's vocabulary, opdb.__all__
 from pyggml.types import SortOrder
 
 _ops: Any = ops  # the bad calls below pass wrong types on purpose

@@ -13,20 +13,7 @@ from pyggml.context import Context
 from pyggml.errors import GraphError, OpError
 from pyggml.tensor import Tensor
 from pyggml.testing.engine import oracles
-from pyggml.testing.engine.opdb import (
-    Columns,
-    Gen,
-    Grad,
-    In,
-    Node,
-    Permuted,
-    Sample,
-    bad,
-    distinct,
-    integers,
-    spec,
-    uniform,
-)
+from pyggml.testing.engine.opdb import *  # noqa: F403 - the database's vocabulary, opdb.__all__
 from pyggml.testing.engine.opdb.attention import ROPE_PARAMS, rope_offset_node
 
 
