@@ -9,6 +9,11 @@ reference (F16 tables and activations, F16 shared memory, quantized dot products
 docs/precision.md gathers those figures. Scalar arguments take Python or NumPy numbers, never a
 str or a bool, and an integer argument never a float (a TypeError names the op and the argument).
 
+Most wrappers (140 of 168) are made from their op's declaration in ggml.h (`pyggml.ops.declared`): their
+parameters' names, order and C types are ggml's, as this build compiled it, and their family adds only the
+docstring, defaults and the checks of what ggml does not check. `wrapper(op)` gives an op's wrapper, or the
+declared one of an op ggml.h has and no family writes.
+
 How an op is checked, and why it is cheap:
 
 - ggml's own preconditions (the GGML_ASSERTs of ggml.c: shapes, types, ranges, a full
