@@ -156,6 +156,8 @@ class Arena:
     def new_tensor_1d(self, type: TypeLike, ne0: int, name: str | None = None) -> Tensor:
         """A new 1-d tensor of `ne0` elements (as `ggml_new_tensor_1d`); NumPy shape `(ne0,)`.
 
+        It raises what `new_tensor` raises.
+
         Args:
             type: a `Type`, its name (`"f32"`) or a NumPy dtype.
             ne0: the extent.
@@ -163,18 +165,13 @@ class Arena:
 
         Returns:
             The tensor.
-
-        Raises:
-            ValueError: as `new_tensor`.
-            TypeError: as `new_tensor`.
-            MemoryError: the context is full.
         """
         return self.new_tensor(type, [ne0], name)
 
     def new_tensor_2d(self, type: TypeLike, ne0: int, ne1: int, name: str | None = None) -> Tensor:
         """A new tensor of `ne = [ne0, ne1]` in ggml's order (as `ggml_new_tensor_2d`).
 
-        Its NumPy shape is `(ne1, ne0)`, kept 2-d even where `ne1` is 1.
+        Its NumPy shape is `(ne1, ne0)`, kept 2-d even where `ne1` is 1. It raises what `new_tensor` raises.
 
         Args:
             type: a `Type`, its name (`"f32"`) or a NumPy dtype.
@@ -184,18 +181,13 @@ class Arena:
 
         Returns:
             The tensor.
-
-        Raises:
-            ValueError: as `new_tensor`.
-            TypeError: as `new_tensor`.
-            MemoryError: the context is full.
         """
         return self.new_tensor(type, [ne0, ne1], name)
 
     def new_tensor_3d(self, type: TypeLike, ne0: int, ne1: int, ne2: int, name: str | None = None) -> Tensor:
         """A new tensor of `ne = [ne0, ne1, ne2]` in ggml's order (as `ggml_new_tensor_3d`).
 
-        Its NumPy shape is `(ne2, ne1, ne0)`, kept 3-d.
+        Its NumPy shape is `(ne2, ne1, ne0)`, kept 3-d. It raises what `new_tensor` raises.
 
         Args:
             type: a `Type`, its name or a NumPy dtype.
@@ -206,18 +198,13 @@ class Arena:
 
         Returns:
             The tensor.
-
-        Raises:
-            ValueError: as `new_tensor`.
-            TypeError: as `new_tensor`.
-            MemoryError: the context is full.
         """
         return self.new_tensor(type, [ne0, ne1, ne2], name)
 
     def new_tensor_4d(self, type: TypeLike, ne0: int, ne1: int, ne2: int, ne3: int, name: str | None = None) -> Tensor:
         """A new tensor of `ne = [ne0, ne1, ne2, ne3]` in ggml's order (as `ggml_new_tensor_4d`).
 
-        Its NumPy shape is `(ne3, ne2, ne1, ne0)`.
+        Its NumPy shape is `(ne3, ne2, ne1, ne0)`. It raises what `new_tensor` raises.
 
         Args:
             type: a `Type`, its name or a NumPy dtype.
@@ -229,11 +216,6 @@ class Arena:
 
         Returns:
             The tensor.
-
-        Raises:
-            ValueError: as `new_tensor`.
-            TypeError: as `new_tensor`.
-            MemoryError: the context is full.
         """
         return self.new_tensor(type, [ne0, ne1, ne2, ne3], name)
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import numpy as np
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ContextArgs",
     "Script",
+    "ScriptOptions",
     "Step",
     "Transcript",
     "converse",
@@ -131,6 +132,16 @@ class ContextArgs(TypedDict):
     n_rs_seq: int
 
 
+class ScriptOptions(TypedDict, total=False):
+    """`Script`'s fields besides its prompts, as keywords of `Script.from_tokens` and `Script.from_text`
+    (each described in `Script`'s Attributes)."""
+
+    generate: int
+    speculative: int
+    seed: int
+    prefill_logits: str
+
+
 def _token_ids(tokens: Sequence[int] | np.ndarray) -> tuple[int, ...]:
     """The ids as ints; TypeError for anything else (a float id would be truncated to another token)."""
     if isinstance(tokens, (str, bytes)):
@@ -176,25 +187,15 @@ class Script:
                 raise ValueError(f"Script: {name} must be an int >= 0, not {value!r}")
 
     @classmethod
-    def from_tokens(
-        cls,
-        tokens: Sequence[int],
-        sequences: int = 1,
-        generate: int = 0,
-        speculative: int = 0,
-        seed: int = 0,
-        prefill_logits: str = "all",
-    ) -> Script:
+    def from_tokens(cls, tokens: Sequence[int], sequences: int = 1, **options: Unpack[ScriptOptions]) -> Script:
         """One prompt for every sequence, each at another offset: sequence i drops the prompt's first i tokens
         after its first (the BOS a tokenizer adds stays), so the sequences differ in length and content.
 
         Args:
             tokens: the prompt's ids (at least `sequences` of them).
             sequences: the number of sequences, S >= 1.
-            generate: see the class.
-            speculative: see the class.
-            seed: see the class.
-            prefill_logits: see the class.
+            **options: the other fields, by keyword (`generate`, `speculative`, `seed`, `prefill_logits`: see
+                the class).
 
         Returns:
             The Script.
@@ -209,29 +210,17 @@ class Script:
         if len(toks) < sequences:
             raise ValueError(f"Script: a prompt of {len(toks)} tokens cannot start {sequences} sequences at offsets")
         prompts = tuple(toks[:1] + toks[1 + i :] if i else toks for i in range(sequences))
-        return cls(prompts, generate, speculative, seed, prefill_logits)
+        return cls(prompts, **options)
 
     @classmethod
-    def from_text(
-        cls,
-        model: Model,
-        text: str,
-        sequences: int = 1,
-        generate: int = 0,
-        speculative: int = 0,
-        seed: int = 0,
-        prefill_logits: str = "all",
-    ) -> Script:
+    def from_text(cls, model: Model, text: str, sequences: int = 1, **options: Unpack[ScriptOptions]) -> Script:
         """`from_tokens` of the text, tokenized by the model's own tokenizer (`tokenize`).
 
         Args:
             model: the Model whose tokenizer reads the text.
             text: the prompt.
             sequences: as `from_tokens`'.
-            generate: as `from_tokens`'.
-            speculative: as `from_tokens`'.
-            seed: as `from_tokens`'.
-            prefill_logits: as `from_tokens`'.
+            **options: as `from_tokens`'.
 
         Returns:
             The Script.
@@ -239,7 +228,7 @@ class Script:
         Raises:
             ValueError: no tokenizer llama.cpp reads, or fewer tokens than sequences.
         """
-        return cls.from_tokens(tokenize(model, text), sequences, generate, speculative, seed, prefill_logits)
+        return cls.from_tokens(tokenize(model, text), sequences, **options)
 
     @property
     def sequences(self) -> int:

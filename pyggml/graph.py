@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pyggml._args import instance, integer, text
 from pyggml._native import ffi, guard_error, lib
 from pyggml.context import Context
-from pyggml.lifetime import GraphState
+from pyggml.lifetime import GraphState, reachable
 from pyggml.tensor import Tensor, rank
 from pyggml.types import Op
 
@@ -55,15 +55,20 @@ class Graph:
     """
 
     def __init__(self, ctx: Context, size: int = lib.GGML_DEFAULT_GRAPH_SIZE) -> None:
+        self._init(ctx, size, grads=False)
+
+    def _init(self, ctx: Context, size: int, grads: bool) -> None:
+        """`__init__`, and `with_grads` where `grads` makes room for the gradients."""
         instance("Graph: ctx", ctx, Context)
         size = integer("Graph: size", size, 1, MAX_GRAPH_SIZE)
-        need = lib.ggml_graph_overhead_custom(size, False)
+        need = lib.ggml_graph_overhead_custom(size, grads)
         if ctx.mem_size - ctx.used_mem < need:  # ggml (before patch 0010) dereferenced NULL here
+            graph = f"a graph of size {size} with gradients" if grads else f"a graph of size {size}"
             raise MemoryError(
-                f"context is full: a graph of size {size} needs {need} bytes, "
+                f"context is full: {graph} needs {need} bytes, "
                 f"{ctx.mem_size - ctx.used_mem} left (create the Context with a larger mem_size)"
             )
-        ptr = lib.pyggml_guarded_ggml_new_graph_custom(ctx.ptr, size, False)
+        ptr = lib.pyggml_guarded_ggml_new_graph_custom(ctx.ptr, size, grads)
         if ptr == ffi.NULL:
             raise guard_error("Graph") or MemoryError(f"Graph: no room for a graph of size {size}")
         self.ctx = ctx
@@ -121,21 +126,9 @@ class Graph:
     def _size_needed(self, t: Tensor) -> int:
         """The size a graph needs to hold what this one holds and t: its nodes or its leafs, the more
         numerous (ggml keeps each in a table of `size` entries, and both in a hash set of twice that)."""
-        seen: set[int] = set()
-        stack = [t.ptr] + [lib.ggml_graph_node(self.ptr, i) for i in range(self.n_nodes)]
-        nodes = leafs = 0
-        while stack:
-            p = stack.pop()
-            a = _addr(p)
-            if a in seen:
-                continue
-            seen.add(a)
-            if p.op == lib.GGML_OP_NONE:
-                leafs += 1
-            else:
-                nodes += 1
-            stack.extend(s for s in p.src if s != ffi.NULL)
-        return max(nodes, leafs, 1)
+        held = reachable([t.ptr] + [lib.ggml_graph_node(self.ptr, i) for i in range(self.n_nodes)], views=False)
+        leafs = sum(p.op == lib.GGML_OP_NONE for p in held)
+        return max(len(held) - leafs, leafs, 1)
 
     @property
     def n_nodes(self) -> int:
@@ -278,21 +271,8 @@ class Graph:
             ValueError: `size` outside 1..2**24.
             MemoryError: the context has no room left for the graph.
         """
-        instance("Graph: ctx", ctx, Context)
-        size = integer("Graph: size", size, 1, MAX_GRAPH_SIZE)
-        need = lib.ggml_graph_overhead_custom(size, True)
-        if ctx.mem_size - ctx.used_mem < need:
-            raise MemoryError(
-                f"context is full: a graph of size {size} with gradients needs {need} bytes, "
-                f"{ctx.mem_size - ctx.used_mem} left (create the Context with a larger mem_size)"
-            )
-        ptr = lib.pyggml_guarded_ggml_new_graph_custom(ctx.ptr, size, True)
-        if ptr == ffi.NULL:
-            raise guard_error("Graph") or MemoryError(f"Graph: no room for a graph of size {size}")
         g = cls.__new__(cls)
-        g.ctx, g.size, g.ptr = ctx, size, ptr
-        g.broken = None
-        g.state = GraphState()
+        g._init(ctx, size, grads=True)
         return g
 
     def build_backward_expand(self) -> "Graph":
@@ -327,9 +307,7 @@ class Graph:
         Raises:
             TypeError: `t` is not a Tensor.
         """
-        instance("Graph.grad: t", t, Tensor)
-        p = lib.pyggml_guarded_ggml_graph_get_grad(self.ptr, t.ptr)
-        return Tensor(p, self.ctx) if p != ffi.NULL else None
+        return self._grad_lookup("grad", lib.pyggml_guarded_ggml_graph_get_grad, t)
 
     def grad_acc(self, t: Tensor) -> Tensor | None:
         """`t`'s gradient accumulator (`ggml_graph_get_grad_acc`); for the loss, the leaf its gradient starts from.
@@ -338,11 +316,15 @@ class Graph:
             t: a tensor of the forward pass.
 
         Returns:
-            The accumulator tensor, or None when `t` has none (or the graph holds no gradients).
+            The accumulator tensor; None for a `t` without one (or a graph without gradients).
 
         Raises:
             TypeError: `t` is not a Tensor.
         """
-        instance("Graph.grad_acc: t", t, Tensor)
-        p = lib.pyggml_guarded_ggml_graph_get_grad_acc(self.ptr, t.ptr)
+        return self._grad_lookup("grad_acc", lib.pyggml_guarded_ggml_graph_get_grad_acc, t)
+
+    def _grad_lookup(self, method: str, get: Callable[[Any, Any], Any], t: Tensor) -> Tensor | None:
+        """`grad`'s and `grad_acc`'s lookup: `get` is the ggml getter, None where it finds no tensor."""
+        instance(f"Graph.{method}: t", t, Tensor)
+        p = get(self.ptr, t.ptr)
         return Tensor(p, self.ctx) if p != ffi.NULL else None

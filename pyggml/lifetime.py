@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import functools
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -249,9 +249,24 @@ def graph_tensors(graph: Graph) -> list:
     Returns:
         The C tensors (`struct ggml_tensor *`), once each.
     """
+    return reachable([lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)], views=True)
+
+
+def reachable(roots: Iterable[Any], *, views: bool) -> list:
+    """The C tensors `roots` reach through their sources, the roots included, once each: root by root,
+    each one's sources depth first.
+
+    Args:
+        roots: C tensors (`struct ggml_tensor *`).
+        views: follow a view to the tensor it views (`view_src`) too, whose memory it is; False walks the
+            sources alone, as ggml does when it builds a graph.
+
+    Returns:
+        The C tensors, each once.
+    """
     seen, out = set(), []
-    for i in range(graph.n_nodes):
-        stack = [lib.ggml_graph_node(graph.ptr, i)]
+    for root in roots:
+        stack = [root]
         while stack:
             t = stack.pop()
             key = _addr(t)
@@ -260,7 +275,7 @@ def graph_tensors(graph: Graph) -> list:
             seen.add(key)
             out.append(t)
             stack.extend(s for s in t.src if s != _NULL)
-            if t.view_src != _NULL:
+            if views and t.view_src != _NULL:
                 stack.append(t.view_src)
     return out
 

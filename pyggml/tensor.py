@@ -385,6 +385,16 @@ class Tensor:
                 "(allocate its context or graph on a backend first)"
             )
 
+    def _writable(self, what: str):
+        """The C tensor, for `set` and `set_raw` (named `what` in the errors): they write it whole, from its
+        start, so it must have memory and its bytes must lie packed."""
+        p = self.ptr
+        if p.data == ffi.NULL:
+            self._require_allocated(what)
+        if not lib.ggml_is_contiguous(p):
+            raise ValueError(f"{what}: tensor is not contiguous; write to the tensor it views instead")
+        return p
+
     @lifetime.with_lender_lock  # another thread must not take the memory back meanwhile
     def set(self, values: ArrayLike | interop.SupportsDLPack, *, cast: bool = False) -> "Tensor":
         """Write values into the tensor, converted to its type.
@@ -413,11 +423,7 @@ class Tensor:
                 DLPack producer NumPy cannot read (device memory, bfloat16).
             pyggml.rpc.RpcError: the tensor lives on an RPC server whose connection failed.
         """
-        p = self.ptr
-        if p.data == ffi.NULL:
-            self._require_allocated("set")
-        if not lib.ggml_is_contiguous(p):
-            raise ValueError("set: tensor is not contiguous; write to the tensor it views instead")
+        p = self._writable("set")
         arr = values.numpy() if isinstance(values, Tensor) else interop.as_array(values, "set")  # a copy of a Tensor
         t = _TYPE_OF[p.type]
         if arr.dtype.kind not in "biuf":
@@ -449,11 +455,7 @@ class Tensor:
             ValueError: a tensor without memory or not contiguous; data of another size.
             pyggml.rpc.RpcError: the tensor lives on an RPC server whose connection failed.
         """
-        p = self.ptr
-        if p.data == ffi.NULL:
-            self._require_allocated("set_raw")
-        if not lib.ggml_is_contiguous(p):
-            raise ValueError("set_raw: tensor is not contiguous; write to the tensor it views instead")
+        self._writable("set_raw")
         # Any: NumPy's stubs make an ndarray a Buffer from NumPy 2.5 on, not before; a cast would be redundant
         # on one and needed on the other (mypy's verdict must not depend on the NumPy a Python resolves to)
         buffer: Any = data
