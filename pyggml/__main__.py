@@ -550,8 +550,16 @@ def _analysis_commands(sub: Any) -> tuple[argparse.ArgumentParser, ...]:
         "for every ggml op kind: wrapper, cases, and their results per backend "
         "(runs the whole suite unless --from gives a check --json report)",
     )
-    p_cov.add_argument("--backend", action="append", metavar="NAME", help="backends to run on (default: all available)")
-    p_cov.add_argument("--json", action="store_true", help="print JSON")
+    p_find = _command(
+        sub,
+        "findings",
+        "which of docs/findings.md's upstream bugs this build still has: each finding's cases rerun in "
+        "worker processes, with the patch or upstream version that fixes it",
+    )
+    # both run cases on backends and print a table or JSON; their own options follow
+    for p, default in ((p_cov, "all available"), (p_find, "all")):
+        check_options.add_backend_option(p, f"backends to run on (default: {default})")
+        p.add_argument("--json", action="store_true", help="print JSON")
     p_cov.add_argument(
         "--from",
         dest="from_file",
@@ -559,14 +567,6 @@ def _analysis_commands(sub: Any) -> tuple[argparse.ArgumentParser, ...]:
         help="read the results from a `check --json FILE` report instead of running the suite (- : from stdin)",
     )
     p_cov.add_argument("-q", "--quiet", action="store_true", help="no progress")
-    p_find = _command(
-        sub,
-        "findings",
-        "which of docs/findings.md's upstream bugs this build still has: each finding's cases rerun in "
-        "worker processes, with the patch or upstream version that fixes it",
-    )
-    p_find.add_argument("--backend", action="append", metavar="NAME", help="backends to run on (default: all)")
-    p_find.add_argument("--json", action="store_true", help="print JSON")
     p_find.add_argument(
         "--export",
         metavar="DIR",

@@ -325,18 +325,22 @@ def _hybrid_delta_net(d: Dims, *, fused_ba: bool, moe: bool) -> list[TensorSpec]
     return layers
 
 
-def _qwen3next(d: Dims) -> Table:
-    """src/models/qwen3next.cpp: gated delta-net layers, every 2nd layer gated attention; experts with a
-    gated shared expert in every layer."""
-    first, last = _ends(d)
-    hparams = {
+def _qwen3next_hparams(d: Dims) -> dict[str, Any]:
+    """qwen3next's keys (qwen35moe's but for its rope sections): experts with a shared expert, delta-net."""
+    return {
         **_base_hparams(d),
         **_moe_hparams(d),
         "expert_shared_feed_forward_length": _u32(d.n_ff_shexp),
         **_delta_net_hparams(d),
         "rope.freq_base": 10000000.0,
     }
-    return Table(hparams, first + _hybrid_delta_net(d, fused_ba=True, moe=True) + last)
+
+
+def _qwen3next(d: Dims) -> Table:
+    """src/models/qwen3next.cpp: gated delta-net layers, every 2nd layer gated attention; experts with a
+    gated shared expert in every layer."""
+    first, last = _ends(d)
+    return Table(_qwen3next_hparams(d), first + _hybrid_delta_net(d, fused_ba=True, moe=True) + last)
 
 
 def _rope_sections(d: Dims) -> dict[str, Any]:
@@ -356,14 +360,7 @@ def _qwen35moe(d: Dims) -> Table:
     """src/models/qwen35moe.cpp: qwen35's layers (separate ssm_beta/ssm_alpha, multi-section rope) with
     qwen3next's experts and gated shared expert."""
     first, last = _ends(d)
-    hparams = {
-        **_base_hparams(d),
-        **_moe_hparams(d),
-        "expert_shared_feed_forward_length": _u32(d.n_ff_shexp),
-        **_delta_net_hparams(d),
-        "rope.freq_base": 10000000.0,
-        **_rope_sections(d),
-    }
+    hparams = {**_qwen3next_hparams(d), **_rope_sections(d)}
     return Table(hparams, first + _hybrid_delta_net(d, fused_ba=False, moe=True) + last)
 
 

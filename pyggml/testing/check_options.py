@@ -6,17 +6,25 @@ from __future__ import annotations
 import argparse
 
 
+def add_backend_option(p: argparse.ArgumentParser, text: str) -> None:
+    """Declare `--backend NAME` (repeatable), as check, compare, coverage and findings take it.
+
+    Args:
+        p: the command's parser.
+        text: the option's help: what the command does with the backends, and its default.
+    """
+    p.add_argument("--backend", action="append", metavar="NAME", help=text)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Declare check's options on its parser.
 
     Args:
         p: the `check` subcommand's parser.
     """
-    p.add_argument(
-        "--backend",
-        action="append",
-        metavar="NAME",
-        help="backend to run on (cpu, vulkan0, meta:cpu,cpu, cpu:zen4 (one of ggml's CPU variants), cpu:all (every "
+    add_backend_option(
+        p,
+        "backend to run on (cpu, vulkan0, meta:cpu,cpu, cpu:zen4 (one of ggml's CPU variants), cpu:all (every "
         "variant this machine runs), ...; repeatable; default: all available)",
     )
     p.add_argument("--only", metavar="PATTERN", help="cases whose name contains PATTERN (or matches it as a regex)")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pyggml.target import refusal
+from pyggml.testing.check_options import add_backend_option
 
 DEFAULT_DIR = "pyggml-compare"
 
@@ -35,11 +36,9 @@ DEFAULT_DIR = "pyggml-compare"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's options."""
     p.add_argument("models", nargs="+", metavar="FILE.gguf", help="A, or A and B (one architecture and vocabulary)")
-    p.add_argument(
-        "--backend",
-        action="append",
-        metavar="NAME",
-        help="with one file: the two backends, A's then B's (cpu, vulkan0, meta:cpu,cpu, ...); with two files: the "
+    add_backend_option(
+        p,
+        "with one file: the two backends, A's then B's (cpu, vulkan0, meta:cpu,cpu, ...); with two files: the "
         "backend of both (default cpu)",
     )
     p.add_argument("--prompt", metavar="TEXT", help="the text decoded, by A's tokenizer (default: --tokens random ids)")

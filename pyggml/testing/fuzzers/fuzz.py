@@ -595,6 +595,23 @@ def method_call(g: Gen, kind: str) -> dict:
     return {"op": f"{kind}.{name}"}
 
 
+# constructor_call's calls whose arguments are all drawn from fixed lists: kind -> (the call with a {} per
+# argument, each argument's choices, drawn in order)
+_FIXED_CALLS: dict[str, tuple[str, tuple[list[str], ...]]] = {
+    "Context": (
+        "gg.Context({}, n_tensors={}, no_alloc={})",
+        (["None", "0", "-5", "2**62", "2**20", "100"], ["1", "0", "-1", "4096", "2**40"], ["True", "False"]),
+    ),
+    "Graph": ("gg.Graph(ctx, {})", (["1", "0", "-1", "2**31", "2**40", "8"],)),
+    "Split.even": (
+        "Split.even({}, {}, {}, {})",
+        (["0", "1", "5", "-1"], ["8", "7", "0", "-4"], ["2", "0", "-1", "3"], ["1", "2", "0", "-1"]),
+    ),
+    "windows_written": ("conv_state.windows_written({}, {})", (["0", "3", "-1", "2**63"], ["1", "4", "0", "-2"])),
+    "split_policy": ("conv_state.split_policy({}, {})", (["4", "1", "0", "-1"], ["2", "0", "1"])),
+}
+
+
 def constructor_call(g: Gen) -> dict:
     """A class or a conv_state entry point called with random arguments."""
     s = g.s
@@ -614,15 +631,11 @@ def constructor_call(g: Gen) -> dict:
         ]
     )
     r = g.rng
-    if kind == "Context":
-        s.run(
-            f"r = gg.Context({r.choice(['None', '0', '-5', '2**62', '2**20', '100'])}, "
-            f"n_tensors={r.choice(['1', '0', '-1', '4096', '2**40'])}, no_alloc={r.choice(['True', 'False'])})"
-        )
+    if kind in _FIXED_CALLS:
+        call, choices = _FIXED_CALLS[kind]
+        s.run("r = " + call.format(*[r.choice(c) for c in choices]))
     elif kind == "tensor":
         s.run(f"r = ctx.tensor({method_arg(g, 'type')}, {method_arg(g, 'shape')})")
-    elif kind == "Graph":
-        s.run(f"r = gg.Graph(ctx, {r.choice(['1', '0', '-1', '2**31', '2**40', '8'])})")
     elif kind == "Runner":
         s.run(
             f"r = gg.Runner({method_arg(g, 'name')}, n_threads={r.choice(['None', '0', '-1', '1', '2**31'])}, "
@@ -633,17 +646,6 @@ def constructor_call(g: Gen) -> dict:
         s.run(f"r = gg.Scheduler({method_arg(g, 'backends')}, {r.choice(['1', '0', '-1', '64', '2**40'])})")
     elif kind == "MetaDevice":
         s.run(f"r = MetaDevice({method_arg(g, 'devices')}, {method_arg(g, 'policy')})")
-    elif kind == "Split.even":
-        s.run(
-            f"r = Split.even({r.choice(['0', '1', '5', '-1'])}, {r.choice(['8', '7', '0', '-4'])}, "
-            f"{r.choice(['2', '0', '-1', '3'])}, {r.choice(['1', '2', '0', '-1'])})"
-        )
-    elif kind == "windows_written":
-        s.run(
-            f"r = conv_state.windows_written({r.choice(['0', '3', '-1', '2**63'])}, {r.choice(['1', '4', '0', '-2'])})"
-        )
-    elif kind == "split_policy":
-        s.run(f"r = conv_state.split_policy({r.choice(['4', '1', '0', '-1'])}, {r.choice(['2', '0', '1'])})")
     elif kind in ("RecurrentMemory", "DeltaNetConv"):
         s.run("be = gg.cpu_backend()")
         dims = [

@@ -22,6 +22,7 @@ ggml-rpc, so any field can be set to anything.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import struct
 import sys
@@ -168,24 +169,15 @@ def _custom(g: G, hostile: bool, op: int, n_src: int) -> Built:
     return Built([out], out, vals[0] + vals[1])
 
 
-@attack("CUSTOM: the server calls the function at an address in op_params")
-def custom_function_address(g: G, hostile: bool) -> Built:
-    return _custom(g, hostile, Op.CUSTOM, 1)
-
-
-@attack("MAP_CUSTOM1: the server calls the function at an address in op_params")
-def map_custom1_function_address(g: G, hostile: bool) -> Built:
-    return _custom(g, hostile, Op.MAP_CUSTOM1, 1)
-
-
-@attack("MAP_CUSTOM2: the server calls the function at an address in op_params")
-def map_custom2_function_address(g: G, hostile: bool) -> Built:
-    return _custom(g, hostile, Op.MAP_CUSTOM2, 2)
-
-
-@attack("MAP_CUSTOM3: the server calls the function at an address in op_params")
-def map_custom3_function_address(g: G, hostile: bool) -> Built:
-    return _custom(g, hostile, Op.MAP_CUSTOM3, 3)
+# one attack per op (custom_function_address, map_custom1_function_address, ...), with the op's sources
+for _op, _n_src in ((Op.CUSTOM, 1), (Op.MAP_CUSTOM1, 1), (Op.MAP_CUSTOM2, 2), (Op.MAP_CUSTOM3, 3)):
+    ATTACKS.append(
+        Attack(
+            f"{_op.name.lower()}_function_address",
+            f"{_op.name}: the server calls the function at an address in op_params",
+            functools.partial(_custom, op=_op, n_src=_n_src),
+        )
+    )
 
 
 # --- index tensors --------------------------------------------------------------------------------------------
@@ -280,36 +272,39 @@ def get_rows_index_inside_its_destination(g: G, hostile: bool) -> Built:
 
 
 # --- sources that disagree ------------------------------------------------------------------------------------
+def _two_sources(
+    g: G,
+    hostile: bool,
+    op: int,
+    ne: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]],
+    expect: Callable[[np.ndarray, np.ndarray], np.ndarray],
+) -> Built:
+    """A node of `op` on two F32 inputs, `ne` the extents of a, b and the result (the hostile graph's, or its
+    twin's); the twin's values are `expect(a, b)`."""
+    a, av = g.input(F32, ne[0])
+    b, bv = g.input(F32, ne[1])
+    out = g.node(op, F32, ne[2], (a, b))
+    return Built([out], out, None if hostile else expect(av, bv))
+
+
 @attack("MUL_MAT whose sources' inner sizes disagree (64 against 32): reads past a's rows")
 def mul_mat_inner_sizes_disagree(g: G, hostile: bool) -> Built:
-    a, av = g.input(F32, (32, 4))
-    b, bv = g.input(F32, (64 if hostile else 32, 2))
-    out = g.node(Op.MUL_MAT, F32, (4, 2), (a, b))
-    return Built([out], out, None if hostile else O.mul_mat(av, bv))
+    return _two_sources(g, hostile, Op.MUL_MAT, ((32, 4), (64 if hostile else 32, 2), (4, 2)), O.mul_mat)
 
 
 @attack("MUL_MAT whose result claims more columns than b has: reads past b")
 def mul_mat_result_larger_than_sources(g: G, hostile: bool) -> Built:
-    a, av = g.input(F32, (32, 4))
-    b, bv = g.input(F32, (32, 2))
-    out = g.node(Op.MUL_MAT, F32, (4, 64 if hostile else 2), (a, b))
-    return Built([out], out, None if hostile else O.mul_mat(av, bv))
+    return _two_sources(g, hostile, Op.MUL_MAT, ((32, 4), (32, 2), (4, 64 if hostile else 2)), O.mul_mat)
 
 
 @attack("ADD whose result is larger than a: reads past a")
 def add_result_larger_than_a(g: G, hostile: bool) -> Built:
-    a, av = g.input(F32, (8, 2))
-    b, bv = g.input(F32, (8, 1))
-    out = g.node(Op.ADD, F32, (8, 64 if hostile else 2), (a, b))
-    return Built([out], out, None if hostile else av + bv)
+    return _two_sources(g, hostile, Op.ADD, ((8, 2), (8, 1), (8, 64 if hostile else 2)), np.add)
 
 
 @attack("ADD whose b does not broadcast to a (rows of 6 against 8)")
 def add_sources_disagree(g: G, hostile: bool) -> Built:
-    a, av = g.input(F32, (8, 2))
-    b, bv = g.input(F32, (6 if hostile else 8, 1))
-    out = g.node(Op.ADD, F32, (8, 2), (a, b))
-    return Built([out], out, None if hostile else av + bv)
+    return _two_sources(g, hostile, Op.ADD, ((8, 2), (6 if hostile else 8, 1), (8, 2)), np.add)
 
 
 @attack("CPY of 256 values into a destination of 16: writes past it")
@@ -449,7 +444,7 @@ def rope_dims_past_row(g: G, hostile: bool) -> Built:
     pos, pv = g.input(I32, (3,), np.array([0, 1, 5], np.int32))
     p = params(0, 16 if hostile else 8, 0, 0, 0, 10000.0, 1.0, 0.0, 1.0, 32.0, 1.0)
     out = g.node(Op.ROPE, F32, (8, 2, 3), (a, pos), p)
-    return Built([out], out, None if hostile else O.rope_ext(av, pv, 8))
+    return Built([out], out, None if hostile else O.rope_ext(av, pv, n_dims=8))
 
 
 @attack("ACC whose offset places b past the end of a")

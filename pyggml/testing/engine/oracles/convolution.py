@@ -313,16 +313,13 @@ def conv_3d(
     d1: int,
     d2: int,
 ) -> np.ndarray:
-    """a [OC*IC, KD, KH, KW], b [N*IC, D, H, W] -> [N*OC, OD, OH, OW]."""
-    a, b = _dims(np.asarray(a, np.float64), 4), _dims(b, 4)
-    KD, KH, KW = a.shape[-3:]
-    a = a.reshape((-1, IC, KD, KH, KW))
-    b = np.asarray(b).reshape((-1, IC) + np.shape(b)[-3:])
-    out = 0
-    for kd, kh, kw, v in _slices_3d(b, KD, KH, KW, (s0, s1, s2), (p0, p1, p2), (d0, d1, d2)):
-        out = out + np.einsum("nidhw,oi->nodhw", v, a[:, :, kd, kh, kw])
-    assert isinstance(out, np.ndarray)  # the kernel has at least one element
-    return out.reshape((-1,) + out.shape[2:])
+    """a [OC*IC, KD, KH, KW], b [N*IC, D, H, W] -> [N*OC, OD, OH, OW]: im2col_3d's columns times the kernel, as
+    ggml_conv_3d computes it."""
+    cols = im2col_3d(a, b, IC, s0, s1, s2, p0, p1, p2, d0, d1, d2)  # [N*OD, OH, OW, IC*KD*KH*KW]
+    kernel = np.asarray(a, np.float64).reshape(-1, cols.shape[-1])  # [OC, IC*KD*KH*KW]
+    n = _dims(b, 4).shape[0] // IC
+    out = cols.reshape((n, -1) + cols.shape[1:]) @ kernel.T  # [N, OD, OH, OW, OC]
+    return out.transpose(0, 4, 1, 2, 3).reshape((-1,) + out.shape[1:4])
 
 
 def conv_3d_direct(

@@ -313,6 +313,8 @@ def set_2d(a: np.ndarray, b: np.ndarray, nb1: int, offset: int) -> np.ndarray:
 
 # --- padding, embeddings ---------------------------------------------------------------------------
 def _pad(a, pads, mode):
+    """a padded by (lp0, rp0, ..., lp3, rp3), those not given 0, in np.pad's mode."""
+    pads = tuple(pads) + (0,) * (8 - len(pads))
     x = _as4(np.asarray(a))
     width = [(pads[2 * d], pads[2 * d + 1]) for d in (3, 2, 1, 0)]
     return _lead(np.pad(x, width, mode=mode))
@@ -332,18 +334,9 @@ def pad_ext(
     return _pad(a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), "constant")
 
 
-def pad_ext_circular(
-    a: ArrayLike,
-    lp0: int = 0,
-    rp0: int = 0,
-    lp1: int = 0,
-    rp1: int = 0,
-    lp2: int = 0,
-    rp2: int = 0,
-    lp3: int = 0,
-    rp3: int = 0,
-) -> np.ndarray:
-    return _pad(a, (lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3), "wrap")
+def pad_ext_circular(a: ArrayLike, *pads: int) -> np.ndarray:
+    """pad_ext's paddings (lp0, rp0, ..., lp3, rp3), filled from the other end of each dim."""
+    return _pad(a, pads, "wrap")
 
 
 def pad_circular(a: ArrayLike, p0: int = 0, p1: int = 0, p2: int = 0, p3: int = 0) -> np.ndarray:
