@@ -99,7 +99,7 @@ def test_a_rope_with_an_offset_rotates_only_its_channels():
     assert verdicts["ROPE"].ok and verdicts["ROPE"].comparison.nmse < 1e-12, verdicts["ROPE"]
     assert np.array_equal(result[..., :6], xv[..., :6]) and np.array_equal(result[..., 14:], xv[..., 14:])
     assert not np.allclose(result[..., 6:14], xv[..., 6:14])
-    plain = oracles.rope_ext(xv, np.arange(5) * 7, 8, 0)
+    plain = oracles.rope_ext(xv, np.arange(5) * 7, n_dims=8, mode=0)
     assert nmse(result.astype(np.float64), plain.astype(np.float64)) > 1e-3
 
 

@@ -4,9 +4,10 @@ windows and relative positions, DeepSeek's lightning indexer and hyper-connectio
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
-from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from types import FunctionType, SimpleNamespace
+from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 from pyggml._args import integer
 from pyggml._native import ffi, lib, require_after
@@ -116,11 +117,29 @@ diag_mask_inf = declared(
 )
 
 
-_rope_ext = _guarded("rope_ext")
+# --- rope: YaRN's scalars, and the plain modes (rope_ext; rope_ext_back in training) ----------------------------
+class Yarn(NamedTuple):
+    """The YaRN scalars (context extension) every rope takes after its mode, in ggml's order, with their defaults:
+    a rope that extends nothing, with llama's theta base. The wrappers' defaults and the oracles' are these;
+    rope_ext's docstring says what each scalar does."""
+
+    n_ctx_orig: int = 0
+    freq_base: float = 10000.0
+    freq_scale: float = 1.0
+    ext_factor: float = 0.0
+    attn_factor: float = 1.0
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+
+
+_NO_YARN = Yarn()  # the wrappers' defaults
 _ROPE_MODES = (lib.GGML_ROPE_TYPE_NORMAL, lib.GGML_ROPE_TYPE_NEOX)
+# what rope_ext's code calls and names; rope_ext_back, the same code (_twin), has its own
+_ROPE_OP, _ROPE_FN = "rope_ext", _guarded("rope_ext")
 
 
-# hand-written: a hot path; n_dims=None is computed from a; pos, freq_factors keep their names (ggml.h's b, c)
+# hand-written: a hot path (the scalars go to cffi unconverted; a refused one is named after); n_dims=None is
+# computed from a; pos, freq_factors keep their names (ggml.h's b, c). Its code is rope_ext_back's too (_twin)
 def rope_ext(
     ctx: Context,
     a: Tensor,
@@ -128,13 +147,13 @@ def rope_ext(
     freq_factors: Tensor | None = None,
     n_dims: int | None = None,
     mode: int = 0,
-    n_ctx_orig: int = 0,
-    freq_base: float = 10000.0,
-    freq_scale: float = 1.0,
-    ext_factor: float = 0.0,
-    attn_factor: float = 1.0,
-    beta_fast: float = 32.0,
-    beta_slow: float = 1.0,
+    n_ctx_orig: int = _NO_YARN.n_ctx_orig,
+    freq_base: float = _NO_YARN.freq_base,
+    freq_scale: float = _NO_YARN.freq_scale,
+    ext_factor: float = _NO_YARN.ext_factor,
+    attn_factor: float = _NO_YARN.attn_factor,
+    beta_fast: float = _NO_YARN.beta_fast,
+    beta_slow: float = _NO_YARN.beta_slow,
 ) -> Tensor:
     """ggml_rope_ext: rotary position embedding (RoPE, with YaRN's context extension).
 
@@ -165,13 +184,13 @@ def rope_ext(
     # multi-section modes read sections this wrapper cannot pass (ggml_rope_multi); the kernels
     # would read garbage, so only the two plain modes (a bool is no mode)
     if mode not in _ROPE_MODES or type(mode) is not int:
-        mode = _rope_mode("rope_ext", mode)
+        mode = _rope_mode(_ROPE_OP, mode)
     if type(n_dims) is not int:
-        n_dims = a.ptr.ne[0] if n_dims is None and isinstance(a, Tensor) else integer("rope_ext: n_dims", n_dims)
+        n_dims = _whole_head(_ROPE_OP, ctx, a, pos, n_dims)
     if not (0 < n_dims and n_dims % 2 == 0):  # ggml asserts n_dims <= ne[0] only in the kernels
-        raise ValueError(f"rope_ext: n_dims ({n_dims}) must be even and positive")
+        raise ValueError(f"{_ROPE_OP}: n_dims ({n_dims}) must be even and positive")
     try:
-        r = _rope_ext(
+        r = _ROPE_FN(
             ctx.ptr,
             a.ptr,
             pos.ptr,
@@ -188,11 +207,11 @@ def rope_ext(
         )
     except _ARG_ERRORS as e:
         # the scalars went to cffi unconverted (the hot path): name the one it refused
-        _yarn("rope_ext", n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow)
+        _yarn(_ROPE_OP, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow)
         extra = {} if freq_factors is None else {"freq_factors": freq_factors}
-        raise _bad_arguments("rope_ext", e, ctx, a=a, pos=pos, **extra) from None
+        raise _bad_arguments(_ROPE_OP, e, ctx, a=a, pos=pos, **extra) from None
     if not r:
-        raise _failed("rope_ext")
+        raise _failed(_ROPE_OP)
     if a.ctx is not ctx:
         ctx.adopt(a)
     if pos.ctx is not ctx:
@@ -205,7 +224,7 @@ def rope_ext(
 
 
 def _rope_mode(op: str, mode) -> int:
-    """rope_ext's and rope_ext_back's mode: 0 (normal) or 2 (neox), an integer (not a bool)."""
+    """A plain rope's mode: 0 (normal) or 2 (neox), an integer (not a bool)."""
     m = integer(f"{op}: mode", mode)
     if m not in _ROPE_MODES:
         raise ValueError(
@@ -214,13 +233,36 @@ def _rope_mode(op: str, mode) -> int:
     return m
 
 
-_YARN_FLOATS = ("freq_base", "freq_scale", "ext_factor", "attn_factor", "beta_fast", "beta_slow")
+def _whole_head(op: str, ctx, a, pos, n_dims) -> int:
+    """A plain rope's n_dims as an integer; None is a's whole head (a.ne[0])."""
+    if n_dims is not None:
+        return integer(f"{op}: n_dims", n_dims)
+    if not isinstance(a, Tensor):
+        raise _bad_arguments(op, TypeError("no tensor"), ctx, a=a, pos=pos)
+    return a.ptr.ne[0]
 
 
-def _yarn(op: str, n_ctx_orig, *floats) -> tuple:
-    """The YaRN scalars every rope takes after its mode, in ggml's order (n_ctx_orig, then the six floats of
-    _YARN_FLOATS), as C numbers, or a TypeError naming the first that is not a number of its kind."""
-    return (integer(f"{op}: n_ctx_orig", n_ctx_orig), *(_scalar(op, n, v) for n, v in zip(_YARN_FLOATS, floats)))
+def _yarn(op: str, n_ctx_orig, *floats) -> Yarn:
+    """The YaRN scalars a rope was given, in Yarn's order, as C numbers, or a TypeError naming the first that is
+    not a number of its kind."""
+    return Yarn(
+        integer(f"{op}: n_ctx_orig", n_ctx_orig), *(_scalar(op, n, v) for n, v in zip(Yarn._fields[1:], floats))
+    )
+
+
+_Wrapper = TypeVar("_Wrapper", bound=Callable[..., Tensor])
+
+
+def _twin(fn: _Wrapper, op: str, doc: str) -> _Wrapper:
+    """rope_ext (fn) made again as the wrapper of ggml_<op>, which ggml.h declares alike (rope_ext_back): the same
+    code, so the same signature and checks, with _ROPE_OP and _ROPE_FN of op's own. Its globals are a copy of
+    rope_ext's module's, taken when the twin is made (a closure would slow rope_ext, a hot path, by about 1%)."""
+    namespace = {**fn.__globals__, "_ROPE_OP": op, "_ROPE_FN": _guarded(op)}
+    twin = FunctionType(fn.__code__.replace(co_name=op, co_qualname=op), namespace, op, fn.__defaults__)
+    twin.__doc__ = doc
+    twin.__annotations__ = dict(fn.__annotations__)
+    twin.__module__ = sys._getframe(1).f_globals["__name__"]  # the family module that made it
+    return cast(_Wrapper, twin)
 
 
 def _finite_float(op: str, name: str, value) -> float:
@@ -249,13 +291,13 @@ def rope_multi(
     n_dims: int | None = None,
     sections: Sequence[int] = (0, 0, 0, 0),
     mode: int = 8,
-    n_ctx_orig: int = 0,
-    freq_base: float = 10000.0,
-    freq_scale: float = 1.0,
-    ext_factor: float = 0.0,
-    attn_factor: float = 1.0,
-    beta_fast: float = 32.0,
-    beta_slow: float = 1.0,
+    n_ctx_orig: int = _NO_YARN.n_ctx_orig,
+    freq_base: float = _NO_YARN.freq_base,
+    freq_scale: float = _NO_YARN.freq_scale,
+    ext_factor: float = _NO_YARN.ext_factor,
+    attn_factor: float = _NO_YARN.attn_factor,
+    beta_fast: float = _NO_YARN.beta_fast,
+    beta_slow: float = _NO_YARN.beta_slow,
 ) -> Tensor:
     """ggml_rope_multi: RoPE with several position streams (Qwen2-VL's M-RoPE, its vision RoPE, interleaved
     M-RoPE): each rotated pair takes its position from one of 4 streams, chosen by section.

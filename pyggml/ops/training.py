@@ -20,7 +20,7 @@ from pyggml.ops._common import (
     _result,
     _scalar,
 )
-from pyggml.ops.attention import _rope_mode, _yarn
+from pyggml.ops.attention import _twin, rope_ext
 from pyggml.ops.convolution import _ints, _pool_op
 from pyggml.ops.declared import declared
 from pyggml.tensor import Tensor
@@ -122,23 +122,11 @@ soft_max_ext_back = declared(
 )
 
 
-# hand-written: n_dims None is the whole head (a.ne[0]), computed here; freq_factors may be None;
-# its names are rope_ext's (pos, freq_factors), not ggml.h's (b, c)
-def rope_ext_back(
-    ctx: Context,
-    a: Tensor,
-    pos: Tensor,
-    freq_factors: Tensor | None = None,
-    n_dims: int | None = None,
-    mode: int = 0,
-    n_ctx_orig: int = 0,
-    freq_base: float = 10000.0,
-    freq_scale: float = 1.0,
-    ext_factor: float = 0.0,
-    attn_factor: float = 1.0,
-    beta_fast: float = 32.0,
-    beta_slow: float = 1.0,
-) -> Tensor:
+# rope_ext's code as the wrapper of ggml_rope_ext_back (ggml.h declares them alike): its signature, names (pos,
+# freq_factors, not ggml.h's b, c) and checks
+rope_ext_back = _twin(
+    rope_ext,
+    "rope_ext_back",
     """ggml_rope_ext_back: the gradient of rope_ext with the same arguments: the inverse rotation (by
     -theta) of a, the gradient of rope_ext's output, scaled by attn_factor.
 
@@ -149,19 +137,8 @@ def rope_ext_back(
     mode: 0 (normal) or 2 (neox).
     n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow: as rope_ext.
     Result: a's shape and type. Precision: as rope_ext (F32 angles).
-    """
-    _tensors("rope_ext_back", ctx, a=a, pos=pos, **({} if freq_factors is None else {"freq_factors": freq_factors}))
-    # as rope_ext: multi-section modes need sections this call cannot pass
-    mode = _rope_mode("rope_ext_back", mode)
-    n_dims = a.ne[0] if n_dims is None else integer("rope_ext_back: n_dims", n_dims)  # None: the whole head
-    if not (0 < n_dims and n_dims % 2 == 0):
-        raise ValueError(f"rope_ext_back: n_dims ({n_dims}) must be even and positive")
-    n_ctx_orig, *floats = _yarn(
-        "rope_ext_back", n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor, beta_fast, beta_slow
-    )
-    return _call(
-        "rope_ext_back", ctx, {"a": a, "pos": pos, "freq_factors": freq_factors}, n_dims, mode, n_ctx_orig, *floats
-    )
+    """,
+)
 
 
 def _conv_out(n: int, k: int, s: int, p: int, d: int) -> int:

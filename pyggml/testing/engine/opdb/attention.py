@@ -10,6 +10,7 @@ import numpy as np
 
 from pyggml import ops as _typed_ops
 from pyggml.errors import GraphError
+from pyggml.ops.attention import Yarn
 from pyggml.testing.engine import oracles
 from pyggml.testing.engine.opdb import *  # noqa: F403 - the database's vocabulary, opdb.__all__
 from pyggml.testing.engine.opdb import hints
@@ -177,8 +178,8 @@ ROPE_PARAMS = (
     "n_dims",
     "mode",
     "",
-    "n_ctx_orig",
-    *(f"{name}:float" for name in ("freq_base", "freq_scale", "ext_factor", "attn_factor", "beta_fast", "beta_slow")),
+    Yarn._fields[0],  # n_ctx_orig, then YaRN's six floats
+    *(f"{name}:float" for name in Yarn._fields[1:]),
     *(f"section{i}" for i in range(4)),
     "n_offs",
 )
@@ -202,41 +203,11 @@ def _rope_node(n: Node) -> np.ndarray:
     """ggml_rope_impl's op_params: {0, n_dims, mode, 0, n_ctx_orig, freq_base, freq_scale, ext_factor, attn_factor,
     beta_fast, beta_slow (f32 at 5..10), sections[4] (11..14)}; src[1] positions, src[2] freq_factors. The
     multi-section modes (mode & 8) are rope_multi's oracle, the plain ones rope_ext's."""
-    n_dims, mode, n_ctx_orig = n.param("n_dims"), n.param("mode"), n.param("n_ctx_orig")
-    fb, fs, ef, af, bf, bs = (
-        n.param(p) for p in ("freq_base", "freq_scale", "ext_factor", "attn_factor", "beta_fast", "beta_slow")
-    )
+    n_dims, mode, *yarn = n.scalars()[:9]  # then Yarn's scalars, in their order
     if mode & 8:
         sections = tuple(n.param(f"section{i}") for i in range(4))
-        return oracles.rope_multi(
-            n.arg(0),
-            n.arg(1),
-            _src(n, 2),
-            n_dims,
-            sections,
-            mode,
-            n_ctx_orig,
-            fb,
-            fs,
-            ef,
-            af,
-            bf,
-            bs,
-        )
-    return oracles.rope_ext(
-        n.arg(0),
-        n.arg(1),
-        n_dims,
-        mode,
-        freq_base=fb,
-        freq_scale=fs,
-        attn_factor=af,
-        freq_factors=_src(n, 2),
-        ext_factor=ef,
-        n_ctx_orig=n_ctx_orig,
-        beta_fast=bf,
-        beta_slow=bs,
-    )
+        return oracles.rope_multi(n.arg(0), n.arg(1), _src(n, 2), n_dims, sections, mode, *yarn)
+    return oracles.rope_ext(n.arg(0), n.arg(1), _src(n, 2), n_dims, mode, *yarn)
 
 
 def _rope_ext_samples() -> list[Sample]:
@@ -307,7 +278,6 @@ def _rope_ext_samples() -> list[Sample]:
     return out
 
 
-# the wrapper and the oracle order their parameters differently (freq_factors third in the wrapper): by name
 bad(
     "rope_ext",
     lambda c, t: ops.rope_ext(c, t("f32", (4, 2, 8)), t("i32", (3,)), n_dims=8),

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from pyggml.ops.attention import Yarn
 from pyggml.testing.engine.oracles._common import (
     _as4,
     _lead,
@@ -54,37 +56,19 @@ def diag_mask_inf(a: ArrayLike, n_past: int) -> np.ndarray:
 def rope_ext(
     a: np.ndarray,
     pos: np.ndarray,
-    n_dims: int,
+    freq_factors: ArrayLike | None = None,
+    n_dims: int | None = None,
     mode: int = 0,
-    freq_base: float = 10000.0,
-    freq_scale: float = 1.0,
-    attn_factor: float = 1.0,
-    freq_factors: np.ndarray | None = None,
-    ext_factor: float = 0.0,
-    n_ctx_orig: int = 0,
-    beta_fast: float = 32.0,
-    beta_slow: float = 1.0,
+    *yarn: Any,
+    **named: Any,
 ) -> np.ndarray:
-    """RoPE of a NumPy [ne3, ne2 (tokens), ne1 (heads), ne0], pos[ne2]. Pair k (k < n_dims/2) rotates by
+    """RoPE of a NumPy [ne3, ne2 (tokens), ne1 (heads), ne0], pos[ne2], with the wrapper's arguments (YaRN's
+    scalars after mode: Yarn's, positionally or by name). Pair k (k < n_dims/2) rotates by
     pos * freq_scale * base^(-2k/n_dims) / freq_factors[k] (YaRN-corrected when ext_factor != 0); mode 0
     (normal) pairs elements (2k, 2k+1), mode 2 (neox) pairs (k, k + n_dims/2). Elements past n_dims pass."""
     if mode not in (0, 2):
         raise ValueError(f"rope_ext oracle: mode {mode} not modelled")
-    return _rope(
-        a,
-        pos,
-        freq_factors,
-        n_dims,
-        (0, 0, 0, 0),
-        mode,
-        n_ctx_orig,
-        freq_base,
-        freq_scale,
-        ext_factor,
-        attn_factor,
-        beta_fast,
-        beta_slow,
-    )
+    return _rope(a, pos, freq_factors, n_dims, (0, 0, 0, 0), mode, Yarn(*yarn, **named))
 
 
 def _alibi_slopes(n_head, max_bias):
@@ -140,54 +124,42 @@ def flash_attn_ext(
     return _lead(np.swapaxes(out, 1, 2).astype(np.float32))
 
 
-def _yarn_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow):
+def _yarn_corr_dims(n_dims: int, yarn: Yarn) -> tuple[float, float]:
     def dim(n_rot):
         with np.errstate(divide="ignore"):
-            return n_dims * np.log(np.float64(n_ctx_orig) / (n_rot * 2 * math.pi)) / (2 * math.log(freq_base))
+            return n_dims * np.log(np.float64(yarn.n_ctx_orig) / (n_rot * 2 * math.pi)) / (2 * math.log(yarn.freq_base))
 
-    start, end = float(np.floor(dim(beta_fast))), float(np.ceil(dim(beta_slow)))
+    start, end = float(np.floor(dim(yarn.beta_fast))), float(np.ceil(dim(yarn.beta_slow)))
     return max(start, 0), min(end, n_dims - 1)
 
 
-def _rope_angles(theta_extrap, i, freq_scale, ext_factor, corr, attn_factor):
+def _rope_angles(theta_extrap, i, yarn: Yarn, corr):
     """YaRN: cos and sin of pair i's angle, times the magnitude scale (rope_yarn)."""
-    theta = freq_scale * theta_extrap
-    mscale = attn_factor
-    if ext_factor != 0:
+    theta = yarn.freq_scale * theta_extrap
+    mscale = yarn.attn_factor
+    if yarn.ext_factor != 0:
         y = (i - corr[0]) / max(0.001, corr[1] - corr[0])
-        ramp = (1 - min(1, max(0, y))) * ext_factor
+        ramp = (1 - min(1, max(0, y))) * yarn.ext_factor
         theta = theta * (1 - ramp) + theta_extrap * ramp
-        mscale *= 1.0 + 0.1 * math.log(1.0 / freq_scale)
+        mscale *= 1.0 + 0.1 * math.log(1.0 / yarn.freq_scale)
     return np.cos(theta) * mscale, np.sin(theta) * mscale
 
 
-def _rope(
-    a,
-    pos,
-    freq_factors,
-    n_dims,
-    sections,
-    mode,
-    n_ctx_orig,
-    freq_base,
-    freq_scale,
-    ext_factor,
-    attn_factor,
-    beta_fast,
-    beta_slow,
-):
+def _rope(a, pos, freq_factors, n_dims: int | None, sections, mode: int, yarn: Yarn) -> np.ndarray:
     """ggml's rope, every mode: per token, the angle of pair i (0 <= i < ne0/2) is its position stream's
     p * base^(-2i/n_dims) / freq_factors[i] (YaRN-corrected); NORMAL rotates (2i, 2i+1), NEOX / MROPE /
     IMROPE (i, i + n_dims/2) for i < n_dims/2, VISION (i, i + n_dims) for i < ne0/2. MROPE picks pair i's
     stream by its sector i % sum(sections) (t, h, w, e in turn; IMROPE interleaves them), VISION restarts
-    the exponent at each section."""
+    the exponent at each section. n_dims None: the whole head (half of it for VISION), as the wrappers."""
     x4 = _as4(np.asarray(a, dtype=np.float64))
     ne0, n_tok = x4.shape[-1], x4.shape[1]
     pos = np.asarray(pos, dtype=np.float64).reshape(-1)
     ff = None if freq_factors is None else np.asarray(freq_factors, dtype=np.float64).reshape(-1)
-    corr = _yarn_corr_dims(n_dims, n_ctx_orig, freq_base, beta_fast, beta_slow)
-    ts = freq_base ** (-2.0 / n_dims)
     mrope, vision, imrope = bool(mode & 8), mode == 24, mode == 40
+    if n_dims is None:
+        n_dims = ne0 // 2 if vision else ne0
+    corr = _yarn_corr_dims(n_dims, yarn)
+    ts = yarn.freq_base ** (-2.0 / n_dims)
     cos, sin = np.empty((n_tok, ne0 // 2)), np.empty((n_tok, ne0 // 2))
     for tok in range(n_tok):
         p = [pos[tok + j * n_tok] for j in range(4)] if mrope else [pos[tok]] * 4
@@ -217,7 +189,7 @@ def _rope(
                     j = 0 if sector < s0 else 1 if sector < sec_w else 2 if sector < sec_w + s2 else 3
                 th = theta[j]
             f = ff[i] if ff is not None and i < ff.size else 1.0
-            cos[tok, i], sin[tok, i] = _rope_angles(th / f, i, freq_scale, ext_factor, corr, attn_factor)
+            cos[tok, i], sin[tok, i] = _rope_angles(th / f, i, yarn, corr)
             theta = [t * ts for t in theta]
     out = x4.copy()
     if mode == 0:
@@ -236,34 +208,16 @@ def _rope(
 def rope_multi(
     a: np.ndarray,
     pos: np.ndarray,
-    freq_factors: np.ndarray | None = None,
-    n_dims: int = 0,
+    freq_factors: ArrayLike | None = None,
+    n_dims: int | None = None,
     sections: Sequence[int] = (0, 0, 0, 0),
     mode: int = 8,
-    n_ctx_orig: int = 0,
-    freq_base: float = 10000.0,
-    freq_scale: float = 1.0,
-    ext_factor: float = 0.0,
-    attn_factor: float = 1.0,
-    beta_fast: float = 32.0,
-    beta_slow: float = 1.0,
+    *yarn: Any,
+    **named: Any,
 ) -> np.ndarray:
-    """RoPE with position streams by section (see _rope); pos holds 4 streams of a.ne2 positions."""
-    return _rope(
-        a,
-        pos,
-        freq_factors,
-        n_dims,
-        tuple(sections),
-        mode,
-        n_ctx_orig,
-        freq_base,
-        freq_scale,
-        ext_factor,
-        attn_factor,
-        beta_fast,
-        beta_slow,
-    )
+    """RoPE with position streams by section (see _rope); pos holds 4 streams of a.ne2 positions. The wrapper's
+    arguments (YaRN's after mode: Yarn's, positionally or by name)."""
+    return _rope(a, pos, freq_factors, n_dims, tuple(sections), mode, Yarn(*yarn, **named))
 
 
 # --- SAM -------------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pyggml.testing.engine.oracles._common import _as4, _lead
+from pyggml.testing.engine.oracles.attention import rope_ext as _rope_ext
 
 
 def _f64(x) -> np.ndarray:
@@ -71,39 +72,15 @@ def rope_ext_back(
     a: np.ndarray,
     pos: ArrayLike,
     freq_factors: ArrayLike | None = None,
-    n_dims: int = 0,
+    n_dims: int | None = None,
     mode: int = 0,
-    n_ctx_orig: int = 0,
-    freq_base: float = 10000.0,
-    freq_scale: float = 1.0,
-    ext_factor: float = 0.0,
-    attn_factor: float = 1.0,
-    beta_fast: float = 32.0,
-    beta_slow: float = 1.0,
+    *yarn: Any,
+    **named: Any,
 ) -> np.ndarray:
-    """rope_ext rotates each pair by theta and scales by attn_factor: the transpose of that map
-    (the derivative contracted with a) rotates by -theta, same scale. YaRN (ext_factor != 0) not modelled."""
-    if ext_factor != 0.0:
-        raise NotImplementedError("rope_ext_back oracle: ext_factor != 0 (YaRN) is not modelled")
-    x4 = _as4(_f64(a))
-    out = x4.copy()
-    half = n_dims // 2
-    inv = freq_base ** (-2.0 * np.arange(half) / n_dims)
-    if freq_factors is not None:
-        inv = inv / _f64(freq_factors).ravel()[:half]
-    theta = freq_scale * _f64(pos).ravel()[: x4.shape[1], None] * inv[None, :]  # [tokens (ne2), half]
-    cos = (np.cos(theta) * attn_factor)[None, :, None, :]
-    sin = (np.sin(theta) * attn_factor)[None, :, None, :]
-    if mode == 0:
-        i0, i1 = 2 * np.arange(half), 2 * np.arange(half) + 1
-    elif mode == 2:
-        i0, i1 = np.arange(half), np.arange(half) + half
-    else:
-        raise NotImplementedError(f"rope_ext_back oracle: mode {mode} not modelled")
-    x0, x1 = x4[..., i0], x4[..., i1]
-    out[..., i0] = x0 * cos + x1 * sin
-    out[..., i1] = -x0 * sin + x1 * cos
-    return _out(out, a)
+    """rope_ext rotates each pair by theta and scales it: the transpose of that map (the derivative contracted
+    with a) rotates by -theta at the same scale, which is rope_ext at the negated positions (theta is linear
+    in the position, YaRN's ramp included). The arguments are rope_ext's."""
+    return _rope_ext(a, -_f64(pos), freq_factors, n_dims, mode, *yarn, **named)
 
 
 def im2col_back(
