@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from types import FunctionType, SimpleNamespace
+from types import CodeType, FunctionType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -100,9 +100,14 @@ def _type(op: str, name: str, value: Any) -> int:
 
 _ANNOTATIONS = {"tensor": "Tensor", "int": "int", "enum": "int", "float": "float", "bool": "bool", "type": "TypeLike"}
 _COMPILED: dict[str, Any] = {}  # a generated wrapper's source -> its compiled code
-_STAND_IN = compile(
-    "def _wrapper(*args, **kwargs):\n    return _compile(_self)(*args, **kwargs)", "<declared>", "exec"
-).co_consts[0]
+
+
+@cache
+def _stand_in(n: int) -> CodeType:
+    """The code of a stand-in of n parameters (named when it is used: `declared`), which compiles its wrapper at the
+    first call and passes its arguments on."""
+    names = ", ".join(f"_{i}" for i in range(n))
+    return compile(f"def _wrapper({names}):\n    return _compile(_self)({names})", "<declared>", "exec").co_consts[0]
 
 
 def _compile(fn: FunctionType) -> FunctionType:
@@ -225,24 +230,15 @@ def declared(
     )
     # A real function: its signature, and no per-call loop over parameters. It is compiled when first called (ops
     # of one shape, the unary ops, share the code): compiling 140 wrappers would be a sixth of importing pyggml.
-    # Until then it is a stand-in with the wrapper's signature that compiles it, takes its code, and calls it.
+    # Until then it is a stand-in with the wrapper's parameters that compiles it, takes its code, and calls it.
     namespace["_source"] = "\n".join(lines)
-    fn = FunctionType(_STAND_IN, namespace, op)
+    # the stand-in has the wrapper's parameters (names, defaults) from the start, so its signature is the wrapper's
+    with_default = [n for n in names if n in defaults]
+    if with_default != names[len(names) - len(with_default) :]:
+        raise ValueError(f"ggml_{c}: defaults for {with_default}, but a parameter after them has none")
+    code = _stand_in(len(names) + 1).replace(co_varnames=("ctx", *names), co_name=op, co_qualname=op)
+    fn = FunctionType(code, namespace, op, tuple(defaults[n] for n in with_default) or None)
     namespace["_self"] = fn
-    empty = inspect.Parameter.empty
-    fn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="Context")]
-        + [
-            inspect.Parameter(
-                p.name,
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                default=defaults.get(p.name, empty),
-                annotation=_ANNOTATIONS[p.kind],
-            )
-            for p in params
-        ],
-        return_annotation="Tensor",
-    )
     fn.__name__ = fn.__qualname__ = op
     # the docstring as written in its family (indented under the call), wrapped for help() as a def's would be
     fn.__doc__ = _fill(inspect.cleandoc(doc)) if doc else f"ggml_{c}(ctx, {', '.join(names)}), as ggml.h declares it."
