@@ -60,5 +60,6 @@ def pyggml_without(patches: str, name: str, into: Path) -> Path:
     shutil.copytree(ROOT / "pyggml", pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     for f in build.glob("_pyggml_cffi*.so"):
         shutil.copy(f, pkg)
-    shutil.copy(build / "generated" / "_build_info.json", pkg)
+    for generated in ("_build_info.json", "cdef.h"):  # what the package build installs next to the module
+        shutil.copy(build / "generated" / generated, pkg)
     return into

@@ -60,7 +60,13 @@ def _declarations() -> dict[str, str]:
     asked for: `declaration`)."""
     from pyggml._native import install_dir
 
-    text = install_dir().joinpath("cdef.h").read_text()
+    path = install_dir() / "cdef.h"
+    if not path.exists():  # the package build installs it beside the module; a copied module alone lacks it
+        raise ImportError(
+            f"pyggml's build is incomplete: {path} (the C declarations its op wrappers are made from) is missing; "
+            "install pyggml again (pip install .)"
+        )
+    text = path.read_text()
     return {m.group(1): m.group(2) for m in _DECLARATION.finditer(text)}
 
 
