@@ -22,7 +22,7 @@ from pyggml.ops._common import (
     _result,
     _scalar,
 )
-from pyggml.ops.declared import declared
+from pyggml.ops.declared import Check, all_of, declared
 from pyggml.ops.elementwise import _finite, _n_past
 from pyggml.tensor import Tensor
 
@@ -31,17 +31,6 @@ if TYPE_CHECKING:
 
 # --- checks of the declared wrappers (check=), made from the names of the arguments they read -------------------
 # (elementwise's _finite and _n_past too)
-Check = Callable[[SimpleNamespace], None]
-
-
-def _all(*checks: Check) -> Check:
-    """One check that runs each of checks in turn."""
-
-    def check(x: SimpleNamespace) -> None:
-        for c in checks:
-            c(x)
-
-    return check
 
 
 def _at_least(op: str, lo: int, *names: str) -> Check:
@@ -489,7 +478,7 @@ win_unpart = declared(
     w0, h0: the image's width and height. w: the window size.
     Result: F32 [C, w0, h0]. Exact.
     """,
-    check=_all(_at_least("win_unpart", 1, "w0", "h0", "w"), _holds_windows),
+    check=all_of(_at_least("win_unpart", 1, "w0", "h0", "w"), _holds_windows),
 )
 
 get_rel_pos = declared(
@@ -537,7 +526,7 @@ dsv4_hc_comb = declared(
     """,
     defaults={"eps": 1e-6, "n_iter": 1},
     # a negative eps can cancel a normalising sum to 0
-    check=_all(_finite("dsv4_hc_comb", "eps"), _at_least("dsv4_hc_comb", 0, "eps")),
+    check=all_of(_finite("dsv4_hc_comb", "eps"), _at_least("dsv4_hc_comb", 0, "eps")),
 )
 
 dsv4_hc_pre = declared(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from pyggml import types
 from pyggml._args import integer
 from pyggml.ops._common import _shape_arg
-from pyggml.ops.declared import declared
+from pyggml.ops.declared import all_of, declared
 from pyggml.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -59,16 +59,6 @@ def _at_least(op: str, lo: int, *names: str):
     return check
 
 
-def _all(*checks):
-    """One check that runs each of checks in turn."""
-
-    def check(x) -> None:
-        for c in checks:
-            c(x)
-
-    return check
-
-
 def _conv(op: str, dims: int, *, IC: bool = False, fits: bool = False, names: tuple[str, str, str] = ("s", "p", "d")):
     """The check of a convolution over `dims` dims: its strides s0.. and dilations d0.. >= 1 and paddings p0.. >= 0
     (_geometry; `names` where ggml.h names them otherwise); IC: IC >= 1 dividing a's and b's ne[3] (_channels);
@@ -88,7 +78,7 @@ def _conv(op: str, dims: int, *, IC: bool = False, fits: bool = False, names: tu
 
 # --- im2col and the convolutions built on it ------------------------------------------------------------------
 # 1-D: dim 1's geometry is not read (ggml's own conv_1d passes zeros)
-_IM2COL = {True: _conv("im2col", 2), False: _all(_conv("im2col", 1), _at_least("im2col", 0, "s1", "p1", "d1"))}
+_IM2COL = {True: _conv("im2col", 2), False: all_of(_conv("im2col", 1), _at_least("im2col", 0, "s1", "p1", "d1"))}
 im2col = declared(
     "im2col",
     """ggml_im2col: the patches of b a convolution with kernel a reads, one column per output position
@@ -147,7 +137,7 @@ conv_3d_direct = declared(
     Result: F32 [OW, OH, OD, n_channels_out*n_batch].
     Precision: F32 accumulation (F16 a: products of F16 values).
     """,
-    check=_all(
+    check=all_of(
         _at_least("conv_3d_direct", 1, "n_channels", "n_batch", "n_channels_out"),
         _conv("conv_3d_direct", 3, fits=True),
     ),
@@ -175,7 +165,7 @@ conv_1d = declared(
     Result: F32 [OW, OC, 1], OW = (W + 2*p0 - d0*(K-1) - 1)//s0 + 1.
     Precision: as mul_mat; an F16 kernel rounds the patches of b to F16.
     """,
-    check=_all(_one_sequence, _conv("conv_1d", 1)),
+    check=all_of(_one_sequence, _conv("conv_1d", 1)),
 )
 conv_1d_dw = declared(
     "conv_1d_dw",
@@ -347,7 +337,7 @@ upscale = declared(
     Result: ne [W*scale_factor, H*scale_factor, C, N]. Precision: nearest exact; others F32.
     """,
     defaults={"mode": 0},
-    check=_all(_at_least("upscale", 2, "scale_factor"), _at_least("upscale", 0, "mode")),
+    check=all_of(_at_least("upscale", 2, "scale_factor"), _at_least("upscale", 0, "mode")),
 )
 
 

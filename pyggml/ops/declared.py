@@ -89,6 +89,19 @@ def declaration(op: str) -> tuple[Param, ...]:
     return tuple(params)
 
 
+Check = Callable[[SimpleNamespace], object]
+
+
+def all_of(*checks: Check) -> Check:
+    """One check (`declared(..., check=...)`) that runs each of `checks` in turn."""
+
+    def check(x: SimpleNamespace) -> None:
+        for c in checks:
+            c(x)
+
+    return check
+
+
 def _bool(op: str, name: str, value: Any) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
@@ -143,7 +156,7 @@ def declared(
     *,
     c_name: str | None = None,
     defaults: Mapping[str, Any] | None = None,
-    check: Callable[[SimpleNamespace], object] | None = None,
+    check: Check | None = None,
     optional: tuple[str, ...] = (),
     convert: Mapping[str, Callable[[Any], Any]] | None = None,
 ) -> Callable[..., Tensor]:

@@ -5,16 +5,11 @@ the final recurrent state(s), as one F32 tensor."""
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
 
 from pyggml.ops._common import BinaryWrapper
-from pyggml.ops.attention import Check, _all
-from pyggml.ops.declared import declared
+from pyggml.ops.declared import Check, all_of, declared
 from pyggml.ops.elementwise import _finite
 from pyggml.tensor import Tensor
-
-if TYPE_CHECKING:
-    pass
 
 ssm_conv: BinaryWrapper = declared(
     "ssm_conv",
@@ -77,7 +72,7 @@ ssm_scan = declared(
     Precision: F32 on every backend (within NMSE 1e-7 of a float64 scan).
     """,
     defaults={"K": 1},
-    check=_all(_slots("ssm_scan"), _scan_groups),
+    check=all_of(_slots("ssm_scan"), _scan_groups),
 )
 
 
@@ -114,7 +109,7 @@ def _time_first(x: SimpleNamespace) -> None:
             raise ValueError(f"rwkv_wkv6: tf must hold S*H = {S * H} values ([S, H]), got ne {tuple(tf)}")
 
 
-_wkv6_checks = _all(_rwkv_shapes("rwkv_wkv6", "k", "v", "r", "td"), _time_first)
+_wkv6_checks = all_of(_rwkv_shapes("rwkv_wkv6", "k", "v", "r", "td"), _time_first)
 _wkv7_checks = _rwkv_shapes("rwkv_wkv7", "r", "w", "k", "v", "a", "b")
 
 
@@ -144,7 +139,7 @@ gated_linear_attn = declared(
     """,
     defaults={"scale": 1.0},
     # a non-finite scale would poison every output
-    check=_all(_finite("gated_linear_attn", "scale"), _rwkv_shapes("gated_linear_attn", "k", "v", "q", "g")),
+    check=all_of(_finite("gated_linear_attn", "scale"), _rwkv_shapes("gated_linear_attn", "k", "v", "q", "g")),
 )
 
 
@@ -220,7 +215,7 @@ gated_delta_net = declared(
     whole layer on Vulkan).
     """,
     defaults={"K": 1},
-    check=_all(_slots("gated_delta_net"), _delta_net_shapes),
+    check=all_of(_slots("gated_delta_net"), _delta_net_shapes),
 )
 
 
