@@ -310,6 +310,7 @@ class Node:
     tensor: Tensor
     src: list[Any]  # np.ndarray, a call returning one (decoded when asked: `arg`), or None
     raw: list[np.ndarray | None] = field(default_factory=list)  # each source's bytes (uint8), where read
+    _decoded: dict[str, Any] | None = field(default=None, repr=False, compare=False)  # by _by_name
 
     def raw_blocks(self, i: int) -> np.ndarray | None:
         """Source i's bytes as [rows..., blocks, block bytes] (a packed tensor of a block type), else None."""
@@ -335,17 +336,26 @@ class Node:
 
     def param(self, name: str) -> Any:
         """The op parameter `name`, by its op's layout (`param_layout`): an int, a float or a bool."""
-        layout = param_layout(_reader_op(self.tensor))
+        by_name = self._by_name()
         try:
-            slot, kind = layout[name]
+            return by_name[name]
         except KeyError:
-            raise KeyError(f"{self.tensor.op.name} node: no op parameter {name!r} (it has {list(layout)})") from None
-        value = self.params(slot + 1, np.float32 if kind == "float" else np.int32)[slot]
-        return bool(value) if kind == "bool" else float(value) if kind == "float" else int(value)
+            raise KeyError(f"{self.tensor.op.name} node: no op parameter {name!r} (it has {list(by_name)})") from None
 
     def scalars(self) -> list[Any]:
         """Every op parameter of the node's layout, in order: what its op's builder took after its tensors."""
-        return [self.param(name) for name in param_layout(_reader_op(self.tensor))]
+        return list(self._by_name().values())
+
+    def _by_name(self) -> dict[str, Any]:
+        """The node's parameters by name, its op_params read once (a reader asks for several)."""
+        if self._decoded is None:
+            slots = self.params(16)  # ggml's 64 bytes of op_params
+            floats = slots.view(np.float32)
+            self._decoded = {
+                name: bool(slots[i]) if kind == "bool" else float(floats[i]) if kind == "float" else int(slots[i])
+                for name, (i, kind) in param_layout(_reader_op(self.tensor)).items()
+            }
+        return self._decoded
 
     def params(self, n: int, dtype: Any = np.int32) -> np.ndarray:
         """The first n op_params read as `dtype` (ggml keeps them as 64 bytes of int32 slots)."""
