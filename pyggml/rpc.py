@@ -107,7 +107,8 @@ def add_server(endpoint: str, timeout: float | None = None) -> list:
         The server's devices, as `pyggml.backend.Device` objects.
 
     Raises:
-        RpcError: the server cannot be reached, is not an RPC server, or reports no device.
+        RpcError: the server cannot be reached, is not an RPC server, or reports no device; or a connection to
+            this endpoint failed earlier in this process (ggml's client keeps that: use another port).
         ValueError: a malformed endpoint or timeout.
         RuntimeError: this pyggml was built without the RPC backend.
     """
@@ -115,6 +116,13 @@ def add_server(endpoint: str, timeout: float | None = None) -> list:
     parse_endpoint(endpoint)
     if endpoint in _REGISTERED and error(endpoint) is None:
         return list(_REGISTERED[endpoint])
+    earlier = error(endpoint)
+    if earlier is not None:
+        # sticky in ggml's client (patch 0019), so that nothing holding the dead connection passes for working
+        raise RpcError(
+            f"RPC server {endpoint}: the connection to it failed earlier in this process ({earlier}); a server "
+            "started again on that port cannot be reached from this process: start it on another port"
+        )
     if timeout is not None:
         set_timeout(timeout)
     elif not _REGISTERED:
@@ -200,9 +208,21 @@ def serve(
 def free_port() -> int:
     """A TCP port on 127.0.0.1 free at the time of the call (for a local rpc-server).
 
+    Never a port whose server this process saw fail: ggml's RPC client cannot reach that endpoint again.
+
     Returns:
         The port number.
     """
+    # ggml's RPC client keeps a failed endpoint failed for the rest of the process: a port whose earlier
+    # server died here would be unreachable for a new one (the OS hands freed ports out again)
+    for _ in range(64):
+        port = _any_free_port()
+        if error(f"127.0.0.1:{port}") is None:
+            return port
+    raise RpcError("no free TCP port on 127.0.0.1 that this process has not seen fail (64 tried)")
+
+
+def _any_free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -235,6 +235,40 @@ def test_server_killed_before_compute_raises_and_the_client_carries_on():
     """)
 
 
+def test_a_port_whose_server_died_is_not_handed_out_again_and_says_why():
+    """ggml's client keeps a failed endpoint failed for the process. The OS hands a freed port out again: a new
+    Server() once got the port of one killed earlier in the process, and adding it raised the dead server's
+    old reason (the CI failure of 2026-12-06). free_port skips such ports; add_server on one says why."""
+    _run_child("""
+    srv = rpc.Server(threads=1)
+    [dev] = rpc.add_server(srv.endpoint)
+    runner = gg.Runner(dev.name.lower())
+    ctx = gg.Context(); a, b, out = graph(ctx, 16)
+    g = gg.Graph(ctx).build_forward_expand(out)
+    srv.kill(); srv.proc.wait()
+    try:
+        runner.run(g, {a: np.eye(16, dtype=np.float32), b: np.eye(16, dtype=np.float32)}, [out])
+    except rpc.RpcError:
+        pass
+    dead = srv.port
+    ports = iter([dead, dead])
+    real = rpc._any_free_port
+    rpc._any_free_port = lambda: next(ports, None) or real()   # the OS offers the dead port twice first
+    assert rpc.free_port() != dead
+    rpc._any_free_port = real
+    again = rpc.Server(threads=1, port=dead)                     # a user restarting it on the same port
+    try:
+        rpc.add_server(again.endpoint)
+    except rpc.RpcError as e:
+        assert "failed earlier in this process" in str(e) and "another port" in str(e), e
+    else:
+        raise SystemExit("a server on a failed endpoint was added")
+    again.stop(); srv.stop()
+    carry_on()
+    print("OK")
+    """)
+
+
 def test_a_device_whose_server_failed_is_refused_before_compute():
     """pyggml.preflight.rpc: once ggml has marked a connection failed, compute raises before ggml is asked."""
     _run_child("""
