@@ -202,6 +202,35 @@ int pyggml_compare_f32(const float * a, const float * b, size_t n, double * out)
     return finite;
 }
 
+int pyggml_kld_f32(const float * a, const float * b, size_t n, double * out) {
+    double ma = -INFINITY, mb = -INFINITY;
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) {
+        const double x = a[i], y = b[i];
+        finite &= (x - x == 0) & (y - y == 0);
+        ma = x > ma ? x : ma;
+        mb = y > mb ? y : mb;
+    }
+    if (!finite || n == 0) {
+        return 0;
+    }
+    double sa = 0, sb = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double la = a[i] - ma, lb = b[i] - mb, ea = exp(la);
+        sa += ea;
+        sb += exp(lb);
+        s += ea * (la - lb);
+    }
+    /* sum p_a (log p_a - log p_b), with log p = l - log(sum exp l) and sum p_a = 1; >= 0 as a KLD is */
+    const double kld = s / sa - log(sa) + log(sb);
+    out[0] = kld > 0 ? kld : 0;
+    out[1] = ma;
+    out[2] = sa;
+    out[3] = mb;
+    out[4] = sb;
+    return 1;
+}
+
 void pyggml_node_copies_free(struct pyggml_node_copies * log) {
     free(log->nodes);
     free(log->data);

@@ -278,6 +278,23 @@ def test_logit_figures_as_llama_perplexity_computes_them() -> None:
         drift.logit_stats(a, b[:2])
 
 
+def test_float32_logits_take_c_and_agree_with_the_float64_figures() -> None:
+    """llama.cpp's logits (float32) are reduced in C (pyggml_kld_f32); the same logits as float64 take NumPy's path:
+    the figures agree, a row with a NaN is NaN (not a number made up), and the others are unchanged."""
+    rng = np.random.default_rng(3)
+    a = (rng.normal(size=(6, 5000)) * 6).astype(np.float32)
+    b = (a + rng.normal(scale=0.05, size=a.shape)).astype(np.float32)
+    b[1] = a[1]
+    nxt = np.array([0, 17, -1, 4999, 3, 2])
+    c, ref = drift.logit_stats(a, b, nxt), drift.logit_stats(a.astype(np.float64), b.astype(np.float64), nxt)
+    assert np.allclose(c["kld_per_output"], ref["kld_per_output"], rtol=1e-9, atol=1e-15)
+    assert c["kld_per_output"][1] == 0 and c["rms_dp"] == pytest.approx(ref["rms_dp"], rel=1e-9)
+    b[4, 9] = np.nan
+    bad = drift.logit_stats(a, b, nxt)
+    assert math.isnan(bad["kld_per_output"][4]) and math.isnan(bad["kld"]["mean"])
+    assert np.allclose(np.delete(bad["kld_per_output"], 4), np.delete(c["kld_per_output"], 4), rtol=0, atol=0)
+
+
 # --- one run against another ----------------------------------------------------------------------
 
 
