@@ -30,6 +30,7 @@ step a node belongs to.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict, Unpack
@@ -265,29 +266,48 @@ class Script:
                 f"{share} ({n_ctx} tokens for {n_seq_max} sequences)"
             )
 
-    def context_args(self, model: Model) -> ContextArgs:
+    def context_args(self, model: Model, n_ctx: int | None = None) -> ContextArgs:
         """The `llama.Context` arguments that fit the conversation: n_ctx (the positions each sequence needs,
         rounded up to 256, times the sequences), n_batch and n_ubatch (the prefill in one batch), n_seq_max,
         n_rs_seq (the draft's rollback).
 
-        A conversation longer than the model was trained for is allowed, as llama.cpp allows it (its logits
-        past that length mean little).
+        Its generated tokens and draft must fit the length the model was trained for (`Model.n_ctx_train`), or
+        the prompt's when that is longer (a long prompt of random ids is a fair check of the kernels; llama.cpp
+        too goes past the trained length when told to): a `--generate 100000` would otherwise be taken as asked
+        and run for hours. Give `n_ctx` to set the context on purpose.
 
         Args:
             model: the Model.
+            n_ctx: the context's length in tokens, set on purpose (then checked with `check_fits`, past the
+                trained length allowed); None: what the conversation needs.
 
         Returns:
             The keyword arguments.
+
+        Raises:
+            ValueError: with the numbers, generated tokens or a draft past the trained length (n_ctx None), or a
+                conversation longer than its share of `n_ctx`.
         """
-        per_seq = -(-self.positions() // 256) * 256
         batch = max(sum(len(p) for p in self.prompts), self.sequences * (self.speculative + 1))
-        return ContextArgs(
-            n_ctx=per_seq * self.sequences,
+        args = ContextArgs(
+            n_ctx=n_ctx or -(-self.positions() // 256) * 256 * self.sequences,
             n_batch=batch,
             n_ubatch=batch,
             n_seq_max=self.sequences,
             n_rs_seq=min(self.speculative, 64),
         )
+        if n_ctx:
+            self.check_fits(n_ctx, self.sequences)
+            return args
+        trained, longest = model.n_ctx_train, max(len(p) for p in self.prompts)
+        if trained and self.positions() > max(trained, longest + 1):
+            raise ValueError(
+                f"--generate past the context: a prompt of {longest} tokens, {self.generate} generated and "
+                f"{self.speculative} drafted need {self.positions()} positions per sequence, and "
+                f"{os.path.basename(model.path)} was trained for {trained} (n_ctx_train); generate fewer, or set the "
+                "context's size on purpose to go past it (--ctx-size N of check --model and compare, n_ctx=N)"
+            )
+        return args
 
 
 @dataclass

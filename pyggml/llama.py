@@ -348,6 +348,16 @@ class Model(Closable):
         return int(lib.llama_vocab_n_tokens(self.vocab))
 
     @property
+    def n_ctx_train(self) -> int:
+        """The context length the model was trained for (`llama_model_n_ctx_train`; a model loaded with
+        `vocab_only` has no hyperparameters: the file's `ARCH.context_length`); 0 where the file says none."""
+        n = int(lib.llama_model_n_ctx_train(self.ptr))
+        if n:
+            return n
+        value = self.meta(f"{self.meta('general.architecture')}.context_length") or ""
+        return int(value) if value.isdigit() else 0
+
+    @property
     def n_embd(self) -> int:
         """The embedding width (`llama_model_n_embd`)."""
         return int(lib.llama_model_n_embd(self.ptr))
@@ -929,6 +939,7 @@ def record(
     use_extra_bufts: bool = True,
     n_threads: int | None = None,
     on_step: Callable[[str], None] | None = None,
+    n_ctx: int | None = None,
 ) -> Run:
     """Run a conversation on a backend with every node's value kept, or compared with another run's.
 
@@ -944,6 +955,7 @@ def record(
         use_extra_bufts: as `Model.load`'s.
         n_threads: the CPU's threads (None: the cores, `pyggml.threads.cores`).
         on_step: called with each step's label before its decode (after the recorder is told).
+        n_ctx: the context's length, set on purpose (`Script.context_args`); None: what the conversation needs.
 
     Returns:
         The Run.
@@ -967,7 +979,7 @@ def record(
                 native=None if "rpc" not in backend else False,  # RPC reads go through pyggml's transport checks
             )
         watch = recorder if recorder is not None else observe
-        args = script.context_args(model)
+        args = script.context_args(model, n_ctx=n_ctx)
         with Context(model, **args, observe=watch, n_threads=n_threads) as ctx:
             started = time.perf_counter()
             follow = against.transcript if against is not None else None
@@ -1022,6 +1034,7 @@ def compare(
     nodes: bool = True,
     bound: float = BOUND,
     use_extra_bufts: bool = True,
+    n_ctx: int | None = None,
 ) -> Comparison:
     """Hold one run against another: two files of one architecture and vocabulary on one backend, or one file on
     two backends (or splits); the same tokens through both (B follows A's transcript).
@@ -1035,6 +1048,7 @@ def compare(
         nodes: compare every node (False: the logits only).
         bound: the NMSE above which a node counts as departed (`Comparison.first_divergent`).
         use_extra_bufts: as `Model.load`'s, for both runs.
+        n_ctx: as `record`'s, for both runs.
 
     Returns:
         The Comparison (`table()`, `to_json()`, `plot(path)`).
@@ -1053,8 +1067,8 @@ def compare(
             script = Script.from_tokens([int(t) for t in rng.integers(0, probe.n_vocab, 8)])
         finally:
             probe.close()
-    run_a = record(a, script, backend_a, nodes=nodes, use_extra_bufts=use_extra_bufts)
-    run_b = record(b_path, script, backend_b, against=run_a, nodes=nodes, use_extra_bufts=use_extra_bufts)
+    run_a = record(a, script, backend_a, nodes=nodes, use_extra_bufts=use_extra_bufts, n_ctx=n_ctx)
+    run_b = record(b_path, script, backend_b, against=run_a, nodes=nodes, use_extra_bufts=use_extra_bufts, n_ctx=n_ctx)
     return held_against(run_a, run_b, bound)
 
 

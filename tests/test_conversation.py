@@ -329,6 +329,31 @@ def test_one_file_on_the_cpu_against_its_split_over_two_cpus(models: dict[str, P
     assert c.logits["same_top1"] == 1.0 and c.logits["kld"]["max"] < 1e-8
 
 
+def test_a_conversation_past_the_trained_length_needs_a_context_set_on_purpose(models: dict[str, Path]) -> None:
+    """Without n_ctx the generated tokens must fit the model's n_ctx_train (read from the file when the model is
+    loaded with its vocabulary only), or a longer prompt's length; with n_ctx, past it, as llama.cpp allows when
+    told to."""
+    model = _cpu(models["llama"])
+    trained = model.n_ctx_train
+    probe = llama.Model.load(models["llama"], n_gpu_layers=0, devices=[], vocab_only=True)
+    try:
+        assert trained > 0 and probe.n_ctx_train == trained
+    finally:
+        probe.close()
+    fits = llama.Script.from_tokens(list(range(8)), generate=trained - 9)
+    assert fits.context_args(model)["n_ctx"] >= trained - 8
+    long = llama.Script.from_tokens(list(range(8)), generate=trained - 8)
+    with pytest.raises(ValueError, match=f"positions per sequence, and llama.gguf was trained for {trained}"):
+        long.context_args(model)
+    prompt_only = llama.Script.from_tokens(list(range(trained + 100)))  # a long batch of ids: the kernels' check
+    assert prompt_only.context_args(model)["n_ctx"] >= trained + 101
+    with pytest.raises(ValueError, match="--generate past the context"):
+        llama.Script.from_tokens(list(range(trained + 100)), generate=1).context_args(model)
+    assert long.context_args(model, n_ctx=2 * trained)["n_ctx"] == 2 * trained
+    with pytest.raises(ValueError, match="does not fit the context"):
+        long.context_args(model, n_ctx=trained // 2)
+
+
 def test_compare_refuses_a_run_against_itself(models: dict[str, Path]) -> None:
     with pytest.raises(ValueError, match="B is A"):
         llama.compare(models["llama"], models["llama"])
@@ -361,6 +386,9 @@ def test_the_compare_command(models: dict[str, Path], tmp_path: Path) -> None:
         (["--backend", "cpu", "--backend", "nosuch0"], "no backend nosuch0"),
         (["--backend", "cpu", "--backend", "meta:cpu,cpu", "--generate", "-1"], "--generate must be at least 0"),
         (["--backend", "cpu", "--backend", "meta:cpu,cpu", "--prompt", " "], "the prompt is empty"),
+        # it took the context as asked and ran for hours: the model was trained for 512 positions
+        (["--backend", "cpu", "--backend", "meta:cpu,cpu", "--generate", "100000"], "(n_ctx_train); generate fewer"),
+        (["--backend", "cpu", "--backend", "meta:cpu,cpu", "--tokens", "60", "--ctx-size", "32"], "does not fit"),
     ],
 )
 def test_the_compare_command_refuses_bad_input(models: dict[str, Path], args: list[str], said: str) -> None:
@@ -401,6 +429,7 @@ def test_check_a_conversation_every_node_of_every_step(models: dict[str, Path], 
         (["--prompt", PROMPT, "--generate", "40", "--ctx-size", "32"], "does not fit the context"),
         (["--prompt", "x", "--prompt-file", "f"], "not both"),
         (["--sequences", "0"], "--sequences must be at least 1"),
+        (["--generate", "100000"], "--generate past the context"),
     ],
 )
 def test_check_refuses_a_conversation_it_cannot_run(models: dict[str, Path], args: list[str], said: str) -> None:

@@ -137,7 +137,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="--model: the context's tokens (default: what the conversation needs)",
+        help="--model: the context's tokens (default: what the conversation needs, the generated tokens within "
+        "what the model was trained for)",
     )
     p.add_argument(
         "--save-failures",

@@ -48,6 +48,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sequences", type=int, default=1, metavar="S", help="sequences decoded together")
     p.add_argument("--speculative", type=int, default=0, metavar="K", help="a draft of K tokens, rolled back")
     p.add_argument(
+        "--ctx-size",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the context's tokens (default: what the conversation needs, the generated tokens within what the "
+        "model was trained for)",
+    )
+    p.add_argument(
         "--bound",
         type=float,
         default=None,
@@ -153,9 +161,10 @@ def main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         print(f"A: {Path(path_a).name} on {backend_a} ...", file=out, flush=True)
-        run_a = llama.record(path_a, script, backend_a, nodes=nodes, use_extra_bufts=extra)
+        n_ctx = talk.ctx_size or None
+        run_a = llama.record(path_a, script, backend_a, nodes=nodes, use_extra_bufts=extra, n_ctx=n_ctx)
         print(f"B: {Path(path_b).name} on {backend_b}, on A's tokens ...", file=out, flush=True)
-        run_b = llama.record(path_b, script, backend_b, against=run_a, nodes=nodes, use_extra_bufts=extra)
+        run_b = llama.record(path_b, script, backend_b, against=run_a, nodes=nodes, use_extra_bufts=extra, n_ctx=n_ctx)
     except (ValueError, llama.LlamaError) as e:
         print(f"compare: a run failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

@@ -85,11 +85,7 @@ class Talk:
     def context_args(self, script: Any, model: Any) -> ContextArgs:
         """The Context's sizes: what the conversation needs, or `ctx_size` (then checked: ValueError with the
         numbers where the conversation does not fit)."""
-        args = script.context_args(model)
-        if self.ctx_size:
-            args["n_ctx"] = self.ctx_size
-            script.check_fits(self.ctx_size, args["n_seq_max"])
-        return args
+        return script.context_args(model, n_ctx=self.ctx_size or None)
 
 
 @dataclass
@@ -533,11 +529,25 @@ def talk_from(args: argparse.Namespace) -> Talk | str:
 
 
 def conversation_refused(path: str, talk: Talk) -> str:
-    """Why the conversation cannot run on this model, or "": a conversation longer than `--ctx-size`, a draft
-    (`--speculative`) where the memory cannot roll back. Checked on the CPU in a child process (llama.cpp loads
-    the file there; an abort ends only the child)."""
+    """Why the conversation cannot run on this model, or "": a conversation longer than `--ctx-size`, or without
+    it longer than the model was trained for (read from the file's vocabulary and hyperparameters alone), a draft
+    (`--speculative`) where the memory cannot roll back. The draft is checked on the CPU in a child process
+    (llama.cpp loads the file there; an abort ends only the child)."""
+    from pyggml import llama
     from pyggml.testing.engine import child
 
+    if not talk.ctx_size:
+        try:
+            probe = llama.Model.load(path, n_gpu_layers=0, devices=[], vocab_only=True)
+        except (ValueError, llama.LlamaError):
+            return ""  # the runs say why the file cannot be loaded
+        try:
+            script, _ = talk.script(probe)
+            script.context_args(probe)
+        except ValueError as e:
+            return str(e)
+        finally:
+            probe.close()
     if not talk.speculative and not talk.ctx_size:  # nothing else to refuse before the runs
         return ""
     out = child.run("pyggml.testing.engine.model_check:_refusal", (path, talk), timeout=600)
