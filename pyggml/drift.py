@@ -726,16 +726,21 @@ class Comparison:
             return "matplotlib is not installed (pip install matplotlib): the table only"
         fig, ax = plt.subplots(figsize=(9, 5))
         kinds = self.by_kind()
+        drawn = 0
         for kind, points in sorted(kinds.items(), key=lambda kv: -max(e for _, e in kv[1]))[:12]:
             xs = [x for x, e in points if e > 0]
             ys = [e for _, e in points if e > 0]
             if xs:
                 ax.plot(xs, ys, marker="o", markersize=3, label=kind)
-        ax.set_yscale("log")
+                drawn += 1
         ax.set_xlabel("layer")
         ax.set_ylabel("NMSE of B against A")
         ax.set_title(f"{self.b}\nagainst {self.a}", fontsize=9)
-        ax.legend(fontsize=7, ncol=2)
+        if drawn:
+            ax.set_yscale("log")
+            ax.legend(fontsize=7, ncol=2)
+        else:  # two runs bit for bit equal: nothing to draw on a log scale (matplotlib warned of an empty legend)
+            ax.text(0.5, 0.5, "no node differs: every NMSE is 0", transform=ax.transAxes, ha="center")
         fig.tight_layout()
         try:
             fig.savefig(path, dpi=100)

@@ -354,6 +354,21 @@ def test_a_conversation_past_the_trained_length_needs_a_context_set_on_purpose(m
         long.context_args(model, n_ctx=trained // 2)
 
 
+def test_the_picture_of_two_equal_runs_says_so_without_a_warning(models: dict[str, Path], tmp_path: Path) -> None:
+    """Every NMSE 0: nothing to draw on a log scale; matplotlib printed a warning of an empty legend."""
+    pytest.importorskip("matplotlib")
+    import warnings
+
+    twin = tmp_path / "twin.gguf"
+    twin.write_bytes(models["llama"].read_bytes())
+    cmp = llama.compare(models["llama"], twin)
+    assert all(d.nmse == 0 for d in cmp.nodes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cmp.plot(str(tmp_path / "p.png")) == ""
+    assert (tmp_path / "p.png").stat().st_size > 1000
+
+
 def test_compare_refuses_a_run_against_itself(models: dict[str, Path]) -> None:
     with pytest.raises(ValueError, match="B is A"):
         llama.compare(models["llama"], models["llama"])
