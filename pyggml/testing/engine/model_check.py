@@ -35,7 +35,7 @@ import numpy as np
 from pyggml.conversation import ContextArgs, Script, has_tokenizer
 from pyggml.target import Target
 from pyggml.testing.engine import repro, verdict
-from pyggml.testing.engine.nodes import NodeChecker, NodeVerdict, file_weights
+from pyggml.testing.engine.nodes import WEIGHT_CACHE_BYTES, NodeChecker, NodeVerdict, file_weights
 from pyggml.testing.engine.verdict import Record, nmse
 
 LOGITS_NMSE = 1e-4  # llama.cpp's test-llama-archs: a backend's logits against the CPU's (F32 models)
@@ -168,8 +168,14 @@ def run_model(
     try:
         model = load_for(path, backend, extra_bufts)
         script, run.note = talk.script(model)
-        # weights llama.cpp put in a CPU extra buffer type (CPU_REPACK) are read from the file
-        checker = NodeChecker(tolerance=tolerance, keep=keep, weights=file_weights(path), backend=backend)
+        # weights llama.cpp put in a CPU extra buffer type (CPU_REPACK) are read from the file. Their decoded
+        # values are kept for the steps after the first decode; with one decode nothing reads them again, and
+        # keeping them cost fresh memory: qwen35-0.8b Q4_K_M, 32 tokens, 4.6 GB peak and 8-13 s, without 2.4 GB
+        # and 3.9-4.1 s (bench/model_check_cost.py)
+        cache = WEIGHT_CACHE_BYTES if script.generate or script.speculative else 0
+        checker = NodeChecker(
+            tolerance=tolerance, keep=keep, weights=file_weights(path), weight_cache_bytes=cache, backend=backend
+        )
         starts: list[tuple[int, str]] = []
         args = talk.context_args(script, model)
         with llama.Context(model, **args, observe=checker, n_threads=n_threads) as ctx:
