@@ -202,6 +202,24 @@ int pyggml_compare_f32(const float * a, const float * b, size_t n, double * out)
     return finite;
 }
 
+int pyggml_errors_f32(const float * actual, const float * expected, size_t n, double * out) {
+    double dd = 0, ee = 0, worst = 0, scale = 0;
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) {
+        const double x = actual[i], e = expected[i], d = x - e;
+        finite &= (x - x == 0) & (e - e == 0);
+        dd += d * d;
+        ee += e * e;
+        worst = fabs(d) > worst ? fabs(d) : worst;
+        scale = fabs(e) > scale ? fabs(e) : scale;
+    }
+    out[0] = dd;
+    out[1] = ee;
+    out[2] = worst;
+    out[3] = scale;
+    return finite;
+}
+
 int pyggml_kld_f32(const float * a, const float * b, size_t n, double * out) {
     double ma = -INFINITY, mb = -INFINITY;
     int finite = 1;

@@ -23,6 +23,21 @@ def test_one_wrong_element_fails_although_nmse_passes():
     assert not v.ok and "largest error" in v.message and "(1234,)" in v.message
 
 
+def test_float32_figures_in_c_are_the_float64_ones():
+    """compare() reduces float32 values in one C pass (pyggml_errors_f32); its NMSE and largest error are
+    those of the float64 path, for strided, empty and scaled inputs alike."""
+    rng = np.random.default_rng(5)
+    e = (rng.normal(size=(300, 257)) * 3).astype(np.float32)
+    a = (e + rng.normal(scale=1e-3, size=e.shape)).astype(np.float32)
+    for x, y in ((a, e), (a.T, e.T), (a[::3], e[::3]), (a[:0], e[:0]), (a * 0, e * 0)):
+        c = verdict.compare(x, y, 1.0, 1.0)
+        ref = verdict.compare(x.astype(np.float64), y.astype(np.float64), 1.0, 1.0)
+        assert c.ok == ref.ok and np.isclose(c.nmse, ref.nmse, rtol=1e-9, atol=0), (c, ref)
+        assert c.max_error == ref.max_error
+    v = verdict.compare(a, e, 1e-9, 1.0)
+    assert not v.ok and v.message.startswith("NMSE")
+
+
 def test_nan_and_inf_positions_must_match():
     e = np.array([1.0, np.nan, np.inf, -2.0], np.float32)
     assert verdict.compare(e.copy(), e, 1e-7, 1e-3).ok

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from pyggml._native import tree_version, user_tree
+from pyggml._native import ffi, lib, tree_version, user_tree
 from pyggml.errors import OpError, Unsplittable, Unsupported
 from pyggml.testing.engine.opdb import Bound, Known, Skip
 
@@ -109,11 +109,13 @@ def compare(actual: np.ndarray, expected: np.ndarray, nmse_bound: float, max_err
         if np.array_equal(a.view(np.uint16), e.view(np.uint16)):
             return Comparison(True, 0.0, 0.0)
         a, e = a.astype(np.float32), e.astype(np.float32)  # exact
-    if a.dtype == np.float32 and e.dtype == np.float32:  # a node's values and its oracle's: no float64 copies
-        with np.errstate(invalid="ignore"):
-            d = np.subtract(a, e, dtype=np.float64).ravel()  # exact: one float64 array, not three
-        if np.isfinite(d).all():  # a finite difference: both are finite
-            err, worst = _finite_errors_of(d, e.ravel())
+    if a.dtype == np.float32 and e.dtype == np.float32:
+        # a node's values and its oracle's, in one pass in C, float64 (native/node_copies.c): NumPy's float64
+        # difference and its five passes took 1.1 s of a 6 s check of a 0.8B model (899 nodes)
+        ac, ec, out = np.ascontiguousarray(a), np.ascontiguousarray(e), ffi.new("double[4]")
+        if lib.pyggml_errors_f32(ffi.from_buffer("float[]", ac), ffi.from_buffer("float[]", ec), ac.size, out):
+            num, den, diff, scale = out[0], out[1], out[2], out[3]
+            err, worst = (num / den if den > 0 else num), (diff / scale if scale > 0 else diff)
             return _judged(err, worst, nmse_bound, max_error_bound, a, e)
     a64, e64 = a.astype(np.float64), e.astype(np.float64)
     if np.isfinite(a64).all() and np.isfinite(e64).all():  # the common case, in fewer passes (a model's logits)
@@ -146,13 +148,8 @@ def _judged(
 
 
 def _finite_errors(a: np.ndarray, e: np.ndarray) -> tuple[float, float]:
-    """`nmse` and `max_error` of two finite float64 vectors, in one difference."""
-    return _finite_errors_of(a - e, e)
-
-
-def _finite_errors_of(d: np.ndarray, e: np.ndarray) -> tuple[float, float]:
-    """`nmse` and `max_error` from the exact difference d of two finite vectors and the expected e, summed in
-    float64."""
+    """`nmse` and `max_error` of two finite float64 vectors, in one difference, summed in float64."""
+    d = a - e
     # numpy's own loop: the BLAS float64 dot of this machine's numpy is slow on large vectors (a model's logits)
     num = float(np.einsum("i,i->", d, d, dtype=np.float64))
     den = float(np.einsum("i,i->", e, e, dtype=np.float64))
