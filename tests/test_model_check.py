@@ -43,6 +43,34 @@ def test_every_node_of_llama_cpps_graph_passes_its_oracle_on_the_cpu(tiny: dict[
     assert run.logits is not None and run.logits.shape == (6, 256)
 
 
+@pytest.mark.parametrize("qtype", ["q4_k_m", "q8_0"])
+def test_a_products_weight_read_a_block_of_rows_at_a_time_passes_as_decoded_whole(
+    tiny: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qtype: str
+) -> None:
+    """A quantized weight no later step reads is decoded and multiplied a block of rows at a time (a real model's
+    weights decoded whole were GBs of fresh memory); the tiny model's weights are under the size that takes it,
+    so the size is lowered here: every product passes its tight CPU bound either way."""
+    from pyggml.testing.engine.opdb import matmul
+
+    path = tmp_path / f"llama-{qtype}.gguf"
+    llama.quantize(tiny["llama"], path, qtype)
+    taken = []
+
+    def by_blocks(n: opdb.Node, b: np.ndarray) -> np.ndarray | None:
+        out = by_blocks_of_rows(n, b)
+        taken.append(out is not None)
+        return out
+
+    by_blocks_of_rows = matmul._by_blocks_of_rows
+    monkeypatch.setattr(matmul, "BLOCK_OF_ROWS_VALUES", 1024)
+    monkeypatch.setattr(matmul, "_by_blocks_of_rows", by_blocks)
+    run = model_check.run_model(str(path), "cpu", n_tokens=6, extra_bufts=False)
+    assert not run.error and not run.failed, [(v.kind, v.name, v.comparison) for v in run.failed]
+    assert sum(taken) >= 8, taken
+    products = [v for v in run.verdicts if v.kind == "MUL_MAT" and v.comparison is not None]
+    assert products and all(v.nmse_bound == matmul.NMSE_CPU_DOT for v in products if "ffn" in v.name)
+
+
 def test_a_wrong_node_is_reported_by_kind_and_name(tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     opdb.load()
     spec = opdb.READERS["RMS_NORM"]

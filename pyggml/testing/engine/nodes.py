@@ -715,15 +715,22 @@ class NodeChecker(NodeReader):
 
 
 # (op kind, source slot): the sources whose values the node's reader asks for itself (Node.arg), which may
-# need only a part of them (pyggml.testing.engine.opdb.movement's GET_ROWS decodes only the rows it takes)
-DECODED_WHEN_ASKED = {("GET_ROWS", 0)}
+# need only a part of them (pyggml.testing.engine.opdb.movement's GET_ROWS decodes only the rows it takes) or
+# read them a part at a time (opdb.matmul: a product's weight, a block of rows at a time)
+DECODED_WHEN_ASKED = {("GET_ROWS", 0), ("MUL_MAT", 0)}
+# of those, the ones given decoded whole when the weight is kept for later steps (`SourceCache`): decoded once,
+# not a part at a time at every step
+WHOLE_WHEN_KEPT = {("MUL_MAT", 0)}
 
 
 def _values_for(kind: str, x: Source | None) -> np.ndarray | Callable[[], np.ndarray] | None:
     """What a Node holds for source x: its values, or, for DECODED_WHEN_ASKED, a call that decodes them."""
     if x is None:
         return None
-    return (lambda: x.values) if (kind, x.slot) in DECODED_WHEN_ASKED else x.values
+    key = (kind, x.slot)
+    if key in DECODED_WHEN_ASKED and not (x.shared and key in WHOLE_WHEN_KEPT):
+        return lambda: x.values
+    return x.values
 
 
 @contextmanager

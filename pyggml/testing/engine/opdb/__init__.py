@@ -325,6 +325,11 @@ class Node:
             return None
         return raw.reshape(ne[3], ne[2], ne[1], ne[0] // block, size)
 
+    def decoded(self, i: int) -> bool:
+        """Whether source i's values are at hand (a weight decoded once for every step that reads it), rather
+        than decoded when asked for (`arg`): a reader may then read them a part at a time from `raw`."""
+        return not callable(self.src[i]) if i < len(self.src) else False
+
     def arg(self, i: int) -> np.ndarray:
         """Source i's values; ValueError when the node has no source in that slot."""
         a = self.src[i] if i < len(self.src) else None

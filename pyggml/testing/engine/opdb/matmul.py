@@ -107,17 +107,57 @@ def _vulkan_f16acc_applies(n: Node) -> bool:
     )  # fmt: skip
 
 
+# A weight of more values than this whose values no later step reads (`Node.decoded`) is decoded and multiplied a
+# block of rows at a time (`_by_blocks_of_rows`): decoded whole, a model's weights were gigabytes of fresh float32
+# memory a check (a 248k-token embedding alone 1 GB), more than the products cost.
+BLOCK_OF_ROWS_VALUES = 1 << 22
+
+
+def _by_blocks_of_rows(n: Node, b: np.ndarray) -> np.ndarray | None:
+    """a @ b^T for a 2-D packed weight a of a type to decode, BLOCK_OF_ROWS_VALUES values decoded at a time from
+    its bytes, in float32 (as `oracles.mul_mat` computes a product of that size); None where a is not such a
+    weight or b not one matrix."""
+    a, raw = n.tensor.ptr.src[0], n.raw[0] if n.raw else None
+    t = types.Type(a.type)
+    m, k = int(a.ne[1]), int(a.ne[0])
+    if (
+        raw is None
+        or types.has_raw_dtype(t)
+        or a.ne[2] * a.ne[3] != 1
+        or m * k <= BLOCK_OF_ROWS_VALUES
+        or not lib.ggml_is_contiguous(a)
+        or raw.size != types.row_size(t, k) * m
+    ):
+        return None
+    b2 = np.asarray(b, dtype=np.float32).reshape(-1, k)
+    if b2.shape[0] != int(n.tensor.ptr.ne[1]) or n.tensor.ptr.ne[2] * n.tensor.ptr.ne[3] != 1:
+        return None
+    out = np.empty((b2.shape[0], m), dtype=np.float32)
+    rows, width = max(1, BLOCK_OF_ROWS_VALUES // k), types.row_size(t, k)
+    for r0 in range(0, m, rows):
+        r1 = min(m, r0 + rows)
+        block = types.decode(t, raw[r0 * width : r1 * width], (r1 - r0, k))
+        out[:, r0:r1] = (block @ b2.T).T  # (a b^T)^T: BLAS's matrix-vector path for one row of b
+    return out.reshape(n.tensor.shape)
+
+
 def _product_node(n: Node, product: Callable[..., np.ndarray]) -> np.ndarray | Modeled:
     """A MUL_MAT or MUL_MAT_ID node's expected values (`product` of its sources); on the CPU, with b as it
     is rounded to the weight type's dot type first, and the tight bound that earns."""
     a, b = n.tensor.ptr.src[0], n.tensor.ptr.src[1]
     dot_type = int(lib.ggml_get_type_traits_cpu(a.type).vec_dot_type)
+    rounds_b = n.computed_by_cpu() and b.type == int(types.Type.F32) and dot_type != int(types.Type.F32)
+    if rounds_b and product is oracles.mul_mat and dot_type != int(types.Type.Q8_1) and not n.decoded(0):
+        rounded = dot_rounding.as_dot_type(n.arg(1), types.Type(dot_type).name)
+        by_blocks = _by_blocks_of_rows(n, rounded)
+        if by_blocks is not None:
+            return Modeled(by_blocks, NMSE_CPU_DOT)
     args = [n.arg(i) for i in range(3 if product is oracles.mul_mat_id else 2)]
     if product is not oracles.mul_mat_id and _vulkan_f16acc_applies(n):
         a2 = np.reshape(args[0], (-1, np.shape(args[0])[-1]))
         b2 = np.reshape(args[1], (-1, np.shape(args[1])[-1]))
         return Modeled(dot_rounding.vulkan_f16acc(a2, b2).reshape(n.tensor.shape), NMSE_VULKAN_F16ACC)
-    if not n.computed_by_cpu() or b.type != int(types.Type.F32) or dot_type == int(types.Type.F32):
+    if not rounds_b:
         return product(*args)
     blocks = n.raw_blocks(0) if dot_type == int(types.Type.Q8_1) else None
     if dot_type == int(types.Type.Q8_1) and blocks is None:  # the weight's bytes were not read: no block minima
