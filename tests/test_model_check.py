@@ -54,7 +54,7 @@ def test_a_products_weight_read_a_block_of_rows_at_a_time_passes_as_decoded_whol
 
     path = tmp_path / f"llama-{qtype}.gguf"
     llama.quantize(tiny["llama"], path, qtype)
-    taken = []
+    taken: list[bool] = []
 
     def by_blocks(n: opdb.Node, b: np.ndarray) -> np.ndarray | None:
         out = by_blocks_of_rows(n, b)

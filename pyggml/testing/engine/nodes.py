@@ -539,7 +539,14 @@ def weight_in_place(p: Any) -> np.ndarray | None:
 
 
 def owned(c: Capture) -> Capture:
-    """The capture with every source's bytes its own (`weight_in_place`'s views copied), to outlive the model."""
+    """The capture with every source's bytes its own (`weight_in_place`'s views copied), to outlive the model.
+
+    Args:
+        c: a node's capture.
+
+    Returns:
+        The capture, its sources' bytes copied where they were views (their values decoded again when asked).
+    """
     # values decoded from the bytes in place are a view of them (F32): decoded again from the copy when asked
     sources = [
         replace(s, raw=np.array(s.raw), given=None) if s is not None and not s.raw.flags.owndata else s
