@@ -212,6 +212,9 @@ def free_port() -> int:
 
     Returns:
         The port number.
+
+    Raises:
+        RpcError: 64 ports in a row were ones this process saw fail.
     """
     # ggml's RPC client keeps a failed endpoint failed for the rest of the process: a port whose earlier
     # server died here would be unreachable for a new one (the OS hands freed ports out again)
