@@ -185,7 +185,7 @@ void pyggml_node_copies_release(uint8_t * data) {
 }
 
 int pyggml_compare_f32(const float * a, const float * b, size_t n, double * out) {
-    double aa = 0, dd = 0, bb = 0, worst = 0;
+    double aa = 0, dd = 0, bb = 0, worst = 0, scale = 0;
     int finite = 1;
     for (size_t i = 0; i < n; i++) {
         const double x = a[i], y = b[i], d = y - x;
@@ -194,29 +194,13 @@ int pyggml_compare_f32(const float * a, const float * b, size_t n, double * out)
         dd += d * d;
         bb += y * y;
         worst = fabs(d) > worst ? fabs(d) : worst;
+        scale = fabs(x) > scale ? fabs(x) : scale;
     }
     out[0] = aa;
     out[1] = dd;
     out[2] = bb;
     out[3] = worst;
-    return finite;
-}
-
-int pyggml_errors_f32(const float * actual, const float * expected, size_t n, double * out) {
-    double dd = 0, ee = 0, worst = 0, scale = 0;
-    int finite = 1;
-    for (size_t i = 0; i < n; i++) {
-        const double x = actual[i], e = expected[i], d = x - e;
-        finite &= (x - x == 0) & (e - e == 0);
-        dd += d * d;
-        ee += e * e;
-        worst = fabs(d) > worst ? fabs(d) : worst;
-        scale = fabs(e) > scale ? fabs(e) : scale;
-    }
-    out[0] = dd;
-    out[1] = ee;
-    out[2] = worst;
-    out[3] = scale;
+    out[4] = scale;
     return finite;
 }
 

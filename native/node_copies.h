@@ -47,15 +47,11 @@ void pyggml_node_copies_clear(struct pyggml_node_copies * log);
 uint8_t * pyggml_node_copies_take(struct pyggml_node_copies * log);
 void pyggml_node_copies_release(uint8_t * data);
 
-/* the sums a comparison of two float32 arrays reports (pyggml.drift.compare_values), in one pass, float64:
- * out[0] = sum a^2, out[1] = sum (b - a)^2, out[2] = sum b^2, out[3] = max |b - a|; returns 0 when a value of
+/* the sums a comparison of float32 values b against the reference a reports (pyggml.drift.compare_values, and a
+ * verdict's figures: pyggml.testing.engine.verdict.compare), in one pass, float64: out[0] = sum a^2,
+ * out[1] = sum (b - a)^2, out[2] = sum b^2, out[3] = max |b - a|, out[4] = max |a|; returns 0 when a value of
  * either is not finite (the caller takes its slower path, which says where) */
 int pyggml_compare_f32(const float * a, const float * b, size_t n, double * out);
-/* the figures of a verdict (pyggml.testing.engine.verdict.compare) of float32 values against their oracle's, in
- * one pass, float64: out[0] = sum (actual - expected)^2, out[1] = sum expected^2, out[2] = max |actual - expected|,
- * out[3] = max |expected|; returns 0 when a value of either is not finite (the caller takes its NumPy path, which
- * says where) */
-int pyggml_errors_f32(const float * actual, const float * expected, size_t n, double * out);
 /* one output's logits b held against the reference's a, as pyggml.drift.logit_stats reports them, in one pass after
  * the maxima, float64: out[0] = KLD sum p_a (log p_a - log p_b), out[1] = max a, out[2] = sum exp(a - max a),
  * out[3] = max b, out[4] = sum exp(b - max b); returns 0 when a value of either is not finite (the caller takes

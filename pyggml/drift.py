@@ -102,7 +102,7 @@ def compare_values(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
 def _sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float] | None:
     """(sum a^2, sum (b - a)^2, sum b^2, max |b - a|) of two contiguous float32 vectors, or None when a value is
     not finite."""
-    out = ffi.new("double[4]")
+    out = ffi.new("double[5]")
     if not lib.pyggml_compare_f32(ffi.from_buffer("float[]", a), ffi.from_buffer("float[]", b), a.size, out):
         return None
     return out[0], out[1], out[2], out[3]

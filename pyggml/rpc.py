@@ -114,9 +114,9 @@ def add_server(endpoint: str, timeout: float | None = None) -> list:
     """
     _require()
     parse_endpoint(endpoint)
-    if endpoint in _REGISTERED and error(endpoint) is None:
-        return list(_REGISTERED[endpoint])
     earlier = error(endpoint)
+    if endpoint in _REGISTERED and earlier is None:
+        return list(_REGISTERED[endpoint])
     if earlier is not None:
         # sticky in ggml's client (patch 0019), so that nothing holding the dead connection passes for working
         raise RpcError(

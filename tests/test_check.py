@@ -24,7 +24,7 @@ def test_one_wrong_element_fails_although_nmse_passes():
 
 
 def test_float32_figures_in_c_are_the_float64_ones():
-    """compare() reduces float32 values in one C pass (pyggml_errors_f32); its NMSE and largest error are
+    """compare() reduces float32 values in one C pass (pyggml_compare_f32); its NMSE and largest error are
     those of the float64 path, for strided, empty and scaled inputs alike."""
     rng = np.random.default_rng(5)
     e = (rng.normal(size=(300, 257)) * 3).astype(np.float32)

@@ -135,15 +135,15 @@ def main(args: argparse.Namespace) -> int:
     (path_a, backend_a), (path_b, backend_b) = runs
     out = sys.stderr if args.json == "-" else sys.stdout
 
-    why = conversation_refused(path_a, talk)
-    if why:
-        return _fail(f"{path_a}: {why}")
     try:
         probe = llama.Model.load(path_a, n_gpu_layers=0, devices=[], vocab_only=True)
         try:
             script, note = talk.script(probe)
+            why = conversation_refused(path_a, talk, probe)
         finally:
             probe.close()
+        if why:
+            return _fail(f"{path_a}: {why}")
         if path_b != path_a:
             other = llama.Model.load(path_b, n_gpu_layers=0, devices=[], vocab_only=True)
             try:

@@ -534,26 +534,30 @@ def talk_from(args: argparse.Namespace) -> Talk | str:
     return Talk(prompt, args.tokens, args.generate, args.sequences, args.speculative, 0, ctx_size)
 
 
-def conversation_refused(path: str, talk: Talk) -> str:
+def conversation_refused(path: str, talk: Talk, probe: Any = None) -> str:
     """Why the conversation cannot run on this model, or "": a conversation longer than `--ctx-size`, or without
-    it longer than the model was trained for (read from the file's vocabulary and hyperparameters alone), a draft
-    (`--speculative`) where the memory cannot roll back. The draft is checked on the CPU in a child process
-    (llama.cpp loads the file there; an abort ends only the child)."""
+    it longer than the model was trained for (read from the file's vocabulary and hyperparameters alone: `probe`,
+    the file loaded with `vocab_only`, where the caller has one), a draft (`--speculative`) where the memory cannot
+    roll back. The draft is checked on the CPU in a child process (llama.cpp loads the file there; an abort ends
+    only the child)."""
     from pyggml import llama
     from pyggml.testing.engine import child
 
     if not talk.ctx_size:
+        model = probe
+        if model is None:
+            try:
+                model = llama.Model.load(path, n_gpu_layers=0, devices=[], vocab_only=True)
+            except (ValueError, llama.LlamaError):
+                return ""  # the runs say why the file cannot be loaded
         try:
-            probe = llama.Model.load(path, n_gpu_layers=0, devices=[], vocab_only=True)
-        except (ValueError, llama.LlamaError):
-            return ""  # the runs say why the file cannot be loaded
-        try:
-            script, _ = talk.script(probe)
-            script.context_args(probe)
+            script, _ = talk.script(model)
+            script.context_args(model)
         except ValueError as e:
             return str(e)
         finally:
-            probe.close()
+            if probe is None:
+                model.close()
     if not talk.speculative and not talk.ctx_size:  # nothing else to refuse before the runs
         return ""
     out = child.run("pyggml.testing.engine.model_check:_refusal", (path, talk), timeout=600)

@@ -476,8 +476,8 @@ def capture(t: Tensor, weights: Weights | None = None, cache: SourceCache | None
         if p == ffi.NULL:
             srcs.append(None)
             continue
-        key = None
-        if cache is not None and is_weight(p):
+        key, weight = None, is_weight(p)
+        if cache is not None and weight:
             # the tensor itself and where its data is: a meta device's weights may share a data address
             key = (
                 int(ffi.cast("uintptr_t", p)),
@@ -491,7 +491,7 @@ def capture(t: Tensor, weights: Weights | None = None, cache: SourceCache | None
                 srcs.append(hit if hit.slot == slot else replace(hit, slot=slot))
                 continue
         s = Tensor(p, t.ctx)
-        raw = weight_in_place(p) if is_weight(p) else None
+        raw = weight_in_place(p) if weight else None
         src = Source(
             slot, s.name, s.type.name, s.ne, s.nb, s.shape, raw if raw is not None else source_bytes(s, weights)
         )

@@ -112,9 +112,9 @@ def compare(actual: np.ndarray, expected: np.ndarray, nmse_bound: float, max_err
     if a.dtype == np.float32 and e.dtype == np.float32:
         # a node's values and its oracle's, in one pass in C, float64 (native/node_copies.c): NumPy's float64
         # difference and its five passes took 1.1 s of a 6 s check of a 0.8B model (899 nodes)
-        ac, ec, out = np.ascontiguousarray(a), np.ascontiguousarray(e), ffi.new("double[4]")
-        if lib.pyggml_errors_f32(ffi.from_buffer("float[]", ac), ffi.from_buffer("float[]", ec), ac.size, out):
-            num, den, diff, scale = out[0], out[1], out[2], out[3]
+        ac, ec, out = np.ascontiguousarray(a), np.ascontiguousarray(e), ffi.new("double[5]")
+        if lib.pyggml_compare_f32(ffi.from_buffer("float[]", ec), ffi.from_buffer("float[]", ac), ac.size, out):
+            num, den, diff, scale = out[1], out[0], out[3], out[4]
             err, worst = (num / den if den > 0 else num), (diff / scale if scale > 0 else diff)
             return _judged(err, worst, nmse_bound, max_error_bound, a, e)
     a64, e64 = a.astype(np.float64), e.astype(np.float64)

@@ -147,8 +147,8 @@ def _product_node(n: Node, product: Callable[..., np.ndarray]) -> np.ndarray | M
     a, b = n.tensor.ptr.src[0], n.tensor.ptr.src[1]
     dot_type = int(lib.ggml_get_type_traits_cpu(a.type).vec_dot_type)
     rounds_b = n.computed_by_cpu() and b.type == int(types.Type.F32) and dot_type != int(types.Type.F32)
-    if rounds_b and product is oracles.mul_mat and dot_type != int(types.Type.Q8_1) and not n.decoded(0):
-        rounded = dot_rounding.as_dot_type(n.arg(1), types.Type(dot_type).name)
+    rounded = dot_rounding.as_dot_type(n.arg(1), types.Type(dot_type).name) if rounds_b else None
+    if rounded is not None and product is oracles.mul_mat and dot_type != int(types.Type.Q8_1) and not n.decoded(0):
         by_blocks = _by_blocks_of_rows(n, rounded)
         if by_blocks is not None:
             return Modeled(by_blocks, NMSE_CPU_DOT)
@@ -157,12 +157,11 @@ def _product_node(n: Node, product: Callable[..., np.ndarray]) -> np.ndarray | M
         a2 = np.reshape(args[0], (-1, np.shape(args[0])[-1]))
         b2 = np.reshape(args[1], (-1, np.shape(args[1])[-1]))
         return Modeled(dot_rounding.vulkan_f16acc(a2, b2).reshape(n.tensor.shape), NMSE_VULKAN_F16ACC)
-    if not rounds_b:
+    if rounded is None:
         return product(*args)
     blocks = n.raw_blocks(0) if dot_type == int(types.Type.Q8_1) else None
     if dot_type == int(types.Type.Q8_1) and blocks is None:  # the weight's bytes were not read: no block minima
         return product(*args)
-    rounded = dot_rounding.as_dot_type(args[1], types.Type(dot_type).name)
     expected = product(args[0], rounded, *args[2:])
     if blocks is not None:  # Q4_1, Q5_1: the block minimum times Q8_1's stored block sum
         minima = np.ascontiguousarray(blocks[..., 2:4]).view(np.float16)[..., 0]  # block: F16 d, F16 m, ...
