@@ -135,3 +135,69 @@ def test_verdicts_with_the_cpus_extra_buffers_equal_those_without(tmp_path_facto
     assert not on["error"] and not off["error"], (on["error"], off["error"])
     assert on["verdicts"] == off["verdicts"]
     assert all(ok and not unread for _, _, ok, unread in on["verdicts"])
+
+
+AMX_RUN = """
+import json, logging, sys
+from pyggml.testing.engine import model_check
+lines = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        lines.append(record.getMessage())
+logging.getLogger().addHandler(Keep())
+logging.getLogger().setLevel(logging.DEBUG)
+run = model_check.run_model(sys.argv[1], "cpu", n_tokens=8, extra_bufts=True)
+print(json.dumps({
+    "amx_weights": any("AMX model buffer size" in ln for ln in lines),
+    "error": run.error,
+    "verdicts": [(v.kind, v.name, v.ok, v.unread) for v in run.verdicts],
+}))
+"""
+
+
+@pytest.mark.parametrize("file_type", ["q4_0", "q8_0", "q4_k_m"])
+def test_products_with_weights_in_the_amx_buffer_compute_and_pass(tmp_path, file_type):
+    """docs/findings.md 37: on a CPU with AMX, every product whose weight llama.cpp put in the AMX buffer type
+    killed the process (GCC 12 dropped the tile configuration's rows, ggml patch 0037). Decoded in a child
+    process, so that a death fails this test instead of the run: the weights are in the AMX buffer, and every
+    node passes its oracle."""
+    import json
+    import subprocess
+
+    from pyggml import llama
+    from pyggml.models import llama_archs
+
+    if "AMX" not in extra_buffer_types().values():
+        pytest.skip("no AMX buffer type here (a CPU without AMX, or a build without ggml's AMX kernels)")
+    f32 = llama_archs.generate("llama", tmp_path / "f32.gguf", seed=0)
+    path = tmp_path / f"{file_type}.gguf"
+    llama.quantize(f32, path, file_type)
+    res = subprocess.run([sys.executable, "-c", AMX_RUN, str(path)], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"the decode died ({res.returncode}): {res.stderr[-2000:]}"
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["amx_weights"], "llama.cpp put no weight in the AMX buffer type: nothing ran on AMX"
+    assert not out["error"], out["error"]
+    products = [v for v in out["verdicts"] if v[0] == "MUL_MAT"]
+    assert products and all(ok and not unread for _, _, ok, unread in out["verdicts"]), out["verdicts"]
+
+
+def test_the_amx_reproducer_loads_the_tile_configuration_as_patched(tmp_path):
+    """scripts/amx_tile_config.c, the death outside pyggml: compiled here, the configuration loaded as ggml patch
+    0037 loads it keeps its rows and the tile product is right (exit 0; 2 where the machine has no AMX)."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or sys.platform != "linux" or not Path("/proc/cpuinfo").exists():
+        pytest.skip("needs a C compiler on Linux")
+    if "amx_int8" not in Path("/proc/cpuinfo").read_text():
+        pytest.skip("this CPU has no AMX")
+    source = Path(__file__).resolve().parent.parent / "scripts" / "amx_tile_config.c"
+    exe = tmp_path / "amx_tile_config"
+    subprocess.run([cc, "-O2", "-mamx-tile", "-mamx-int8", "-o", str(exe), str(source)], check=True)
+    res = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    if res.returncode == 2:
+        pytest.skip(f"Linux or the machine offers no AMX here: {res.stdout[-500:]}")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "rows read back: 8 8 16 16 16 16 16 16" in res.stdout
