@@ -9,8 +9,9 @@ process each (so that each peak resident size is its own):
 - the same decode under the node checker (`check --model --tokens N` as `run_model` does it), timed, with
   where the time goes: reading each node's sources before it runs (capture: ggml's reads, and the weights'
   bytes from the file for a repacked weight), the oracles, the comparison, and llama.cpp's compute (the rest).
-The CPU's extra buffer types are off in both (`--no-repack`: native builds' AMX products die on this
-project's machines, docs/findings.md 37). Prints one markdown table row, dated.
+The CPU's extra buffer types are off in both (`--no-repack`): the figures compare the same kernels, and those
+of earlier rows (native builds' AMX products died before ggml patch 0037, docs/findings.md 37). Prints one
+markdown table row, dated.
 """
 
 from __future__ import annotations

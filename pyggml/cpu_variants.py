@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -135,19 +136,41 @@ def best() -> Variant | None:
     return next((v for v in sorted(runnable(), key=lambda v: -v.score) if probe(v.name) is None), None)
 
 
-# what the probe computes: a quantized, an F16 and an F32 product on the variant, in a child process
+# what the probe computes, in a child process: a quantized, an F16 and an F32 product on the variant, and the
+# quantized ones again with the weight in each of its extra buffer types (CPU_REPACK, AMX: the kernels llama.cpp
+# runs on weights it puts there, and where AMX's products died, docs/findings.md 37)
 _PROBE = """
 import sys
 import numpy as np
 import pyggml as gg
+from pyggml import cpu_variants, ffi, lib, types
+dev = cpu_variants.device_ptr("cpu:" + sys.argv[1])
+get = lib.ggml_backend_reg_get_proc_address(lib.ggml_backend_dev_backend_reg(dev), b"ggml_backend_dev_get_extra_bufts")
+bufts = []
+if get != ffi.NULL:
+    listed = ffi.cast("ggml_backend_dev_get_extra_bufts_t", get)(dev)
+    while listed[len(bufts)] != ffi.NULL:
+        bufts.append(listed[len(bufts)])
 with gg.Runner("cpu:" + sys.argv[1]) as runner:
-    for t in ("q4_0", "q8_0", "f16", "f32"):
-        ctx = gg.Context()
-        a = ctx.tensor(t, (64, 256), "a", input=True)
+    for t, where in [(t, None) for t in ("q4_0", "q8_0", "f16", "f32")] + [(t, b) for b in bufts for t in ("q4_0", "q8_0")]:
+        ctx, wctx = gg.Context(), gg.Context()
+        a = wctx.tensor(t, (64, 256), "a") if where else ctx.tensor(t, (64, 256), "a", input=True)
         b = ctx.tensor("f32", (8, 256), "b", input=True)
         y = ctx.mul_mat(a, b)
-        out = runner.run(gg.Graph(ctx).build_forward_expand(y), {a: np.ones((64, 256)), b: np.ones((8, 256))}, y)
+        inputs = {b: np.ones((8, 256))}
+        if where:
+            buf = lib.ggml_backend_alloc_ctx_tensors_from_buft(wctx.ptr, where)
+            if a.ptr.extra == ffi.NULL:  # the buffer type has no layout for this weight here (llama.cpp asks so)
+                lib.ggml_backend_buffer_free(buf)
+                continue
+            a.set_raw(types.encode(types.Type[t.upper()], np.ones((64, 256), np.float32)))
+        else:
+            inputs[a] = np.ones((64, 256))
+        out = runner.run(gg.Graph(ctx).build_forward_expand(y), inputs, y)
         assert np.allclose(out, 256, rtol=1e-2), (t, out)  # Q8_0 activations round
+        if where:
+            lib.ggml_backend_buffer_free(buf)
+        print("passed:", t, ffi.string(lib.ggml_backend_buft_name(where)).decode() if where else "")
 """
 
 
@@ -165,7 +188,8 @@ def _probe_key(name: str) -> str:
         model = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")), "")
     except OSError:  # no /proc: the build alone
         model = ""
-    return f"{built()[name].path}|{st.st_size}|{st.st_mtime_ns}|{model}"
+    probe_text = hashlib.sha256(_PROBE.encode()).hexdigest()[:12]  # and a probe that computes more probes again
+    return f"{built()[name].path}|{st.st_size}|{st.st_mtime_ns}|{model}|{probe_text}"
 
 
 @functools.cache
@@ -202,7 +226,7 @@ def probe(name: str) -> str | None:
             else f"exit status {proc.returncode} (a wrong product, or an error)"
         )
         last = proc.stderr.strip().splitlines()[-1:] or [""]
-        why = f"its probe (products of Q4_0, Q8_0, F16 and F32 in a child process) died: {died} {last[0]}".strip()
+        why = f"its probe (products of Q4_0, Q8_0, F16 and F32 in a child process, the quantized ones also in its extra buffer types) died: {died} {last[0]}".strip()
     known[key] = why
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)

@@ -194,6 +194,24 @@ def test_the_probe_is_kept_per_build_and_machine_and_a_dying_variant_is_not_best
 
 
 @_needs_variants
+def test_the_probe_runs_the_products_in_each_extra_buffer_type_of_the_variant():
+    """The AMX kernels died only on weights in the AMX buffer type (docs/findings.md 37): a probe of plain products
+    passed over them. Each variant's probe computes in its extra buffer types too, where they take the weight."""
+    env = {**__import__("os").environ, "PYGGML_CPU_VARIANT": "builtin"}
+    for v in cpu_variants.runnable():
+        res = subprocess.run(
+            [sys.executable, "-c", cpu_variants._PROBE, v.name], capture_output=True, text=True, timeout=300, env=env
+        )
+        assert res.returncode == 0, (v.name, res.stdout, res.stderr[-2000:])
+        passed = res.stdout.splitlines()
+        assert {"passed: q4_0 ", "passed: q8_0 ", "passed: f16 ", "passed: f32 "} <= set(passed)
+        if "AMX_INT8" in v.features:
+            assert {"passed: q4_0 AMX", "passed: q8_0 AMX"} <= set(passed), (v.name, passed)
+        if "AVX2" in v.features:
+            assert "passed: q4_0 CPU_REPACK" in passed, (v.name, passed)
+
+
+@_needs_variants
 def test_a_variant_named_before_the_workers_fork_leaves_vulkan_to_them():
     # ggml patch 0036 notes the variant until ggml's registry is made: making it at import made ggml-vulkan's
     # Vulkan instance before check forked its workers, which then died (SIGSEGV) on their first Vulkan case

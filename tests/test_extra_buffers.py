@@ -98,7 +98,7 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.rebuild  # a portable pyggml (tests/builds.py): CPU_REPACK without the AMX kernels that die here
+@pytest.mark.rebuild  # a portable pyggml (tests/builds.py): CPU_REPACK, the layout of most machines
 @pytest.mark.parametrize("file_type", ["q4_0", "q4_k_m", "iq4_nl"])
 def test_verdicts_with_the_cpus_extra_buffers_equal_those_without(tmp_path_factory, file_type):
     """llama.cpp puts these weights in CPU_REPACK by default; the checker reads them from the model file. Every

@@ -322,7 +322,7 @@ def test_quantize_writes_the_type_and_refuses_with_llama_cpps_reason(tmp_path):
 
 def test_make_model_type_writes_a_quantized_model_that_every_node_of_passes(tmp_path):
     """make-model --type: a Q4_0 file whose nodes all pass `check --model` on the CPU (its weights kept out of
-    the CPU's extra buffer types: ggml's AMX products die on some machines, docs/findings.md 37)."""
+    the CPU's extra buffer types, as `check --model --no-repack` does)."""
     path = tmp_path / "q4.gguf"
     made = subprocess.run(
         [sys.executable, "-m", "pyggml", "make-model", "qwen35", str(path), "--type", "q4_0"],

@@ -334,7 +334,7 @@ def test_the_matrix_in_one_command_architectures_by_types(tmp_path: Path, tiny: 
 def test_a_run_that_dies_with_the_cpus_extra_buffers_is_checked_without_them_and_reported(
     tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    """ggml's AMX product dies on machines that list AMX without granting it (docs/findings.md 37): the
+    """A kernel of an extra buffer type that kills the process (AMX's did, docs/findings.md 37): the
     nodes are checked without the extra buffer types, and the death is the run's error record, not the
     end of the check. The death is made here by the child runner's stand-in for the run with them on."""
     from pyggml.__main__ import main

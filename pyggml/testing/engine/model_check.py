@@ -276,7 +276,7 @@ def run_in_child(
     said = [line.strip() for line in out.stderr.splitlines() if "GGML_ASSERT" in line or "ggml aborted" in line]
     how = out.signal_name or f"exit status {out.exit_code}"
     hint = ""
-    if extra_bufts and not said:  # ggml's AMX kernels die so on machines that list AMX (docs/findings.md 37)
+    if extra_bufts and not said:  # as ggml's AMX kernels died before ggml patch 0037 (docs/findings.md 37)
         hint = "; if the CPU keeps weights in an extra buffer type (CPU_REPACK, AMX), try --no-repack"
     return ModelRun(backend, error=f"{DIED} ({how})" + (f": {said[-1]}" if said else "") + hint)
 
@@ -663,8 +663,9 @@ def main(args: argparse.Namespace) -> int:
                 repack = not getattr(args, "no_repack", False)
                 run = run_in_child(*common(path, b), repack, talk=talk, follow=follow, n_threads=args.threads)
                 if run.error.startswith(DIED) and repack:
-                    # ggml's AMX product dies on some machines (docs/findings.md 37): check the nodes without the
-                    # extra buffer types, and report the death as the run's own error record
+                    # a kernel of an extra buffer type that kills the process (AMX's did, docs/findings.md 37):
+                    # check the nodes without the extra buffer types, and report the death as the run's own error
+                    # record
                     again = run_in_child(*common(path, b), False, talk=talk, follow=follow, n_threads=args.threads)
                     if not again.error:
                         again.died_with_extra_bufts, run = run.error, again
