@@ -538,7 +538,12 @@ class Context(Closable):
         model._contexts.add(self)
         self._outputs: list[int] = []  # batch indices of the last decode that produced logits
         self._kept = [False]  # whether a decode kept its nodes for a NodeReader (`_free`)
-        self._finalizer = weakref.finalize(self, _free, ptr, self._kept)
+        # under an observer, a pool whose workers sleep between the graph's pieces (`threads.quiet_pool`)
+        pools = [threads.quiet_pool(n) for n in dict.fromkeys((single, batch))] if watch is not None else []
+        pools = [p for p in pools if p is not None]
+        if pools:
+            lib.llama_attach_threadpool(ptr, pools[0], pools[-1])
+        self._finalizer = weakref.finalize(self, _free, ptr, self._kept, pools)
 
     @property
     def n_ctx(self) -> int:
@@ -880,9 +885,10 @@ class Context(Closable):
         return f"<Context n_ctx={self.n_ctx} of {self.model.path}>"
 
 
-def _free(ptr: Any, kept: list[bool]) -> None:
-    """llama_free. A context whose nodes were kept for a NodeReader (`pyggml.node_reader`) grew its compute buffer
-    past what llama.cpp reserved, and llama.cpp warns of that when freeing it: expected there, so not shown."""
+def _free(ptr: Any, kept: list[bool], pools: list[Any] | None = None) -> None:
+    """llama_free, then the context's thread pools. A context whose nodes were kept for a NodeReader
+    (`pyggml.node_reader`) grew its compute buffer past what llama.cpp reserved, and llama.cpp warns of that when
+    freeing it: expected there, so not shown."""
     grown = _BufferGrowth() if kept[0] else None
     if grown is not None:
         native_log.addFilter(grown)
@@ -891,6 +897,8 @@ def _free(ptr: Any, kept: list[bool]) -> None:
     finally:
         if grown is not None:
             native_log.removeFilter(grown)
+        for pool in pools or ():
+            threads.free_pool(pool)
 
 
 class _BufferGrowth(logging.Filter):

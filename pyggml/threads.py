@@ -12,6 +12,7 @@ another, so each may take every core), the RPC server, and the workers of `check
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 def cores() -> int:
@@ -62,3 +63,45 @@ def checked(what: str, n: object) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"{what}: threads must be an int of at least 1, not {n!r} (leave it out for {cores()})")
     return n
+
+
+def quiet_pool(n_threads: int) -> Any:
+    """A ggml thread pool of the process's CPU backend (the CPU variant in use, as ggml's registry gives it) whose
+    workers sleep as soon as a compute ends (`poll` 0), for a llama.cpp context under an eval callback.
+
+    Without one, ggml's own thread pool (the wheel's, `pip install .`; a native build uses OpenMP) polls for the
+    next compute: under an observer the CPU computes a graph in many pieces with Python's work between them, and
+    the polling worker took the core that work ran on. A checked 32-token decode of a 0.8B model took 5.0 s with
+    it and 3.75 s with this pool (bench/README.md, "The checker's compute and ggml's thread pool"); OpenMP's
+    builds measured the same either way.
+
+    Args:
+        n_threads: the pool's threads.
+
+    Returns:
+        The pool (`struct ggml_threadpool *`; free it with `free_pool` once no context uses it), or None where
+        the CPU backend offers none.
+    """
+    from pyggml._native import ffi, lib
+
+    reg = lib.ggml_backend_dev_backend_reg(lib.ggml_backend_dev_by_type(lib.GGML_BACKEND_DEVICE_TYPE_CPU))
+    new = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_threadpool_new") if reg != ffi.NULL else ffi.NULL
+    if new == ffi.NULL:
+        return None
+    params = ffi.new("struct ggml_threadpool_params *", lib.ggml_threadpool_params_default(int(n_threads)))
+    params.poll = 0
+    pool = ffi.cast("struct ggml_threadpool * (*)(struct ggml_threadpool_params *)", new)(params)
+    return pool if pool != ffi.NULL else None
+
+
+def free_pool(pool: Any) -> None:
+    """Free a pool of `quiet_pool` (through the CPU backend that made it).
+
+    Args:
+        pool: the pool.
+    """
+    from pyggml._native import ffi, lib
+
+    reg = lib.ggml_backend_dev_backend_reg(lib.ggml_backend_dev_by_type(lib.GGML_BACKEND_DEVICE_TYPE_CPU))
+    free = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_threadpool_free")
+    ffi.cast("void (*)(struct ggml_threadpool *)", free)(pool)

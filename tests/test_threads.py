@@ -288,3 +288,49 @@ def test_check_model_takes_the_thread_count_given(tmp_path) -> None:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert {r["status"] for r in json.loads(out.stdout)} <= {"pass", "skipped"}
+
+
+@needs_affinity
+def test_an_observed_llama_context_computes_with_a_pool_that_sleeps_between_pieces(tmp_path) -> None:
+    """Under an observer the CPU computes a graph in pieces with Python's work between them; ggml's own thread
+    pool (the wheel's) polled through that work for the next piece, on the core the work needed. An observed
+    context gets a pool whose workers sleep (`threads.quiet_pool`): its threads are made with the context and go
+    with it, and the logits are those of a context without an observer, bit for bit."""
+    llama = pytest.importorskip("pyggml.llama", reason="pyggml built without libllama (PYGGML_LLAMA=OFF)")
+    import os
+    import sys
+
+    import numpy as np
+
+    from pyggml import threads
+    from pyggml.models.make_model import make_model
+
+    pool = threads.quiet_pool(2)
+    assert pool is not None
+    threads.free_pool(pool)
+    path = tmp_path / "llama.gguf"
+    make_model("llama", path)
+    own_pool = sys.modules["pyggml.backend"].backend_features().get("CPU", {}).get("OPENMP") != "1"
+    model = llama.Model.for_backend(path, "cpu", False)
+    try:
+        with llama.Context(model, n_ctx=64, n_threads=3) as ctx:
+            ctx.decode(list(range(1, 17)), logits="all")
+            plain = np.array(ctx.logits())
+        seen: list[str] = []
+
+        def observe(t, ask: bool) -> bool:
+            seen.append(t.name)
+            return True
+
+        before = len(os.listdir("/proc/self/task"))
+        with llama.Context(model, n_ctx=64, n_threads=3, observe=observe) as ctx:
+            made = len(os.listdir("/proc/self/task")) - before
+            ctx.decode(list(range(1, 17)), logits="all")
+            observed = np.array(ctx.logits())
+        gone = len(os.listdir("/proc/self/task")) - before
+    finally:
+        model.close()
+    assert seen and np.array_equal(plain, observed)
+    if own_pool:  # ggml's pool makes its workers at once (OpenMP's builds make none)
+        assert made == 2, made
+    assert gone == 0, gone
