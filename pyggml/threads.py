@@ -72,8 +72,8 @@ def quiet_pool(n_threads: int) -> Any:
     Without one, ggml's own thread pool (the wheel's, `pip install .`; a native build uses OpenMP) polls for the
     next compute: under an observer the CPU computes a graph in many pieces with Python's work between them, and
     the polling worker took the core that work ran on. A checked 32-token decode of a 0.8B model took 5.0 s with
-    it and 3.75 s with this pool (bench/README.md, "The checker's compute and ggml's thread pool"); OpenMP's
-    builds measured the same either way.
+    it and 3.75 s with this pool (bench/README.md, "On a Xeon with AMX, and ggml's thread pool under the
+    checker"); OpenMP's builds measured the same either way.
 
     Args:
         n_threads: the pool's threads.
