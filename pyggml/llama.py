@@ -456,7 +456,8 @@ class Context(Closable):
             computed (True: show it computed), `observe(node, ask=False)` once it is.
             `pyggml.testing.engine.nodes.NodeChecker` is one. An exception it raises stops the decode and is raised
             by `decode`. On llama.cpp's tensor split (a meta device) ggml aborts reading some nodes back:
-            NodeChecker leaves those unread (docs/llama.md).
+            NodeChecker leaves those unread (docs/llama.md). The CPU then computes with a thread pool whose
+            workers sleep between the graph's pieces (`pyggml.threads.quiet_pool`).
         n_rs_seq: recurrent-state snapshots each sequence keeps for rollback (llama.cpp's n_rs_seq, 0 to
             64; 0: none): with n_rs_seq = K-1 the last K-1 tokens of a sequence can be removed again
             (`memory_seq_rm`) on architectures that support it (qwen35, qwen35moe, lfm2); llama.cpp clamps

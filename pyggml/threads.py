@@ -84,7 +84,8 @@ def quiet_pool(n_threads: int) -> Any:
     """
     from pyggml._native import ffi, lib
 
-    reg = lib.ggml_backend_dev_backend_reg(lib.ggml_backend_dev_by_type(lib.GGML_BACKEND_DEVICE_TYPE_CPU))
+    dev = lib.ggml_backend_dev_by_type(lib.GGML_BACKEND_DEVICE_TYPE_CPU)
+    reg = lib.ggml_backend_dev_backend_reg(dev) if dev != ffi.NULL else ffi.NULL
     new = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_threadpool_new") if reg != ffi.NULL else ffi.NULL
     if new == ffi.NULL:
         return None
