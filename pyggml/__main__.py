@@ -175,6 +175,10 @@ def info(args: argparse.Namespace) -> int:
             }
         )
     data["cpu_variants"] = _variants_info()
+    from pyggml.transport import extra_buffer_types
+
+    # where llama.cpp keeps weights of its own layout on this CPU unless told not to (--no-repack)
+    data["cpu_extra_buffer_types"] = sorted(set(extra_buffer_types().values()))
     # the CPU's features are ggml_info's cpu_features
     data["backend_features"] = {k: v for k, v in backend_features().items() if k != "CPU"}
     if args.json:
@@ -188,6 +192,8 @@ def info(args: argparse.Namespace) -> int:
     from pyggml.threads import cores
 
     print(f"CPU threads by default: {cores()}, the cores this process may run on (pyggml.threads.cores)")
+    extra = ", ".join(data["cpu_extra_buffer_types"]) or "none"
+    print(f"CPU extra buffer types (llama.cpp keeps weights there unless --no-repack): {extra}")
     _print_variants(data["cpu_variants"])
     print("backends built:", ", ".join(data["build"]["backends"]))
     for reg, features in data["backend_features"].items():

@@ -181,6 +181,19 @@ def test_info_shows_ggml_version_pin_patches_and_cpu_features():
         assert "avx2" in data["cpu_features"] and "AVX2" in res.stdout
 
 
+def test_info_names_the_cpus_extra_buffer_types():
+    """Where llama.cpp keeps weights of its own layout unless --no-repack (AMX's products died there before ggml
+    patch 0037, docs/findings.md 37): the names ggml's CPU lists, in the text and the JSON."""
+    from pyggml.transport import extra_buffer_types
+
+    names = sorted(set(extra_buffer_types().values()))
+    res = run("pyggml", "info")
+    assert res.returncode == 0, res.stderr
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("CPU extra buffer types"))
+    assert line.endswith(": " + (", ".join(names) or "none")), line
+    assert json.loads(run("pyggml", "info", "--json").stdout)["cpu_extra_buffer_types"] == names
+
+
 def test_the_fuzzers_are_subcommands_with_their_options():
     res = run("pyggml", "--help")
     assert res.returncode == 0 and all(name in res.stdout for name in ("fuzz", "meta-fuzz", "gguf-fuzz", "rpc-fuzz"))
