@@ -81,15 +81,20 @@ def quiet_pool(n_threads: int) -> Any:
     Returns:
         The pool (`struct ggml_threadpool *`; free it with `free_pool` once no context uses it), or None where
         the CPU backend offers none.
+
+    Raises:
+        ValueError: n_threads is not an int of at least 1 (ggml made a pool of no threads for 0).
     """
     from pyggml._native import ffi, lib
+
+    n_threads = checked("quiet_pool: n_threads", n_threads)
 
     dev = lib.ggml_backend_dev_by_type(lib.GGML_BACKEND_DEVICE_TYPE_CPU)
     reg = lib.ggml_backend_dev_backend_reg(dev) if dev != ffi.NULL else ffi.NULL
     new = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_threadpool_new") if reg != ffi.NULL else ffi.NULL
     if new == ffi.NULL:
         return None
-    params = ffi.new("struct ggml_threadpool_params *", lib.ggml_threadpool_params_default(int(n_threads)))
+    params = ffi.new("struct ggml_threadpool_params *", lib.ggml_threadpool_params_default(n_threads))
     params.poll = 0
     pool = ffi.cast("struct ggml_threadpool * (*)(struct ggml_threadpool_params *)", new)(params)
     return pool if pool != ffi.NULL else None

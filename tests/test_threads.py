@@ -308,6 +308,9 @@ def test_an_observed_llama_context_computes_with_a_pool_that_sleeps_between_piec
     pool = threads.quiet_pool(2)
     assert pool is not None
     threads.free_pool(pool)
+    for bad in (0, -1, 1.5, True):  # ggml made a pool of no threads for 0, without a word
+        with pytest.raises(ValueError, match="threads must be an int of at least 1"):
+            threads.quiet_pool(bad)  # type: ignore[arg-type]
     path = tmp_path / "llama.gguf"
     make_model("llama", path)
     own_pool = sys.modules["pyggml.backend"].backend_features().get("CPU", {}).get("OPENMP") != "1"
