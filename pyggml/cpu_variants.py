@@ -144,13 +144,8 @@ import sys
 import numpy as np
 import pyggml as gg
 from pyggml import cpu_variants, ffi, lib, types
-dev = cpu_variants.device_ptr("cpu:" + sys.argv[1])
-get = lib.ggml_backend_reg_get_proc_address(lib.ggml_backend_dev_backend_reg(dev), b"ggml_backend_dev_get_extra_bufts")
-bufts = []
-if get != ffi.NULL:
-    listed = ffi.cast("ggml_backend_dev_get_extra_bufts_t", get)(dev)
-    while listed[len(bufts)] != ffi.NULL:
-        bufts.append(listed[len(bufts)])
+from pyggml.transport import device_extra_buffer_types
+bufts = device_extra_buffer_types(cpu_variants.device_ptr("cpu:" + sys.argv[1]))
 with gg.Runner("cpu:" + sys.argv[1]) as runner:
     for t, where in [(t, None) for t in ("q4_0", "q8_0", "f16", "f32")] + [(t, b) for b in bufts for t in ("q4_0", "q8_0")]:
         ctx, wctx = gg.Context(), gg.Context()

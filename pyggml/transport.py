@@ -77,16 +77,30 @@ def extra_buffer_types() -> dict[int, str]:
     out: dict[int, str] = {}
     for i in range(lib.ggml_backend_reg_count()):
         reg = lib.ggml_backend_reg_get(i)
-        fn = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_dev_get_extra_bufts")
-        if fn == ffi.NULL:
-            continue
-        get = ffi.cast("ggml_backend_dev_get_extra_bufts_t", fn)
         for j in range(lib.ggml_backend_reg_dev_count(reg)):
-            bufts = get(lib.ggml_backend_reg_dev_get(reg, j))
-            k = 0
-            while bufts != ffi.NULL and bufts[k] != ffi.NULL:
-                out[int(ffi.cast("uintptr_t", bufts[k]))] = ffi.string(lib.ggml_backend_buft_name(bufts[k])).decode()
-                k += 1
+            for buft in device_extra_buffer_types(lib.ggml_backend_reg_dev_get(reg, j)):
+                out[int(ffi.cast("uintptr_t", buft))] = ffi.string(lib.ggml_backend_buft_name(buft)).decode()
+    return out
+
+
+def device_extra_buffer_types(dev: Any) -> list[Any]:
+    """One device's extra buffer types (`ggml_backend_dev_get_extra_bufts` of its registry), in ggml's order.
+
+    Args:
+        dev: the device (`ggml_backend_dev_t`), of a registry in ggml's list or loaded apart (a CPU variant).
+
+    Returns:
+        The buffer types (`ggml_backend_buffer_type_t`); none where its registry offers the call.
+    """
+    fn = lib.ggml_backend_reg_get_proc_address(
+        lib.ggml_backend_dev_backend_reg(dev), b"ggml_backend_dev_get_extra_bufts"
+    )
+    if fn == ffi.NULL:
+        return []
+    bufts = ffi.cast("ggml_backend_dev_get_extra_bufts_t", fn)(dev)
+    out: list[Any] = []
+    while bufts != ffi.NULL and bufts[len(out)] != ffi.NULL:
+        out.append(bufts[len(out)])
     return out
 
 
