@@ -4,8 +4,12 @@
 
 Makes `make-model ARCH FILE --like PRESET --type TYPE` (kept in --folder for the next run), then, in one
 process each (so that each peak resident size is its own):
-- llama.cpp's decode of N tokens: `pyggml.llama` load and one `decode` of the batch (the best of three
-  decodes, each on a new context);
+- llama.cpp's decode of N tokens: `pyggml.llama` load (timed too: the check loads the model as well) and one
+  `decode` of the batch (the best of three decodes, each on a new context);
+- the oracles' arithmetic alone, the floor under any checker of every product: each weight of the file (each
+  tensor of two dimensions or more) decoded by ggml's to_float and multiplied by N random columns in float32
+  BLAS, a block of rows at a time as the product oracle does (`opdb.matmul._by_blocks_of_rows`), with no
+  llama.cpp, no capture and no comparison (the file's pages read once before, as llama.cpp's load reads them);
 - the same decode under the node checker (`check --model --tokens N` as `run_model` does it), timed, with
   where the time goes: reading each node's sources before it runs (capture: ggml's reads, and the weights'
   bytes from the file for a repacked weight), the oracles, the comparison, and llama.cpp's compute (the rest).
@@ -29,7 +33,9 @@ import json, resource, sys, time
 from pyggml import llama
 from pyggml.testing.engine.model_check import tokens_for
 path, n = sys.argv[1], int(sys.argv[2])
+t = time.perf_counter()
 model = llama.Model.load(path, use_extra_bufts=False)
+load = time.perf_counter() - t
 tokens = tokens_for(model.n_vocab, n)
 seconds = float("inf")
 for _ in range(3):  # the best of three, each on a new context (the same start as the check's)
@@ -37,7 +43,31 @@ for _ in range(3):  # the best of three, each on a new context (the same start a
         t = time.perf_counter()
         ctx.decode(tokens, logits="all")
         seconds = min(seconds, time.perf_counter() - t)
-print(json.dumps({"seconds": seconds, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"seconds": seconds, "load": load, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+FLOOR = """
+import json, sys, time
+import numpy as np
+from pyggml import gguf, types
+from pyggml.testing.engine.opdb.matmul import BLOCK_OF_ROWS_VALUES
+path, n = sys.argv[1], int(sys.argv[2])
+info = gguf.read_info(path)
+data = np.memmap(path, dtype=np.uint8, mode="r")
+weights = [w for w in info.tensor_info.values() if len(w.shape) >= 2]
+sum(int(data[info.data_offset + w.offset : info.data_offset + w.offset + w.nbytes : 4096].sum()) for w in weights)
+columns = {}
+t = time.perf_counter()
+for w in weights:
+    k, m = w.ne[0], w.nelements // w.ne[0]
+    b = columns.setdefault(k, np.random.default_rng(0).standard_normal((n, k), dtype=np.float32))
+    raw, width = data[info.data_offset + w.offset :][: w.nbytes], w.nbytes // m
+    rows = max(1, BLOCK_OF_ROWS_VALUES // k)
+    for r0 in range(0, m, rows):
+        r1 = min(m, r0 + rows)
+        block = types.decode(w.type, raw[r0 * width : r1 * width], (r1 - r0, k))
+        block @ b.T
+print(json.dumps({"seconds": time.perf_counter() - t, "weights": len(weights)}))
 """
 
 CHECK = """
@@ -97,6 +127,7 @@ def main() -> int:
         subprocess.run(cmd, check=True, capture_output=True)
         print(f"# made {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in {time.perf_counter() - t:.0f} s")
     decode = child(DECODE, path, args.tokens)
+    floor = child(FLOOR, path, args.tokens)
     from pyggml.testing.engine.model_check import CHILD_ENV
 
     check = child(CHECK, path, args.tokens, CHILD_ENV)  # the environment `check --model` gives its children
@@ -106,12 +137,13 @@ def main() -> int:
         f"# {datetime.date.today()}: python bench/model_check_cost.py {' '.join(sys.argv[1:])} ({os.cpu_count()} cores)"
     )
     print(
-        "| model | tokens | llama.cpp decode s | check s | ratio | capture s | oracles s | llama.cpp and the rest s"
+        "| model | tokens | llama.cpp decode s | load s | floor s (ratio) | check s | ratio | capture s | oracles s | llama.cpp and the rest s"
         " | nodes checked | failed | unread | peak MB decode / check |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(
-        f"| {args.like} {args.type} | {args.tokens} | {decode['seconds']:.2f} | {check['seconds']:.1f} | "
+        f"| {args.like} {args.type} | {args.tokens} | {decode['seconds']:.2f} | {decode['load']:.2f} | "
+        f"{floor['seconds']:.2f} ({floor['seconds'] / decode['seconds']:.1f}x) | {check['seconds']:.1f} | "
         f"{check['seconds'] / decode['seconds']:.0f}x | {spent['capture']:.1f} | {spent['oracle and compare']:.1f} | "
         f"{rest:.1f} | {check['checked']} | {check['failed']} | {check['unread']} | "
         f"{decode['peak_mb']:.0f} / {check['peak_mb']:.0f} |"
