@@ -57,6 +57,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", f"rebuild: builds pyggml again (minutes on 2 cores); skipped unless {REBUILD}=1 is set"
     )
+    config.addinivalue_line(
+        "markers", "device: computes on a device it makes itself (not a parameter): under the device budget"
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -112,16 +115,26 @@ _OVER = (
 _DEVICE_SECONDS = [0.0]  # spent so far
 _DEVICE_SKIPPED = [0]
 _BACKEND_PARAMS = ("backend", "backend_name", "meta_backend_name", "ggml_backend", "ggml_meta_backend")
+# parameters that name the devices a test computes on by another name: a device in them puts the test under the
+# budget (llama.cpp's split over two lavapipes, a GGUF loaded onto vulkan0: a minute each on a cold cache)
+_DEVICES_PARAMS = ("name", "devices", "meta")
+_DEVICE_NAME = re.compile(r"\b(?:vulkan|cuda|hip|sycl|metal|opencl|musa|cann)\d+\b", re.IGNORECASE)
 
 
 def _device_of(item) -> str | None:
-    """The device backend a test is parametrized with (None: the CPU, a meta device of CPUs, or none)."""
+    """The device backend a test is parametrized with (None: the CPU, a meta device of CPUs, or none), or
+    "device" for a test marked `@pytest.mark.device` (one that makes its device itself)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     for key in _BACKEND_PARAMS:
         name = params.get(key)
         if isinstance(name, str) and name != "cpu" and not name.startswith("meta:cpu"):
             return name
-    return None
+    for key in _DEVICES_PARAMS:
+        value = params.get(key)
+        names = " ".join(value) if isinstance(value, (tuple, list)) else value
+        if isinstance(names, str) and _DEVICE_NAME.search(names):
+            return names
+    return "device" if item.get_closest_marker("device") else None
 
 
 def pytest_runtest_setup(item):

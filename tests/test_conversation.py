@@ -482,6 +482,7 @@ def test_in_a_matrix_a_model_that_cannot_roll_back_is_checked_without_its_draft(
     assert "no draft (skipped)" in res.stdout
 
 
+@pytest.mark.device  # lavapipe's pipelines: under the device budget (tests/conftest.py)
 def test_lavapipes_quantized_products_match_its_f16_model(models: dict[str, Path]) -> None:
     """Why vulkan0's logits differ from the CPU's: its batched products of a quantized weight round the weight,
     the activations, each product and each sum to F16 (ggml-vulkan's f16acc kernel on lavapipe); the oracle

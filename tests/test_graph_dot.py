@@ -251,6 +251,7 @@ def test_a_mapping_places_nodes_by_name_or_tensor() -> None:
     assert "on gpu" in by_name["y"] and "on host" in by_name["x"] and not any("on " in ln for ln in by_name["hb"])
 
 
+@pytest.mark.device  # lavapipe's pipelines: under the device budget (tests/conftest.py)
 @needs_vulkan
 def test_backend_labels_of_a_graph_split_between_cpu_and_vulkan0() -> None:
     wctx, w, ctx, x, b, y, graph = small_graph()

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(
-    ("name", "devices", "meta", "is_cpu", "on_cpu", "variant"),
+    ("written", "parts", "meta", "is_cpu", "on_cpu", "variant"),
     [
         ("cpu", ("cpu",), False, True, True, None),
         ("Vulkan0", ("vulkan0",), False, False, False, None),
@@ -24,11 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
         ("meta:cpu:x64,cpu", ("cpu:x64", "cpu"), True, False, True, None),
     ],
 )
-def test_a_name_is_taken_apart(name, devices, meta, is_cpu, on_cpu, variant):
-    t = Target.parse(name)
+def test_a_name_is_taken_apart(written, parts, meta, is_cpu, on_cpu, variant):
+    t = Target.parse(written)
     assert (t.name, t.devices, t.meta, t.is_cpu, t.on_cpu, t.variant) == (
-        name.lower(),
-        devices,
+        written.lower(),
+        parts,
         meta,
         is_cpu,
         on_cpu,
