@@ -8,6 +8,9 @@ Makes `make-model ARCH FILE [--like PRESET] --type TYPE` (kept in --folder), the
   token steps) with no observer; the best of three;
 - the same conversation under the node checker (`check --model --generate` as `run_model` does it): per step,
   its seconds against llama.cpp's own step;
+- the floor of a checked step: every weight of the file (each tensor of two dimensions or more) decoded once and
+  kept in float32, as the checker keeps a conversation's weights, times one column in BLAS (what the product
+  oracles of a single-token step compute, with nothing else), the best of three;
 - a comparison of the file with itself on the CPU (`pyggml.llama.compare`, every node of both runs read and
   matched) against the two plain runs it compares, and against the same comparison of the logits only (the two
   runs as `compare --logits-only` makes them: each loads its model).
@@ -50,6 +53,23 @@ if mode == "plain":
         got = steps()
         best = got if best is None else {k: min(v, got[k]) for k, v in best.items()}
     print(json.dumps(best))
+elif mode == "floor":
+    import numpy as np
+    from pyggml import gguf, types
+    info = gguf.read_info(path)
+    data = np.memmap(path, dtype=np.uint8, mode="r")
+    kept = [  # as the checker keeps a conversation's weights (nodes.SourceCache): decoded once, in float32
+        types.decode(w.type, data[info.data_offset + w.offset :][: w.nbytes], w.shape).reshape(-1, w.ne[0])
+        for w in info.tensor_info.values() if len(w.shape) >= 2
+    ]
+    columns = {k: np.ones(k, np.float32) for k in {w.shape[1] for w in kept}}
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        for w in kept:
+            w @ columns[w.shape[1]]
+        best = min(best, time.perf_counter() - t)
+    print(json.dumps({"seconds": best, "gb": sum(w.nbytes for w in kept) / 1e9}))
 elif mode == "checked":
     from pyggml.testing.engine.nodes import NodeChecker, file_weights
     checker = NodeChecker(weights=file_weights(path))
@@ -102,6 +122,7 @@ def main() -> None:
     plain = child(path, n, gen, "plain", args.threads)
     checked = child(path, n, gen, "checked", args.threads)
     both = child(path, n, gen, "compare", args.threads)
+    floor = child(path, n, gen, "floor", args.threads)
     today = datetime.date.today().isoformat()
     print(f"{os.path.basename(path)}, {n}-token prompt, {gen} steps, {today}:")
     print("| step | llama.cpp s | checked s | ratio |")
@@ -110,6 +131,11 @@ def main() -> None:
         print(f"| {label} | {seconds:.3f} | {checked[label]:.3f} | {checked[label] / seconds:.1f}x |")
     plain_total = sum(plain.values())
     print(f"checked nodes {checked['_checked']}, failed {checked['_failed']}")
+    last = plain[f"step {gen}"] if gen else None
+    print(
+        f"a step's floor ({floor['gb']:.2f} GB of float32 weights times one column): {floor['seconds']:.3f} s"
+        + (f", {floor['seconds'] / last:.1f}x llama.cpp's last step" if last else "")
+    )
     print(
         f"compare (file against itself on the CPU, {both['nodes']} nodes matched): {both['total']:.2f} s in all, "
         f"the two recorded conversations {both['a']:.2f} + {both['b']:.2f} s, against 2 x {plain_total:.2f} s plain: "

@@ -99,15 +99,27 @@ def flash_attn_ext(
     k4 = _as4(np.asarray(k, dtype=np.float64))
     v4 = _as4(np.asarray(v, dtype=np.float64))
     n3, n_head, n_q, _ = q4.shape
-    n_kv = k4.shape[2]
-    k4 = np.repeat(k4, n_head // k4.shape[1], axis=1)
-    v4 = np.repeat(v4, n_head // v4.shape[1], axis=1)
-    s = np.einsum("ahqd,ahkd->ahqk", q4, k4) * scale
+    n_kv, n_head_kv = k4.shape[2], k4.shape[1]
+    grouped_heads = v4.shape[1] == n_head_kv
+    if grouped_heads:
+        # the heads that read one k and v head (h // group) as the rows of one product: the same sums as
+        # repeating k and v to every head, without the copies (a generation step read its whole cache so)
+        group = n_head // n_head_kv
+        grouped = q4.reshape(n3, n_head_kv, group * n_q, q4.shape[3])
+        s = (grouped @ np.swapaxes(k4, -1, -2)).reshape(n3, n_head, n_q, n_kv) * scale
+    else:
+        k4 = np.repeat(k4, n_head // n_head_kv, axis=1)
+        v4 = np.repeat(v4, n_head // v4.shape[1], axis=1)
+        s = (q4 @ np.swapaxes(k4, -1, -2)) * scale
     if logit_softcap != 0:
         s = logit_softcap * np.tanh(s / logit_softcap)
     if mask is not None:
         m4 = _as4(np.asarray(mask, dtype=np.float64))[:, :, :n_q, :n_kv]
-        m4 = np.tile(m4, (n3 // m4.shape[0], n_head // m4.shape[1], 1, 1))
+        # repeated over ne3 and heads (ggml: index i reads the mask's i % its count); a count of 1 or the
+        # whole broadcasts without a copy
+        reps = [1 if m in (1, n) else n // m for m, n in ((m4.shape[0], n3), (m4.shape[1], n_head))]
+        if reps != [1, 1]:
+            m4 = np.tile(m4, (*reps, 1, 1))
         with np.errstate(invalid="ignore"):
             s = s + _alibi_slopes(n_head, max_bias)[None, :, None, None] * m4
     top = s.max(axis=-1, keepdims=True)
@@ -119,8 +131,12 @@ def flash_attn_ext(
     den = e.sum(axis=-1, keepdims=True)
     if sinks is not None:
         den = den + np.exp(sk - top)
+    if grouped_heads:  # as s was
+        ev = (e.reshape(n3, n_head_kv, -1, n_kv) @ v4).reshape(n3, n_head, n_q, v4.shape[3])
+    else:
+        ev = e @ v4
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.where(den > 0, (e @ v4) / np.where(den > 0, den, 1.0), 0.0)
+        out = np.where(den > 0, ev / np.where(den > 0, den, 1.0), 0.0)
     return _lead(np.swapaxes(out, 1, 2).astype(np.float32))
 
 
