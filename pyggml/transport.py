@@ -90,7 +90,7 @@ def device_extra_buffer_types(dev: Any) -> list[Any]:
         dev: the device (`ggml_backend_dev_t`), of a registry in ggml's list or loaded apart (a CPU variant).
 
     Returns:
-        The buffer types (`ggml_backend_buffer_type_t`); none where its registry offers the call.
+        The buffer types (`ggml_backend_buffer_type_t`); none where its registry does not offer the call.
     """
     fn = lib.ggml_backend_reg_get_proc_address(
         lib.ggml_backend_dev_backend_reg(dev), b"ggml_backend_dev_get_extra_bufts"
