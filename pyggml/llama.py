@@ -1067,7 +1067,7 @@ def compare(
     """
     b_path = os.fspath(b if b is not None else a)
     backend_b = backend_b or backend_a
-    if os.path.abspath(os.fspath(a)) == os.path.abspath(b_path) and backend_a.lower() == backend_b.lower():
+    if os.path.realpath(os.fspath(a)) == os.path.realpath(b_path) and backend_a.lower() == backend_b.lower():
         raise ValueError("compare: B is A (the same file on the same backend): name another file or --backend")
     if script is None:
         probe = Model.load(a, n_gpu_layers=0, devices=[], vocab_only=True)

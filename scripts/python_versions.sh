@@ -23,6 +23,11 @@ TESTS=(
 )
 # the notebooks (a minute a Python) on the newest Python named only: README's Python runs them in the main suite
 NEWEST=(tests/test_notebooks.py)
+# PYGGML_NOTEBOOKS_ONCE="a.ipynb b.ipynb": notebooks left out of these runs because the main suite ran them (.ci/run:
+# the two that study real-size models, a minute together, whose Python-dependent part the others exercise too)
+for nb in ${PYGGML_NOTEBOOKS_ONCE:-}; do
+    NEWEST+=(--deselect "tests/test_notebooks.py::test_notebook_reruns_to_what_is_committed[$nb]")
+done
 # not Python-dependent, but a build of its own: once, on the first version (PYGGML_SEED_TESTS=0: not at all, as in
 # .ci/run, whose main run has run it)
 ONCE=()

@@ -388,9 +388,9 @@ def test_the_compare_command(models: dict[str, Path], tmp_path: Path) -> None:
     assert picture.stat().st_size > 1000
     again = _run("check", "--repro", doc["first_divergent"]["reproducer"])
     assert again.returncode == 0, again.stdout + again.stderr
-    nowhere = tmp_path / "no-such-folder" / "c.png"  # the picture cannot be written: said, the figures stand
-    res = _run("compare", str(models["llama"]), str(models["llama-q8"]), "--no-save", "--plot", str(nowhere))
-    assert res.returncode == 0 and "no plot: cannot write" in res.stdout and "Traceback" not in res.stderr
+    elsewhere = tmp_path / "new-folder" / "c.png"  # a missing folder is made, as --json's is
+    res = _run("compare", str(models["llama"]), str(models["llama-q8"]), "--no-save", "--plot", str(elsewhere))
+    assert res.returncode == 0 and elsewhere.stat().st_size > 1000 and "Traceback" not in res.stderr
 
 
 @pytest.mark.parametrize(
@@ -410,6 +410,22 @@ def test_the_compare_command_refuses_bad_input(models: dict[str, Path], args: li
     res = _run("compare", str(models["llama"]), *args)
     assert res.returncode == 2 and said in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_the_compare_command_refuses_a_file_against_itself_and_unwritable_outputs_before_running(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    """The same file twice on one backend was compared with itself (all zeros), and a --plot or --json that
+    could not be written was said only after both runs."""
+    path = str(models["llama"])
+    res = _run("compare", path, str(Path(path).parent / ".." / Path(path).parent.name / Path(path).name))
+    assert res.returncode == 2 and "compared with itself" in res.stderr, res.stdout + res.stderr
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for option in ("--plot", "--json"):
+        res = _run("compare", path, "--backend", "cpu", "--backend", "meta:cpu,cpu", option, str(blocker / "x"))
+        assert res.returncode == 2 and f"{option} {blocker / 'x'}:" in res.stderr, res.stdout + res.stderr
+        assert "A:" not in res.stdout and "Traceback" not in res.stderr
 
 
 def test_files_of_other_architectures_or_vocabularies_are_refused_saying_what_still_compares(

@@ -76,6 +76,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", type=int, default=12, metavar="N", help="the nodes listed (largest jumps first)")
 
 
+def _unwritable(path: str) -> str | None:
+    """Why a file cannot be written at `path` (its folder made where missing), or None; a file this probe
+    creates is removed again."""
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        existed = target.exists()
+        with open(target, "ab"):
+            pass
+        if not existed:
+            target.unlink()
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 def _fail(msg: str) -> int:
     print(f"compare: {msg}", file=sys.stderr)
     return 2
@@ -91,6 +107,8 @@ def _runs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], str]:
         if len(backends) > 2:
             return [], "two files run on one backend (or A's and B's): give at most two --backend"
         b = backends or ["cpu"]
+        if os.path.realpath(files[0]) == os.path.realpath(files[1]) and b[0] == b[-1]:
+            return [], f"{files[1]} is {files[0]} on {b[0]} again: the run would be compared with itself"
         return [(files[0], b[0]), (files[1], b[-1])], ""
     if len(backends) != 2:
         return [], "one file is compared on two backends: give --backend twice (A's, then B's), or a second file"
@@ -127,11 +145,10 @@ def main(args: argparse.Namespace) -> int:
     talk = talk_from(args)
     if isinstance(talk, str):
         return _fail(talk)
-    if args.json and args.json != "-":
-        try:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            return _fail(f"--json {args.json}: {e}")
+    for option, target in (("--json", args.json), ("--plot", args.plot)):
+        why = _unwritable(target) if target and target != "-" else None
+        if why:  # said before the runs, not after minutes of them
+            return _fail(f"{option} {target}: {why}")
     (path_a, backend_a), (path_b, backend_b) = runs
     out = sys.stderr if args.json == "-" else sys.stdout
 
@@ -174,7 +191,7 @@ def main(args: argparse.Namespace) -> int:
     print(
         f"time: A {run_a.seconds:.2f} s, B {run_b.seconds:.2f} s (the conversations"
         + (", every node read" if nodes else "")
-        + f"), {seconds:.1f} s in all",
+        + f"), {seconds:.2f} s in all",
         file=out,
     )
     report: dict[str, Any] = cmp.to_json()
