@@ -146,9 +146,9 @@ def main(args: argparse.Namespace) -> int:
     if isinstance(talk, str):
         return _fail(talk)
     for option, target in (("--json", args.json), ("--plot", args.plot)):
-        why = _unwritable(target) if target and target != "-" else None
-        if why:  # said before the runs, not after minutes of them
-            return _fail(f"{option} {target}: {why}")
+        unwritable = _unwritable(target) if target and target != "-" else None
+        if unwritable:  # said before the runs, not after minutes of them
+            return _fail(f"{option} {target}: {unwritable}")
     (path_a, backend_a), (path_b, backend_b) = runs
     out = sys.stderr if args.json == "-" else sys.stdout
 
