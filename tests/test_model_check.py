@@ -102,6 +102,20 @@ def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.parametrize("option", ["--json", "--junit"])
+def test_a_report_that_cannot_be_written_is_said_before_the_run(
+    tiny: dict[str, Path], tmp_path: Path, option: str
+) -> None:
+    """`check --model` and `check --repro` ran first and died on the report with a traceback (exit 1)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    nowhere = str(blocker / "r.out")
+    for args in (["--model", str(tiny["llama"]), "--tokens", "4"], ["--repro", str(tmp_path)]):
+        res = _cli(*args, option, nowhere)
+        assert res.returncode == 2 and f"report {nowhere!r}" in res.stderr, res.stdout + res.stderr
+        assert "Traceback" not in res.stderr and "MUL_MAT" not in res.stdout
+
+
 def test_the_command_line(tiny: dict[str, Path], tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     res = _cli("--model", str(tiny["llama"]), "--json", str(report), "--tokens", "4")

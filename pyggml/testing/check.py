@@ -149,22 +149,13 @@ def _reports(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 def backends_reports_error(args: argparse.Namespace, backends: list[str]) -> str | None:
     """Why the backends or the report files cannot be had, found before any case runs."""
+    from pyggml.testing.engine.junit import reports_error
+
     for b in dict.fromkeys(backends):
         why = backend_error(b)
         if why:
             return f"--backend {b}: {why}"
-    reports = _reports(args)
-    if sum(path == "-" for _, path in reports) > 1:
-        return "only one report can go to stdout (-): give --json or --junit a file"
-    for kind, path in reports:
-        if path == "-":
-            continue
-        try:
-            with open(path, "a"):
-                pass
-        except OSError as e:
-            return f"cannot write the {kind} report {path!r}: {e.strerror}"
-    return None
+    return reports_error(args.json, getattr(args, "junit", None))
 
 
 def perf_main(args: argparse.Namespace, backends: list[str]) -> int:

@@ -76,22 +76,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", type=int, default=12, metavar="N", help="the nodes listed (largest jumps first)")
 
 
-def _unwritable(path: str) -> str | None:
-    """Why a file cannot be written at `path` (its folder made where missing), or None; a file this probe
-    creates is removed again."""
-    target = Path(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        existed = target.exists()
-        with open(target, "ab"):
-            pass
-        if not existed:
-            target.unlink()
-    except OSError as e:
-        return e.strerror or str(e)
-    return None
-
-
 def _fail(msg: str) -> int:
     print(f"compare: {msg}", file=sys.stderr)
     return 2
@@ -140,13 +124,14 @@ def main(args: argparse.Namespace) -> int:
         return _fail(f"--rows must be at least 0, not {args.rows}")
     if args.bound is not None and not 0 < args.bound < math.inf:
         return _fail(f"--bound must be a positive number, not {args.bound}")
+    from pyggml.testing.engine import junit
     from pyggml.testing.engine.model_check import conversation_refused, talk_from
 
     talk = talk_from(args)
     if isinstance(talk, str):
         return _fail(talk)
     for option, target in (("--json", args.json), ("--plot", args.plot)):
-        unwritable = _unwritable(target) if target and target != "-" else None
+        unwritable = junit.unwritable(target, make_folder=True) if target and target != "-" else None
         if unwritable:  # said before the runs, not after minutes of them
             return _fail(f"{option} {target}: {unwritable}")
     (path_a, backend_a), (path_b, backend_b) = runs

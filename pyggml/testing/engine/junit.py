@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -103,6 +104,35 @@ def write_junit(
     tree = junit_tree(records, name, measure, timestamp)
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)
+
+
+def unwritable(path: str, make_folder: bool = False) -> str | None:
+    """Why a file cannot be written at `path`, found before a run rather than after it (None: it can); a file
+    this probe creates is removed again. make_folder: make its missing folders first."""
+    target = Path(path)
+    try:
+        if make_folder:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        existed = target.exists()
+        with open(target, "ab"):
+            pass
+        if not existed:
+            target.unlink()
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def reports_error(json_path: str | None, junit_path: str | None) -> str | None:
+    """Why `--json` and `--junit` cannot both be written (one run's reports), or None."""
+    reports = [(kind, path) for kind, path in (("JSON", json_path), ("JUnit", junit_path)) if path]
+    if sum(path == "-" for _, path in reports) > 1:
+        return "only one report can go to stdout (-): give --json or --junit a file"
+    for kind, path in reports:
+        why = unwritable(path) if path != "-" else None
+        if why:
+            return f"cannot write the {kind} report {path!r}: {why}"
+    return None
 
 
 def write_report(

@@ -625,8 +625,11 @@ def main(args: argparse.Namespace) -> int:
         why = conversation_refused(f, talk)
         if why:
             return fail(f"--model {f}: {why}")
-    if args.json == "-" and args.junit == "-":
-        return fail("only one report can go to stdout (-): give --json or --junit a file")
+    from pyggml.testing.engine.junit import reports_error
+
+    why = reports_error(args.json, args.junit)
+    if why:
+        return fail(why)
     from pyggml import target
 
     backends = target.expand(args.backend or ["cpu"])

@@ -278,11 +278,12 @@ def rerun(r: Repro, backend: str, runner: Runner | None = None) -> Record:
 def main(args: argparse.Namespace) -> int:
     """`check --repro FILE_OR_DIR [--backend B]...`: rerun the reproducers on each backend named (default:
     the backend each one was saved from); exit 1 when one fails, 2 for what cannot be read."""
-    from pyggml.testing.engine.junit import write_report
+    from pyggml.testing.engine.junit import reports_error, write_report
     from pyggml.testing.engine.session import backend_error, table
 
-    if args.json == "-" and args.junit == "-":
-        print("check: only one report can go to stdout (-): give --json or --junit a file", file=sys.stderr)
+    why = reports_error(args.json, args.junit)
+    if why:
+        print(f"check: {why}", file=sys.stderr)
         return 2
     try:
         repros = [load(p) for p in find(args.repro)]
