@@ -1,9 +1,15 @@
-/* pyggml_copy_nodes: see node_copies.h. Appended to the cffi module's source by tools/gen_ffi.py, after ggml.h
- * and ggml-backend.h. */
+/* pyggml_copy_nodes: see node_copies.h. A source of the cffi module of its own (CMakeLists.txt), compiled at the
+ * build type's optimization: the module's generated wrappers are compiled at -O1, and these loops copy and compare
+ * every node of a conversation. */
 
+#include <stdint.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "node_copies.h"
 
 #define PYGGML_COPY_SRC (GGML_MAX_SRC < 10 ? GGML_MAX_SRC : 10)
 #define PYGGML_COPY_NAME (GGML_MAX_NAME < 64 ? GGML_MAX_NAME : 64)

@@ -79,7 +79,7 @@ static const char * pyggml_guard_error(void) {
 """
 
 NATIVE = Path(__file__).resolve().parent.parent / "native"
-NODE_COPIES_H, NODE_COPIES_C = NATIVE / "node_copies.h", NATIVE / "node_copies.c"
+NODE_COPIES_H = NATIVE / "node_copies.h"  # declared here; node_copies.c is a source of the module (CMakeLists.txt)
 
 GUARD_CDEF = """
 void pyggml_abort_hook(const char * message);
@@ -363,7 +363,7 @@ def main() -> int:
     ffibuilder = cffi.FFI()
     ffibuilder.cdef(cdef)
     source = "".join(f'#include "{h}"\n' for h in args.header) + GUARD_PRELUDE + guard_src
-    ffibuilder.set_source(args.module, source + NODE_COPIES_H.read_text() + NODE_COPIES_C.read_text())
+    ffibuilder.set_source(args.module, source + NODE_COPIES_H.read_text())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     ffibuilder.emit_c_code(str(args.out))
     if args.cdef_out:
