@@ -93,7 +93,9 @@ else:
 
 
 def child(path: str, n: int, gen: int, mode: str, threads: int) -> dict:
-    env = {**os.environ, "GOMP_SPINCOUNT": os.environ.get("GOMP_SPINCOUNT", "0")}
+    from pyggml.testing.engine.model_check import CHILD_ENV
+
+    env = {**CHILD_ENV, **os.environ}  # the environment `check --model` gives its children, where not set here
     out = subprocess.run(
         [sys.executable, "-c", PROGRAM, path, str(n), str(gen), mode, str(threads)], capture_output=True, text=True,
         env=env,

@@ -102,6 +102,18 @@ def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     )
 
 
+def test_a_models_child_runs_without_idle_threads_spinning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child of `check --model` keeps OpenMP's and OpenBLAS's idle threads from spinning between the pieces
+    llama.cpp computes and the checker's products (they took the cores from the compute: bench/README.md); a
+    value the user set passes through as it is."""
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+    env = model_check.child_env("cpu")
+    assert env["GOMP_SPINCOUNT"] == "0" and env["OPENBLAS_THREAD_TIMEOUT"] == "4"
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "20")
+    assert "OPENBLAS_THREAD_TIMEOUT" not in model_check.child_env("cpu")
+
+
 @pytest.mark.parametrize("option", ["--json", "--junit"])
 def test_a_report_that_cannot_be_written_is_said_before_the_run(
     tiny: dict[str, Path], tmp_path: Path, option: str

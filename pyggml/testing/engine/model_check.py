@@ -218,8 +218,12 @@ def keeper(patterns: list[str], failures: int = repro.MAX_FAILURES) -> Callable[
 # OpenMP, whose idle threads spin after each graph compute (libgomp: GOMP_SPINCOUNT rounds, llama.cpp's 4
 # threads by default); under the checker ggml computes one node at a time and Python reads and judges in
 # between, so the spinning threads took the cores from Python. qwen35-0.8b Q4_K_M, 32 tokens, on this
-# project's 2-core machine: 14.6 s, 8.8 s without the spin (bench/model_check_cost.py).
-CHILD_ENV = {"GOMP_SPINCOUNT": "0"}
+# project's 2-core machine: 14.6 s, 8.8 s without the spin (bench/model_check_cost.py). NumPy's OpenBLAS does the
+# same after each product it splits over threads (2^28 cycles, about 0.1 s, unless OPENBLAS_THREAD_TIMEOUT says
+# less; 4, its least, is 16 cycles): after a prompt's large products its threads spun while llama.cpp computed the
+# first generation step, and with ggml's own thread pool (the wheel) that step cost 0.4-0.7 s where the next took
+# 0.3 (bench/README.md, "Where the rest goes").
+CHILD_ENV = {"GOMP_SPINCOUNT": "0", "OPENBLAS_THREAD_TIMEOUT": "4"}
 
 
 def child_env(backend: str) -> dict[str, str]:
