@@ -124,7 +124,8 @@ def unwritable(path: str, make_folder: bool = False) -> str | None:
 
 
 def reports_error(json_path: str | None, junit_path: str | None) -> str | None:
-    """Why `--json` and `--junit` cannot both be written (one run's reports), or None."""
+    """Why a run's `--json` and `--junit` reports cannot be written (both to stdout, or a file that cannot be
+    made), or None."""
     reports = [(kind, path) for kind, path in (("JSON", json_path), ("JUnit", junit_path)) if path]
     if sum(path == "-" for _, path in reports) > 1:
         return "only one report can go to stdout (-): give --json or --junit a file"

@@ -222,7 +222,7 @@ def keeper(patterns: list[str], failures: int = repro.MAX_FAILURES) -> Callable[
 # same after each product it splits over threads (2^28 cycles, about 0.1 s, unless OPENBLAS_THREAD_TIMEOUT says
 # less; 4, its least, is 16 cycles): after a prompt's large products its threads spun while llama.cpp computed the
 # first generation step, and with ggml's own thread pool (the wheel) that step cost 0.4-0.7 s where the next took
-# 0.3 (bench/README.md, "Where the rest goes").
+# 0.3 (bench/README.md, "What a checked conversation and a comparison cost").
 CHILD_ENV = {"GOMP_SPINCOUNT": "0", "OPENBLAS_THREAD_TIMEOUT": "4"}
 
 
