@@ -144,7 +144,9 @@ def backends_of(args: argparse.Namespace) -> list[str]:
 
 
 def _reports(args: argparse.Namespace) -> list[tuple[str, str]]:
-    return [(kind, path) for kind, path in (("JSON", args.json), ("JUnit", getattr(args, "junit", None))) if path]
+    from pyggml.testing.engine.junit import reports
+
+    return reports(args.json, getattr(args, "junit", None))
 
 
 def backends_reports_error(args: argparse.Namespace, backends: list[str]) -> str | None:

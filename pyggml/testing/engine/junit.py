@@ -123,13 +123,18 @@ def unwritable(path: str, make_folder: bool = False) -> str | None:
     return None
 
 
+def reports(json_path: str | None, junit_path: str | None) -> list[tuple[str, str]]:
+    """A run's reports asked for, as (kind, path): ("JSON", --json), ("JUnit", --junit)."""
+    return [(kind, path) for kind, path in (("JSON", json_path), ("JUnit", junit_path)) if path]
+
+
 def reports_error(json_path: str | None, junit_path: str | None) -> str | None:
     """Why a run's `--json` and `--junit` reports cannot be written (both to stdout, or a file that cannot be
     made), or None."""
-    reports = [(kind, path) for kind, path in (("JSON", json_path), ("JUnit", junit_path)) if path]
-    if sum(path == "-" for _, path in reports) > 1:
+    asked = reports(json_path, junit_path)
+    if sum(path == "-" for _, path in asked) > 1:
         return "only one report can go to stdout (-): give --json or --junit a file"
-    for kind, path in reports:
+    for kind, path in asked:
         why = unwritable(path) if path != "-" else None
         if why:
             return f"cannot write the {kind} report {path!r}: {why}"
