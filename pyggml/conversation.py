@@ -31,7 +31,7 @@ step a node belongs to.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
@@ -49,6 +49,7 @@ __all__ = [
     "Step",
     "Transcript",
     "converse",
+    "conversing",
     "no_draft",
     "cannot_roll_back",
     "tokenize",
@@ -431,6 +432,31 @@ def converse(
             one whose architecture llama.cpp does not roll back: it clamps n_rs_seq to 0).
         pyggml.errors.LlamaError: llama.cpp failed to decode (its reason).
     """
+    out = Transcript(script, tokens=[[] for _ in script.prompts])
+    for label in conversing(ctx, script, out, follow):
+        if on_step is not None:
+            on_step(label)
+    return out
+
+
+def conversing(
+    ctx: Context, script: Script, out: Transcript, follow: Transcript | None = None
+) -> Generator[str, None, None]:
+    """`converse`, one decode at a time: yields each step's label before its decode, filling `out` as it goes.
+
+    Two conversations advanced in turns (`pyggml.llama.record_pair`) hold one run's nodes against the other's
+    while both still have them: B follows A's transcript as A writes it, a step behind.
+
+    Args:
+        ctx, script, follow: as `converse`'s (follow may still be growing: a step is read when B reaches it).
+        out: the Transcript to fill, made empty for `script` (`Transcript(script, tokens=[[] ...])`).
+
+    Returns:
+        A generator of the labels (close it to stop the conversation where it is).
+
+    Raises:
+        ValueError, LlamaError: as `converse`, when it is advanced.
+    """
     script.check_fits(ctx.n_ctx, ctx.n_seq_max)
     if follow is not None and follow.script != script:
         raise ValueError("converse: follow is the transcript of another script")
@@ -441,10 +467,10 @@ def converse(
     ctx.memory_clear()
     n_seq, n_vocab = script.sequences, model.n_vocab
     rng = np.random.default_rng(script.seed)
-    out = Transcript(script, tokens=[[] for _ in script.prompts])
     planned = iter(follow.steps) if follow is not None else None
 
-    def decode(label: str, batch: list[list[int]], every: bool) -> Step:
+    def decode(label: str, batch: list[list[int]], every: bool) -> Iterator[str]:
+        yield label  # before a followed step is read: in turns, the followed run decodes it meanwhile
         if planned is not None:
             step = next(planned)
             if step.label != label:
@@ -454,14 +480,10 @@ def converse(
         seqs = [s for s, seq in enumerate(batch) for _ in seq]
         pos = [len(out.tokens[s]) + i for s, seq in enumerate(batch) for i in range(len(seq))]
         flags = [every or i == len(seq) - 1 for seq in batch for i in range(len(seq))]
-        if on_step is not None:
-            on_step(label)
         ctx.decode(toks, positions=pos, seq_ids=seqs, logits=flags)
         for s, seq in enumerate(batch):
             out.tokens[s] += seq
-        step = Step(label, batch, ctx.all_logits())
-        out.steps.append(step)
-        return step
+        out.steps.append(Step(label, batch, ctx.all_logits()))
 
     def last_outputs(step: Step) -> list[int]:  # per sequence, the row of its last token's logits
         every = len(step.logits) > n_seq  # a row per token, or a row per sequence
@@ -471,11 +493,17 @@ def converse(
         return [int(np.argmax(step.logits[e])) for e in last_outputs(step)]
 
     def chosen(own: list[int]) -> list[int]:  # the next step's ids: the followed run's, or this run's own
-        if follow is None or len(out.steps) >= len(follow.steps):
+        if follow is None:
             return own
-        return [follow.steps[len(out.steps)].tokens[s][0] for s in range(n_seq)]
+        if len(out.steps) < len(follow.steps):
+            return [follow.steps[len(out.steps)].tokens[s][0] for s in range(n_seq)]
+        # a followed run a step ahead (conversing in turns) has chosen them, not decoded them: its next tokens
+        ref = follow.steps[len(out.steps) - 1]
+        nexts = [ref.next_tokens[e] for e in last_outputs(ref)] if len(ref.next_tokens) == len(ref.logits) else []
+        return nexts if nexts and min(nexts) >= 0 else own
 
-    prefill = decode(PREFILL, [list(p) for p in script.prompts], every=script.prefill_logits == "all")
+    yield from decode(PREFILL, [list(p) for p in script.prompts], every=script.prefill_logits == "all")
+    prefill = out.steps[-1]
     pending = chosen(greedy(prefill)) if (script.generate or script.speculative) else []
     last = prefill
     if script.prefill_logits == "all":  # after each prompt token its next; after the last, what was generated
@@ -489,15 +517,17 @@ def converse(
 
     for i in range(script.generate):
         set_next(last, pending)
-        last = decode(f"step {i + 1}", [[t] for t in pending], every=False)
+        yield from decode(f"step {i + 1}", [[t] for t in pending], every=False)
+        last = out.steps[-1]
         pending = chosen(greedy(last))
     set_next(last, pending if pending else [-1] * n_seq)
     if not script.speculative:
-        return out
+        return
 
     k = script.speculative
     batch = [[pending[s], *_draft(out.tokens[s], pending[s], k, rng, n_vocab)] for s in range(n_seq)]
-    draft = decode(DRAFT, batch, every=True)  # following: the followed run's draft
+    yield from decode(DRAFT, batch, every=True)  # following: the followed run's draft
+    draft = out.steps[-1]
     pending = []
     for s in range(n_seq):
         drafted = draft.tokens[s][1:]
@@ -505,9 +535,9 @@ def converse(
         accepted = 0
         while accepted < k and drafted[accepted] == choices[accepted]:
             accepted += 1
-        if follow is not None:  # the followed run's decision, whatever this run's logits say
-            accepted = follow.accepted[s]
-            choices[accepted] = follow.steps[len(out.steps)].tokens[s][0]
+        if follow is not None:  # the followed run's decision, whatever this run's logits say: its next token
+            accepted = follow.accepted[s]  # after the accepted ones, as its draft's next_tokens keep it
+            choices[accepted] = follow.steps[len(out.steps) - 1].next_tokens[s * (k + 1) + accepted]
         out.accepted.append(accepted)
         first_removed = len(out.tokens[s]) - (k - accepted)
         if accepted < k:
@@ -521,9 +551,8 @@ def converse(
         pending.append(choices[accepted])
         # after output i: the accepted draft token, then the model's own choice; nothing after a rejected one
         draft.next_tokens += [*drafted[:accepted], pending[s], *([-1] * (k - accepted))]
-    after = decode(AFTER_ROLLBACK, [[t] for t in pending], every=False)
-    after.next_tokens = [-1] * len(after.logits)
-    return out
+    yield from decode(AFTER_ROLLBACK, [[t] for t in pending], every=False)
+    out.steps[-1].next_tokens = [-1] * len(out.steps[-1].logits)
 
 
 def no_draft(ctx: Context, transcript: Transcript) -> np.ndarray:

@@ -89,7 +89,12 @@ def compare_values(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
             return 0.0, 0.0, 1.0
         sums = _sums(a32, b32)
         assert sums is not None
-    ref, err, nb2, worst = sums
+    return figures(*sums)
+
+
+def figures(ref: float, err: float, nb2: float, worst: float) -> tuple[float, float, float]:
+    """`compare_values`' (nmse, max_abs, cosine) from its sums: sum a^2, sum (b - a)^2, sum b^2, max |b - a|."""
+    ref, err, nb2, worst = float(ref), float(err), float(nb2), float(worst)
     nmse = err / ref if ref > 0 else (0.0 if err == 0 else math.inf)
     if ref > 0 and nb2 > 0:
         na, nb = math.sqrt(ref), math.sqrt(nb2)
@@ -168,8 +173,9 @@ class Recorder(NodeReader):
     it with another run's at once.
 
     Args:
-        against: another Recorder's `recorded` (the reference run, A): compare each node with it and keep the
-            figures (`diffs`) rather than the values.
+        against: another Recorder's `recorded` (the reference run, A), or that Recorder itself (a run conversing
+            in turns with this one, `pyggml.llama.record_pair`): compare each node with it and keep the figures
+            (`diffs`) rather than the values.
         keep: `keep(name)`: the nodes to record (None: all).
         then: another observer to call as well (a NodeChecker): asked first, its answer does not matter.
         native: copy the nodes in C (native/node_copies.c: the log is read once per decode, `after_decode`), not
@@ -178,20 +184,23 @@ class Recorder(NodeReader):
 
     Attributes:
         step: the current step's label (set it with `set_step`, the conversation's `on_step`).
-        recorded: key -> what was recorded (values, op, shape), when recording.
+        recorded: key -> what was recorded (values, op, shape), when recording (a held run copied in C keeps
+            `entries` instead: key -> its entry in the C log, for the step).
         diffs: the NodeDiffs, in compute order, when comparing.
         only_here: the keys of nodes this run computed and the reference did not.
     """
 
     def __init__(
         self,
-        against: dict[Key, Any] | None = None,
+        against: dict[Key, Any] | Recorder | None = None,
         keep: Callable[[str], bool] | None = None,
         then: Callable[[Tensor, bool], bool] | None = None,
         native: bool | None = None,
     ) -> None:
         super().__init__()
-        self.against, self.keep, self.then = against, keep, then
+        self._ref = against if isinstance(against, Recorder) else None
+        self.against = against.recorded if isinstance(against, Recorder) else against
+        self.keep, self.then = keep, then
         can = keep is None and then is None
         if native and not can:
             raise ValueError("Recorder: native copies take no keep or then")
@@ -212,6 +221,55 @@ class Recorder(NodeReader):
         self._where: dict[int, tuple[Key, float]] = {}  # node address -> (its key, its nmse) in this step
         self._index = 0
         self._pending: tuple[Key, str, list[tuple[str, float]]] | None = None
+        # conversing in turns (pyggml.llama.record_pair): this reference run's values stay where they were
+        # computed, read by the other run before this one decodes again, and are let go at the next step
+        self.held = False
+        self.entries: dict[Key, int] = {}
+        self.unmatched: list[Key] = []  # held: the keys of nodes the other run did not compute
+
+    def leave_in_place(self, on: bool) -> None:
+        """Let the C copier log the next decodes' kept nodes where they lie in host memory instead of copying
+        them (native/node_copies.h, in_place): only for a decode computed in one ubatch (one sequence, the batch
+        within n_ubatch), whose values are read before the next decode.
+
+        Args:
+            on: leave them in place (True) or copy every node (False).
+        """
+        if self._log is not None:
+            self._log.in_place = 1 if on else 0
+
+    def let_go(self) -> None:
+        """Drop a held run's values of the last step: the memory they lie in is about to be written again."""
+        self.recorded.clear()
+        self.entries.clear()
+        if self._log is not None:
+            lib.pyggml_node_copies_clear(self._log)
+
+    def keys(self) -> list[Key]:
+        """The keys of the nodes recorded (a held run: of the last step)."""
+        return [*self.recorded, *self.entries]
+
+    def _entry(self, i: int) -> _Recorded:
+        """What entry i of this held run's C log holds, read where it lies."""
+        c = self._log.nodes[i]
+        values, shape, error = copied_values(c, self._entry_bytes(c))
+        return _Recorded(ffi.string(c.kind).decode(), shape, values, error)
+
+    def _entry_bytes(self, c: Any) -> np.ndarray:
+        """The bytes of an entry of this recorder's C log: the node's own memory where left in place."""
+        if c.at != ffi.NULL:  # left in place: read before the memory is written again
+            return np.frombuffer(ffi.buffer(ffi.cast("char *", c.at), c.nbytes), dtype=np.uint8)
+        if not c.nbytes:
+            return np.empty(0, np.uint8)
+        return np.frombuffer(ffi.buffer(self._log.data + c.offset, c.nbytes), dtype=np.uint8)
+
+    def _reference(self, key: Key) -> _Recorded | None:
+        """The reference's node of this key, or None."""
+        ref = self._ref
+        if ref is not None and ref.entries:
+            i = ref.entries.get(key)
+            return ref._entry(i) if i is not None else None
+        return self.against.get(key) if self.against is not None else None
 
     @property
     def eval_callback(self) -> tuple[Any, Any] | None:
@@ -230,30 +288,83 @@ class Recorder(NodeReader):
         try:
             if log.out_of_memory:
                 raise MemoryError(f"Recorder: {log.n_data} bytes of node copies and no memory for the next")
+            if self.held and self.against is None:  # the other run reads them where they are, this step
+                for i in range(log.n_nodes):
+                    name = ffi.string(log.nodes[i].name).decode()
+                    self.entries[(self.step, name, self._seen[name])] = i
+                    self._seen[name] += 1
+                return
+            ref = self._ref
+            if ref is not None and ref._log is not None and ref.held:
+                self._compare_logs(ref)
+                return
             data = None
             if log.n_data and self.against is None:
                 # the values are kept: the bytes become a NumPy array's, not copied (a prefill: 100 MB and more)
                 size = log.n_data
                 taken = ffi.gc(lib.pyggml_node_copies_take(log), lib.pyggml_node_copies_release)
                 data = np.frombuffer(ffi.buffer(taken, size), dtype=np.uint8)
-            elif log.n_data:  # only the figures are kept: the log's memory is read in place and written again next
-                data = np.frombuffer(ffi.buffer(log.data, log.n_data), dtype=np.uint8)
             for i in range(log.n_nodes):
                 c = log.nodes[i]
                 srcs = [(c.src[j], c.src_of_view[j]) for j in range(len(c.src))]
                 pending = self._begin(ffi.string(c.name).decode(), ffi.string(c.kind).decode(), srcs)
                 if pending is not None:
-                    values, shape, error = copied_values(c, data if data is not None else np.empty(0, np.uint8))
+                    if c.at == ffi.NULL and data is not None:
+                        raw = data[c.offset : c.offset + c.nbytes]
+                    else:
+                        raw = self._entry_bytes(c)
+                    values, shape, error = copied_values(c, raw)
                     self._finish(pending, int(ffi.cast("uintptr_t", c.node)), shape, values, error)
         finally:
-            lib.pyggml_node_copies_clear(log)
+            if not self.held:  # a held run's values are read by the other run, then let go (`let_go`)
+                lib.pyggml_node_copies_clear(log)
+
+    def _compare_logs(self, ref: Recorder) -> None:
+        """Compare this decode's logged nodes with a held run's of the same step, the float32 ones in one C pass
+        (`pyggml_compare_logged`), the others as `_finish` does."""
+        log = self._log
+        pending, ia, ib = [], [], []
+        for i in range(log.n_nodes):  # a native recorder keeps every node (no `keep`)
+            key = self._next_key(ffi.string(log.nodes[i].name).decode())
+            j = ref.entries.get(key)
+            if j is not None:
+                ia.append(j)
+                ib.append(i)
+            pending.append((i, key, j, self._index - 1))
+        n = len(ia)
+        sums = np.zeros((n, 5))
+        status = np.zeros(n, np.int32)
+        if n:
+            a_idx, b_idx = np.array(ia, np.int64), np.array(ib, np.int64)
+            lib.pyggml_compare_logged(
+                ref._log, log, ffi.from_buffer("int64_t[]", a_idx), ffi.from_buffer("int64_t[]", b_idx), n,
+                ffi.from_buffer("double[]", sums), ffi.from_buffer("int32_t[]", status),
+            )  # fmt: skip
+        k = 0
+        for i, key, j, index in pending:  # in order: a node's inputs are the nodes before it
+            c = log.nodes[i]
+            address = int(ffi.cast("uintptr_t", c.node))
+            if j is None:
+                self.only_here.append(key)
+                continue
+            op = ffi.string(c.kind).decode()
+            inputs = self._inputs([(c.src[s], c.src_of_view[s]) for s in range(len(c.src))])
+            shape = (int(c.ne[1]), int(c.ne[0])) if c.rows_only else extents_shape(c.ne)
+            if status[k] == 1:
+                self._diff(key, op, inputs, index, address, shape, figures(*sums[k][:4]), "")
+            else:  # not float32 of one dense layout in both, or not finite: read as `_finish` does
+                values, shape, error = copied_values(c, self._entry_bytes(c))
+                self._finish((key, op, inputs), address, shape, values, error, index)
+            k += 1
 
     def set_step(self, label: str) -> None:
-        """Name the step the nodes computed from now on belong to.
+        """Name the step the nodes computed from now on belong to (a held run lets the last step's values go).
 
         Args:
             label: the step's label ("prefill", "step 1", ...).
         """
+        if self.held:
+            self.let_go()
         self.step = label
         self._seen.clear()
         self._where.clear()
@@ -303,11 +414,20 @@ class Recorder(NodeReader):
     ) -> tuple[Key, str, list[tuple[str, float]]] | None:
         """The key, op and recorded inputs of the next node (None when `keep` leaves it out); srcs: each source's
         address and, for a view, the address of the tensor it views (ggml's view chains are one deep)."""
+        key = self._next_key(name)
+        if self.keep is not None and not self.keep(name):
+            return None
+        return key, op, self._inputs(srcs)
+
+    def _next_key(self, name: str) -> Key:
+        """The key of the next node, of this name."""
         key = (self.step, name, self._seen[name])
         self._seen[name] += 1
         self._index += 1
-        if self.keep is not None and not self.keep(name):
-            return None
+        return key
+
+    def _inputs(self, srcs: list[tuple[Any, Any]]) -> list[tuple[str, float]]:
+        """The names and NMSEs of the nodes recorded so far that a node reads (srcs: as `_begin`'s)."""
         inputs = []
         for pair in srcs:
             for p in pair:
@@ -315,7 +435,7 @@ class Recorder(NodeReader):
                 if found is not None:
                     inputs.append((found[0][1], found[1]))
                     break
-        return key, op, inputs
+        return inputs
 
     def _done(self, t: Tensor) -> None:
         if self._pending is None:
@@ -336,25 +456,47 @@ class Recorder(NodeReader):
         shape: tuple[int, ...],
         values: np.ndarray | None,
         error: str,
+        index: int | None = None,
     ) -> None:
-        """Keep a node's values, or its figures against the reference's."""
+        """Keep a node's values, or its figures against the reference's (index: its place in the run, if not the
+        last node begun)."""
         key, op, inputs = pending
-        if self.against is None:
+        index = self._index - 1 if index is None else index
+        if self.against is None and self._ref is None:
             self.recorded[key] = _Recorded(op, shape, values, error)
             self._where[address] = (key, 0.0)
             return
-        ref = self.against.get(key)
+        ref = self._reference(key)
         if ref is None:
             self.only_here.append(key)
             return
-        d = NodeDiff(key[0], key[1], key[2], self._index - 1, op, layer_of(key[1]), shape)
-        d.inputs = [n for n, _ in inputs]
         if error or ref.error:
-            d.error = error or f"the reference's {ref.error}"
+            self._diff(key, op, inputs, index, address, shape, None, error or f"the reference's {ref.error}")
         elif ref.values is None or ref.values.shape != shape:
-            d.error = f"shape {shape} against the reference's {None if ref.values is None else ref.values.shape}"
+            why = f"shape {shape} against the reference's {None if ref.values is None else ref.values.shape}"
+            self._diff(key, op, inputs, index, address, shape, None, why)
         else:
-            d.nmse, d.max_abs, d.cosine = compare_values(ref.values, values)  # type: ignore[arg-type]
+            got = compare_values(ref.values, values)  # type: ignore[arg-type]
+            self._diff(key, op, inputs, index, address, shape, got, "")
+
+    def _diff(
+        self,
+        key: Key,
+        op: str,
+        inputs: list[tuple[str, float]],
+        index: int,
+        address: int,
+        shape: tuple[int, ...],
+        got: tuple[float, float, float] | None,
+        error: str,
+    ) -> None:
+        """Keep a node's NodeDiff: its figures (nmse, max_abs, cosine), or the error that left it without."""
+        d = NodeDiff(key[0], key[1], key[2], index, op, layer_of(key[1]), shape)
+        d.inputs = [n for n, _ in inputs]
+        if got is None:
+            d.error = error
+        else:
+            d.nmse, d.max_abs, d.cosine = got
             worst = max((e for _, e in inputs if not math.isnan(e)), default=0.0)
             d.inputs_nmse = worst
             d.jump = d.nmse / worst if worst > 0 else (math.inf if d.nmse > 0 else 1.0)
@@ -377,18 +519,17 @@ _SET_ROWS = int(getattr(lib, "GGML_OP_SET_ROWS", -1))
 _GATED_DELTA_NET = int(getattr(lib, "GGML_OP_GATED_DELTA_NET", -1))
 
 
-def copied_values(c: Any, data: np.ndarray) -> tuple[np.ndarray | None, tuple[int, ...], str]:
+def copied_values(c: Any, raw: np.ndarray) -> tuple[np.ndarray | None, tuple[int, ...], str]:
     """A node's values from its entry in the C copier's log (native/node_copies.h): (values or None, shape, error).
 
     Args:
         c: the `struct pyggml_node_copy`.
-        data: the log's bytes.
+        raw: its bytes (c.nbytes of them: from the log's data, or the node's own memory where left in place).
     """
     ne = [int(c.ne[i]) for i in range(4)]
     shape = (ne[1], ne[0]) if c.rows_only else extents_shape(ne)
     if c.unread:
         return None, shape, "not read back: no memory, or a row index outside the destination"
-    raw = data[c.offset : c.offset + c.nbytes]
     nb = [int(c.nb[i]) for i in range(4)]
     if c.type == _F32 and nb[0] == 4 and nb[1] == 4 * ne[0] and nb[2] == nb[1] * ne[1] and nb[3] == nb[2] * ne[2]:
         return raw.view(np.float32).reshape(shape), shape, ""  # most nodes: no copy

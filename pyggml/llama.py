@@ -73,6 +73,7 @@ __all__ = [
     "record",
     "compare",
     "held_against",
+    "record_pair",
     "LlamaError",
     "SplitMode",
     "file_types",
@@ -990,6 +991,8 @@ def record(
         watch = recorder if recorder is not None else observe
         args = script.context_args(model, n_ctx=n_ctx)
         with Context(model, **args, observe=watch, n_threads=n_threads) as ctx:
+            if recorder is not None and against is not None:  # its values are read at once, after each decode
+                recorder.leave_in_place(one_ubatch(ctx, script))
             started = time.perf_counter()
             follow = against.transcript if against is not None else None
 
@@ -1007,12 +1010,127 @@ def record(
         model.close()
 
 
-def compatible_or_raise(reference: str | Run, model: Model, nodes: bool = True) -> None:
+def one_ubatch(ctx: Context, script: Script) -> bool:
+    """Whether every decode of the conversation is computed as one graph (one ubatch): one sequence (llama.cpp
+    splits a batch of several sequences into ubatches of equal lengths), each batch within n_ubatch. Then the
+    nodes a scheduler keeps are still where they were computed when the decode returns.
+
+    Args:
+        ctx: the context.
+        script: the conversation.
+
+    Returns:
+        True when each decode is one ubatch.
+    """
+    largest = max(sum(len(p) for p in script.prompts), script.sequences * (script.speculative + 1))
+    return script.sequences == 1 and int(lib.llama_n_ubatch(ctx.ptr)) >= largest
+
+
+def record_pair(
+    path_a: str | os.PathLike[str],
+    path_b: str | os.PathLike[str],
+    script: Script,
+    backend_a: str = "cpu",
+    backend_b: str | None = None,
+    use_extra_bufts: bool = True,
+    n_threads: int | None = None,
+    n_ctx: int | None = None,
+) -> tuple[Run, Run]:
+    """Decode one conversation with two models (or one model on two backends) in turns, every node of B compared
+    with A's of the same step, name and occurrence: A decodes a step, then B the same tokens, while A still
+    holds its nodes where they were computed (kept by the scheduler, ggml patch 0034); A's values are not
+    copied (where the decode is one ubatch: `one_ubatch`) nor kept past the step. `record(a)` then
+    `record(b, against=a)` compares the same, one model loaded at a time, but copies and keeps every node of A
+    for the whole conversation.
+
+    Args:
+        path_a: the reference's model file.
+        path_b: the other's.
+        script: the conversation.
+        backend_a: A's backend, as `Model.for_backend` takes it.
+        backend_b: B's (None: `backend_a`).
+        use_extra_bufts: as `Model.load`'s, for both.
+        n_threads: the CPU's threads (None: the cores), for both.
+        n_ctx: as `record`'s, for both.
+
+    Returns:
+        (run A, run B): B's recorder holds the figures (`held_against(a, b)`); A's holds no values.
+
+    Raises:
+        ValueError: another vocabulary or architecture (`compatible_or_raise`), a conversation that does not fit,
+            B's steps not A's.
+        LlamaError: llama.cpp could not load or decode a model.
+    """
+    import contextlib
+    import time
+
+    from pyggml.conversation import conversing
+
+    backend_b = backend_b or backend_a
+    with contextlib.ExitStack() as stack:
+        model_a = Model.for_backend(path_a, backend_a, use_extra_bufts)
+        stack.callback(model_a.close)
+        model_b = Model.for_backend(path_b, backend_b, use_extra_bufts)
+        stack.callback(model_b.close)
+        compatible_or_raise(model_a, model_b)
+        rec_a = Recorder(native=None if "rpc" not in backend_a else False)
+        rec_a.held = True
+        rec_b = Recorder(against=rec_a, native=None if "rpc" not in backend_b else False)
+        ctx_a = stack.enter_context(
+            Context(model_a, **script.context_args(model_a, n_ctx=n_ctx), observe=rec_a, n_threads=n_threads)
+        )
+        ctx_b = stack.enter_context(
+            Context(model_b, **script.context_args(model_b, n_ctx=n_ctx), observe=rec_b, n_threads=n_threads)
+        )
+        rec_a.leave_in_place(one_ubatch(ctx_a, script))
+        rec_b.leave_in_place(one_ubatch(ctx_b, script))
+        talk_a = Transcript(script, tokens=[[] for _ in script.prompts])
+        talk_b = Transcript(script, tokens=[[] for _ in script.prompts])
+        turns_a = conversing(ctx_a, script, talk_a)
+        turns_b = conversing(ctx_b, script, talk_b, follow=talk_a)
+        stack.callback(turns_b.close)
+        stack.callback(turns_a.close)
+        seconds = [0.0, 0.0]
+
+        def turn(side: int) -> str | None:  # run A (0) or B (1) to its next step's decode; None: it ended
+            started = time.perf_counter()
+            try:
+                return next(turns_a if side == 0 else turns_b)
+            except StopIteration:
+                return None
+            finally:
+                seconds[side] += time.perf_counter() - started
+
+        label_a, label_b = turn(0), turn(1)
+        while label_a is not None:
+            if label_b != label_a:
+                raise ValueError(f"record_pair: B decodes {label_b!r} where A decoded {label_a!r}")
+            rec_a.set_step(label_a)  # lets A's last step go: B has read it
+            next_a = turn(0)  # A decodes the step and stops before its next
+            rec_b.set_step(label_b)
+            seen = len(rec_b.diffs), len(rec_b.only_here)
+            next_b = turn(1)  # B decodes the same tokens, each node held against A's at once
+            compared = {d.key for d in rec_b.diffs[seen[0] :]} | set(rec_b.only_here[seen[1] :])
+            rec_a.unmatched += [k for k in rec_a.keys() if k not in compared]
+            label_a, label_b = next_a, next_b
+        if label_b is not None:
+            raise ValueError(f"record_pair: B decodes {label_b!r} after A's last step")
+        rec_a.let_go()
+        arch_a, arch_b = model_a.meta("general.architecture") or "", model_b.meta("general.architecture") or ""
+        run_a = Run(os.fspath(path_a), backend_a, talk_a, rec_a, seconds[0], model_a.n_vocab, arch_a)
+        run_b = Run(os.fspath(path_b), backend_b, talk_b, rec_b, seconds[1], model_b.n_vocab, arch_b)
+    return run_a, run_b
+
+
+def compatible_or_raise(reference: str | Run | Model, model: Model, nodes: bool = True) -> None:
     """Raise ValueError when `model` cannot be held against the model of file `reference` (or of a Run, whose
-    vocabulary and architecture were kept: the file is not read again): another vocabulary (its size; the logits
+    vocabulary and architecture were kept, or a loaded Model: the file is not read again): another vocabulary (its size; the logits
     do not correspond) or, when `nodes`, another architecture (its nodes do not correspond)."""
     if isinstance(reference, Run) and reference.n_vocab:
         name, ref_vocab, ref_arch = os.path.basename(reference.path), reference.n_vocab, reference.arch
+    elif isinstance(reference, Model):
+        ref_arch = reference.meta("general.architecture") or ""
+        name, ref_vocab = os.path.basename(reference.path), reference.n_vocab
     else:
         path = reference.path if isinstance(reference, Run) else reference
         ref = Model.load(path, n_gpu_layers=0, devices=[], vocab_only=True)
@@ -1044,6 +1162,7 @@ def compare(
     bound: float = BOUND,
     use_extra_bufts: bool = True,
     n_ctx: int | None = None,
+    in_turns: bool = True,
 ) -> Comparison:
     """Hold one run against another: two files of one architecture and vocabulary on one backend, or one file on
     two backends (or splits); the same tokens through both (B follows A's transcript).
@@ -1058,6 +1177,8 @@ def compare(
         bound: the NMSE above which a node counts as departed (`Comparison.first_divergent`).
         use_extra_bufts: as `Model.load`'s, for both runs.
         n_ctx: as `record`'s, for both runs.
+        in_turns: compare every node with both models loaded, a step each (`record_pair`: A's nodes held one
+            step); False: one model at a time (`record`, every node of A kept until B is done).
 
     Returns:
         The Comparison (`table()`, `to_json()`, `plot(path)`).
@@ -1076,8 +1197,13 @@ def compare(
             script = Script.from_tokens([int(t) for t in rng.integers(0, probe.n_vocab, 8)])
         finally:
             probe.close()
-    run_a = record(a, script, backend_a, nodes=nodes, use_extra_bufts=use_extra_bufts, n_ctx=n_ctx)
-    run_b = record(b_path, script, backend_b, against=run_a, nodes=nodes, use_extra_bufts=use_extra_bufts, n_ctx=n_ctx)
+    if nodes and in_turns:  # A's nodes read by B where A computed them, not copied and kept
+        run_a, run_b = record_pair(a, b_path, script, backend_a, backend_b, use_extra_bufts, n_ctx=n_ctx)
+    else:  # one model loaded at a time
+        run_a = record(a, script, backend_a, nodes=nodes, use_extra_bufts=use_extra_bufts, n_ctx=n_ctx)
+        run_b = record(
+            b_path, script, backend_b, against=run_a, nodes=nodes, use_extra_bufts=use_extra_bufts, n_ctx=n_ctx
+        )
     return held_against(run_a, run_b, bound)
 
 
@@ -1102,6 +1228,7 @@ def held_against(run_a: Run, run_b: Run, bound: float = BOUND) -> Comparison:
     diffs = run_b.recorder.diffs if run_b.recorder is not None else []
     seen_b = {d.key for d in diffs}
     only_a = [k for k in (run_a.recorder.recorded if run_a.recorder else {}) if k not in seen_b]
+    only_a += run_a.recorder.unmatched if run_a.recorder else []  # in turns (`record_pair`): found step by step
     only_b = list(run_b.recorder.only_here) if run_b.recorder is not None else []
     return Comparison(run_a.label, run_b.label, diffs, only_a, only_b, stats, ta.labels(), bound)
 

@@ -29,8 +29,9 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for arch in ("llama", "qwen35", "mamba2"):
         out[arch] = folder / f"{arch}.gguf"
         make_model(arch, out[arch])
-    out["llama-q8"] = folder / "llama-q8.gguf"
-    llama.quantize(out["llama"], out["llama-q8"], "q8_0")
+    for arch in ("llama", "qwen35"):
+        out[f"{arch}-q8"] = folder / f"{arch}-q8.gguf"
+        llama.quantize(out[arch], out[f"{arch}-q8"], "q8_0")
     return out
 
 
@@ -369,6 +370,77 @@ def test_the_picture_of_two_equal_runs_says_so_without_a_warning(models: dict[st
     assert (tmp_path / "p.png").stat().st_size > 1000
 
 
+@pytest.mark.parametrize(
+    "arch, kw",
+    [
+        ("llama", {"generate": 2}),
+        ("qwen35", {"generate": 2, "speculative": 2}),  # the recurrent state rolled back, one sequence: in place
+        ("qwen35", {"generate": 1, "speculative": 2, "sequences": 2}),  # several ubatches: A's nodes copied
+    ],
+)
+def test_in_turns_every_figure_is_that_of_one_run_after_the_other(
+    models: dict[str, Path], arch: str, kw: dict[str, int]
+) -> None:
+    """`record_pair` decodes A and B a step each, B reading A's nodes where A computed them: every figure, the
+    nodes only one run has and B's transcript are those of A recorded whole, then B against it."""
+    model = _cpu(models[arch])
+    script = llama.Script.from_text(model, PROMPT, **kw)
+    model.close()
+    a, b = models[arch], models[f"{arch}-q8"]
+    run_a, run_b = llama.record_pair(a, b, script)
+    assert not run_a.recorder.recorded and not run_a.recorder.entries  # nothing of A held past its step
+    pair = llama.held_against(run_a, run_b)
+    seq_a = llama.record(a, script)
+    seq_b = llama.record(b, script, against=seq_a)
+    whole = llama.held_against(seq_a, seq_b)
+    assert len(pair.nodes) > 50 and [d.key for d in pair.nodes] == [d.key for d in whole.nodes]
+    assert sum(d.nmse > 0 for d in pair.nodes) > 10  # Q8_0 against F32: figures that could differ
+    assert [asdict_of(d) for d in pair.nodes] == [asdict_of(d) for d in whole.nodes]
+    assert pair.only_a == whole.only_a and pair.only_b == whole.only_b
+    assert pair.to_json()["kld"] == whole.to_json()["kld"]
+    for mine, theirs in zip(run_b.transcript.steps, seq_b.transcript.steps, strict=True):
+        assert (mine.label, mine.tokens, mine.next_tokens) == (theirs.label, theirs.tokens, theirs.next_tokens)
+    assert run_b.transcript.accepted == seq_b.transcript.accepted
+
+
+def asdict_of(d: Any) -> dict[str, Any]:
+    """A NodeDiff's fields, NaN made comparable."""
+    return {k: ("nan" if isinstance(v, float) and math.isnan(v) else v) for k, v in vars(d).items()}
+
+
+def test_a_node_left_in_place_is_copied_before_a_later_node_writes_over_it() -> None:
+    """The C copier leaves a kept node in place (in_place) for a comparison made after the compute; a later node
+    that writes into its memory (a copy into a view of it) must not change what the log holds."""
+    import pyggml as gg
+    from pyggml._native import ffi, lib
+
+    n = 64
+    ctx = gg.Context()
+    x = ctx.tensor("f32", (n,), "x", input=True)
+    a = ctx.scale(x, 2.0)
+    ctx.set_name(a, "a")
+    written = ctx.cpy(ctx.sqr(x), ctx.view_1d(a, n, 0))  # x^2 into a's memory, after a was computed
+    out = ctx.add(written, x)
+    graph = gg.Graph(ctx).build_forward_expand(out)
+    sched = gg.Scheduler([gg.cpu_backend()])
+    rec = drift.Recorder()
+    rec.leave_in_place(True)
+    assert rec.eval_callback is not None
+    callback, log = rec.eval_callback
+    lib.ggml_backend_sched_set_eval_callback(sched.ptr, callback, log)
+    X = np.arange(1, n + 1, dtype=np.float32)
+    with node_reader.kept_while(rec):
+        sched.alloc_graph(graph)
+        x.set(X)
+        sched.compute(graph)
+    left = [ffi.string(log.nodes[i].name).decode() for i in range(log.n_nodes) if log.nodes[i].at != ffi.NULL]
+    assert left, "no node was left in place"
+    rec.after_decode()
+    np.testing.assert_array_equal(rec.recorded[("", "a", 0)].values, 2 * X)
+    np.testing.assert_array_equal(out.numpy(), X * X + X)
+    lib.ggml_backend_sched_set_eval_callback(sched.ptr, ffi.NULL, ffi.NULL)
+
+
 def test_compare_refuses_a_run_against_itself(models: dict[str, Path]) -> None:
     with pytest.raises(ValueError, match="B is A"):
         llama.compare(models["llama"], models["llama"])
@@ -391,6 +463,21 @@ def test_the_compare_command(models: dict[str, Path], tmp_path: Path) -> None:
     elsewhere = tmp_path / "new-folder" / "c.png"  # a missing folder is made, as --json's is
     res = _run("compare", str(models["llama"]), str(models["llama-q8"]), "--no-save", "--plot", str(elsewhere))
     assert res.returncode == 0 and elsewhere.stat().st_size > 1000 and "Traceback" not in res.stderr
+
+
+def test_the_compare_command_one_model_at_a_time_gives_the_same_figures(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    reports: list[dict[str, Any]] = []
+    for extra in ([], ["--one-at-a-time"]):
+        report = tmp_path / f"c{len(reports)}.json"
+        res = _run("compare", str(models["qwen35"]), str(models["qwen35-q8"]), "--generate", "1", "--speculative",
+                   "2", "--no-save", "--json", str(report), *extra)  # fmt: skip
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert ("in turns" in res.stdout) == (not extra)
+        reports.append(json.loads(report.read_text()))
+    for key in ("nodes", "layers", "kld", "same_top1", "rms_dp", "only_a", "only_b"):
+        assert reports[0][key] == reports[1][key], key
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,11 @@
 
 Run A (the first file, or the first backend) decodes the conversation (`check --model`'s `--prompt`,
 `--generate`, `--sequences`, `--speculative`); run B decodes the very same tokens (it follows A's transcript)
-and every node it computes is compared with A's node of the same step, name and occurrence (pyggml.drift):
+and every node it computes is compared with A's node of the same step, name and occurrence (pyggml.drift).
+The two take turns, a step each (`pyggml.llama.record_pair`): B reads A's nodes where A computed them, so
+both models are loaded at once and A's nodes are held for one step only; `--one-at-a-time` loads one model
+at a time and keeps every node of A in memory until B is done (for two models that do not fit together).
+The figures:
 NMSE, largest difference, cosine, per layer the error of its output and its growth, the first node whose error
 jumps beyond the bound, with a reproducer of it saved (`check --repro` reruns it against its oracle); at the
 logits, KLD (mean, median, 99th percentile, max), same top-1 and RMS dp as llama-perplexity's --kl-divergence
@@ -72,6 +76,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-save", action="store_true", help="save no reproducer")
     p.add_argument("--logits-only", action="store_true", help="compare the logits only (no node is read)")
+    p.add_argument(
+        "--one-at-a-time",
+        action="store_true",
+        help="run A whole, then B: one model loaded at a time, every node of A kept in memory meanwhile",
+    )
     p.add_argument("--no-repack", action="store_true", help="no CPU extra buffer types (llama.cpp's --no-repack)")
     p.add_argument("--rows", type=int, default=12, metavar="N", help="the nodes listed (largest jumps first)")
 
@@ -162,11 +171,18 @@ def main(args: argparse.Namespace) -> int:
     nodes = not args.logits_only
     started = time.perf_counter()
     try:
-        print(f"A: {Path(path_a).name} on {backend_a} ...", file=out, flush=True)
         n_ctx = talk.ctx_size or None
-        run_a = llama.record(path_a, script, backend_a, nodes=nodes, use_extra_bufts=extra, n_ctx=n_ctx)
-        print(f"B: {Path(path_b).name} on {backend_b}, on A's tokens ...", file=out, flush=True)
-        run_b = llama.record(path_b, script, backend_b, against=run_a, nodes=nodes, use_extra_bufts=extra, n_ctx=n_ctx)
+        if nodes and not args.one_at_a_time:
+            print(f"A: {Path(path_a).name} on {backend_a}, B: {Path(path_b).name} on {backend_b}, in turns ...",
+                  file=out, flush=True)  # fmt: skip
+            run_a, run_b = llama.record_pair(path_a, path_b, script, backend_a, backend_b, extra, n_ctx=n_ctx)
+        else:
+            print(f"A: {Path(path_a).name} on {backend_a} ...", file=out, flush=True)
+            run_a = llama.record(path_a, script, backend_a, nodes=nodes, use_extra_bufts=extra, n_ctx=n_ctx)
+            print(f"B: {Path(path_b).name} on {backend_b}, on A's tokens ...", file=out, flush=True)
+            run_b = llama.record(
+                path_b, script, backend_b, against=run_a, nodes=nodes, use_extra_bufts=extra, n_ctx=n_ctx
+            )
     except (ValueError, llama.LlamaError) as e:
         print(f"compare: a run failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
