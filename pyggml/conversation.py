@@ -448,8 +448,10 @@ def conversing(
     while both still have them: B follows A's transcript as A writes it, a step behind.
 
     Args:
-        ctx, script, follow: as `converse`'s (follow may still be growing: a step is read when B reaches it).
+        ctx: as `converse`'s.
+        script: as `converse`'s.
         out: the Transcript to fill, made empty for `script` (`Transcript(script, tokens=[[] ...])`).
+        follow: as `converse`'s; it may still be growing (in turns): a step is read when this run reaches it.
 
     Returns:
         A generator of the labels (close it to stop the conversation where it is).
@@ -472,7 +474,9 @@ def conversing(
     def decode(label: str, batch: list[list[int]], every: bool) -> Iterator[str]:
         yield label  # before a followed step is read: in turns, the followed run decodes it meanwhile
         if planned is not None:
-            step = next(planned)
+            step = next(planned, None)  # None: a followed run that stopped short (in turns: it has not decoded it)
+            if step is None:
+                raise ValueError(f"converse: follow has no step {label!r}")
             if step.label != label:
                 raise ValueError(f"converse: follow has {step.label!r} where this run decodes {label!r}")
             batch = [list(t) for t in step.tokens]

@@ -246,7 +246,11 @@ class Recorder(NodeReader):
             lib.pyggml_node_copies_clear(self._log)
 
     def keys(self) -> list[Key]:
-        """The keys of the nodes recorded (a held run: of the last step)."""
+        """The keys of the nodes recorded.
+
+        Returns:
+            (step, name, occurrence) of each node recorded; a held run's: of its last step only.
+        """
         return [*self.recorded, *self.entries]
 
     def _entry(self, i: int) -> _Recorded:

@@ -128,6 +128,12 @@ def test_a_followed_run_decodes_the_very_same_tokens(models: dict[str, Path]) ->
     with pytest.raises(ValueError, match="another script"):
         with llama.Context(other, **script.context_args(other)) as ctx:
             llama.converse(ctx, llama.Script.from_tokens([1, 2]), follow=first)
+    import dataclasses
+
+    short = dataclasses.replace(first, steps=first.steps[:2])  # a followed run that stopped after step 1
+    with pytest.raises(ValueError, match="follow has no step 'step 2'"):
+        with llama.Context(other, **script.context_args(other)) as ctx:
+            llama.converse(ctx, script, follow=short)
     model.close()
     other.close()
 
