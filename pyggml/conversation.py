@@ -290,12 +290,15 @@ class Script:
                 conversation longer than its share of `n_ctx`.
         """
         batch = max(sum(len(p) for p in self.prompts), self.sequences * (self.speculative + 1))
+        n_rs_seq = min(self.speculative, 64)
+        if n_rs_seq:  # a recurrent state's rollback: llama.cpp asserts n_ubatch > n_rs_seq + 1 (`Context`)
+            batch = max(batch, n_rs_seq + 2)
         args = ContextArgs(
             n_ctx=n_ctx or -(-self.positions() // 256) * 256 * self.sequences,
             n_batch=batch,
             n_ubatch=batch,
             n_seq_max=self.sequences,
-            n_rs_seq=min(self.speculative, 64),
+            n_rs_seq=n_rs_seq,
         )
         if n_ctx:
             self.check_fits(n_ctx, self.sequences)

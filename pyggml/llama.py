@@ -462,7 +462,8 @@ class Context(Closable):
         n_rs_seq: recurrent-state snapshots each sequence keeps for rollback (llama.cpp's n_rs_seq, 0 to
             64; 0: none): with n_rs_seq = K-1 the last K-1 tokens of a sequence can be removed again
             (`memory_seq_rm`) on architectures that support it (qwen35, qwen35moe, lfm2); llama.cpp clamps
-            it to 0 for the others (read `n_rs_seq`).
+            it to 0 for the others (read `n_rs_seq`). Where it keeps them, n_ubatch must be at least
+            n_rs_seq + 2: llama.cpp computes a sequence's last n_rs_seq + 1 tokens in one ubatch.
         tensors: name prefixes of tensors of llama.cpp's graph (the memory's caches: "cache_r_l",
             "cache_s_l", "cache_k_l", "cache_v_l") to read back by name with `tensor(name)` after a decode;
             they are found through the eval callback, as `observe`.
@@ -474,7 +475,9 @@ class Context(Closable):
     Raises:
         TypeError: `model` is not a Model, `observe` is not callable, `tensors` is not a sequence of
             non-empty str.
-        ValueError: a negative or zero size, `n_seq_max` beyond llama.cpp's limit, `n_rs_seq` outside 0..64.
+        ValueError: a negative or zero size, `n_seq_max` beyond llama.cpp's limit, `n_rs_seq` outside 0..64, an
+            n_ubatch of at most n_rs_seq + 1 on a recurrent state that keeps snapshots (llama.cpp would assert
+            at the first decode and end the process).
         LlamaError: llama.cpp cannot make the context (its logged reason in the message).
     """
 
@@ -535,6 +538,17 @@ class Context(Closable):
             ptr = lib.llama_init_from_model(model.ptr, params)
         if ptr == ffi.NULL:
             raise LlamaError(f"llama.cpp could not make a context for {model.path}: {_reason(lines, 'no reason')}")
+        kept, ubatch = int(lib.llama_n_rs_seq(ptr)), int(lib.llama_n_ubatch(ptr))
+        recurrent = bool(lib.llama_model_is_recurrent(model.ptr)) or bool(lib.llama_model_is_hybrid(model.ptr))
+        if recurrent and kept > 0 and ubatch <= kept + 1:
+            # llama.cpp keeps a sequence's last n_rs_seq + 1 tokens in one ubatch for its rollback snapshots, and
+            # asserts n_ubatch > n_rs_seq + 1 at the first decode (GGML_ASSERT: the process dies)
+            lib.llama_free(ptr)
+            raise ValueError(
+                f"Context: n_ubatch {ubatch} must be more than n_rs_seq + 1 = {kept + 1} for {model.arch}, whose "
+                f"recurrent state keeps {kept} rollback snapshots (llama.cpp computes a sequence's last n_rs_seq + 1 "
+                f"tokens in one ubatch): give n_ubatch (and n_batch) of at least {kept + 2}, or a smaller n_rs_seq"
+            )
         self._ptr = ptr
         self.model = model
         model._contexts.add(self)

@@ -138,6 +138,30 @@ def test_a_followed_run_decodes_the_very_same_tokens(models: dict[str, Path]) ->
     other.close()
 
 
+@pytest.mark.parametrize("command", ["check", "compare"])
+def test_a_draft_after_a_one_token_prompt_runs(models: dict[str, Path], command: str) -> None:
+    """The context was made with n_ubatch = the largest batch (the draft's K + 1 tokens), and llama.cpp asserts
+    n_ubatch > n_rs_seq + 1 = K + 1 for a rollback-capable recurrent state: the process died (SIGABRT)."""
+    path = str(models["qwen35"])
+    args = ["--model", path] if command == "check" else [path, str(models["qwen35-q8"]), "--no-save"]
+    res = _run(command, *args, "--tokens", "1", "--generate", "1", "--speculative", "2")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "GGML_ASSERT" not in res.stderr
+
+
+def test_a_context_whose_ubatch_cannot_hold_the_rollback_tail_is_refused(models: dict[str, Path]) -> None:
+    model = _cpu(models["qwen35"])
+    with pytest.raises(ValueError, match=r"n_ubatch 3 must be more than n_rs_seq \+ 1 = 3"):
+        llama.Context(model, n_batch=3, n_ubatch=3, n_rs_seq=2)
+    with llama.Context(model, n_batch=4, n_ubatch=4, n_rs_seq=2) as ctx:
+        ctx.decode([1, 2, 3])  # split as llama.cpp keeps the snapshots: no assertion
+    model.close()
+    plain = _cpu(models["llama"])  # no recurrent state: no snapshot, nothing to refuse
+    with llama.Context(plain, n_batch=2, n_ubatch=2, n_rs_seq=3) as ctx:
+        ctx.decode([1, 2])
+    plain.close()
+
+
 def test_a_draft_on_a_model_that_cannot_roll_back_is_refused(models: dict[str, Path]) -> None:
     model = _cpu(models["mamba2"])
     script = llama.Script.from_tokens([1, 2, 3, 4], speculative=2)
