@@ -201,3 +201,59 @@ def test_the_amx_reproducer_loads_the_tile_configuration_as_patched(tmp_path):
         pytest.skip(f"Linux or the machine offers no AMX here: {res.stdout[-500:]}")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "rows read back: 8 8 16 16 16 16 16 16" in res.stdout
+
+
+BATCHED_RUN = """
+import json, sys
+import numpy as np
+import pyggml as gg
+from pyggml import ffi, lib, types
+from pyggml.transport import extra_buffer_types
+
+bufts = {name: address for address, name in extra_buffer_types().items()}
+rng = np.random.default_rng(0)
+W = rng.standard_normal((64, 256)).astype(np.float32)
+out = []
+with gg.Runner("cpu") as runner:
+    for t in ("q4_0", "q8_0", "q4_k"):
+        raw = types.encode(types.Type[t.upper()], W)
+        weight = types.decode(types.Type[t.upper()], raw, W.shape).astype(np.float64)
+        for shape in [(2, 6, 256), (2, 1, 256), (3, 4, 256), (2, 32, 256)]:  # CPU_REPACK asserts ne13 == 1: 3-D only
+            X = rng.standard_normal(shape).astype(np.float32)
+            want = X.astype(np.float64) @ weight.T
+            for where, address in bufts.items():
+                ctx, wctx = gg.Context(), gg.Context()
+                a = wctx.tensor(t, W.shape, "a")
+                b = ctx.tensor("f32", shape, "b", input=True)
+                y = ctx.mul_mat(a, b)
+                buf = lib.ggml_backend_alloc_ctx_tensors_from_buft(wctx.ptr, ffi.cast("ggml_backend_buffer_type_t", address))
+                if a.ptr.extra == ffi.NULL:  # no layout of this type in this buffer type here
+                    lib.ggml_backend_buffer_free(buf)
+                    continue
+                a.set_raw(raw)
+                got = runner.run(gg.Graph(ctx).build_forward_expand(y), {b: X}, y).astype(np.float64)
+                lib.ggml_backend_buffer_free(buf)
+                rows = got.reshape(-1, shape[-2], 64), want.reshape(-1, shape[-2], 64)
+                errs = [float(np.linalg.norm(g - w) / np.linalg.norm(w)) if np.isfinite(g).all() else float("inf")
+                        for g, w in zip(*rows)]
+                out.append([t, list(shape), where, errs])
+print(json.dumps(out))
+"""
+
+
+def test_a_batched_product_with_the_weight_in_an_extra_buffer_computes_every_batch(tmp_path):
+    """docs/findings.md 47: with the weight in the AMX buffer type, a product of a 3-D src1 (two sequences of a
+    hybrid model) computed its first batch and read the others' weight past the end of the 2-D weight (ggml patch
+    0038): zeros, garbage, or glibc's heap check ended the process. In a child process, each batch against the
+    float64 product of the weight's values."""
+    import json
+    import subprocess
+
+    if not extra_buffer_types():
+        pytest.skip("no CPU extra buffer type in this build or on this CPU")
+    res = subprocess.run([sys.executable, "-c", BATCHED_RUN], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"the products died ({res.returncode}): {res.stderr[-2000:]}"
+    runs = json.loads(res.stdout.strip().splitlines()[-1])
+    assert runs, "no weight had a layout in any extra buffer type"
+    wrong = [r for r in runs if max(r[3]) > 2e-2]  # activations rounded to 8 bits: about 7e-3
+    assert not wrong, wrong
