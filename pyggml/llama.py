@@ -1138,8 +1138,9 @@ def record_pair(
 
 def compatible_or_raise(reference: str | Run | Model, model: Model, nodes: bool = True) -> None:
     """Raise ValueError when `model` cannot be held against the model of file `reference` (or of a Run, whose
-    vocabulary and architecture were kept, or a loaded Model: the file is not read again): another vocabulary (its size; the logits
-    do not correspond) or, when `nodes`, another architecture (its nodes do not correspond)."""
+    vocabulary and architecture were kept, or of a loaded Model: the file is not read again): another vocabulary
+    (its size; the logits do not correspond) or, when `nodes`, another architecture (its nodes do not
+    correspond)."""
     if isinstance(reference, Run) and reference.n_vocab:
         name, ref_vocab, ref_arch = os.path.basename(reference.path), reference.n_vocab, reference.arch
     elif isinstance(reference, Model):
