@@ -231,6 +231,22 @@ void pyggml_node_copies_release(uint8_t * data) {
     free(data);
 }
 
+/* the sums of pyggml_compare_f32 over a[from..n), b[from..n) added to s (sum a^2, sum d^2, sum b^2, max |d|,
+ * max |a|), one value at a time; returns 0 when a value is not finite */
+static int pyggml_compare_scalar(const float * a, const float * b, size_t from, size_t n, double * s) {
+    int finite = 1;
+    for (size_t i = from; i < n; i++) {
+        const double x = a[i], y = b[i], d = y - x;
+        finite &= (x - x == 0) & (y - y == 0); /* inf - inf and nan - nan are nan */
+        s[0] += x * x;
+        s[1] += d * d;
+        s[2] += y * y;
+        s[3] = fabs(d) > s[3] ? fabs(d) : s[3];
+        s[4] = fabs(x) > s[4] ? fabs(x) : s[4];
+    }
+    return finite;
+}
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define PYGGML_COMPARE_AVX2 1
@@ -268,31 +284,19 @@ __attribute__((target("avx2,fma"))) static int pyggml_compare_f32_avx2(const flo
     _mm256_storeu_pd(lanes[3], worst[0]), _mm256_storeu_pd(lanes[3] + 4, worst[1]);
     _mm256_storeu_pd(lanes[4], scale[0]), _mm256_storeu_pd(lanes[4] + 4, scale[1]);
     _mm256_storeu_pd(lanes[5], bad[0]), _mm256_storeu_pd(lanes[5] + 4, bad[1]);
-    double sa = 0, sd = 0, sb = 0, w = 0, sc = 0, nonfinite = 0;
+    double nonfinite = 0;
+    for (int k = 0; k < 5; k++) {
+        out[k] = 0;
+    }
     for (int k = 0; k < 8; k++) {
-        sa += lanes[0][k];
-        sd += lanes[1][k];
-        sb += lanes[2][k];
-        w = lanes[3][k] > w ? lanes[3][k] : w;
-        sc = lanes[4][k] > sc ? lanes[4][k] : sc;
+        out[0] += lanes[0][k];
+        out[1] += lanes[1][k];
+        out[2] += lanes[2][k];
+        out[3] = lanes[3][k] > out[3] ? lanes[3][k] : out[3];
+        out[4] = lanes[4][k] > out[4] ? lanes[4][k] : out[4];
         nonfinite += lanes[5][k];
     }
-    int finite = nonfinite == 0;
-    for (; i < n; i++) {
-        const double x = a[i], y = b[i], d = y - x;
-        finite &= (x - x == 0) & (y - y == 0);
-        sa += x * x;
-        sd += d * d;
-        sb += y * y;
-        w = fabs(d) > w ? fabs(d) : w;
-        sc = fabs(x) > sc ? fabs(x) : sc;
-    }
-    out[0] = sa;
-    out[1] = sd;
-    out[2] = sb;
-    out[3] = w;
-    out[4] = sc;
-    return finite;
+    return pyggml_compare_scalar(a, b, i, n, out) & (nonfinite == 0);
 }
 #endif
 
@@ -302,23 +306,10 @@ int pyggml_compare_f32(const float * a, const float * b, size_t n, double * out)
         return pyggml_compare_f32_avx2(a, b, n, out);
     }
 #endif
-    double aa = 0, dd = 0, bb = 0, worst = 0, scale = 0;
-    int finite = 1;
-    for (size_t i = 0; i < n; i++) {
-        const double x = a[i], y = b[i], d = y - x;
-        finite &= (x - x == 0) & (y - y == 0); /* inf - inf and nan - nan are nan */
-        aa += x * x;
-        dd += d * d;
-        bb += y * y;
-        worst = fabs(d) > worst ? fabs(d) : worst;
-        scale = fabs(x) > scale ? fabs(x) : scale;
+    for (int k = 0; k < 5; k++) {
+        out[k] = 0;
     }
-    out[0] = aa;
-    out[1] = dd;
-    out[2] = bb;
-    out[3] = worst;
-    out[4] = scale;
-    return finite;
+    return pyggml_compare_scalar(a, b, 0, n, out);
 }
 
 /* entry c holds float32 values in one dense layout, all of them read */

@@ -267,6 +267,14 @@ class Script:
                 f"{share} ({n_ctx} tokens for {n_seq_max} sequences)"
             )
 
+    def largest_batch(self) -> int:
+        """The most tokens one decode of the conversation takes: the prompts together, or the drafts.
+
+        Returns:
+            The count of tokens.
+        """
+        return max(sum(len(p) for p in self.prompts), self.sequences * (self.speculative + 1))
+
     def context_args(self, model: Model, n_ctx: int | None = None) -> ContextArgs:
         """The `llama.Context` arguments that fit the conversation: n_ctx (the positions each sequence needs,
         rounded up to 256, times the sequences), n_batch and n_ubatch (the prefill in one batch), n_seq_max,
@@ -289,7 +297,7 @@ class Script:
             ValueError: with the numbers, generated tokens or a draft past the trained length (n_ctx None), or a
                 conversation longer than its share of `n_ctx`.
         """
-        batch = max(sum(len(p) for p in self.prompts), self.sequences * (self.speculative + 1))
+        batch = self.largest_batch()
         n_rs_seq = min(self.speculative, 64)
         if n_rs_seq:  # a recurrent state's rollback: llama.cpp asserts n_ubatch > n_rs_seq + 1 (`Context`)
             batch = max(batch, n_rs_seq + 2)

@@ -1036,8 +1036,7 @@ def one_ubatch(ctx: Context, script: Script) -> bool:
     Returns:
         True when each decode is one ubatch.
     """
-    largest = max(sum(len(p) for p in script.prompts), script.sequences * (script.speculative + 1))
-    return script.sequences == 1 and int(lib.llama_n_ubatch(ctx.ptr)) >= largest
+    return script.sequences == 1 and int(lib.llama_n_ubatch(ctx.ptr)) >= script.largest_batch()
 
 
 def record_pair(
