@@ -279,3 +279,40 @@ def test_no_module_but_the_verdict_writes_a_status():
             if isinstance(n, ast.keyword) and n.arg == "status" and isinstance(n.value, ast.Attribute):
                 writers.append(f"{path.relative_to(root)}:{n.value.lineno}")
     assert writers == []
+
+
+@pytest.mark.parametrize("cache_type", ["f16", "q8_0"])
+def test_attention_over_a_cache_is_judged_on_the_cells_its_mask_lets_it_see(cache_type):
+    """A generation step's flash attention reads the whole KV cache (256 cells and more), of which the conversation
+    filled a few: the mask hides the rest (-inf) and the kernels skip those cells. Cells nothing wrote may hold
+    anything; NaN there made every sum of the oracle NaN, and the node failed where ggml was right. The oracle now
+    reads k and v only up to the last cell the mask lets some query see."""
+    d, heads, kv_heads, cells, filled, n_q = 32, 4, 2, 64, 10, 2
+    ctx = gg.Context()
+    q = ctx.tensor("f32", (heads, n_q, d), "q", input=True)
+    cache_k = ctx.tensor(cache_type, (cells, d * kv_heads), "cache_k", input=True)
+    cache_v = ctx.tensor(cache_type, (cells, d * kv_heads), "cache_v", input=True)
+    mask = ctx.tensor("f16", (n_q, cells), "mask", input=True)
+    row = gg.types.row_size(cache_type, d)
+    k = ctx.view_3d(cache_k, d, cells, kv_heads, cache_k.nb[1], row)  # [D, n_kv, n_head_kv], as llama.cpp views it
+    v = ctx.view_3d(cache_v, d, cells, kv_heads, cache_v.nb[1], row)
+    out = ctx.flash_attn_ext(q, k, v, mask, scale=d**-0.5)
+    rng = np.random.default_rng(3)
+    written = rng.uniform(-1, 1, (cells, d * kv_heads)).astype(np.float32)
+    written[filled:] = np.nan  # cells nothing wrote
+    hidden = np.zeros((n_q, cells), np.float16)
+    hidden[:, filled:] = -np.inf
+    hidden[0, filled - 1] = -np.inf  # the last cell seen is seen by one query row only
+    values = {
+        q: rng.uniform(-1, 1, (heads, n_q, d)).astype(np.float32),
+        cache_k: written,
+        cache_v: np.where(np.isnan(written), np.nan, rng.uniform(-1, 1, written.shape)).astype(np.float32),
+        mask: hidden,
+    }
+    checker = NodeChecker()
+    runner = gg.Runner("cpu")
+    with observing(runner, checker):
+        got = runner.run(gg.Graph(ctx).build_forward_expand(out), values, out)
+    assert np.isfinite(got).all()
+    (attention,) = [v for v in checker.verdicts if v.kind == "FLASH_ATTN_EXT"]
+    assert attention.comparison is not None and attention.comparison.ok, attention

@@ -205,10 +205,13 @@ def span(t: Tensor) -> np.ndarray:
             before any call.
     """
     out = np.empty(lib.ggml_nbytes(t.ptr), dtype=np.uint8)
-    if t.ptr.buffer == ffi.NULL:
+    buf = t.ptr.buffer
+    if buf == ffi.NULL:
         ffi.memmove(ffi.from_buffer(out), t.ptr.data, out.size)
     else:
-        transport.before_read(t.ptr.buffer, f"tensor {t.name or '(unnamed)'}")
+        why = transport.unreadable(buf)  # as transport.before_read, the name looked up only when it raises
+        if why is not None:
+            raise ValueError(f"tensor {t.name or '(unnamed)'}: {why}")
         lib.ggml_backend_tensor_get(t.ptr, ffi.from_buffer(out), 0, out.size)
     return out
 
@@ -374,7 +377,20 @@ def computed_on(t: Tensor, run_backend: str = "") -> str:
     Returns:
         The name, lower case.
     """
-    name = buffer_name(t.ptr).split("[")[0].lower()
+    return backend_of(buffer_name(t.ptr), run_backend)
+
+
+def backend_of(buffer: str, run_backend: str = "") -> str:
+    """`computed_on` of a node whose memory is in a buffer of type `buffer` (`buffer_name`).
+
+    Args:
+        buffer: the buffer type's name (CPU, Vulkan0, RPC0[host:port], Meta...; "" for context memory).
+        run_backend: the run's backend.
+
+    Returns:
+        The name, lower case.
+    """
+    name = buffer.split("[")[0].lower()
     if name == "cpu" or name.startswith(("vulkan", "cuda", "rpc")) and name[-1:].isdigit():
         return name
     return run_backend
@@ -646,6 +662,10 @@ class NodeChecker(NodeReader):
         self._weights = SourceCache(weight_cache_bytes)  # the weights read and decoded once per checker
         self._index = 0
         self._pending: tuple[opdb.OpSpec, Capture] | None = None
+        # what a model's every step asks again, by the same few keys: buffer type names by the type's address,
+        # policies by (spec, the node's and its sources' types, backend); 20 ms of a 0.3 s checked step
+        self._buft_names: dict[int, str] = {}
+        self._policies: dict[tuple[int, tuple[int, ...], str], Policy] = {}
 
     def on_done(self, t: Tensor) -> bool:
         """Judge the node against its oracle, from the sources `on_ask` captured.
@@ -674,7 +694,7 @@ class NodeChecker(NodeReader):
         # Every node that computes something is asked for, read or not: ggml computes a node nobody asked
         # for together with the next one asked for, after that one's sources were read here
         s = opdb.READERS.get(k)
-        where = buffer_name(t.ptr)
+        where = self._buffer_name(t.ptr)
         if s is None:
             self.verdicts.append(NodeVerdict(index, k, t.name, None, buffer=where))
             return True
@@ -702,8 +722,7 @@ class NodeChecker(NodeReader):
         except Exception as e:  # noqa: BLE001 - a call the oracle does not model: no verdict, and why
             verdict.error = f"{type(e).__name__}: {e}"
             return True
-        ptrs = [Tensor(p, t.ctx) for p in t.ptr.src if p != ffi.NULL]
-        rules = node_policy(s, t, ptrs, computed_on(t, self.backend))
+        rules = self._policy(s, t, backend_of(verdict.buffer, self.backend))
         verdict.known = rules.known or ""
         if isinstance(result, opdb.Modeled):  # the oracle did what this backend does: its tighter bound
             expected, bound = np.asarray(result.values), result.nmse
@@ -720,11 +739,33 @@ class NodeChecker(NodeReader):
             verdict.capture = owned(captured)
         return True
 
+    def _buffer_name(self, p: Any) -> str:
+        """`buffer_name(p)`, each buffer type's name read once (a buffer type lives as long as its device)."""
+        buf = p.buffer
+        if buf == ffi.NULL:
+            return ""
+        buft = lib.ggml_backend_buffer_get_type(buf)
+        key = int(ffi.cast("uintptr_t", buft))
+        name = self._buft_names.get(key)
+        if name is None:
+            name = self._buft_names[key] = ffi.string(lib.ggml_backend_buft_name(buft)).decode()
+        return name
+
+    def _policy(self, s: opdb.OpSpec, t: Tensor, backend: str) -> Policy:
+        """`node_policy` of node t computed on `backend`, each found once per spec, types and backend."""
+        srcs = [p for p in t.ptr.src if p != ffi.NULL]
+        key = (id(s), (int(t.ptr.type), *(int(p.type) for p in srcs)), backend)
+        rules = self._policies.get(key)
+        if rules is None:
+            rules = self._policies[key] = node_policy(s, t, [Tensor(p, t.ctx) for p in srcs], backend)
+        return rules
+
 
 # (op kind, source slot): the sources whose values the node's reader asks for itself (Node.arg), which may
-# need only a part of them (pyggml.testing.engine.opdb.movement's GET_ROWS decodes only the rows it takes) or
+# need only a part of them (pyggml.testing.engine.opdb.movement's GET_ROWS decodes only the rows it takes, and
+# opdb.attention's FLASH_ATTN_EXT the kv columns its mask lets a query see) or
 # read them a part at a time (opdb.matmul: a product's weight, a block of rows at a time)
-DECODED_WHEN_ASKED = {("GET_ROWS", 0), ("MUL_MAT", 0)}
+DECODED_WHEN_ASKED = {("GET_ROWS", 0), ("MUL_MAT", 0), ("FLASH_ATTN_EXT", 1), ("FLASH_ATTN_EXT", 2)}
 # of those, the ones given decoded whole when the weight is kept for later steps (`SourceCache`): decoded once,
 # not a part at a time at every step
 WHOLE_WHEN_KEPT = {("MUL_MAT", 0)}

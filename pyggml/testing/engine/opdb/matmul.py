@@ -141,13 +141,32 @@ def _by_blocks_of_rows(n: Node, b: np.ndarray) -> np.ndarray | None:
     return out.reshape(n.tensor.shape)
 
 
+# the last activations rounded to a dot type, with what they were rounded from: a layer's products read the same
+# activations in turn (its q, k and v projections, its gate and up), so the rounding is done once for them
+_last_rounded: list[tuple[str, np.dtype, tuple[int, ...], bytes, np.ndarray]] = []
+
+
+def _as_dot_type(b: np.ndarray, dot_type: str) -> np.ndarray:
+    """`dot_rounding.as_dot_type(b, dot_type)`, the last one's (read-only) when b holds the same bytes."""
+    b = np.asarray(b)
+    key = (dot_type, b.dtype, b.shape, b.tobytes())
+    if _last_rounded and _last_rounded[0][:4] == key:
+        return _last_rounded[0][4]
+    rounded = dot_rounding.as_dot_type(b, dot_type)
+    if np.shares_memory(rounded, b):  # a type it does not round: b itself, not kept
+        return rounded
+    rounded.setflags(write=False)
+    _last_rounded[:] = [(*key, rounded)]
+    return rounded
+
+
 def _product_node(n: Node, product: Callable[..., np.ndarray]) -> np.ndarray | Modeled:
     """A MUL_MAT or MUL_MAT_ID node's expected values (`product` of its sources); on the CPU, with b as it
     is rounded to the weight type's dot type first, and the tight bound that earns."""
     a, b = n.tensor.ptr.src[0], n.tensor.ptr.src[1]
     dot_type = int(lib.ggml_get_type_traits_cpu(a.type).vec_dot_type)
     rounds_b = n.computed_by_cpu() and b.type == int(types.Type.F32) and dot_type != int(types.Type.F32)
-    rounded = dot_rounding.as_dot_type(n.arg(1), types.Type(dot_type).name) if rounds_b else None
+    rounded = _as_dot_type(n.arg(1), types.Type(dot_type).name) if rounds_b else None
     if rounded is not None and product is oracles.mul_mat and dot_type != int(types.Type.Q8_1) and not n.decoded(0):
         by_blocks = _by_blocks_of_rows(n, rounded)
         if by_blocks is not None:
