@@ -316,3 +316,29 @@ def test_attention_over_a_cache_is_judged_on_the_cells_its_mask_lets_it_see(cach
     assert np.isfinite(got).all()
     (attention,) = [v for v in checker.verdicts if v.kind == "FLASH_ATTN_EXT"]
     assert attention.comparison is not None and attention.comparison.ok, attention
+
+
+def test_leaving_out_the_hidden_kv_columns_changes_no_value_of_the_attention_oracle():
+    """The flash attention reader leaves out the kv columns after the last one its mask lets a query see
+    (`opdb.attention._columns_seen`): over random shapes, masks (each row hiding a tail of its own, some every
+    column), ALiBi slopes, softcaps and sinks, the oracle gives the same values with them and without."""
+    from pyggml.testing.engine import oracles
+    from pyggml.testing.engine.opdb.attention import _columns_seen
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n3, hkv, group = int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(1, 3))
+        heads, n_q, n_kv, d = hkv * group, int(rng.integers(1, 5)), int(rng.integers(2, 40)), int(rng.integers(1, 9))
+        q = rng.standard_normal((n3, heads, n_q, d)).astype(np.float32)
+        k = rng.standard_normal((n3, hkv, n_kv, d)).astype(np.float32)
+        v = rng.standard_normal((n3, hkv, n_kv, d)).astype(np.float32)
+        mask = rng.standard_normal((1, 1, n_q + int(rng.integers(0, 3)), n_kv)).astype(np.float16)
+        for row in range(mask.shape[2]):
+            mask[0, 0, row, int(rng.integers(0, n_kv + 1)) :] = -np.inf
+        scalars = (float(rng.uniform(0.1, 1)), float(rng.choice([0.0, 8.0])), float(rng.choice([0.0, 5.0])))
+        sinks = rng.standard_normal(heads).astype(np.float32) if rng.random() < 0.3 else None
+        used = _columns_seen(q, mask, n_kv)
+        assert used == n_kv or np.all(mask[..., :n_q, used:] == -np.inf)
+        whole = oracles.flash_attn_ext(q, k, v, mask, *scalars, sinks)
+        seen = oracles.flash_attn_ext(q, k[..., :used, :], v[..., :used, :], mask[..., :used], *scalars, sinks)
+        np.testing.assert_allclose(seen, whole, rtol=1e-6, atol=1e-7)  # float64 sums, perhaps in another order
