@@ -79,7 +79,8 @@ static const char * pyggml_guard_error(void) {
 """
 
 NATIVE = Path(__file__).resolve().parent.parent / "native"
-NODE_COPIES_H = NATIVE / "node_copies.h"  # declared here; node_copies.c is a source of the module (CMakeLists.txt)
+# pyggml's own C, declared here; each .c is a source of the module (CMakeLists.txt)
+NATIVE_HEADERS = (NATIVE / "node_copies.h", NATIVE / "dequantize.h")
 
 GUARD_CDEF = """
 void pyggml_abort_hook(const char * message);
@@ -358,12 +359,13 @@ def main() -> int:
     guard_names = set(declared_functions(make_cdef(*preprocess(args.cc, args.include, [GUARD_HEADER], []))))
     guard_src, guard_cdef = guarded_functions(cdef, guard_names)
     cdef += GUARD_CDEF + guard_cdef
-    # pyggml's own C (not ggml's): the node copier behind pyggml.drift.Recorder
-    cdef += NODE_COPIES_H.read_text()
+    # pyggml's own C (not ggml's): the node copier behind pyggml.drift.Recorder, the decoders of pyggml.types
+    native = "".join(h.read_text() for h in NATIVE_HEADERS)
+    cdef += native
     ffibuilder = cffi.FFI()
     ffibuilder.cdef(cdef)
     source = "".join(f'#include "{h}"\n' for h in args.header) + GUARD_PRELUDE + guard_src
-    ffibuilder.set_source(args.module, source + NODE_COPIES_H.read_text())
+    ffibuilder.set_source(args.module, source + native)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     ffibuilder.emit_c_code(str(args.out))
     if args.cdef_out:
