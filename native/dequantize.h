@@ -6,6 +6,9 @@
  * operations in the same order (so the same bits), written for the compiler to vectorize, and built a second time
  * for AVX2 where the CPU has it (native/dequantize.c).
  *
+ * Only types whose decoding multiplies and never adds: Q4_K's d * q - m may be one fused multiply-add or two
+ * roundings, as the compiler of ggml-base chose for its flags, and no decoder of ours could promise ggml's bits.
+ *
  * This header is read by tools/gen_ffi.py for the cffi declarations: plain C, no ggml type.
  */
 
