@@ -191,13 +191,14 @@ def _rope(a, pos, freq_factors, n_dims: int | None, sections, mode: int, yarn: Y
     return out.reshape(np.shape(a)).astype(np.float32)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=8)
 def _rope_table(
     pos_bytes: bytes, ff_bytes: bytes | None, n_tok: int, ne0: int, n_dims: int, sections: tuple, mode: int, yarn: Yarn
 ) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin [n_tok, ne0 / 2] of every pair's angle (see _rope), read-only. Kept for the last few positions
     and settings: every layer of a model ropes its q and k at the same positions, and this loop, which multiplies
-    theta pair by pair as the kernel does, cost a checked generation step 19 ms of 56 ropes."""
+    theta pair by pair as the kernel does, cost a checked generation step 19 ms of 56 ropes. Eight kept: a long
+    prompt's table is megabytes."""
     pos = np.frombuffer(pos_bytes, dtype=np.float64)
     ff = None if ff_bytes is None else np.frombuffer(ff_bytes, dtype=np.float64)
     mrope, vision, imrope = bool(mode & 8), mode == 24, mode == 40
