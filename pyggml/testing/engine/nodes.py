@@ -365,26 +365,13 @@ def values(t: Tensor) -> np.ndarray:
     return from_span(t.type.name, t.ne, t.nb, t.shape, span(t))
 
 
-def computed_on(t: Tensor, run_backend: str = "") -> str:
-    """The backend name (as `check --backend` spells it) that computed node t: from its memory's buffer type
-    (CPU -> cpu, Vulkan0 -> vulkan0, CUDA0 -> cuda0, RPC0[host:port] -> rpc0), else `run_backend` (a meta
+def backend_of(buffer: str, run_backend: str = "") -> str:
+    """The backend name (as `check --backend` spells it) that computed a node whose memory is in a buffer of type
+    `buffer`: CPU -> cpu, Vulkan0 -> vulkan0, CUDA0 -> cuda0, RPC0[host:port] -> rpc0, else `run_backend` (a meta
     backend's memory, context memory).
 
     Args:
-        t: the node.
-        run_backend: the run's backend.
-
-    Returns:
-        The name, lower case.
-    """
-    return backend_of(buffer_name(t.ptr), run_backend)
-
-
-def backend_of(buffer: str, run_backend: str = "") -> str:
-    """`computed_on` of a node whose memory is in a buffer of type `buffer` (`buffer_name`).
-
-    Args:
-        buffer: the buffer type's name (CPU, Vulkan0, RPC0[host:port], Meta...; "" for context memory).
+        buffer: the buffer type's name (`NodeChecker._buffer_name`).
         run_backend: the run's backend.
 
     Returns:
@@ -394,23 +381,6 @@ def backend_of(buffer: str, run_backend: str = "") -> str:
     if name == "cpu" or name.startswith(("vulkan", "cuda", "rpc")) and name[-1:].isdigit():
         return name
     return run_backend
-
-
-def buffer_name(p: object) -> str:
-    """The name of the buffer type tensor p's memory is in.
-
-    Args:
-        p: the tensor's C pointer (struct ggml_tensor *).
-
-    Returns:
-        The name (CPU, Vulkan0, RPC0[host:port], Meta...), "" for context memory.
-    """
-    buf = p.buffer  # type: ignore[attr-defined]
-    return (
-        ""
-        if buf == ffi.NULL
-        else ffi.string(lib.ggml_backend_buft_name(lib.ggml_backend_buffer_get_type(buf))).decode()
-    )
 
 
 def is_weight(p: Any) -> bool:
@@ -740,7 +710,8 @@ class NodeChecker(NodeReader):
         return True
 
     def _buffer_name(self, p: Any) -> str:
-        """`buffer_name(p)`, each buffer type's name read once (a buffer type lives as long as its device)."""
+        """The name of the buffer type tensor p's memory is in (CPU, Vulkan0, RPC0[host:port], Meta...; "" for
+        context memory), each buffer type's name read once (a buffer type lives as long as its device)."""
         buf = p.buffer
         if buf == ffi.NULL:
             return ""

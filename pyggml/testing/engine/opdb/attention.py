@@ -578,7 +578,7 @@ def _fa_node(n: Node) -> np.ndarray:
     used = n_kv if mask is None else _columns_seen(q, mask, n_kv)
     k, v = _kv_columns(n, 1, used), _kv_columns(n, 2, used)
     if mask is not None and used < n_kv:
-        mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)[..., :used]
+        mask = mask[..., :used]
     return oracles.flash_attn_ext(q, k, v, mask, *n.scalars(), _src(n, 4))
 
 
