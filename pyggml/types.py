@@ -287,19 +287,25 @@ def decode(t: TypeLike, raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
     Raises:
         TypeError: a type ggml cannot convert to float.
+        ValueError: a count of values that is not whole blocks of the type, or fewer bytes than they take (the
+            conversion would read past them, or leave values unwritten).
     """
     t = require(t)
     if has_raw_dtype(t):
         return raw.view(_DTYPES[t]).reshape(shape)
     n = int(np.prod(shape, dtype=np.int64))
-    out = np.empty(n, dtype=np.float32)
     traits = lib.ggml_get_type_traits(t)
     if traits.to_float == ffi.NULL:
         raise TypeError(f"ggml has no conversion from {t.name} to float")
     block, size = block_size(t), type_size(t)
-    to_float = _OWN_DECODERS.get(t, traits.to_float) if n % block == 0 else traits.to_float
+    if n % block:
+        raise ValueError(f"{n} values of {t.name} are not whole blocks of {block}: shape {tuple(shape)}")
+    if raw.nbytes < n // block * size:
+        raise ValueError(f"{n} values of {t.name} take {n // block * size} bytes, {raw.nbytes} given")
+    out = np.empty(n, dtype=np.float32)
+    to_float = _OWN_DECODERS.get(t, traits.to_float)
     workers = min(os.cpu_count() or 1, n // DECODE_CHUNK)
-    if workers < 2 or n % block:
+    if workers < 2:
         to_float(ffi.from_buffer(raw), ffi.from_buffer("float[]", out), n)
         return out.reshape(shape)
     # a large tensor (a model's weights) in chunks of whole blocks on every core: the conversion releases the GIL

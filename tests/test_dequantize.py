@@ -45,3 +45,15 @@ def test_q6_k_values_that_are_not_whole_blocks_are_refused_by_the_decoder() -> N
     assert lib.pyggml_dequantize_q6_k(ffi.from_buffer(raw), ffi.from_buffer("float[]", out), 300) == 0
     assert (out == 7).all()
     assert lib.pyggml_dequantize_q6_k(ffi.from_buffer(raw), ffi.from_buffer("float[]", out), 256) == 1
+
+
+@pytest.mark.parametrize("t", [types.Type.Q6_K, types.Type.Q4_0, types.Type.Q4_K])
+def test_bytes_that_do_not_hold_the_values_asked_for_are_refused(t: types.Type) -> None:
+    """`types.decode` of fewer bytes than the values take read past them (into whatever memory followed), and a count
+    of values that is not whole blocks left the last values unwritten: both came back as values, silently."""
+    block, size = types.block_size(t), types.type_size(t)
+    with pytest.raises(ValueError, match="bytes"):
+        types.decode(t, np.zeros(size - 1, np.uint8), (block,))
+    with pytest.raises(ValueError, match="not whole blocks"):
+        types.decode(t, np.zeros(2 * size, np.uint8), (block + 1,))
+    assert types.decode(t, np.zeros(size, np.uint8), (1, block)).shape == (1, block)
