@@ -198,3 +198,49 @@ def test_the_comparisons_fast_path_gives_the_full_paths_errors():
     assert compare(np.zeros(4, np.float32), np.zeros(4, np.float32), 1e-6, 1e-3).ok
     bad = compare(np.array([1.0, np.nan], np.float32), np.array([1.0, 2.0], np.float32), 1e-6, 1e-3)
     assert not bad.ok and "NaN at 1 position" in bad.message
+
+
+def _gated_delta_rule_token_by_token(q, k, v, g, beta, state, K):
+    """The recurrence of ggml_gated_delta_net as its docstring gives it, one head and one token at a time."""
+    ns, nt, H, S = v.shape
+    out, slots = np.zeros((ns, nt, H, S)), np.zeros((min(nt, K), ns, H, S, S))
+    for s in range(ns):
+        sq = s // (ns // q.shape[0])
+        for h in range(H):
+            hk = h % q.shape[2]
+            M = state[s, h].T.copy()  # [key i, value j]
+            for t in range(nt):
+                M *= np.exp(g[s, t, h])[:, None]
+                delta = beta[s, t, h, 0] * (v[s, t, h] - M.T @ k[sq, t, hk])
+                M += np.outer(k[sq, t, hk], delta)
+                out[s, t, h] = M.T @ q[sq, t, hk] / np.sqrt(S)
+                if nt - 1 - t < len(slots):
+                    slots[nt - 1 - t, s, h] = M.T
+    return np.concatenate([out.ravel(), slots.ravel()]).reshape(-1, S * H)
+
+
+def test_the_gated_delta_rule_by_chunks_is_the_token_by_token_recurrence():
+    """The gated_delta_net oracle computes a chunk of tokens at once; it gives the token-by-token recurrence's
+    values over random shapes: chunks longer than one and snapshots that split them, a gate per head and one per
+    key row, q and k shared by heads and sequences, and keys of norm above 1, whose recurrence grows by tens a
+    token (an LU solve with pivoting lost such values: 100x off)."""
+    from pyggml.testing.engine.oracles import recurrent
+
+    rng = np.random.default_rng(8)
+    for case in range(120):
+        S, Hk = int(rng.choice([1, 3, 8, 16])), int(rng.integers(1, 3))
+        H, nqk = Hk * int(rng.integers(1, 3)), int(rng.integers(1, 3))
+        ns, nt, K = nqk * int(rng.integers(1, 3)), int(rng.integers(1, 80)), int(rng.integers(1, 5))
+        if case < 4:  # the recurrence grows by tens a token: keys of norm near 6, a gate near 1
+            S, H, Hk, nqk, ns, nt, K = 32, 2, 1, 1, 1, 58, 4
+        q, k = (rng.standard_normal((nqk, nt, Hk, S)) * (1.0 if case < 4 else rng.choice([0.1, 1.0])) for _ in range(2))
+        if case % 2 and case >= 4:
+            k /= np.linalg.norm(k, axis=-1, keepdims=True)  # as the layer gives them
+        v = rng.standard_normal((ns, nt, H, S))
+        gates = 0.01 if case < 4 else rng.choice([0.01, 0.3, 3.0])
+        g = -np.abs(rng.standard_normal((ns, nt, H, S if case % 3 == 0 else 1))) * gates
+        beta, state = rng.random((ns, nt, H, 1)), rng.standard_normal((ns, H, S, S)) * 0.3
+        got = recurrent.gated_delta_net(q, k, v, g, beta, state, K, written_only=K > nt)
+        want = _gated_delta_rule_token_by_token(q, k, v, g, beta, state, K)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6 * np.abs(want).max(), err_msg=f"case {case}")

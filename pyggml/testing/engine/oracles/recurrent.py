@@ -19,8 +19,10 @@ def ssm_conv(sx: np.ndarray, c: np.ndarray) -> np.ndarray:
     sx, c = sx4[0], c4[0, 0]
     d_conv = c.shape[-1]
     n_t = sx.shape[-1] - d_conv + 1
-    win = np.stack([sx[:, :, t : t + d_conv] for t in range(n_t)], axis=1)  # [n_s, n_t, d_inner, d_conv]
-    return _lead(np.einsum("stik,ik->sti", win, c).astype(np.float32))
+    # a sum over the d_conv shifts of the window (a real-size model's 6144 channels: einsum over a stack of windows
+    # took twice as long)
+    out = sum(sx[:, :, k : k + n_t] * c[:, k : k + 1] for k in range(d_conv))  # [n_s, d_inner, n_t]
+    return _lead(np.swapaxes(out, 1, 2).astype(np.float32))
 
 
 def _f64(x) -> np.ndarray:
@@ -211,17 +213,57 @@ def gated_delta_net(
     hq, hk = np.arange(H) % q4.shape[2], np.arange(H) % k4.shape[2]
     out = np.zeros((ns, nt, H, S))
     slots = np.zeros((n_slots, ns, H, S, S))
+    # a chunk ends at every token whose state is a snapshot slot (slot i: the state after nt - i tokens)
+    width = _GDN_CHUNK if g4.shape[-1] == 1 else _GDN_CHUNK_PER_ROW
+    ends = sorted({*range(width, nt, width), *(nt - i for i in range(n_slots)), nt})
     for s in range(ns):
         qs, ks = q4[s // (ns // q4.shape[0])][:, hq], k4[s // (ns // k4.shape[0])][:, hk]  # [nt, H, S]
         M = np.swapaxes(st[s], -1, -2).copy()  # [H, i, j]
-        for t in range(nt):
-            # in place, and the row-vector products through matmul: a real-size model's states are 2 MB a
-            # sequence, updated every token (einsum's loops and a new M a step made this oracle 0.6 s of a check)
-            M *= np.exp(g4[s, t])[:, :, None]  # [H, 1 or S, 1]: scalar gate or one per key row i
-            delta = b4[s, t][:, None] * (v4[s, t] - np.matmul(ks[t][:, None, :], M)[:, 0, :])
-            M += ks[t][:, :, None] * delta[:, None, :]
-            out[s, t] = np.matmul(qs[t][:, None, :], M)[:, 0, :] / np.sqrt(S)
-            if nt - 1 - t < n_slots:
-                slots[nt - 1 - t, s] = np.swapaxes(M, -1, -2)
+        t0 = 0
+        for t1 in ends:
+            sl = slice(t0, t1)
+            M, out[s, sl] = _gdn_chunk(M, qs[sl], ks[sl], v4[s, sl], g4[s, sl], b4[s, sl], S)
+            if nt - t1 < n_slots:
+                slots[nt - t1, s] = np.swapaxes(M, -1, -2)
+            t0 = t1
     packed = np.concatenate([out.ravel(), slots.ravel()]).reshape(-1, S * H)
     return packed.astype(np.float32)
+
+
+# Tokens per chunk of the gated delta rule: a per-row gate holds a [H, C, C, S] table of decays
+_GDN_CHUNK, _GDN_CHUNK_PER_ROW = 64, 16
+
+
+def _gdn_chunk(M, q, k, v, g, beta, S):
+    """The gated delta rule over one chunk of C tokens at once (the chunked form of Yang et al., "Gated Delta
+    Networks", 2024), the same values as the token-by-token recurrence in float64. M [H, i, j] the memory before
+    the chunk, updated in place; q, k, v [C, H, S]; g [C, H, 1 or S]; beta [C, H]. Returns (M, o [C, H, S]).
+
+    With G_t the gates summed over the chunk's tokens up to t and E(t, i) = exp(G_t - G_i) (the decay from token
+    i to t, per key row for a per-row gate), the recurrence's misses delta_t solve the unit lower-triangular
+        delta_t + beta_t sum_{i<t} (k_t . E(t, i) k_i) delta_i = beta_t (v_t - M^T (exp(G_t) k_t))
+    and o_t = (M^T (exp(G_t) q_t) + sum_{i<=t} (q_t . E(t, i) k_i) delta_i) / sqrt(S),
+    M' = exp(G_C) M + sum_i (E(C, i) k_i) outer delta_i. One pass of a few products over M per chunk, where the
+    recurrence made several per token (a real-size model's states are 2 MB a sequence: the token-by-token
+    oracle was 0.6 s of a check)."""
+    q, k, v = (np.ascontiguousarray(np.swapaxes(x, 0, 1)) for x in (q, k, v))  # [H, C, S], for BLAS
+    G = np.cumsum(np.swapaxes(g, 0, 1), axis=1)  # [H, C, 1 or S]
+    b = beta.T[:, :, None]  # [H, C, 1]
+    C = q.shape[1]
+    seen = np.tril(np.ones((C, C), dtype=bool))  # token t sees i <= t
+    if G.shape[-1] == 1:
+        E = np.exp(np.where(seen, G[:, :, None, 0] - G[:, None, :, 0], -np.inf))  # [H, t, i]
+        kk, qk = (k @ np.swapaxes(k, 1, 2)) * E, (q @ np.swapaxes(k, 1, 2)) * E
+    else:
+        E = np.exp(np.where(seen[:, :, None], G[:, :, None, :] - G[:, None, :, :], -np.inf))  # [H, t, i, S]
+        kk, qk = np.einsum("htc,hic,htic->hti", k, k, E), np.einsum("htc,hic,htic->hti", q, k, E)
+    decay = np.exp(G)
+    # forward substitution, row by row as the recurrence depends: LU's pivoting would reorder the rows of a
+    # system whose entries grow past 1 (keys of norm > 1) and lose the values an exploding recurrence keeps
+    A, delta = b * np.tril(kk, -1), b * (v - (k * decay) @ M)
+    for t in range(1, C):
+        delta[:, t] -= (A[:, t : t + 1, :t] @ delta[:, :t])[:, 0]
+    o = ((q * decay) @ M + qk @ delta) / np.sqrt(S)
+    M *= np.exp(G[:, -1])[:, :, None]  # in place: 2 MB a sequence for a real-size model
+    M += np.swapaxes(k * np.exp(G[:, -1:] - G), 1, 2) @ delta
+    return M, np.swapaxes(o, 0, 1)
