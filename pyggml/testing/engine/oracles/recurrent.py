@@ -203,7 +203,9 @@ def gated_delta_net(
     [n_seqs, n_tokens, H, S], then K snapshot slots, each a state [n_seqs, H, S, S] in the input's
     (transposed) layout; slot i is the state after token n_tokens-1-i, so slot 0 is the final state
     (the next call's `state`), and slot i the state to roll back to when the last i tokens are dropped.
-    When n_tokens < K the op writes only slots 0..n_tokens-1: pass written_only=True for that prefix."""
+    When n_tokens < K the op writes only slots 0..n_tokens-1: pass written_only=True for that prefix.
+
+    Computed a chunk of tokens at a time (`_gdn_chunk`), in float64: the recurrence's values, not its order."""
     q4, k4, v4 = _as4(_f64(q)), _as4(_f64(k)), _as4(_f64(v))
     ns, nt, H, S = v4.shape
     g4 = _f64(g).reshape(ns, nt, H, -1)
