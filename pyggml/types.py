@@ -270,7 +270,7 @@ def encode(t: TypeLike, values: np.ndarray) -> np.ndarray:
 # values per chunk when `decode` converts a large tensor on several cores
 DECODE_CHUNK = 1 << 22
 # pyggml's own decoders (native/dequantize.c) where ggml's to_float is slow: the same values, bit for bit
-# (tests/test_types.py); ggml's dequantize_row_q6_K took 0.8 s of a 2.8 s check of a Q4_K_M model
+# (tests/test_dequantize.py); ggml's dequantize_row_q6_K took 0.8 s of a 2.8 s check of a Q4_K_M model
 _OWN_DECODERS = {Type.Q6_K: lib.pyggml_dequantize_q6_k}
 
 

@@ -39,8 +39,8 @@ def test_q6_k_decodes_as_ggml_does_bit_for_bit(n_blocks: int) -> None:
 
 
 def test_q6_k_values_that_are_not_whole_blocks_are_refused_by_the_decoder() -> None:
-    """The C decoder writes nothing and says so for a count that is not whole blocks (types.decode then leaves it
-    to ggml, as for any type)."""
+    """The C decoder writes nothing and says so for a count that is not whole blocks (types.decode refuses such a
+    count before any decoder runs)."""
     raw, out = np.zeros(210, np.uint8), np.full(300, 7, np.float32)
     assert lib.pyggml_dequantize_q6_k(ffi.from_buffer(raw), ffi.from_buffer("float[]", out), 300) == 0
     assert (out == 7).all()

@@ -266,6 +266,6 @@ def _gdn_chunk(M, q, k, v, g, beta, S):
     for t in range(1, C):
         delta[:, t] -= (A[:, t : t + 1, :t] @ delta[:, :t])[:, 0]
     o = ((q * decay) @ M + qk @ delta) / np.sqrt(S)
-    M *= np.exp(G[:, -1])[:, :, None]  # in place: 2 MB a sequence for a real-size model
+    M *= decay[:, -1][:, :, None]  # in place: 2 MB a sequence for a real-size model
     M += np.swapaxes(k * np.exp(G[:, -1:] - G), 1, 2) @ delta
     return M, np.swapaxes(o, 0, 1)
