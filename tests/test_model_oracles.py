@@ -244,3 +244,29 @@ def test_the_gated_delta_rule_by_chunks_is_the_token_by_token_recurrence():
         want = _gated_delta_rule_token_by_token(q, k, v, g, beta, state, K)
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6 * np.abs(want).max(), err_msg=f"case {case}")
+
+
+@pytest.mark.parametrize("where", ["q", "k", "v", "beta"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_value_that_is_not_finite_reaches_only_the_tokens_from_it_on_as_in_the_recurrence(where, bad):
+    """The chunked gated_delta_net oracle leaves the tokens before a NaN or inf finite, as the recurrence (and
+    ggml) does: a later token's value times the zero of a pair no token sees made the earlier outputs NaN."""
+    from pyggml.testing.engine.oracles import recurrent
+
+    rng = np.random.default_rng(9)
+    ns, nt, H, S, K = 1, 9, 2, 4, 3
+    x = {n: rng.standard_normal((ns, nt, H, S)) * 0.5 for n in ("q", "k", "v")}
+    x["k"] /= np.linalg.norm(x["k"], axis=-1, keepdims=True)
+    g, x["beta"], state = (
+        -np.abs(rng.standard_normal((ns, nt, H, 1))),
+        rng.random((ns, nt, H, 1)),
+        np.eye(S) * [[1]] * np.ones((ns, H, 1, 1)),
+    )
+    x[where][0, 4, 0, 0] = bad
+    got = recurrent.gated_delta_net(x["q"], x["k"], x["v"], g, x["beta"], state, K)
+    want = _gated_delta_rule_token_by_token(x["q"], x["k"], x["v"], g, x["beta"], state, K)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    assert np.isfinite(got[: 4 * ns]).all()  # the outputs of tokens 0..3
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=2e-6, atol=1e-6)

@@ -215,8 +215,11 @@ def gated_delta_net(
     hq, hk = np.arange(H) % q4.shape[2], np.arange(H) % k4.shape[2]
     out = np.zeros((ns, nt, H, S))
     slots = np.zeros((n_slots, ns, H, S, S))
-    # a chunk ends at every token whose state is a snapshot slot (slot i: the state after nt - i tokens)
-    width = _GDN_CHUNK if g4.shape[-1] == 1 else _GDN_CHUNK_PER_ROW
+    # a chunk ends at every token whose state is a snapshot slot (slot i: the state after nt - i tokens); with a NaN
+    # or inf among the inputs, a token at a time: the chunk's sums regroup the recurrence's, and inf - inf is NaN
+    # where the recurrence keeps an inf (the verdict wants both in ggml's places)
+    finite = all(np.isfinite(x).all() for x in (q4, k4, v4, g4, b4, st))
+    width = 1 if not finite else _GDN_CHUNK if g4.shape[-1] == 1 else _GDN_CHUNK_PER_ROW
     ends = sorted({*range(width, nt, width), *(nt - i for i in range(n_slots)), nt})
     for s in range(ns):
         qs, ks = q4[s // (ns // q4.shape[0])][:, hq], k4[s // (ns // k4.shape[0])][:, hk]  # [nt, H, S]
@@ -252,6 +255,11 @@ def _gdn_chunk(M, q, k, v, g, beta, S):
     G = np.cumsum(np.swapaxes(g, 0, 1), axis=1)  # [H, C, 1 or S]
     b = beta.T[:, :, None]  # [H, C, 1]
     C = q.shape[1]
+    if C == 1:  # one token: the recurrence itself, in its order (a generation step's, and any with a NaN or inf)
+        M *= np.exp(G[:, 0])[:, :, None]
+        delta = b[:, 0] * (v[:, 0] - (k @ M)[:, 0])
+        M += k[:, 0, :, None] * delta[:, None, :]
+        return M, np.swapaxes(q @ M, 0, 1) / np.sqrt(S)
     seen = np.tril(np.ones((C, C), dtype=bool))  # token t sees i <= t
     if G.shape[-1] == 1:
         E = np.exp(np.where(seen, G[:, :, None, 0] - G[:, None, :, 0], -np.inf))  # [H, t, i]
@@ -260,12 +268,17 @@ def _gdn_chunk(M, q, k, v, g, beta, S):
         E = np.exp(np.where(seen[:, :, None], G[:, :, None, :] - G[:, None, :, :], -np.inf))  # [H, t, i, S]
         kk, qk = np.einsum("htc,hic,htic->hti", k, k, E), np.einsum("htc,hic,htic->hti", q, k, E)
     decay = np.exp(G)
+    # a token's terms are those of the tokens up to it only: tril, not the zeros of E, drops the others (a NaN or
+    # inf of a later token times 0 is NaN, where the recurrence leaves the earlier tokens finite)
+    A, qk = b * np.tril(kk, -1), np.tril(qk)
+    delta, o = b * (v - (k * decay) @ M), (q * decay) @ M
     # forward substitution, row by row as the recurrence depends: LU's pivoting would reorder the rows of a
     # system whose entries grow past 1 (keys of norm > 1) and lose the values an exploding recurrence keeps
-    A, delta = b * np.tril(kk, -1), b * (v - (k * decay) @ M)
-    for t in range(1, C):
-        delta[:, t] -= (A[:, t : t + 1, :t] @ delta[:, :t])[:, 0]
-    o = ((q * decay) @ M + qk @ delta) / np.sqrt(S)
+    for t in range(C):
+        if t:
+            delta[:, t] -= (A[:, t : t + 1, :t] @ delta[:, :t])[:, 0]
+        o[:, t] += (qk[:, t : t + 1, : t + 1] @ delta[:, : t + 1])[:, 0]
+    o /= np.sqrt(S)
     M *= decay[:, -1][:, :, None]  # in place: 2 MB a sequence for a real-size model
     M += np.swapaxes(k * np.exp(G[:, -1:] - G), 1, 2) @ delta
     return M, np.swapaxes(o, 0, 1)
