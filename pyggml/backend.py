@@ -785,7 +785,7 @@ class Scheduler(Lender, Closable):
         lifetime.restore_sources(graph)
 
     @serialized
-    def alloc_graph(self, graph: Graph, pin: Backend | None = None) -> None:
+    def alloc_graph(self, graph: Graph, pin: Backend | None = None, place: dict[Tensor, Backend] | None = None) -> None:
         """Assign the graph's nodes to backends and give its tensors memory (`ggml_backend_sched_alloc_graph`).
 
         The memory is lent until the scheduler allocates another graph. Inputs must be written (`Tensor.set`)
@@ -795,10 +795,12 @@ class Scheduler(Lender, Closable):
             graph: the graph to allocate.
             pin: one of the scheduler's backends to compute every node (views stay with what they view); None
                 lets ggml choose, and ggml runs a node fed only by inputs, which live in host memory, on the CPU.
+            place: `{node: backend}` for this allocation only, over `pin` (a Runner computes on the CPU the
+                nodes its device cannot: `Runner(fallback=True)`).
 
         Raises:
             TypeError: `graph` is not a Graph.
-            ValueError: `pin` is not one of the scheduler's backends.
+            ValueError: `pin` or a backend of `place` is not one of the scheduler's backends.
             GraphError: a graph larger than `graph_size`, or one that cannot be allocated or placed.
             GGMLError: planning or allocating the memory fails (the message gives the sizes).
             pyggml.rpc.RpcError: an RPC server's connection failed.
@@ -806,6 +808,9 @@ class Scheduler(Lender, Closable):
         instance("scheduler alloc_graph: graph", graph, Graph)
         if pin is not None and not any(pin is own for own in self.backends):
             raise ValueError("scheduler alloc_graph: pin must be one of the scheduler's backends")
+        place = dict(place or {})
+        if not all(any(b is own for own in self.backends) for b in place.values()):
+            raise ValueError("scheduler alloc_graph: place's backends must be the scheduler's")
         self.restore(graph)
         preflight.check_view_leaves(graph)  # pinned or not: ggml's scheduler asserts on such a leaf
         preflight.check_allocatable(graph)
@@ -815,7 +820,7 @@ class Scheduler(Lender, Closable):
         graph.state.index_inputs = preflight.index_inputs(graph)  # before the scheduler rewires the sources
         lib.ggml_backend_sched_reset(self.ptr)  # ggml asserts the scheduler is not allocated already
         if self._needs_plan(graph):
-            self._pin(graph, pin)
+            self._pin(graph, pin, place)
             graph.state.sources_as_built = None
             preflight.rpc.check_devices(self._devices)
             ok = lib.ggml_backend_sched_reserve(self.ptr, graph.ptr)  # resets the scheduler when done
@@ -824,7 +829,7 @@ class Scheduler(Lender, Closable):
             if not ok:
                 raise GGMLError(f"scheduler: planning the graph's memory failed: {_memory_needs(graph, self.backends)}")
             self._plan_made(graph)
-        self._pin(graph, pin)
+        self._pin(graph, pin, place)
         graph.state.sources_as_built = None  # ggml rewires the sources now, whether it succeeds or not
         ok = lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr)
         transport.after_device_call(self._devices)
@@ -832,12 +837,14 @@ class Scheduler(Lender, Closable):
             raise GGMLError("scheduler: allocating the graph failed")
         self._after_alloc(graph, fresh)
 
-    def _pin(self, graph: Graph, pin: Backend | None):
+    def _pin(self, graph: Graph, pin: Backend | None, place: dict[Tensor, Backend]):
         if pin is not None:  # views stay with what they view (ggml places them so)
             for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
                 node = lib.ggml_graph_node(graph.ptr, i)
                 if node.view_src == ffi.NULL:
                     lib.ggml_backend_sched_set_tensor_backend(self.ptr, node, pin.ptr)
+        for t, b in place.items():
+            lib.ggml_backend_sched_set_tensor_backend(self.ptr, t.ptr, b.ptr)
         # ggml forgets assignments at every reset, which allocating does: they are made again here
         for t, b in self._placed.values():
             lib.ggml_backend_sched_set_tensor_backend(self.ptr, t.ptr, b.ptr)

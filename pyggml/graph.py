@@ -7,6 +7,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from pyggml._args import instance, integer, text
 from pyggml._native import ffi, guard_error, lib
 from pyggml.context import Context
@@ -46,6 +48,8 @@ class Graph:
         size: the graph's size.
         ptr: the `struct ggml_cgraph *` (cffi cdata).
         broken: why the graph must not be computed (an expand that failed half-way), or None.
+        has_grads: whether the graph has room for gradients (made by `with_grads`).
+        has_backward: whether `build_backward_expand` has added the backward pass.
         state: what allocators and the preflight know of this graph (`pyggml.lifetime.GraphState`).
 
     Raises:
@@ -75,6 +79,12 @@ class Graph:
         self.size = size
         self.ptr = ptr
         self.broken: str | None = None  # why the graph must not be computed (an expand that failed half-way)
+        self.has_grads = grads
+        self.has_backward = False
+        # tensors a Runner writes itself before each compute (the losses' gradient seeds, an optimizer's
+        # hyper-parameters): (tensor, values function); and what it calls after each compute that succeeded
+        self._feeds: list[tuple[Tensor, Callable[[], Any]]] = []
+        self._after_compute: list[Callable[[], None]] = []
         # what allocators and the preflight know of this graph (pyggml.lifetime.GraphState): the graph
         # holds it, so it goes with the graph
         self.state = GraphState()
@@ -276,24 +286,87 @@ class Graph:
         return g
 
     def build_backward_expand(self) -> "Graph":
-        """Add the backward pass (`ggml_build_backward_expand`).
+        """Add the backward pass (`ggml_build_backward_expand`): the gradients of the loss.
 
-        The gradient of the loss (a scalar flagged with `ggml_set_loss`) with respect to every tensor flagged
-        with `ggml_set_param`. The loss's gradient is a leaf to fill with 1 (see `grad_acc`). Build the forward
-        pass first, in a graph made by `with_grads`.
+        The gradient of the loss (an F32 scalar flagged with `Tensor.set_loss`) with respect to every tensor
+        flagged with `Tensor.set_param`, both flagged before the forward pass was built into this graph, which
+        `with_grads` made. Afterwards `grad(t)` is a parameter's gradient, flagged as an output so that it
+        can be read after a run (`graph.grad(w).numpy()`). The loss's own gradient, the leaf the backward pass
+        starts from (`grad_acc(loss)`), is an input that a `Runner` fills with 1 before every compute: it is
+        never given by hand. An optimizer (`pyggml.optim`) then adds its steps with `build_step`.
 
         Returns:
             This graph.
 
         Raises:
-            OpError: a ggml precondition failed (the graph is then marked broken).
+            ValueError: a graph made by `Graph(ctx)` (no room for gradients: make it with `Graph.with_grads`),
+                a graph with no nodes, without a parameter or a loss among its nodes (flagged after
+                `build_forward_expand`, or never), or one that holds its backward pass already.
+            OpError: another ggml precondition failed (the graph is then marked broken), e.g. an op ggml has no
+                backward pass for.
         """
+        if not self.has_grads:
+            raise ValueError(
+                "build_backward_expand: this graph was made by Graph(ctx), which has no room for gradients; "
+                "make it with Graph.with_grads(ctx) and build the forward pass into that graph"
+            )
+        if self.has_backward:
+            raise ValueError("build_backward_expand: the graph holds its backward pass already")
+        if self.n_nodes == 0:
+            raise ValueError("build_backward_expand: the graph has no nodes: build_forward_expand(loss) first")
+        nodes = self.nodes
+        for flag, what, how in (("is_param", "trainable parameter", "set_param"), ("is_loss", "loss", "set_loss")):
+            if not any(getattr(n, flag) for n in nodes):
+                late = [t.name or "(unnamed)" for t in self.leafs() if getattr(t, flag)]
+                hint = (
+                    f" ({', '.join(late)} was flagged after build_forward_expand: ggml then took it for a constant)"
+                    if late
+                    else ""
+                )
+                raise ValueError(
+                    f"build_backward_expand: the graph has no {what}{hint}; flag it with t.{how}() before "
+                    "build_forward_expand"
+                )
         if lib.pyggml_guarded_ggml_build_backward_expand(self.ctx.ptr, self.ptr, ffi.NULL):
             err = guard_error("build_backward_expand")
             assert err is not None  # the guarded call failed, so it left its message
             self.broken = f"the backward expand failed half-way ({err})"
             raise err
+        self.has_backward = True
+        one = np.ones(1, dtype=np.float32)
+        for n in nodes:
+            if n.is_loss:
+                seed = self.grad_acc(n)
+                if seed is not None:  # dL/dL = 1, the leaf the backward pass starts from
+                    seed.set_input()
+                    if not seed.name:
+                        seed.name = f"{(n.name or 'loss')[:40]} grad seed"
+                    self._feeds.append((seed, lambda: one))
+            elif n.is_param:
+                g = self.grad(n)
+                while g is not None:  # kept after the run (a view's memory is what it views)
+                    g.set_output()
+                    g = g.view_src
         return self
+
+    def params(self) -> list[Tensor]:
+        """The graph's trainable parameters: its nodes flagged with `Tensor.set_param`, in compute order.
+
+        Returns:
+            The parameters (an optimizer's default set, `pyggml.optim`).
+        """
+        return [n for n in self.nodes if n.is_param]
+
+    def _fill_feeds(self) -> None:
+        """Write what a Runner writes itself (the losses' gradient seeds, optimizers' hyper-parameters)."""
+        for t, values in self._feeds:
+            if t.is_allocated:
+                t.set(values())
+
+    def _computed(self) -> None:
+        """A compute of this graph succeeded: tell who asked (an optimizer counts its steps)."""
+        for fn in self._after_compute:
+            fn()
 
     def grad(self, t: Tensor) -> Tensor | None:
         """The gradient of the loss with respect to `t` in this graph (`ggml_graph_get_grad`).
@@ -302,7 +375,9 @@ class Graph:
             t: a tensor of the forward pass.
 
         Returns:
-            The gradient tensor, or None when `t` has none (or the graph holds no gradients).
+            The gradient tensor, or None when `t` has none (or the graph holds no gradients). A parameter's
+            gradient is an output of the graph: readable after a run (`graph.grad(w).numpy()`); another node's
+            is readable after a run that names it among the outputs.
 
         Raises:
             TypeError: `t` is not a Tensor.

@@ -10,6 +10,8 @@ every backend; the scheduler copies it to the device.
 
 from __future__ import annotations
 
+import logging
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,8 @@ from pyggml.tensor import Tensor
 if TYPE_CHECKING:
     from pyggml.meta import MetaDevice, Policy
     from pyggml.profile import Profile
+
+log = logging.getLogger("pyggml.runner")
 
 
 class Runner:
@@ -45,23 +49,35 @@ class Runner:
             graph, the machine's cores for a large one (`pyggml.backend.auto_threads`); an int fixes the count.
         graph_size: the most nodes and leafs, together, that a graph run here may have (the scheduler's
             size); a larger graph raises GraphError.
+        fallback: what to do with the nodes a device cannot compute (`ggml_backend_supports_op` says no,
+            `unsupported(graph)` lists them): True (the default) computes them on the CPU, as ggml's
+            scheduler can, and logs a warning naming them once per graph (logger "pyggml.runner"); False
+            refuses the graph with Unsupported. Every other node stays pinned to the device. A CPU runner
+            has nothing to fall back to, nor does a meta device (its nodes must be split over its devices).
 
     Attributes:
         name: the backend name, lower case.
         backend: the Backend graphs are computed on (a `pyggml.meta.MetaBackend` for a meta runner).
         backends: the scheduler's backends: `[backend]` for the CPU, `[backend, CPU backend]` otherwise.
         meta: the `pyggml.meta.MetaDevice` of a meta runner, else None.
+        fallback: whether nodes the device cannot compute fall back to the CPU (see Args).
         sched: the `Scheduler`.
         lock: the scheduler's lock, held for each whole `run`: threads sharing a Runner take turns
             (`pyggml.serial`).
 
     Raises:
         ValueError: a device this build lacks (the message lists those it has), a bad thread count.
-        TypeError: a name that is not a str.
+        TypeError: a name that is not a str; a fallback that is not a bool.
         GGMLError: ggml could not make a backend or the scheduler.
     """
 
-    def __init__(self, name: str = "cpu", n_threads: int | None = None, graph_size: int = 8192) -> None:
+    def __init__(
+        self, name: str = "cpu", n_threads: int | None = None, graph_size: int = 8192, fallback: bool = True
+    ) -> None:
+        if not isinstance(fallback, bool):
+            raise TypeError(f"Runner: fallback must be True or False, got {type(fallback).__name__}")
+        self.fallback = fallback
+        self._warned: weakref.WeakSet[Graph] = weakref.WeakSet()  # graphs whose fallback was logged
         target = Target.parse(text("Runner: name", name))
         self.name = target.name
         self.meta: MetaDevice | None = None
@@ -130,7 +146,8 @@ class Runner:
             graph: the graph to look through.
 
         Returns:
-            The nodes, in compute order; `allocate` and `run` raise Unsupported naming their ops.
+            The nodes, in compute order: those a runner made with `fallback=True` computes on the CPU, those
+            for which one made with `fallback=False` (and a CPU runner) raises Unsupported naming their ops.
 
         Raises:
             TypeError: `graph` is not a Graph.
@@ -150,7 +167,8 @@ class Runner:
 
         Raises:
             TypeError: `graph` is not a Graph; outputs that are not Tensors.
-            Unsupported: the device cannot compute some nodes (their ops named).
+            Unsupported: the device cannot compute some nodes (their ops named) and the runner does not fall
+                back to the CPU (`fallback=False`, a CPU or meta runner), or the CPU cannot compute them either.
             Unsplittable: a meta device cannot split the graph.
             GraphError: a graph larger than `graph_size`, or one the preflight refuses.
             GGMLError: the memory cannot be had.
@@ -159,7 +177,7 @@ class Runner:
         if not isinstance(graph, Graph):
             raise TypeError(f"allocate: expected a Graph, got {type(graph).__name__}")
         self.sched.restore(graph)  # supports_op and the meta check must see the graph as built
-        preflight.check_device_supports(graph, self.backend)
+        on_cpu = self._fall_back(graph)
         if self.meta is not None:
             self.meta.check_graph(graph)  # before ggml's meta code aborts on a node it cannot split
         for t in _output_list("allocate", outputs):
@@ -168,13 +186,66 @@ class Runner:
             t.set_output()
         # ggml's scheduler runs a node fed only by inputs (host memory) on the CPU: unpinned,
         # Runner("vulkan0") computed such graphs on the CPU, silently
-        self.sched.alloc_graph(graph, pin=self.backend if self.meta is None else None)
+        self.sched.alloc_graph(
+            graph, pin=self.backend if self.meta is None else None, place={n: self.backends[-1] for n in on_cpu}
+        )
+
+    def _fall_back(self, graph: Graph) -> list[Tensor]:
+        """The nodes of `graph` to compute on the CPU because the device cannot (see `fallback`): raises
+        Unsupported where the runner must not or cannot fall back."""
+        bad = self.backend.unsupported(graph)
+        if not bad:
+            return []
+        ops = ", ".join(sorted({n.op.name for n in bad}))
+        if len(self.backends) == 1:  # the CPU itself: nothing to fall back to
+            preflight.check_device_supports(graph, self.backend)
+        if not self.fallback:
+            raise Unsupported(
+                f"{ops}: {self.backend.name} cannot compute {_names(bad)}; Runner({self.name!r}, fallback=True) "
+                "computes such nodes on the CPU instead"
+            )
+        if self.meta is not None:
+            raise Unsupported(
+                f"{ops}: {self.backend.name} cannot compute {_names(bad)}, and a meta device does not fall back "
+                "to the CPU (its nodes are split over its devices)"
+            )
+        cpu = self.backends[-1]
+        neither = [n for n in bad if not cpu.supports_op(n)]
+        if neither:
+            raise Unsupported(
+                f"{', '.join(sorted({n.op.name for n in neither}))}: neither {self.backend.name} nor the CPU can "
+                f"compute {_names(neither)}"
+            )
+        for n in bad:
+            root = n.ptr
+            while root.view_src != ffi.NULL:
+                root = root.view_src
+            buf = root.buffer
+            if buf != ffi.NULL and not lib.ggml_backend_supports_buft(cpu.ptr, lib.ggml_backend_buffer_get_type(buf)):
+                raise Unsupported(
+                    f"{n.op.name}: {self.backend.name} cannot compute {_names([n])}, and the CPU cannot either: it "
+                    f"writes {Tensor(root, None).name or 'its tensor'} in place, in {self.backend.name}'s memory"
+                )
+        if graph not in self._warned:
+            self._warned.add(graph)
+            log.warning(
+                "%s cannot compute %d node(s) of this graph (%s): the CPU computes them (%s); "
+                "Runner(%r, fallback=False) refuses instead",
+                self.backend.name,
+                len(bad),
+                ops,
+                _names(bad),
+                self.name,
+            )
+        return bad
 
     @serialized
     def compute(self, graph: Graph) -> None:
         """Compute the graph this runner allocated last (`ggml_backend_sched_graph_compute`).
 
-        Read the results with `Tensor.numpy()`.
+        Read the results with `Tensor.numpy()`. A training graph's loss gradient seed (1) and its optimizers'
+        hyper-parameters are written here, before each compute; each compute that succeeds is one optimizer
+        step (`pyggml.optim`).
 
         Args:
             graph: the graph `allocate` was given last.
@@ -187,11 +258,17 @@ class Runner:
             pyggml.rpc.RpcError: an RPC server's connection failed.
         """
         self._check_open("compute")
+        if not isinstance(graph, Graph):
+            raise TypeError(f"compute: expected a Graph, got {type(graph).__name__}")
+        alloc = graph.state.allocation
+        if alloc is not None and alloc[0] is self.sched and alloc[0].generation == alloc[1]:
+            graph._fill_feeds()  # the losses' gradient seeds, optimizers' hyper-parameters
         try:
             self.sched.compute(graph)
         finally:
             if self.meta is not None:
                 self.meta.raise_pending()
+        graph._computed()  # an optimizer counts its step
 
     @serialized
     def run(self, graph: Graph, inputs: dict[Tensor, Any], outputs: Tensor | Sequence[Tensor]) -> Any:
@@ -294,6 +371,12 @@ class Runner:
         for t, values in inputs.items():
             t.set(values)
         return list(outs)
+
+
+def _names(nodes: list[Tensor], most: int = 5) -> str:
+    """Nodes as `OP(name)`, the first `most` of them and how many more."""
+    shown = ", ".join(f"{n.op.name}({n.name or 'unnamed'})" for n in nodes[:most])
+    return shown + (f" and {len(nodes) - most} more" if len(nodes) > most else "")
 
 
 def _output_list(what: str, outputs) -> Sequence[Tensor]:

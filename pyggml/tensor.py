@@ -344,6 +344,67 @@ class Tensor:
         lib.ggml_set_output(self.ptr)
         return self
 
+    @property
+    def is_param(self) -> bool:
+        """Whether the tensor is flagged as a trainable parameter (`ggml_set_param`; see `set_param`)."""
+        return bool(self.ptr.flags & lib.GGML_TENSOR_FLAG_PARAM)
+
+    @property
+    def is_loss(self) -> bool:
+        """Whether the tensor is flagged as a training loss (`ggml_set_loss`; see `set_loss`)."""
+        return bool(self.ptr.flags & lib.GGML_TENSOR_FLAG_LOSS)
+
+    def set_param(self) -> "Tensor":
+        """Flag the tensor as a trainable parameter (`ggml_set_param`): the backward pass computes its gradient.
+
+        `Graph.build_backward_expand` then gives it a gradient (`graph.grad(t)`), and an optimizer of
+        `pyggml.optim` updates it in place. A parameter an optimizer updates keeps its values between runs:
+        give it memory of its own (`runner.backend.alloc_tensors(weights_ctx)`) rather than making it an input.
+
+        Returns:
+            This tensor.
+
+        Raises:
+            ValueError: the tensor is computed by an op or is a view (ggml asserts a leaf).
+            TypeError: the tensor is not F32 (ggml's backward pass and optimizer steps compute in F32).
+        """
+        if self.ptr.op != lib.GGML_OP_NONE or self.ptr.view_src != ffi.NULL:  # ggml asserts op == NONE
+            raise ValueError(
+                f"set_param: {self.name or 'the tensor'} is computed by a {self.op.name} node; only tensors no "
+                "op computes (weights, inputs) can be trainable parameters"
+            )
+        if self.ptr.type != lib.GGML_TYPE_F32:
+            raise TypeError(
+                f"set_param: {self.name or 'the tensor'} is {self.type.name}; trainable parameters must be F32 "
+                "(ggml's gradients and optimizer steps are F32): make it with type 'f32'"
+            )
+        lib.ggml_set_param(self.ptr)
+        return self
+
+    def set_loss(self) -> "Tensor":
+        """Flag the tensor as the training loss (`ggml_set_loss`): the backward pass starts from it.
+
+        `Graph.build_backward_expand` computes the gradient of every loss with respect to every parameter
+        (`set_param`); a Runner seeds the loss's own gradient with 1 at every run.
+
+        Returns:
+            This tensor.
+
+        Raises:
+            ValueError: the tensor is not a scalar (one element; ggml asserts it): reduce it first, e.g. with
+                `ctx.sum(t)` or `ctx.mean(t)`.
+            TypeError: the tensor is not F32 (ggml asserts it).
+        """
+        if lib.ggml_nelements(self.ptr) != 1 or any(n != 1 for n in self.ptr.ne):
+            raise ValueError(
+                f"set_loss: {self.name or 'the tensor'} has shape {self.shape}; a loss must be a scalar (one "
+                "element): reduce it first (ctx.sum(t), ctx.mean(t), ctx.cross_entropy_loss(logits, labels))"
+            )
+        if self.ptr.type != lib.GGML_TYPE_F32:
+            raise TypeError(f"set_loss: {self.name or 'the tensor'} is {self.type.name}; a loss must be F32")
+        lib.ggml_set_loss(self.ptr)
+        return self
+
     # --- memory --------------------------------------------------------------------
     @property
     def buffer(self) -> CData:

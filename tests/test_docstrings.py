@@ -40,6 +40,7 @@ MODULES = {
     "pyggml.tensor": "tensor.md",
     "pyggml.graph": "graph.md",
     "pyggml.runner": "runner.md",
+    "pyggml.optim": "optim.md",
     "pyggml.backend": "backend.md",
     "pyggml.ops": "ops.md",
     "pyggml.ops.elementwise": "ops.md",

@@ -115,6 +115,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def ggml_runner(request: pytest.FixtureRequest) -> Runner:
     """Fixture: a Runner on the test's backend (its `ggml_backend`, else its `ggml_meta_backend`, else cpu).
 
+    Made with `fallback=False`: a node the device cannot compute raises Unsupported rather than being
+    computed on the CPU, so that a test on a device tests the device.
+
     Args:
         request: pytest's fixture request.
 
@@ -124,7 +127,7 @@ def ggml_runner(request: pytest.FixtureRequest) -> Runner:
     # read from the parametrization, so a meta test does not also pull in ggml_backend's
     params = getattr(request.node, "callspec", None)
     names = params.params if params is not None else {}
-    return Runner(names.get("ggml_backend") or names.get("ggml_meta_backend") or "cpu")
+    return Runner(names.get("ggml_backend") or names.get("ggml_meta_backend") or "cpu", fallback=False)
 
 
 @pytest.fixture

@@ -214,7 +214,7 @@ def run_grad(backends: list[str], pattern: str | None = None, progress: TextIO |
     usable = []
     for name in backends:
         try:
-            Runner(name)
+            Runner(name, fallback=False)
             usable.append(name)
         except Exception as e:  # noqa: BLE001 - reported as a record
             records.append(verdict.unavailable(name, e))
@@ -223,7 +223,7 @@ def run_grad(backends: list[str], pattern: str | None = None, progress: TextIO |
             # a fresh Runner per case: ggml's graph allocator reuses the previous graph's memory plan
             # for any graph of the same node and leaf counts and sizes, whatever reads what, so a
             # backward graph after a similar one read forward outputs the plan had overwritten
-            rec = run_grad_case(case, Runner(name), name)
+            rec = run_grad_case(case, Runner(name, fallback=False), name)
             records.append(rec)
             if progress is not None and rec.status != "pass":
                 progress.write(f"{case.name} on {name}: {rec.status} {rec.message}\n")

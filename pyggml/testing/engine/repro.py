@@ -245,7 +245,7 @@ def rerun(r: Repro, backend: str, runner: Runner | None = None) -> Record:
     def run() -> None:
         nonlocal runner
         if runner is None:
-            runner = Runner(backend)
+            runner = Runner(backend, fallback=False)
         graph, node = build(r, runner)
         with observing(runner, checker):
             runner.allocate(graph, [node])
@@ -302,7 +302,7 @@ def main(args: argparse.Namespace) -> int:
         for b in named or [str(r.origin.get("backend") or "cpu")]:
             if b not in runners:
                 try:
-                    runners[b] = Runner(b)
+                    runners[b] = Runner(b, fallback=False)
                 except Exception as e:  # noqa: BLE001 - the reproducer's backend may be missing here
                     records.append(verdict.unavailable(b, e, r.case))
                     continue

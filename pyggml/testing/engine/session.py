@@ -152,7 +152,7 @@ def make_runners(backends: list[str], n_threads: int | None = None) -> tuple[dic
     runners, records = {}, []
     for name in backends:
         try:
-            runners[name] = Runner(name, n_threads=n_threads)
+            runners[name] = Runner(name, n_threads=n_threads, fallback=False)  # the device, never the CPU
         except Exception as e:
             records.append(verdict.unavailable(name, e))
     return runners, records

@@ -203,7 +203,7 @@ def compare_with_llama(
     n_total, widest = sum(chunks), max(chunks)
     ctx = llama.Context(model, n_ctx=max(64, 2 * n_total), n_batch=widest, n_ubatch=widest, observe=capture)
     twin_backend = twin_backend or backend
-    runner = Runner(twin_backend)
+    runner = Runner(twin_backend, fallback=False)
     nets = {il: DeltaNet(runner, twin.config, K=1, mem_size=1, weights=[twin.weights[il]]) for il in twin.layers}
     tokens = tokens_for(model.n_vocab, n_total, seed)
     c, out = twin.config, []
