@@ -115,6 +115,14 @@ class Tensor:
     made with `no_alloc=False`). Two Tensor objects are equal (and hash alike) when they wrap the same C
     tensor, so tensors work as dict keys (`Runner.run`'s inputs).
 
+    Operators build ops with NumPy's meaning for the NumPy-order shapes, exactly or not at all: `a + b`,
+    `a - b`, `a * b`, `a / b` are ggml_add/sub/mul/div of two tensors of one float type whose shapes broadcast
+    (ggml repeats only b into a: where a would broadcast into b, `+` and `*` swap their operands, `-` and `/`
+    raise saying to repeat a first); with a number (F32, F16 tensors; the number rounded to the tensor's type
+    as NumPy does) `t * 2.0` is ggml_scale, `t + 1.0`, `t - 1.0`, `1.0 - t` ggml_scale_bias, `t / c` and
+    `1.0 / t` ggml_div by a constant (ggml_scale where exact); `-t` is ggml_neg; `a @ b` NumPy's matmul
+    (`mul_mat(cont(transpose(b)), a)`, F32). `t.item()` and `float(t)` read a one-element tensor's value.
+
     Args:
         ptr: the `struct ggml_tensor *` (cffi cdata).
         ctx: the Context that owns it; None for the tensors ggml's callbacks hand over.
@@ -140,8 +148,10 @@ class Tensor:
         return hash(int(ffi.cast("uintptr_t", self.ptr)))
 
     def __repr__(self):
+        # `<Tensor 'a' f32 (2, 3)>` for a leaf, `<Tensor 'h' f32 (2, 3) op=ADD>` for a node: name, type, NumPy shape
         name = f" {self.name!r}" if self.name else ""
-        return f"<Tensor{name} {self.type.name} ne={self.ne} op={self.op.name}>"
+        op = f" op={self.op.name}" if self.ptr.op != lib.GGML_OP_NONE else ""
+        return f"<Tensor{name} {self.type.name.lower()} {self.shape}{op}>"
 
     # --- description ---------------------------------------------------------------
     @property
@@ -686,6 +696,195 @@ class Tensor:
         `view()`'s; ExportError (which NumPy passes on) for memory that may not be shared, BF16 (NumPy has
         no dtype for it: `np.from_dlpack` cannot either; numpy() converts to float32) and quantized types."""
         return interop.array_interface(self)
+
+    # --- operators and scalars: `a + b`, `2.0 * a`, `-a`, `a @ b`, `float(t)` ----------------------------------
+    # The arithmetic operators build ggml ops with NumPy's meaning for the tensors' NumPy-order shapes
+    # (pyggml/_operators.py says how each is built and why it is exact); `item()` and `float(t)` read a one-value
+    # tensor after a run.
+
+    # NumPy defers to these operators (`np.float32(2) * t` is `t.__rmul__`) rather than computing on the memory
+    __array_ufunc__ = None
+
+    def __add__(self, other: Any) -> "Tensor":
+        """`self + other`: ggml_add with NumPy's broadcasting, or ggml_scale_bias/add for a number.
+
+        Args:
+            other: a Tensor of the same float type whose shape broadcasts with this one's, or a number.
+
+        Returns:
+            The result tensor (a node of this tensor's context; nothing is computed yet).
+        """
+        return _arith("add", self, other)
+
+    def __radd__(self, other: Any) -> "Tensor":
+        """`other + self` for a number `other` (ggml_scale_bias on F32; exact).
+
+        Args:
+            other: a number.
+
+        Returns:
+            The result tensor.
+        """
+        return _arith("add", self, other, True)
+
+    def __sub__(self, other: Any) -> "Tensor":
+        """`self - other`: ggml_sub (other repeated into self), or ggml_scale_bias/sub for a number.
+
+        Args:
+            other: a Tensor of the same float type that broadcasts into this one's shape, or a number.
+
+        Returns:
+            The result tensor.
+        """
+        return _arith("sub", self, other)
+
+    def __rsub__(self, other: Any) -> "Tensor":
+        """`other - self` for a number `other` (ggml_scale_bias with a factor of -1 on F32; exact).
+
+        Args:
+            other: a number.
+
+        Returns:
+            The result tensor.
+        """
+        return _arith("sub", self, other, True)
+
+    def __mul__(self, other: Any) -> "Tensor":
+        """`self * other`: ggml_mul with NumPy's broadcasting, or ggml_scale for a number.
+
+        Args:
+            other: a Tensor of the same float type whose shape broadcasts with this one's, or a number.
+
+        Returns:
+            The result tensor.
+        """
+        return _arith("mul", self, other)
+
+    def __rmul__(self, other: Any) -> "Tensor":
+        """`other * self` for a number `other` (ggml_scale on F32; exact).
+
+        Args:
+            other: a number.
+
+        Returns:
+            The result tensor.
+        """
+        return _arith("mul", self, other, True)
+
+    def __truediv__(self, other: Any) -> "Tensor":
+        """`self / other`: ggml_div (other repeated into self); for a number ggml_scale by its reciprocal where
+        that is exact (a power of two), else ggml_div by a constant.
+
+        Args:
+            other: a Tensor of the same float type that broadcasts into this one's shape, or a number.
+
+        Returns:
+            The result tensor.
+        """
+        return _arith("div", self, other)
+
+    def __rtruediv__(self, other: Any) -> "Tensor":
+        """`other / self` for a number `other`: ggml_div of a constant of this tensor's shape by it (exact).
+
+        Args:
+            other: a number.
+
+        Returns:
+            The result tensor.
+        """
+        return _arith("div", self, other, True)
+
+    def __neg__(self) -> "Tensor":
+        """`-self`: ggml_neg (exact).
+
+        Returns:
+            The result tensor, of this tensor's shape and type.
+        """
+        from pyggml import _operators
+
+        return _operators.neg(self)
+
+    def __matmul__(self, other: Any) -> "Tensor":
+        """`self @ other` with NumPy's matmul meaning for NumPy-order shapes: (m, k) @ (k, n) -> (m, n).
+
+        Built as `mul_mat(cont(transpose(other)), self)` (ggml_mul_mat computes b @ a.T in NumPy order; no copy
+        where `other` is `ctx.transpose(w)` of a contiguous weight w). 1-d operands and batch dims follow NumPy
+        where ggml's mul_mat can repeat them; the result is F32. pyggml/_operators.py's `matmul` says the rules.
+
+        Args:
+            other: an F32, F16 or BF16 Tensor (this tensor must be F32); a quantized weight w cannot be
+                transposed: `x @ w.T` is `ctx.mul_mat(w, x)`.
+
+        Returns:
+            The result tensor.
+        """
+        from pyggml import _operators
+
+        return _operators.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> "Tensor":
+        """`other @ self` for a Tensor `other` (Python calls it only for another kind: that is NotImplemented).
+
+        Args:
+            other: the left operand.
+
+        Returns:
+            The result tensor, or NotImplemented.
+        """
+        from pyggml import _operators
+
+        return _operators.matmul(other, self)
+
+    def item(self) -> float | int:
+        """The one value of a one-element tensor as a Python scalar (NumPy's `ndarray.item()`), read now.
+
+        `ctx.sum(a)` has shape (1,) (ggml has no 0-d tensors): after a run, `s.item()` is NumPy's `a.sum()`
+        as a Python float; `Runner.run` still returns an array. Reads the tensor's memory as `numpy()` does.
+
+        Returns:
+            A float for a float type, an int for an integer type.
+
+        Raises:
+            ValueError: the tensor has more than one element, or no memory (as `numpy()`).
+        """
+        if self.nelements != 1:
+            raise ValueError(
+                f"item: {self.name or 'the tensor'} has {self.nelements} elements (shape {self.shape}); only a "
+                "one-element tensor converts to a Python scalar (read the others with numpy())"
+            )
+        return self.numpy().item()
+
+    def __float__(self) -> float:
+        """`float(t)`: the one value of a one-element tensor, read now (see `item`).
+
+        Returns:
+            The value as a Python float.
+        """
+        return float(self.item())
+
+    def __int__(self) -> int:
+        """`int(t)`: the one value of a one-element integer tensor, read now (see `item`).
+
+        Returns:
+            The value as a Python int.
+
+        Raises:
+            TypeError: the tensor is of a float type (`int(float(t))` truncates on purpose).
+        """
+        if not types.is_integer(self.type):
+            raise TypeError(
+                f"int: {self.name or 'the tensor'} is {self.type.name}; use float(t), or int(float(t)) to truncate"
+            )
+        return int(self.item())
+
+    # --- end of operators and scalars ------------------------------------------------------------------------
+
+
+def _arith(op: str, t: Tensor, other: Any, reflected: bool = False) -> Any:
+    """The arithmetic operators' one path into pyggml/_operators.py (imported when first used: it imports the ops)."""
+    from pyggml import _operators
+
+    return _operators.binary(op, t, other, reflected)
 
 
 def _check_exact(arr: np.ndarray, t: Type, cast: bool, name: str):

@@ -41,6 +41,7 @@ MODULES = {
     "pyggml.graph": "graph.md",
     "pyggml.runner": "runner.md",
     "pyggml.optim": "optim.md",
+    "pyggml.opt": "opt.md",
     "pyggml.backend": "backend.md",
     "pyggml.ops": "ops.md",
     "pyggml.ops.elementwise": "ops.md",
