@@ -34,6 +34,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -593,7 +594,9 @@ class Context(Closable):
         Raises:
             ValueError: the context was made without `tensors`; or the tensor's memory was reused and it could
                 not be copied in time (the reason).
-            KeyError: no tensor of that name in the last decode (the message lists those seen).
+            KeyError: no tensor of that name in the last decode: the message lists those seen that match the
+                prefixes and the last decode's names, abbreviated (each: `node_names()`), or says the name needs
+                a prefix the context was not made with.
             IndexError: fewer nodes of that name than `occurrence` asks for.
         """
         if self._tensors is None:
@@ -610,9 +613,42 @@ class Context(Closable):
             raise ValueError(f"tensor: {name!r} lay in memory ggml reused after computing it: {finder.reused[name]}")
         ptr = finder.found.get(name)
         if ptr is None:
-            seen = ", ".join(sorted([*finder.found, *finder.copied])) or "none yet: decode first"
-            raise KeyError(f"tensor: no tensor {name!r} seen in llama.cpp's last decode (seen: {seen})")
+            prefixes = tuple(p.decode() for p in finder.prefixes)
+            if name in finder.names:
+                raise KeyError(
+                    f"tensor: {name!r} was in llama.cpp's last decode but does not start with one of the context's "
+                    f"tensors prefixes {prefixes}: make the Context with tensors=({name!r}, ...) to read it"
+                )
+            seen = ", ".join(sorted([*finder.found, *finder.copied])) or "none"
+            if not finder.names:
+                raise KeyError(f"tensor: no tensor {name!r}: no decode has run yet (seen: {seen}); decode first")
+            raise KeyError(
+                f"tensor: no tensor {name!r} seen in llama.cpp's last decode (seen, matching {prefixes}: {seen}); "
+                f"its graph's names: {_name_patterns(list(finder.names))} (each name: Context.node_names())"
+            )
         return Tensor(ptr, None).numpy()
+
+    def node_names(self) -> list[str]:
+        """The names of the tensors of llama.cpp's graphs in the last decode: each node's, in the order computed,
+        and each input, weight and cache a node read, where first read.
+
+        What `tensor(name)` can read, given a prefix (`tensors=`) that the name starts with: `l_out-0`,
+        `attn_norm-0`, `cache_k_l0`, `blk.0.attn_q.weight`, ... Unnamed nodes are left out; a name given to
+        several nodes, or repeated by a batch computed in several ubatches, is listed once.
+
+        Returns:
+            The names, each once; [] before the first decode.
+
+        Raises:
+            ValueError: the context was made without `tensors` (the names are gathered by the eval callback
+                that reads them): make it with `tensors=(a prefix,)`, e.g. `tensors=("l_out",)`.
+        """
+        if self._tensors is None:
+            raise ValueError(
+                "node_names: make the Context with tensors=(name prefixes,) (e.g. tensors=('l_out',)): the names "
+                "are gathered by the eval callback that reads tensors by name"
+            )
+        return list(self._tensors.names)
 
     @property
     def n_batch(self) -> int:
@@ -1267,12 +1303,14 @@ class _TensorFinder:
         self._after: CData | None = None  # the node asked for, copied once computed
         self._then_asked = False  # whether the user's observer asked for the node being computed
         self._leaves: set[tuple[int, bytes]] = set()  # the leaves read this decode (an input: its first ubatch's)
+        self.names: dict[str, None] = {}  # the names of this decode's nodes and the leaves they read, in order
 
     def clear(self) -> None:
-        """Forget the copies of the last decode (a new one starts)."""
+        """Forget the copies and names of the last decode (a new one starts)."""
         self.copied.clear()
         self.reused.clear()
         self._leaves.clear()
+        self.names.clear()
 
     def _matches(self, p: CData) -> bool:
         return p != ffi.NULL and ffi.string(p.name).startswith(self.prefixes)
@@ -1302,8 +1340,12 @@ class _TensorFinder:
             return then
         then = self._then_asked = bool(self.then(t, ask)) if self.then is not None else False
         self._after = None
+        names = self.names
+        names[ffi.string(t.ptr.name).decode(errors="replace")] = None
         for p in t.ptr.src:
             for q in (p, p.view_src) if p != ffi.NULL else ():
+                if q != ffi.NULL and q.op == lib.GGML_OP_NONE:
+                    names[ffi.string(q.name).decode(errors="replace")] = None
                 # a leaf (an input, a weight, a cache) read by this node: valid now; a node is copied once computed
                 if self._matches(q) and q.op == lib.GGML_OP_NONE:
                     key = (int(ffi.cast("uintptr_t", q)), ffi.string(q.name))
@@ -1314,6 +1356,24 @@ class _TensorFinder:
             self._after = t.ptr
             return True  # computed on its own, so that its value is read before its memory is reused
         return then
+
+
+def _name_patterns(names: list[str], most: int = 40) -> str:
+    """`names` abbreviated for a message: the names that differ only in their numbers (layers: l_out-0 ..
+    l_out-31, blk.0.attn_q.weight ..) as one pattern, `l_out-{0..31}`, in the order first seen."""
+    groups: dict[str, list[list[int]]] = {}
+    for name in names:
+        if name:
+            groups.setdefault(re.sub(r"\d+", "#", name), []).append([int(n) for n in re.findall(r"\d+", name)])
+    shown = []
+    for pattern, numbers in list(groups.items())[:most]:
+        if len(numbers) == 1:
+            shown.append(re.sub("#", lambda _, it=iter(numbers[0]): str(next(it)), pattern))
+            continue
+        ranges = iter(f"{{{min(col)}..{max(col)}}}" if min(col) != max(col) else str(col[0]) for col in zip(*numbers))
+        shown.append(re.sub("#", lambda _: next(ranges), pattern))
+    more = f", and {len(groups) - most} more patterns" if len(groups) > most else ""
+    return ", ".join(shown) + more
 
 
 def _is_int(v: object) -> bool:

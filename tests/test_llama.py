@@ -216,6 +216,32 @@ def test_bad_batches_are_value_errors_before_llama_cpp(tiny_model):
         ctx.decode([1.5])
 
 
+def test_a_context_lists_its_node_names_and_its_key_error_says_them(tiny_model):
+    with Context(tiny_model, n_ctx=16, n_batch=8, tensors=("l_out",)) as ctx:
+        assert ctx.node_names() == []
+        with pytest.raises(KeyError, match="no decode has run yet"):
+            ctx.tensor("l_out-0")
+        ctx.decode([1, 2, 3])
+        names = ctx.node_names()
+        # nodes in the order computed, and the leaves they read (inputs, weights, caches), each once
+        for name in ("inp_tokens", "token_embd.weight", "attn_norm-0", "cache_k_l0", "l_out-0", "result_output"):
+            assert names.count(name) == 1, name
+        assert names.index("attn_norm-0") < names.index("l_out-0") < names.index("result_output")
+        assert "" not in names
+        with pytest.raises(KeyError, match=r"seen, matching \('l_out',\): l_out-0\).*attn_norm-0.*Context.node_names"):
+            ctx.tensor("l_out-7")
+        with pytest.raises(KeyError, match=r"'ffn_out-0' was in llama.cpp's last decode.*tensors=\('ffn_out-0', ...\)"):
+            ctx.tensor("ffn_out-0")
+    with Context(tiny_model, n_ctx=16) as plain, pytest.raises(ValueError, match="make the Context with tensors="):
+        plain.node_names()
+
+
+def test_name_patterns_collapse_layer_numbers():
+    names = [f"l_out-{i}" for i in range(32)] + ["embd"] + [f"blk.{i}.attn_q.weight" for i in (0, 1, 5)]
+    assert llama._name_patterns(names) == "l_out-{0..31}, embd, blk.{0..5}.attn_q.weight"
+    assert llama._name_patterns(["a1", "b2", "c3"], most=2) == "a1, b2, and 1 more patterns"
+
+
 def test_a_full_context_is_a_llama_error(tiny_model):
     ctx = Context(tiny_model, n_ctx=256, n_batch=256)
     ctx.decode(list(range(32)) * 8, logits="none")

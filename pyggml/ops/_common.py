@@ -5,6 +5,8 @@ are."""
 from __future__ import annotations
 
 import inspect
+import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -12,7 +14,7 @@ import numpy as np
 from pyggml import types
 from pyggml._native import ffi, guard_error, lib
 from pyggml.arena import Arena
-from pyggml.errors import GGMLError
+from pyggml.errors import GGMLError, OpError
 from pyggml.tensor import MAX_DIMS, Tensor
 
 if TYPE_CHECKING:
@@ -43,14 +45,72 @@ def _bad_arguments(op: str, exc: Exception, ctx, **args) -> Exception:
     return TypeError(f"{op}: {exc}")
 
 
-def _failed(op: str) -> Exception:
+def _failed(op: str, operands: Mapping[str, Tensor] | Sequence[Tensor] = ()) -> Exception:
+    """The exception for a guarded call that returned no tensor: ggml's failed condition as an `OpError` naming
+    the op and, from `operands` (by parameter name, as ggml's condition names them, or in order), each operand's
+    type, NumPy shape and ggml ne, with what to do where the condition is a known one."""
     err = guard_error(op)
-    return err if err is not None else GGMLError(f"{op}: ggml returned no tensor")
+    if err is None:
+        return GGMLError(f"{op}: ggml returned no tensor")
+    if isinstance(err, OpError) and operands:
+        return OpError(f"{err}: {_operands_said(op, str(err), operands)}")
+    return err
+
+
+def _said(t: Tensor) -> str:
+    name = f"{t.name!r} " if t.name else ""
+    return f"{name}{types.Type(t.ptr.type).name.lower()} of shape {t.shape} (ne {t.ne})"
+
+
+def _repeats(x: Tensor, y: Tensor) -> bool:
+    """ggml_can_repeat(x, y): each of y's extents is a multiple of x's."""
+    return all(n % m == 0 for m, n in zip(x.ne, y.ne))
+
+
+# the binary arithmetic ops whose operands must repeat b into a
+_ARITHMETIC = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+
+
+def _operands_said(op: str, message: str, operands: Mapping[str, Tensor] | Sequence[Tensor]) -> str:
+    """What `_failed` adds to ggml's condition: the operands, and for a condition it knows what to do."""
+    named = dict(operands) if isinstance(operands, Mapping) else {}
+    found = re.search(r"ggml_can_repeat\((\w+), (\w+)\)", message)
+    if found and found.group(1) in named and found.group(2) in named:
+        x, y = found.group(1), found.group(2)
+        tx, ty = named[x], named[y]
+        said = (
+            f"{x} {_said(tx)} cannot repeat into {y} {_said(ty)} (ggml tiles {x} over {y}, never {y} over {x}: each "
+            f"of {y}'s ne must be a multiple of {x}'s)"
+        )
+        if _repeats(ty, tx) and op in _ARITHMETIC:
+            sym = _ARITHMETIC[op]
+            swap = (
+                f"swap the operands, ctx.{op}({x}, {y}) ({y} {sym} {x} is {x} {sym} {y})"
+                if sym in "+*"
+                else f"repeat {y} first, ctx.{op}(ctx.repeat({y}, {x}), {x})"
+            )
+            said += f"; {y} repeats into {x}: {swap}"
+        elif _repeats(ty, tx):
+            said += f"; {y} repeats into {x}: swap them"
+        else:
+            said += f"; neither repeats into the other: give {x} extents that divide {y}'s (or 1s)"
+        return said
+    found = re.search(r"ggml_can_mul_mat\((\w+), (\w+)\)", message)
+    if found and found.group(1) in named and found.group(2) in named:
+        x, y = found.group(1), found.group(2)
+        return (
+            f"{x} {_said(named[x])}, {y} {_said(named[y])}: {op} needs the same ne[0] (the rows' length, NumPy's "
+            f"last dim) in both, and {x}'s ne[2], ne[3] dividing {y}'s (t1 @ t2 with NumPy's meaning builds "
+            "this from NumPy-order shapes)"
+        )
+    if named:
+        return "; ".join(f"{n} {_said(t)}" for n, t in named.items())
+    return "operands " + "; ".join(_said(t) for t in operands)
 
 
 def _result(ctx, ptr, op: str, *srcs: Tensor) -> Tensor:
     if not ptr:
-        raise _failed(op)
+        raise _failed(op, srcs)
     for s in srcs:
         if s.ctx is not ctx:
             ctx.adopt(s)
@@ -84,7 +144,8 @@ def _scalar(op: str, name: str, value, kind=float):
 
 
 # what `float()`/`int()` would accept but no scalar argument of an op means: text, and truth values
-_NOT_NUMBERS = (str, bytes, bytearray, bool, np.bool_)
+# (and a Tensor: its `__float__` reads a one-value tensor's memory, no value to pass to ggml as a constant)
+_NOT_NUMBERS = (str, bytes, bytearray, bool, np.bool_, Tensor)
 
 
 def _check_scalars(op: str, floats: dict | None = None, ints: dict | None = None) -> None:

@@ -218,7 +218,7 @@ def declared(
         "    except _ARG_ERRORS as _e:",
         f"        raise _bad_arguments(_op, _e, ctx, **_given({', '.join(f'{n}={n}' for n in tensors)})) from None",
         "    if not _r:",
-        "        raise _failed(_op)",
+        f"        raise _failed(_op, _given({', '.join(f'{n}={n}' for n in tensors)}))",
     ]
     # the result lives in ctx, which keeps alive each argument's context (inlined, as the hot ops need)
     lines += [
