@@ -30,7 +30,7 @@ from pyggml.backend import (
     enable_cpu_vulkan_devices,
 )
 from pyggml.context import Context
-from pyggml.errors import ExportError, GGMLError, GraphError, OpError, Unsplittable, Unsupported
+from pyggml.errors import ExportError, GGMLError, GraphError, OpError, StaleValue, Unsplittable, Unsupported
 from pyggml.graph import Graph
 from pyggml.runner import Runner
 from pyggml.tensor import Tensor
@@ -61,6 +61,7 @@ __all__ = [
     "OpError",
     "Unsplittable",
     "ExportError",
+    "StaleValue",
     "Tensor",
     "DeviceType",
     "Op",

@@ -3,7 +3,7 @@ a llama.cpp model against another, node by node), `coverage`, `findings` (which 
 has), `rpc-server` (serve a local device to other processes over ggml's RPC backend), `gguf` (summarize a GGUF
 file), `make-model` (write a small random-weight GGUF model that llama.cpp loads, quantized with `--type`),
 `quantize` (llama.cpp's quantizer), `notebooks` (execute the examples: compare or --refresh their outputs) and the
-fuzzers `fuzz`, `meta-fuzz`, `gguf-fuzz` and `rpc-fuzz` (docs/fuzzing.md)."""
+fuzzers `fuzz`, `meta-fuzz`, `script-fuzz`, `gguf-fuzz` and `rpc-fuzz` (docs/fuzzing.md)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,10 @@ FUZZERS = {
     "meta-fuzz": (
         "pyggml.testing.fuzzers.meta_fuzz",
         "random small graphs split over a meta device against one device",
+    ),
+    "script-fuzz": (
+        "pyggml.testing.fuzzers.script_fuzz",
+        "random whole programs as users script them (runs, reruns, reads of every node, weights elsewhere)",
     ),
     "gguf-fuzz": ("pyggml.testing.fuzzers.gguf_fuzz", "load mutated GGUF files, each batch in a child process"),
     "rpc-fuzz": ("pyggml.testing.fuzzers.rpc_fuzz", "send malformed messages to ggml's RPC server"),

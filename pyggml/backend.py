@@ -403,8 +403,13 @@ class Backend(Closable):
             return  # nothing to compute (a graph of views only; ggml-rpc asserted on it)
         preflight.rpc.check_devices([self.device.ptr])
         self._threads_for(graph)
+        lender = _current_lender(graph)
+        if lender is not None:
+            lender.computing()
         status = lib.ggml_backend_graph_compute(self.ptr, graph.ptr)
         transport.after_device_call([self.device.ptr])  # a failed connection computes nothing and says SUCCESS
+        if lender is not None and status != lib.GGML_STATUS_SUCCESS:
+            lender.compute_failed()
         _check_status(status, lambda: f"{self.name} graph compute")
 
     def synchronize(self) -> None:
@@ -414,6 +419,14 @@ class Backend(Closable):
     def __repr__(self):
         threads = f", {self.n_threads} threads" if self.n_threads else ""
         return f"<Backend {self.name}{threads}>"
+
+
+def _current_lender(graph: Graph) -> Lender | None:
+    """The allocator whose memory the graph holds now (a Gallocr's graph computed by a Backend), else None."""
+    alloc = graph.state.allocation
+    if alloc is None or alloc[0].generation != alloc[1]:
+        return None
+    return alloc[0]
 
 
 def _is_vulkan(backend_ptr) -> bool:
@@ -815,6 +828,7 @@ class Scheduler(Lender, Closable):
         preflight.check_view_leaves(graph)  # pinned or not: ggml's scheduler asserts on such a leaf
         preflight.check_allocatable(graph)
         fresh = self._before_alloc(graph)
+        preflight.check_buffers_usable(graph, self.backends, "scheduler alloc_graph")
         preflight.check_placeable(graph)
         preflight.check_size(graph, self.graph_size, "scheduler alloc_graph")
         graph.state.index_inputs = preflight.index_inputs(graph)  # before the scheduler rewires the sources
@@ -884,8 +898,11 @@ class Scheduler(Lender, Closable):
                 held.enter_context(b.lock)
             for b in self.backends:
                 b._threads_for(graph)
+            self.computing()
             status = lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr)
         transport.after_device_call(self._devices)  # a failed connection computes nothing and says SUCCESS
+        if status != lib.GGML_STATUS_SUCCESS:
+            self.compute_failed()
         if self._observer is not None:  # what the observer raised: ggml stopped the compute at that node
             self._observer.raise_pending()
         _check_status(status, "scheduler graph compute")

@@ -10,6 +10,8 @@ argument of the wrong kind), never kills the process:
   point runs: memory, node kinds the backend's kernels abort on, index ranges).
 - `Unsupported`: a backend does not support some node (`ggml_backend_supports_op`).
 - `Unsplittable`: a meta device cannot split the graph with the given split states.
+- `StaleValue`: a tensor read after a run whose memory the graph allocator gave to a later node
+  (or read before the graph was computed): what it holds is not the value its graph computed.
 - `ExportError`: a tensor's memory cannot be shared without a copy (`np.from_dlpack(t)`,
   `memoryview(t)`, `np.asarray(t)`, `t.view()`): it is on a device, lent to one graph by an
   allocator, not allocated, or of a type the protocol has no code for. Both a `BufferError`
@@ -47,6 +49,18 @@ class ExportError(BufferError, ValueError):
     at the allocator's next graph, which an export would outlive), a tensor without memory, one that
     ggml handed to a callback (nothing keeps its memory alive), and types or strides the protocol has
     no code for (quantized types; BF16 in the buffer protocol and the array interface)."""
+
+
+class StaleValue(ValueError):
+    """A tensor's memory no longer holds the value its graph computed, so reading it is refused.
+
+    ggml's graph allocator reuses the memory of a node once every node that reads it has run, unless the
+    node is an output: after a run, such a node holds whatever a later node wrote there. Raised by
+    `Tensor.numpy()` (and `raw_bytes()`) for a node whose memory a later node of the same allocation wrote,
+    and for a computed node read before its graph was computed. The message names the node, the node that
+    took its memory, and how to keep it: make it an output of the run (`runner.run(graph, inputs, [y, t])`,
+    `runner.allocate(graph, outputs=[t])`) or flag it with `t.set_output()` before allocating.
+    """
 
 
 class OpError(ValueError):

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pyggml import lifetime
 from pyggml._args import instance, integer, text
 from pyggml._native import ffi, guard_error, lib
 from pyggml.context import Context
@@ -110,7 +111,12 @@ class Graph:
         for t in tensors:
             if not isinstance(t, Tensor):
                 raise TypeError(f"build_forward_expand: expected a Tensor, got {type(t).__name__}")
-            if lib.pyggml_guarded_ggml_build_forward_expand(self.ptr, t.ptr):
+            # a scheduler that ran another graph of these nodes left them reading its own copies: ggml walks the
+            # sources as built, else the new graph held the scheduler's copies as leaves (in memory of the other
+            # graph's devices: a meta runner aborted on them)
+            with lifetime.sources_as_built([t.ptr]):
+                failed = lib.pyggml_guarded_ggml_build_forward_expand(self.ptr, t.ptr)
+            if failed:
                 err = guard_error("build_forward_expand")
                 assert err is not None  # the guarded call failed, so it left its message
                 # ggml stops where the graph filled up: what it holds is not what was asked for

@@ -177,16 +177,64 @@ def restore_sources(graph: Graph) -> None:
     if st.sources_as_built == graph.n_nodes:  # not rewired (nor expanded) since the last restore
         return
     saved = _PRISTINE_SOURCES.setdefault(graph.ctx, {})
+    others: list | None = None
     for i in range(lib.ggml_graph_n_nodes(graph.ptr)):
         node = lib.ggml_graph_node(graph.ptr, i)
         key = _addr(node)
         srcs = saved.get(key)
         if srcs is None:
+            # a node another context's graph recorded (a scheduler may hold it rewired): its sources as built
+            if others is None:
+                others = [r for c, r in _PRISTINE_SOURCES.items() if c is not graph.ctx]
+            srcs = next((r[key] for r in others if key in r), None)
+        if srcs is None:
             saved[key] = tuple(node.src)
         else:
+            saved[key] = srcs
             for j, s in enumerate(srcs):
                 node.src[j] = s
     st.sources_as_built = graph.n_nodes
+
+
+@contextmanager
+def sources_as_built(roots: Iterable[Any]) -> Iterator[None]:
+    """Within the block, the nodes `roots` reach have the sources they were built with: a scheduler that
+    allocated a graph of theirs rewired them to its own copies (`restore_sources` recorded the originals). The
+    copies are put back at the block's end, so that the graph the scheduler holds still computes as planned.
+
+    Args:
+        roots: C tensors (`struct ggml_tensor *`).
+
+    Yields:
+        Nothing.
+    """
+    records = list(_PRISTINE_SOURCES.values())
+    swapped: list[tuple[Any, tuple]] = []
+    if records:
+        seen: set[int] = set()
+        stack = list(roots)
+        while stack:
+            t = stack.pop()
+            a = _addr(t)
+            if a in seen:
+                continue
+            seen.add(a)
+            for record in records:
+                srcs = record.get(a)
+                if srcs is not None:
+                    now = tuple(t.src)
+                    if any(x != y for x, y in zip(now, srcs)):
+                        swapped.append((t, now))
+                        for j, s in enumerate(srcs):
+                            t.src[j] = s
+                    break
+            stack.extend(s for s in t.src if s != _NULL)
+    try:
+        yield
+    finally:
+        for t, now in swapped:
+            for j, s in enumerate(now):
+                t.src[j] = s
 
 
 def built_sources(graph: Graph, node: Any) -> tuple:
@@ -298,6 +346,40 @@ def written(p: Any) -> None:
     _unwritten.pop(_addr(p), None)
     if p.view_src != _NULL and lib.ggml_nbytes(p) == lib.ggml_nbytes(p.view_src):
         _unwritten.pop(_addr(p.view_src), None)
+    ref = _lent.get(_addr(p))
+    lender = ref() if ref is not None else None
+    if lender is not None:  # it holds what was written, whatever the last compute left in its memory
+        lender._rewritten.add(_addr(p))
+
+
+_NO_WRITE = (lib.GGML_OP_NONE, lib.GGML_OP_VIEW, lib.GGML_OP_RESHAPE, lib.GGML_OP_PERMUTE, lib.GGML_OP_TRANSPOSE)
+
+
+def _describe(p: Any) -> str:
+    """A tensor for a message: its name (or 'an unnamed'), its op and its NumPy-order shape."""
+    name = cstr(p.name)
+    shape = tuple(reversed([int(p.ne[i]) for i in range(lib.ggml_n_dims(p))]))
+    op = cstr(lib.ggml_op_desc(p))
+    return f"tensor {name!r} ({op}, shape {shape})" if name else f"an unnamed {op} tensor (shape {shape})"
+
+
+def check_current(p: Any, what: str) -> None:
+    """Raise StaleValue unless the C tensor `p` holds the value its graph computed (`Lender.check_current`);
+    tensors whose memory no allocator lent (weights, a context's own memory) are not checked.
+
+    Args:
+        p: the `struct ggml_tensor *`.
+        what: the caller's name, first in the message.
+
+    Raises:
+        pyggml.errors.StaleValue: a node read before its graph's compute, or whose memory a later node took.
+    """
+    ref = _lent.get(_addr(p))
+    if ref is None and p.view_src != _NULL:
+        ref = _lent.get(_addr(p.view_src))
+    lender = ref() if ref is not None else None
+    if lender is not None:
+        lender.check_current(p, what)
 
 
 def is_lent(p: Any) -> bool:
@@ -388,6 +470,10 @@ class Lender:
     _lent: list[tuple[weakref.ref, list]] | None = None
     _planned: tuple | None = None  # (weak reference to the graph, its node count, its outputs) the plan was made for
     leaves: list = []  # leaves of the lent graph that must be written before it is computed
+    _order: list = []  # the lent graph's nodes in compute order (C tensors), for `check_current`
+    _writers: dict | None = None  # buffer address -> what `_writer_table` found, built at the first read
+    _computed = False  # whether the lent graph was computed since its allocation (set as its compute starts)
+    _rewritten: set = set()  # addresses of tensors written from the host since the last compute
 
     def _needs_plan(self, graph: Graph) -> bool:
         """ggml's graph allocator reuses its last memory plan for any graph whose node and leaf
@@ -438,7 +524,11 @@ class Lender:
             gone = functools.partial(_context_gone, me, [_addr(p) for p in mine])
             groups.append((weakref.ref(c, gone), mine))
         self._lent = groups
-        self.leaves = self._lend(fresh, [lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)])
+        self._order = [lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)]
+        self._writers = None
+        self._computed = False
+        self._rewritten = set()
+        self.leaves = self._lend(fresh, self._order)
         self.generation += 1
         graph.state.allocation = (self, self.generation)
 
@@ -488,7 +578,87 @@ class Lender:
                     p.buffer = _NULL
             self._lent = None
             self.leaves = []
+            self._order, self._writers, self._computed = [], None, False
             self.generation += 1
+
+    # --- what a node's memory holds after the compute -------------------------------------------------
+    def computing(self) -> None:
+        """Record that the lent graph is being computed: from now on its nodes hold computed values (an
+        observer reads them during the compute; a failed compute calls `compute_failed`)."""
+        self._computed = True
+        self._rewritten = set()
+
+    def compute_failed(self) -> None:
+        """Record that the lent graph's compute failed: its nodes hold no value to read."""
+        self._computed = False
+
+    def _writer_table(self) -> dict:
+        """The nodes that write memory of their own, per buffer: (starts, ends, compute indices, addresses) as
+        arrays. A view, even one whose op writes (cpy, set_rows, an in-place op), writes the memory of the
+        tensor it views: that is the graph's own doing, not the allocator's reuse, and is left out."""
+        if self._writers is None:
+            import numpy as np
+
+            rows: dict[int, list[tuple[int, int, int, int]]] = {}
+            for i, n in enumerate(self._order):
+                if n.op in _NO_WRITE or n.view_src != _NULL or n.data == _NULL:
+                    continue
+                start = _addr(n.data)
+                rows.setdefault(_addr(memory_buffer(n)), []).append((start, start + lib.ggml_nbytes(n), i, _addr(n)))
+            self._writers = {b: np.array(r, dtype=np.uint64).T for b, r in rows.items()}
+        return self._writers
+
+    def check_current(self, p: Any, what: str) -> None:
+        """Raise StaleValue unless the C tensor `p`, which holds memory this allocator lent, holds the value its
+        graph computed (or, for a leaf, the value written to it).
+
+        Refused: a computed node read before the compute, and one whose memory ggml's graph allocator gave to
+        a node computed after it (the allocator reuses a node's memory once its readers have run, unless it is
+        an output). A tensor written from the host since the compute holds what was written.
+
+        Args:
+            p: the `struct ggml_tensor *`.
+            what: the caller's name, first in the message.
+
+        Raises:
+            pyggml.errors.StaleValue: what it holds is not its value.
+        """
+        import numpy as np
+
+        from pyggml.errors import StaleValue
+
+        base = p.view_src if p.view_src != _NULL else p
+        name = _describe(p)
+        t = cstr(p.name) or "t"
+        keep_it = (
+            f"Keep it: pass it among the run's outputs (runner.run(graph, inputs, [..., {t}])), or call "
+            f"{t}.set_output() before allocate/run, so that no other node takes its memory"
+        )
+        if not self._computed:
+            if p.op not in _NO_WRITE or base.op not in _NO_WRITE:
+                raise StaleValue(
+                    f"{what}: {name} holds no computed value: its graph was allocated but not computed since "
+                    "(compute(graph) after writing the inputs, or run(...))"
+                )
+            return
+        table = self._writer_table().get(_addr(memory_buffer(p)))
+        if table is None or p.data == _NULL or _addr(p) in self._rewritten:
+            return
+        index = {_addr(n): i for i, n in enumerate(self._order)} if len(self._order) else {}
+        when = index.get(
+            _addr(p), index.get(_addr(base), -1)
+        )  # a leaf (or a view of one) holds its value from the start
+        start = _addr(p.data)
+        end = start + max(int(lib.ggml_nbytes(p)), 1)
+        starts, ends, times, owners = table
+        hit = (times.astype(np.int64) > when) & (starts < end) & (ends > start) & (owners != _addr(base))
+        if hit.any():
+            taker = self._order[int(times[int(np.argmax(hit))])]
+            value = "the value written to it" if when < 0 else "the value its graph computed"
+            raise StaleValue(
+                f"{what}: {name} no longer holds {value}: ggml's graph allocator gave its memory to "
+                f"{_describe(taker)}, computed after it, once the nodes reading it had run. {keep_it}."
+            )
 
 
 # --- closing ----------------------------------------------------------------------------------------

@@ -560,6 +560,7 @@ class Tensor:
             pyggml.rpc.RpcError: the tensor lives on an RPC server whose connection failed.
         """
         self._require_allocated("read")
+        lifetime.check_current(self.ptr, f"read of {self.name or 'a tensor'}")
         out = np.empty(self.nbytes, dtype=np.uint8)
         if self.ptr.buffer == ffi.NULL:
             ffi.memmove(ffi.from_buffer(out), self.ptr.data, self.nbytes)
@@ -584,6 +585,9 @@ class Tensor:
             ValueError: the tensor has no memory, or memory ggml cannot read back (a CPU extra buffer type);
                 a non-contiguous view of a quantized or BF16 type, or outside host memory (make it contiguous
                 with `cont()` first).
+            pyggml.errors.StaleValue: (a ValueError) a node of a run whose memory ggml's graph allocator gave to
+                a later node (ask for it as an output of the run, or `set_output()` it before allocating), or
+                a node read before its graph was computed.
             pyggml.rpc.RpcError: the tensor lives on an RPC server whose connection failed.
         """
         p = self.ptr
@@ -593,6 +597,7 @@ class Tensor:
                 return types.decode(t, self.raw_bytes(), tuple(reversed(self.ne))).reshape(self.shape)
             # raw types: one copy, straight into the array
             self._require_allocated("read")  # also a view whose source's memory went
+            lifetime.check_current(p, "numpy")  # a node whose memory a later node took, or not computed yet
             out = np.empty(self.shape, dtype=types.host_dtype(t))
             if p.buffer == ffi.NULL:
                 ffi.memmove(ffi.from_buffer(out), p.data, out.nbytes)
@@ -602,6 +607,7 @@ class Tensor:
                 transport.after_transfer(p.buffer)
             return out
         self._require_allocated("read")
+        lifetime.check_current(p, "numpy")
         full = tuple(reversed(self.ne))
         # a strided view: read through its strides, on the host
         if not types.has_raw_dtype(self.type):

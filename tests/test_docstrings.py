@@ -158,6 +158,7 @@ INTERNAL = {
     # wire protocol they speak and the RPC graph attacks, and the child-process runner they share
     "pyggml.testing.fuzzers.fuzz",
     "pyggml.testing.fuzzers.meta_fuzz",
+    "pyggml.testing.fuzzers.script_fuzz",
     "pyggml.testing.fuzzers.gguf_fuzz",
     "pyggml.testing.fuzzers.rpc_fuzz",
     "pyggml.testing.fuzzers.rpc_wire",

@@ -32,6 +32,7 @@ from pyggml.preflight import core, cpu, meta, rpc, vulkan
 from pyggml.preflight.core import (
     Rule,
     RuleTable,
+    check_buffers_usable,
     check_device_supports,
     check_placeable,
     check_size,
@@ -51,6 +52,7 @@ __all__ = [
     "GRAPH_RULES",
     "check",
     "check_allocatable",
+    "check_buffers_usable",
     "check_device_supports",
     "check_placeable",
     "check_size",
@@ -133,6 +135,8 @@ def check(
     if st.memory != (alloc, n):
         ns = ns if ns is not None else core.nodes(graph)
         core.check_memory(ns)
+        if backend is not None:  # a backend computing alone reads every tensor's memory itself
+            core.check_buffers_usable(graph, [backend], "compute")
         _by_kind(ns, kinds_at, "memory")
         st.memory = (alloc, n)
     core.check_written(graph)

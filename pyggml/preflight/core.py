@@ -189,6 +189,35 @@ def check_view_leaves(graph: Any) -> None:
                 )
 
 
+def check_buffers_usable(graph: Any, backends: list, what: str) -> None:
+    """Every tensor of the graph that already has memory (weights, a cache, memory another runner lent) is in a
+    buffer one of `backends` can compute with, for the op of that tensor: ggml's scheduler aborts otherwise
+    ("pre-allocated tensor in a buffer that cannot run the operation"), and a backend computing alone reads
+    memory that is not its own (a CPU reading a device's addresses)."""
+    usable: dict[tuple[int, int], bool] = {}
+    for p in lifetime.graph_tensors(graph):
+        buf = lifetime.memory_buffer(p)
+        if buf == _NULL:
+            continue
+        buft = lib.ggml_backend_buffer_get_type(buf)
+        for b in backends:
+            key = (int(ffi.cast("uintptr_t", buft)), id(b))
+            if key not in usable:
+                usable[key] = bool(lib.ggml_backend_supports_buft(b.ptr, buft))
+            if usable[key] and (p.op == lib.GGML_OP_NONE or lib.ggml_backend_supports_op(b.ptr, p)):
+                break
+        else:
+            names = ", ".join(b.name for b in backends)
+            t = f"tensor {cstr(p.name)!r}" if cstr(p.name) else "an unnamed tensor"
+            op = "" if p.op == lib.GGML_OP_NONE else f" for its op {Op(p.op).name}"
+            raise GraphError(
+                f"{what}: {t} is in a {cstr(lib.ggml_backend_buffer_name(buf))} buffer, which none of the backends "
+                f"computing this graph ({names}) can use{op}: give it memory of this runner's backend "
+                "(runner.backend.alloc_tensors(ctx)) and write it there, or run the graph on a runner of that "
+                "buffer's devices"
+            )
+
+
 def check_device_supports(graph: Any, backend: Any) -> None:
     """Before a runner allocates: the nodes its device cannot compute (supports_op), by op name."""
     bad = backend.unsupported(graph)
