@@ -427,7 +427,7 @@ class Model:
             connected; tensors without the memory ggml-opt needs (weights and inputs allocated, the forward
             pass not), or with memory where it must have none; no trainable parameter; a forward pass too
             large for ggml-opt's graphs (`GRAPH_SIZE` nodes).
-        Unsupported: the runner's device cannot compute some node of the training graphs.
+        Unsupported: the runner's device cannot compute the optimizer's steps (they update its weights in place).
         OpError: an op ggml has no backward pass for.
     """
 
@@ -612,12 +612,13 @@ class Model:
                 f"about {n_leafs} leafs; ggml-opt's graphs hold {GRAPH_SIZE}: make the model smaller"
             )
         if not self.runner.backend.is_cpu:
-            nodes = forward.nodes + steps
-            bad = sorted({n.op.name for n in nodes if not self.runner.backend.supports_op(n)})
+            # ggml's scheduler computes a node the device cannot on the CPU, except one whose memory is already the
+            # device's: an optimizer step writes the weights in place, and ggml aborts if the device cannot
+            bad = sorted({n.op.name for n in steps if not self.runner.backend.supports_op(n)})
             if bad:
                 raise Unsupported(
-                    f"Model: {self.runner.name} cannot compute {', '.join(bad)} of the training graphs; train on "
-                    "another runner (Runner('cpu'))"
+                    f"Model: {self.runner.name} cannot compute {', '.join(bad)}, the optimizer's update of its weights "
+                    "in place; train on another runner (Runner('cpu'))"
                 )
         preflight.check_view_leaves(forward)
         preflight.check_buffers_usable(forward, self.runner.backends, "Model")
