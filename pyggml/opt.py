@@ -584,10 +584,12 @@ class Model:
         )
         labels = scratch.tensor("f32", y.shape, "labels", input=True) if self.loss in _NEEDS_LABELS else None
         if self.loss == "cross_entropy":
+            assert labels is not None
             loss = scratch.cross_entropy_loss(y, labels)
             extra = [scratch.argmax(y)]
             extra.append(scratch.count_equal(extra[0], scratch.argmax(labels)))
         elif self.loss == "mse":
+            assert labels is not None
             loss = scratch.scale(scratch.sum(scratch.sqr(scratch.sub(y, labels))), 1.0)
             extra = []
         else:
