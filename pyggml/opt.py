@@ -28,10 +28,11 @@ ordinary Python call between two batches, so what it raises propagates at once.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -654,6 +655,16 @@ class Model:
             raise GGMLError("ggml_opt_init failed")
         return ptr, (sched, ctx_compute, pars)
 
+    @contextlib.contextmanager
+    def _computing(self) -> Iterator[None]:
+        """Hold the runner's lock and its backends' for a whole fit or evaluation: ggml-opt computes on the runner's
+        backends, which another thread's run must not use meanwhile (pyggml.serial)."""
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self.runner.lock)
+            for b in self.runner.backends:
+                stack.enter_context(b.lock)
+            yield
+
     @staticmethod
     def _opt_free(octx: Any, keep: tuple) -> None:
         lib.ggml_opt_free(octx)
@@ -802,8 +813,6 @@ class Model:
                 f"{what}: val_split {val_split} is too small to keep one logical batch of {batch} of the "
                 f"{ndata} datapoints for validation: raise it, or give 0 for none"
             )
-        idata_split = ibatch_split * nphys
-
         pars = ffi.new("struct ggml_opt_optimizer_params *")
 
         def set_pars(epoch: int) -> None:
@@ -821,8 +830,46 @@ class Model:
         history = History()
         self._check_memory()  # memory a runner lent since the model was made goes back
         self._prepare_threads()
-        octx, keep = self._opt_init(lib.GGML_OPT_BUILD_TYPE_OPT, opt_period, optimizer, pars)
         train, val = _Result(), _Result()
+        with self._computing():
+            self._fit_epochs(
+                dataset,
+                history,
+                epochs,
+                batch,
+                opt_period,
+                optimizer,
+                pars,
+                set_pars,
+                shuffle,
+                report,
+                ibatch_split,
+                nbatches,
+                train,
+                val,
+            )
+        return history
+
+    def _fit_epochs(
+        self,
+        dataset: Dataset,
+        history: History,
+        epochs: int,
+        batch: int,
+        opt_period: int,
+        optimizer: str,
+        pars: Any,
+        set_pars: Callable[[int], None],
+        shuffle: bool,
+        report: Callable[[Progress], None] | None,
+        ibatch_split: int,
+        nbatches: int,
+        train: _Result,
+        val: _Result,
+    ) -> None:
+        """fit's epochs, with ggml-opt's context made and freed around them."""
+        ndata, idata_split = dataset.ndata, ibatch_split * self.batch
+        octx, keep = self._opt_init(lib.GGML_OPT_BUILD_TYPE_OPT, opt_period, optimizer, pars)
         try:
             if shuffle and batch < ndata:
                 lib.ggml_opt_dataset_shuffle(octx, dataset.ptr, -1)
@@ -845,7 +892,6 @@ class Model:
                 history.steps.append(ibatch_split // opt_period)
         finally:
             self._opt_free(octx, keep)
-        return history
 
     def _batches(
         self,
@@ -908,12 +954,13 @@ class Model:
         self._check_memory()
         self._prepare_threads()
         pars = ffi.new("struct ggml_opt_optimizer_params *")
-        octx, keep = self._opt_init(lib.GGML_OPT_BUILD_TYPE_FORWARD, 1, "adamw", pars)
         result = _Result()
-        try:
-            self._batches(octx, dataset, result, False, 0, dataset.ndata // self.batch, report, 1, 1, "eval")
-        finally:
-            self._opt_free(octx, keep)
+        with self._computing():
+            octx, keep = self._opt_init(lib.GGML_OPT_BUILD_TYPE_FORWARD, 1, "adamw", pars)
+            try:
+                self._batches(octx, dataset, result, False, 0, dataset.ndata // self.batch, report, 1, 1, "eval")
+            finally:
+                self._opt_free(octx, keep)
         loss, loss_unc = result.loss()
         acc, acc_unc = result.accuracy()
         return Evaluation(loss, loss_unc, acc, acc_unc, result.ndata())

@@ -300,3 +300,13 @@ def test_fit_on_vulkan0_matches_the_cpu():
             out.append((h.train_loss, w.numpy()))
     np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-4)
     np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-3, atol=1e-4)
+
+
+def test_a_runner_closes_with_a_model_alive_and_the_model_then_refuses():
+    X, y = blobs(32)
+    r = gg.Runner("cpu", n_threads=1)
+    model, w, b = linear(r, 16)
+    model.fit(opt.Dataset(X, opt.one_hot(y, NO)), progress=False)
+    r.close()  # fit's scheduler is gone with its fit: nothing of the model holds the backends
+    with pytest.raises(ValueError, match="closed"):
+        model.fit(opt.Dataset(X, opt.one_hot(y, NO)), progress=False)
