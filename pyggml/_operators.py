@@ -36,7 +36,7 @@ from pyggml.tensor import MAX_DIMS, Tensor, set_rank
 from pyggml.types import Type
 
 _FLOAT_TYPES = (Type.F32, Type.F16, Type.BF16)
-_SCALAR_TYPES = {Type.F32: np.float32, Type.F16: np.float16}
+_SCALAR_TYPES: dict[Type, type[np.floating[Any]]] = {Type.F32: np.float32, Type.F16: np.float16}
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _OPS = {"add": ops.add, "sub": ops.sub, "mul": ops.mul, "div": ops.div}
 _NUMBERS = (int, float, np.integer, np.floating)
@@ -145,7 +145,7 @@ def _power_of_two_reciprocal(c: float) -> float | None:
     return inv if math.isfinite(float(np.float32(inv))) and float(np.float32(inv)) == inv else None
 
 
-def _with_number(op: str, t: Tensor, c: object, reflected: bool) -> Tensor:
+def _with_number(op: str, t: Tensor, c: Any, reflected: bool) -> Tensor:
     sym = _SYMBOL[op]
     what = f"c {sym} t" if reflected else f"t {sym} c"
     _float_type(t, what, tuple(_SCALAR_TYPES))

@@ -1367,11 +1367,10 @@ def _name_patterns(names: list[str], most: int = 40) -> str:
             groups.setdefault(re.sub(r"\d+", "#", name), []).append([int(n) for n in re.findall(r"\d+", name)])
     shown = []
     for pattern, numbers in list(groups.items())[:most]:
-        if len(numbers) == 1:
-            shown.append(re.sub("#", lambda _, it=iter(numbers[0]): str(next(it)), pattern))
-            continue
-        ranges = iter(f"{{{min(col)}..{max(col)}}}" if min(col) != max(col) else str(col[0]) for col in zip(*numbers))
-        shown.append(re.sub("#", lambda _: next(ranges), pattern))
+        # each number's place: the one number, or the range of those of the names alike
+        parts = iter(f"{{{min(col)}..{max(col)}}}" if min(col) != max(col) else str(col[0]) for col in zip(*numbers))
+        pieces = pattern.split("#")
+        shown.append(pieces[0] + "".join(next(parts) + piece for piece in pieces[1:]))
     more = f", and {len(groups) - most} more patterns" if len(groups) > most else ""
     return ", ".join(shown) + more
 

@@ -91,7 +91,22 @@ def test_leading_ones_keep_numpys_rank(runner):
         same_bits(g, w)
 
 
-NUMBERS = [2.0, -3, 0.1, 1.5, 0.0, -0.0, 0.25, 3.0, 1e30, 1e300, 2.0**-130, float("nan"), float("inf"), -float("inf")]
+NUMBERS: list[object] = [
+    2.0,
+    -3,
+    0.1,
+    1.5,
+    0.0,
+    -0.0,
+    0.25,
+    3.0,
+    1e30,
+    1e300,
+    2.0**-130,
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+]
 NUMBERS += [np.float32(0.7), np.float64(1 / 3), np.int64(5), 70000.0]
 
 

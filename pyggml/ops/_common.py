@@ -73,7 +73,7 @@ _ARITHMETIC = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 
 def _operands_said(op: str, message: str, operands: Mapping[str, Tensor] | Sequence[Tensor]) -> str:
     """What `_failed` adds to ggml's condition: the operands, and for a condition it knows what to do."""
-    named = dict(operands) if isinstance(operands, Mapping) else {}
+    named: dict[str, Tensor] = dict(operands) if isinstance(operands, Mapping) else {}
     found = re.search(r"ggml_can_repeat\((\w+), (\w+)\)", message)
     if found and found.group(1) in named and found.group(2) in named:
         x, y = found.group(1), found.group(2)
@@ -105,7 +105,7 @@ def _operands_said(op: str, message: str, operands: Mapping[str, Tensor] | Seque
         )
     if named:
         return "; ".join(f"{n} {_said(t)}" for n, t in named.items())
-    return "operands " + "; ".join(_said(t) for t in operands)
+    return "operands " + "; ".join(_said(t) for t in operands if isinstance(t, Tensor))
 
 
 def _result(ctx, ptr, op: str, *srcs: Tensor) -> Tensor:
