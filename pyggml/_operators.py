@@ -27,12 +27,13 @@ Each result has the rank of NumPy's result (`Tensor.shape`). The result is built
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
 
 from pyggml import ops
-from pyggml.tensor import MAX_DIMS, Tensor, set_rank
+from pyggml.tensor import MAX_DIMS, Tensor, _register_operators, set_rank
 from pyggml.types import Type
 
 _FLOAT_TYPES = (Type.F32, Type.F16, Type.BF16)
@@ -264,3 +265,6 @@ def matmul(a: object, b: object) -> Any:
     if r.ne != ne:  # the same elements in the same order: only dims of 1 dropped or moved
         r = ops.reshape_4d(ctx, r, *ne)
     return _shaped(r, shape)
+
+
+_register_operators(sys.modules[__name__])

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from pyggml import _operators  # noqa: F401 (registers Tensor's operators: `a + b`, `a @ b`, ...)
 from pyggml.arena import MAX_MEM_SIZE, MAX_TENSOR_BYTES, Arena
 from pyggml.ops.methods import OpMethods
 

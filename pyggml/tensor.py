@@ -806,9 +806,7 @@ class Tensor:
         Returns:
             The result tensor, of this tensor's shape and type.
         """
-        from pyggml import _operators
-
-        return _operators.neg(self)
+        return _operators().neg(self)
 
     def __matmul__(self, other: Any) -> "Tensor":
         """`self @ other` with NumPy's matmul meaning for NumPy-order shapes: (m, k) @ (k, n) -> (m, n).
@@ -824,9 +822,7 @@ class Tensor:
         Returns:
             The result tensor.
         """
-        from pyggml import _operators
-
-        return _operators.matmul(self, other)
+        return _operators().matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> "Tensor":
         """`other @ self` for a Tensor `other` (Python calls it only for another kind: that is NotImplemented).
@@ -837,9 +833,7 @@ class Tensor:
         Returns:
             The result tensor, or NotImplemented.
         """
-        from pyggml import _operators
-
-        return _operators.matmul(other, self)
+        return _operators().matmul(other, self)
 
     def item(self) -> float | int:
         """The one value of a one-element tensor as a Python scalar (NumPy's `ndarray.item()`), read now.
@@ -886,11 +880,25 @@ class Tensor:
     # --- end of operators and scalars ------------------------------------------------------------------------
 
 
-def _arith(op: str, t: Tensor, other: Any, reflected: bool = False) -> Any:
-    """The arithmetic operators' one path into pyggml/_operators.py (imported when first used: it imports the ops)."""
-    from pyggml import _operators
+# the operators' implementation, pyggml/_operators.py: it builds ops, a floor above this module (docs/layout.md,
+# "Floors"), so it registers itself here when imported (pyggml.context imports it)
+_OPERATORS: list[Any] = []
 
-    return _operators.binary(op, t, other, reflected)
+
+def _register_operators(impl: Any) -> None:
+    """Called by pyggml._operators when imported: the module Tensor's operators call."""
+    _OPERATORS[:] = [impl]
+
+
+def _operators() -> Any:
+    if not _OPERATORS:
+        raise RuntimeError("Tensor's operators are not registered: import pyggml (pyggml.context registers them)")
+    return _OPERATORS[0]
+
+
+def _arith(op: str, t: Tensor, other: Any, reflected: bool = False) -> Any:
+    """The arithmetic operators' one path into pyggml/_operators.py."""
+    return _operators().binary(op, t, other, reflected)
 
 
 def _check_exact(arr: np.ndarray, t: Type, cast: bool, name: str):
