@@ -20,6 +20,8 @@ from pyggml.errors import Unsplittable
 from pyggml.preflight.core import Rule
 from pyggml.tensor import MAX_DIMS, Tensor
 
+MAX_SRC = lib.GGML_MAX_SRC
+
 
 def check_graph(meta: Any, graph: Any) -> None:
     """Raise Unsplittable, with ggml's reason, if ggml's meta code cannot split some node of graph.
@@ -40,7 +42,9 @@ def check_graph(meta: Any, graph: Any) -> None:
     # gives none (patch 0024), which is the server's failure (RpcError), not an unsplittable graph
     transport.after_device_call([meta.device.ptr])
     if not ok:
-        raise Unsplittable(f"{meta.name} cannot split this graph: {ffi.string(reason).decode(errors='replace')}")
+        why = ffi.string(reason).decode(errors="replace")
+        raise Unsplittable(f"{meta.name} cannot split this graph: {why}{_refused_node_layouts(meta, graph, states)}")
+    check_layouts(meta, graph, states)  # a tree without patch 0039 computes these wrongly
     check_views(meta, graph, states)  # what ggml's check passes but computes wrongly
     graph.state.split_checked.setdefault(meta, set()).add(key)
 
@@ -309,3 +313,149 @@ GRAPH_RULES = [
         (), check_views, "docs/findings.md 28", "tests/test_meta.py::test_a_view_of_part_of_the_split_axis_is_refused"
     ),
 ]
+
+
+# --- the layouts of a refused node's sources, and what would work -------------------------------------------------
+
+
+def _name(t: Any) -> str:
+    return ffi.string(t.name).decode(errors="replace") or "(unnamed)"
+
+
+def _source_state(meta: Any, t: Any, states: Any, index: dict[int, int]) -> Any:
+    """A source's state as ggml's meta code sees it: a `_State` (split), "mirrored" or "partial"."""
+    i = index.get(int(ffi.cast("uintptr_t", t)))
+    if i is not None:
+        c = states[i]
+    else:
+        buf = t.buffer
+        if (
+            buf == ffi.NULL
+            or lib.ggml_backend_buffer_get_usage(buf) == lib.GGML_BACKEND_BUFFER_USAGE_COMPUTE
+            or lib.ggml_backend_buft_get_device(lib.ggml_backend_buffer_get_type(buf)) != meta.device.ptr
+        ):
+            return "mirrored"  # an input, or a tensor the meta device gets as the scheduler's copy
+        c = ffi.new("struct ggml_backend_meta_split_state *")
+        meta.split_of(Tensor(t, None)).to_c(c)
+        c = c[0]
+    if c.axis == lib.GGML_BACKEND_SPLIT_AXIS_PARTIAL:
+        return "partial"
+    st = _State.of(c, meta.n_devices)
+    return st if st is not None else "mirrored"
+
+
+def _split_text(st: "_State") -> str:
+    """The state as the Split that gives it."""
+    if len(st.ne) == 1 and st.nr == (1,):
+        return f"Split({st.axis}, {st.ne[0]})"
+    return f"Split({st.axis}, {st.ne}, {st.nr})"
+
+
+def _layout_text(state: Any) -> str:
+    if isinstance(state, _State):
+        return f"split along axis {state.axis} as {_split_text(state)}"
+    return "mirrored" if state == "mirrored" else "partial (each device holds a part of a sum)"
+
+
+def _advice(node: Any, srcs: list[tuple[str, Any]]) -> str:
+    """What would work for a node whose sources are laid out so: the same split for all, or mirrored."""
+    ref = next(((n, st) for n, st in srcs if isinstance(st, _State)), None)
+    partial = [n for n, st in srcs if st == "partial"]
+    tips = []
+    if partial:
+        tips.append(" or ".join(f"mirror {n}" for n in partial) + " (a partial sum goes only through ops linear in it)")
+    if ref is not None:
+        others = [n for n, st in srcs if n != ref[0] and st != ref[1]]
+        if others:
+            tips.append(" and ".join(f"split {n} the same way: {_split_text(ref[1])}" for n in others))
+        tips.append(f"mirror {ref[0]}")
+    return "; ".join(tips) if tips else "mirror the split sources"
+
+
+def _describe_node(meta: Any, node: Any, states: Any, index: dict[int, int]) -> str:
+    srcs = []
+    for k in range(MAX_SRC):
+        src = node.src[k]
+        if src != ffi.NULL and src != node and _name(src) not in [n for n, _ in srcs]:
+            srcs.append((_name(src), _source_state(meta, src, states, index)))
+    op = ffi.string(lib.ggml_op_desc(node)).decode()
+    layouts = "; ".join(f"{n}: {_layout_text(st)}" for n, st in srcs)
+    return f"node '{_name(node)}' ({op}), sources {layouts}. What would work: {_advice(node, srcs)}"
+
+
+def _refused_node_layouts(meta: Any, graph: Any, states: Any) -> str:
+    """ggml fills the states of the nodes before the one it refuses: that node's sources' layouts and a way out."""
+    n = lib.ggml_graph_n_nodes(graph.ptr)
+    nodes = [lib.ggml_graph_node(graph.ptr, i) for i in range(n)]
+    index = {int(ffi.cast("uintptr_t", t)): i for i, t in enumerate(nodes)}
+    for i, node in enumerate(nodes):
+        if (
+            states[i].axis == lib.GGML_BACKEND_SPLIT_AXIS_UNKNOWN
+            and lib.ggml_nelements(node) > 0
+            and lib.ggml_backend_dev_supports_op(meta.device.ptr, node)
+            and not _writes_into_input(node)
+        ):
+            try:
+                return ". The " + _describe_node(meta, node, states, index)
+            except Exception:  # noqa: BLE001 - the description is a courtesy; ggml's reason stands alone
+                return ""
+    return ""
+
+
+def _writes_into_input(node: Any) -> bool:
+    """A copy (or other in-place op) into a graph input: the scheduler runs it where the input is (patch 0040)."""
+    vs = node.view_src
+    return (
+        vs != ffi.NULL
+        and node.op not in _VIEW_OPS
+        and bool(vs.flags & lib.GGML_TENSOR_FLAG_INPUT)
+        and (vs.buffer == ffi.NULL or not lib.ggml_backend_buffer_is_meta(vs.buffer))
+    )
+
+
+# ops linear in a partial source: the devices' results summed are the op of the sum (patch 0039)
+_LINEAR_IN_PARTIAL = {
+    getattr(lib, f"GGML_OP_{o}")
+    for o in (
+        "ADD SUB ADD1 ACC SUM SUM_ROWS MEAN REPEAT CONCAT DUP CPY CONT RESHAPE VIEW PERMUTE TRANSPOSE "
+        "GET_ROWS SET SET_ROWS ROPE PAD"
+    ).split()
+}
+
+
+def check_layouts(meta: Any, graph: Any, states: Any) -> None:
+    """Refuse what ggml's meta code without patch 0039 passes and computes wrongly: a concat of a split source with
+    a mirrored one that does not broadcast along the split axis, a copy into a destination laid out otherwise, and
+    a partial sum through an op not linear in it (the node's state partial)."""
+    n = lib.ggml_graph_n_nodes(graph.ptr)
+    nodes = [lib.ggml_graph_node(graph.ptr, i) for i in range(n)]
+    index = {int(ffi.cast("uintptr_t", t)): i for i, t in enumerate(nodes)}
+    for i, node in enumerate(nodes):
+        if states[i].axis == lib.GGML_BACKEND_SPLIT_AXIS_UNKNOWN or _writes_into_input(node):
+            continue
+        problem = None
+        if node.op == lib.GGML_OP_CONCAT:
+            s0, s1 = (_source_state(meta, node.src[k], states, index) for k in (0, 1))
+            for split, other, k in ((s0, s1, 1), (s1, s0, 0)):
+                if isinstance(split, _State) and other == "mirrored" and node.src[k].ne[split.axis] != 1:
+                    problem = "a concat of a split source with a mirrored one: each device would read the mirrored one's first indices"
+        elif node.op == lib.GGML_OP_CPY:
+            s0, s1 = (_source_state(meta, node.src[k], states, index) for k in (0, 1))
+            mine = _State.of(states[i], meta.n_devices)
+            if isinstance(s0, _State) and (
+                not isinstance(s1, _State) or mine is None or s1.axis != mine.axis or s1.totals() != mine.totals()
+            ):
+                problem = "a copy into a destination laid out otherwise: each device writes its part into its own copy"
+        elif states[i].axis == lib.GGML_BACKEND_SPLIT_AXIS_PARTIAL and node.op not in _LINEAR_IN_PARTIAL:
+            scale_ok = node.op == lib.GGML_OP_SCALE and ffi.cast("float *", node.op_params)[1] == 0.0
+            neg_ok = node.op == lib.GGML_OP_UNARY and lib.ggml_get_unary_op(node) == lib.GGML_UNARY_OP_NEG
+            partial = any(
+                node.src[k] != ffi.NULL and _source_state(meta, node.src[k], states, index) == "partial"
+                for k in range(MAX_SRC)
+            )
+            if partial and not (scale_ok or neg_ok):
+                problem = "an op not linear in a partial sum: the sum of the devices' results is not the op of the sum"
+        if problem is not None:
+            raise Unsplittable(
+                f"{meta.name} cannot split this graph: {problem}. The {_describe_node(meta, node, states, index)}"
+            )

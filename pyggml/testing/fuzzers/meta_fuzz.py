@@ -14,6 +14,10 @@ shares, some strided (every s-th element, or a field of each group of a row), ea
 contiguous and scaled. A trial runs in its own process (pyggml.testing.engine.child): when ggml cannot split a combination
 (or pyggml refuses a view ggml would map wrongly) the trial is reported as `unsplittable`
 with the op chain, the splits and the reason, never skipped silently.
+
+Then the layouts matrix (`--layouts N`, `fuzz_layouts`): every op it knows with every pair of source layouts
+(mirrored, an input, split along axis 0 or 1 evenly or not, partial), each against NumPy, in child processes of
+64 trials; a batch whose child dies is run again one trial per child, so a death is its trial's record.
 """
 
 from __future__ import annotations
@@ -339,6 +343,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the trials in this process (faster; an abort of ggml ends the run)",
     )
+    parser.add_argument(
+        "--layouts",
+        type=at_least(0),
+        default=None,
+        metavar="N",
+        help="then the layouts matrix: every op it knows with every pair of source layouts (mirrored, an input, "
+        "split along axis 0 or 1 evenly or not, partial); N of its trials drawn with --seed (default: all of it; "
+        "0: none)",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a single trial (its JSON), in this process
 
 
@@ -352,9 +365,208 @@ def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(json.dumps(trial_result(trial, args.devices)))
         return 0
     records = fuzz(args.seed, args.trials, args.devices, args.views, args.in_process)
+    if args.layouts != 0:
+        records += [{**r, "seed": f"L{r['seed']}"} for r in fuzz_layouts(args.devices, args.layouts, args.seed)]
     for r in records:
         detail = f"nmse {r['error']:.1e}" if r.get("error") is not None else r.get("message", "")
         print(f"{r['seed']:>5}  {r['status']:<12} {r['graph']}  [{detail}]")
     counts = {s: sum(r["status"] == s for r in records) for s in ("pass", "fail", "unsplittable")}
+    counts["deaths"] = sum(bool(r.get("death")) for r in records)
     print("  ".join(f"{k}: {v}" for k, v in counts.items()))
     return 1 if counts["fail"] else 0
+
+
+# --- the layouts matrix: every op with every pair of source layouts ------------------------------------------------
+
+LAYOUTS = ("mirrored", "input", "split0", "split0u", "split1", "split1u", "partial")
+"""A source's layout: a static tensor mirrored, split along axis 0 or 1 evenly or unevenly (`u`: the first device
+takes all but one index per other device), or partial (each device holds a part of the sum); or a graph input
+(mirrored on the meta device, written at each run)."""
+
+BINARY_OPS = ("add", "sub", "mul", "div", "concat0", "concat1", "cpy", "mul_mat")
+UNARY_OPS = ("scale", "scale_bias", "neg", "silu", "sqr", "rms_norm", "soft_max", "sum_rows", "cont_t", "get_rows")
+LAYOUT_SHAPE = (4, 8)  # NumPy order: ne (8, 4); every operand has it
+
+
+def layout_trials(n_devices: int = 2) -> list[dict]:
+    """Every op the layouts matrix knows with every layout of its sources (binary: every pair), in a fixed order."""
+    del n_devices  # the same matrix for any count; the splits are drawn per count when the trial runs
+    trials = [{"op": op, "layouts": [a, b]} for op in BINARY_OPS for a in LAYOUTS for b in LAYOUTS]
+    trials += [{"op": op, "layouts": [a]} for op in UNARY_OPS for a in LAYOUTS]
+    return trials
+
+
+def describe_layouts(trial: dict) -> str:
+    return f"{trial['op']}({', '.join(trial['layouts'])})"
+
+
+def source_split(layout: str, extent: int, n_devices: int) -> "Split | None":
+    """The Split of a static source of this layout (None: mirrored)."""
+    from pyggml.meta import Split
+
+    if layout == "partial":
+        return Split("partial")
+    if layout.startswith("split"):
+        axis = int(layout[5])
+        if layout.endswith("u") and extent >= n_devices:
+            return Split(axis, (extent - (n_devices - 1), *([1] * (n_devices - 1))))
+        return Split.even(axis, extent, n_devices)
+    return None
+
+
+def _layout_values(k: int) -> np.ndarray:
+    rng = np.random.default_rng(4000 + k)
+    # away from 0: a divisor, and no sign of an element flips with rounding
+    return (rng.uniform(0.5, 2.0, LAYOUT_SHAPE) * rng.choice([-1, 1], LAYOUT_SHAPE)).astype(np.float32)
+
+
+_ROWS = np.array([3, 0, 2, 2], dtype=np.int32)
+
+
+def _layout_oracle(op: str, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """The op's value in NumPy (ggml's dim 0 is NumPy's last axis)."""
+    if op in ("add", "sub", "mul", "div"):
+        return {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[op](a, b)
+    if op in ("concat0", "concat1"):
+        return np.concatenate([a, b], axis=1 if op == "concat0" else 0)
+    if op == "cpy":
+        return a
+    if op == "mul_mat":
+        return b @ a.T
+    if op == "scale":
+        return 0.5 * a
+    if op == "scale_bias":
+        return 0.5 * a + 1.0
+    if op == "neg":
+        return -a
+    if op == "silu":
+        return a / (1.0 + np.exp(-a))
+    if op == "sqr":
+        return a * a
+    if op == "rms_norm":
+        return a / np.sqrt((a * a).mean(axis=1, keepdims=True) + 1e-6)
+    if op == "soft_max":
+        e = np.exp(a - a.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    if op == "sum_rows":
+        return a.sum(axis=1, keepdims=True)
+    if op == "cont_t":
+        return a.T
+    if op == "get_rows":
+        return a[_ROWS]
+    raise ValueError(f"the layouts matrix knows no op {op!r}")
+
+
+def layout_result(trial: dict, devices: str) -> dict:
+    """One trial of the layouts matrix on meta:`devices` against NumPy: {"status": "pass"/"fail", "error": NMSE}
+    or {"status": "unsplittable", "message": pyggml's Unsplittable}. A copy's destination, when it is a static
+    tensor, is read back too (the copy writes into it)."""
+    import pyggml as gg
+    from pyggml.errors import Unsplittable
+    from pyggml.testing.engine.verdict import nmse
+
+    op, layouts = trial["op"], list(trial["layouts"])
+    if op not in BINARY_OPS + UNARY_OPS or not all(x in LAYOUTS for x in layouts):
+        raise ValueError(f"not a trial of the layouts matrix: {trial!r}")
+    runner = gg.Runner(f"meta:{devices}")
+    n = runner.n_devices
+    names = ["a", "b"][: len(layouts)]
+    splits = {
+        nm: source_split(lay, LAYOUT_SHAPE[1 - int(lay[5])] if lay.startswith("split") else 0, n)
+        for nm, lay in zip(names, layouts)
+    }
+    runner.set_policy(lambda t: splits.get(t.name))
+    values = {nm: _layout_values(i) for i, nm in enumerate(names)}
+    if op == "div":
+        values["b"] = np.abs(values["b"]) + 0.5
+    wctx, ctx = gg.Context(), gg.Context()
+    srcs, inputs = {}, {}
+    for nm, lay in zip(names, layouts):
+        if lay == "input":
+            srcs[nm] = ctx.tensor("f32", LAYOUT_SHAPE, nm, input=True)
+            inputs[srcs[nm]] = values[nm]
+        else:
+            srcs[nm] = wctx.tensor("f32", LAYOUT_SHAPE, nm)
+    static = [nm for nm, lay in zip(names, layouts) if lay != "input"]
+    if static:
+        runner.backend.alloc_tensors(wctx)
+        for nm in static:
+            srcs[nm].set(values[nm])
+    a, b = srcs["a"], srcs.get("b")
+    if op in ("add", "sub", "mul", "div"):
+        y = getattr(ctx, op)(a, b)
+    elif op in ("concat0", "concat1"):
+        y = ctx.concat(a, b, int(op[-1]))
+    elif op == "cpy":
+        y = ctx.cpy(a, b)
+    elif op == "mul_mat":
+        y = ctx.mul_mat(a, b)
+    elif op in ("scale", "scale_bias"):
+        y = ctx.scale(a, 0.5) if op == "scale" else ctx.scale_bias(a, 0.5, 1.0)
+    elif op in ("neg", "silu", "sqr"):
+        y = getattr(ctx, op)(a)
+    elif op == "rms_norm":
+        y = ctx.rms_norm(a, 1e-6)
+    elif op == "soft_max":
+        y = ctx.soft_max(a)
+    elif op == "sum_rows":
+        y = ctx.sum_rows(a)
+    elif op == "cont_t":
+        y = ctx.cont(ctx.transpose(a))
+    else:
+        rows = ctx.tensor("i32", (len(_ROWS),), "rows", input=True)
+        inputs[rows] = _ROWS
+        y = ctx.get_rows(a, rows)
+    graph = gg.Graph(ctx).build_forward_expand(y)
+    want = _layout_oracle(op, values["a"], values.get("b"))
+    try:
+        got = runner.run(graph, inputs, [y])[0]
+    except Unsplittable as e:
+        return {"status": "unsplittable", "message": str(e)}
+    got, want = [np.asarray(got, np.float64).ravel()], [want.astype(np.float64).ravel()]
+    if op == "cpy" and layouts[1] != "input":
+        got.append(np.asarray(b.numpy(), np.float64).ravel())  # the destination holds the copy too
+        want.append(want[0])
+    g, w = np.concatenate(got), np.concatenate(want)
+    if g.shape != w.shape:
+        return {"status": "fail", "error": None, "message": f"shape {g.shape}, expected {w.shape}"}
+    err = float(nmse(g, w))
+    return {"status": "pass" if err <= 1e-6 else "fail", "error": err}
+
+
+def layout_batch(trials: list[dict], devices: str) -> list[dict]:
+    """Trials of the layouts matrix in this process, each record with its trial's name."""
+    return [{"seed": i, "graph": describe_layouts(t), **layout_result(t, devices)} for i, t in enumerate(trials)]
+
+
+def fuzz_layouts(
+    devices: str, trials: int | None = None, seed: int = 0, batch: int = 64, timeout: float = 300
+) -> list[dict]:
+    """The layouts matrix (all of it, or `trials` of it drawn with `seed`), in child processes of `batch` trials;
+    a batch whose child dies is run again one trial per child, so that a death is the trial's record
+    (`fail`, with the exit status and ggml's last words), never the end of the run."""
+    from pyggml.testing.engine import child
+
+    todo = layout_trials()
+    if trials is not None and trials < len(todo):
+        picks = np.random.default_rng(seed).choice(len(todo), trials, replace=False)
+        todo = [todo[i] for i in sorted(picks)]
+    records: list[dict] = []
+    for start in range(0, len(todo), batch):
+        part = todo[start : start + batch]
+        outcome = child.run(layout_batch, (part, devices), timeout=timeout)
+        if outcome.status == "returned":
+            records += [{**r, "seed": start + r["seed"]} for r in outcome.value]
+            continue
+        for k, t in enumerate(part):
+            one = child.run(layout_batch, ([t], devices), timeout=timeout)
+            record = {"seed": start + k, "graph": describe_layouts(t)}
+            if one.status == "returned":
+                record.update({**one.value[0], "seed": start + k})
+            elif one.status == "raised":
+                record.update(status="fail", message=f"raised {one.error_type}: {one.message}")
+            else:
+                last = (one.stderr.strip().splitlines() or ["no output"])[-1]
+                record.update(status="fail", death=True, message=f"{one.status} (exit {one.exit_code}): {last}")
+            records.append(record)
+    return records
