@@ -372,7 +372,20 @@ def _finish(record: dict, tally: Tally) -> dict:
 
 
 def run_batch(seeds: list[int], backend: str) -> list[dict]:
-    """Programs in this process (a child's work): an exception that is not a refusal is a record of its own."""
+    """Programs in this process (a child's work): an exception that is not a refusal is a record of its own.
+    A backend naming an RPC device (rpc0, meta:rpc0,rpc1) gets local RPC servers of the CPU for the batch."""
+    import contextlib
+
+    from pyggml import rpc
+
+    with contextlib.ExitStack() as stack:
+        wanted = [int(d[3:]) for d in backend.removeprefix("meta:").split(",") if d.startswith("rpc")]
+        for _ in range(max(wanted, default=-1) + 1):
+            rpc.add_server(stack.enter_context(rpc.Server(threads=1)).endpoint)
+        return _programs(seeds, backend)
+
+
+def _programs(seeds: list[int], backend: str) -> list[dict]:
     out = []
     for seed in seeds:
         try:
