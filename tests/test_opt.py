@@ -298,7 +298,9 @@ def test_fit_on_vulkan0_matches_the_cpu():
             model, w, b = linear(r, 16)
             h = model.fit(opt.Dataset(*ds_args), epochs=3, progress=False)
             out.append((h.train_loss, w.numpy()))
-    np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-4)
+    # Vulkan's batched F32 products round their operands to F16 in shared memory (docs/precision.md): the
+    # losses differ by about 1e-4 relative; a wrong step would differ at the first digits
+    np.testing.assert_allclose(out[1][0], out[0][0], rtol=2e-3)
     np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-3, atol=1e-4)
 
 

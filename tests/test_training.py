@@ -365,5 +365,7 @@ def test_a_device_falls_back_to_the_cpu_for_the_ops_it_lacks_and_says_so(caplog)
             assert all(n.op.name in said[0] for n in lacking)
             with pytest.raises(gg.Unsupported, match="fallback=True"):
                 gg.Runner(name, fallback=False).allocate(graph)
+    # Vulkan's batched F32 products round their operands to F16 in shared memory (docs/precision.md): relative
+    # differences of about 1e-4 against the CPU; an op computed on the wrong memory would be off by 100 %
     for k in results["cpu"]:
-        assert _rel(results[device][k], results["cpu"][k].astype(np.float64)) <= 1e-4, k
+        assert _rel(results[device][k], results["cpu"][k].astype(np.float64)) <= 2e-3, k
