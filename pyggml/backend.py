@@ -404,10 +404,9 @@ class Backend(Closable):
         preflight.rpc.check_devices([self.device.ptr])
         self._threads_for(graph)
         lender = _current_lender(graph)
-        if lender is not None:
-            lender.computing()
-        status = lib.ggml_backend_graph_compute(self.ptr, graph.ptr)
-        transport.after_device_call([self.device.ptr])  # a failed connection computes nothing and says SUCCESS
+        with lender.computing() if lender is not None else contextlib.nullcontext():
+            status = lib.ggml_backend_graph_compute(self.ptr, graph.ptr)
+            transport.after_device_call([self.device.ptr])  # a failed connection computes nothing, says SUCCESS
         if lender is not None and status != lib.GGML_STATUS_SUCCESS:
             lender.compute_failed()
         _check_status(status, lambda: f"{self.name} graph compute")
@@ -898,10 +897,12 @@ class Scheduler(Lender, Closable):
                 held.enter_context(b.lock)
             for b in self.backends:
                 b._threads_for(graph)
-            self.computing()
+            held.enter_context(self.computing())
+            if self._observer is not None:
+                self._observer.stopped = False
             status = lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr)
-        transport.after_device_call(self._devices)  # a failed connection computes nothing and says SUCCESS
-        if status != lib.GGML_STATUS_SUCCESS:
+            transport.after_device_call(self._devices)  # a failed connection computes nothing and says SUCCESS
+        if status != lib.GGML_STATUS_SUCCESS or (self._observer is not None and self._observer.stopped):
             self.compute_failed()
         if self._observer is not None:  # what the observer raised: ggml stopped the compute at that node
             self._observer.raise_pending()
@@ -1007,16 +1008,21 @@ class EvalObserver:
     def __init__(self, fn: Callable[[Tensor, bool], bool]) -> None:
         self.fn = fn
         self.error: BaseException | None = None
+        self.stopped = False  # the compute was stopped at a node (the nodes after it hold no computed value)
         self.handle = ffi.new_handle(self)
 
     def __call__(self, t: object, ask: bool) -> bool:
         if self.error is not None:
             return False
         try:
-            return bool(self.fn(Tensor(t, None), ask))
+            go_on = bool(self.fn(Tensor(t, None), ask))
         except BaseException as e:  # noqa: BLE001 - raised by raise_pending, after the compute
             self.error = e
+            self.stopped = True
             return False
+        if not ask and not go_on:
+            self.stopped = True
+        return go_on
 
     def raise_pending(self) -> None:
         """Raise what fn raised during the last compute, if anything, and forget it.

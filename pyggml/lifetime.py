@@ -474,6 +474,8 @@ class Lender:
     _writers: dict | None = None  # buffer address -> what `_writer_table` found, built at the first read
     _computed = False  # whether the lent graph was computed since its allocation (set as its compute starts)
     _rewritten: set = set()  # addresses of tensors written from the host since the last compute
+    _busy = False  # inside `computing()`: an observer reads nodes as they are computed
+    _index: dict | None = None  # node address -> compute index, built with `_writer_table`
 
     def _needs_plan(self, graph: Graph) -> bool:
         """ggml's graph allocator reuses its last memory plan for any graph whose node and leaf
@@ -525,7 +527,7 @@ class Lender:
             groups.append((weakref.ref(c, gone), mine))
         self._lent = groups
         self._order = [lib.ggml_graph_node(graph.ptr, i) for i in range(graph.n_nodes)]
-        self._writers = None
+        self._writers, self._index = None, None
         self._computed = False
         self._rewritten = set()
         self.leaves = self._lend(fresh, self._order)
@@ -578,15 +580,27 @@ class Lender:
                     p.buffer = _NULL
             self._lent = None
             self.leaves = []
-            self._order, self._writers, self._computed = [], None, False
+            self._order, self._writers, self._index, self._computed = [], None, None, False
             self.generation += 1
 
     # --- what a node's memory holds after the compute -------------------------------------------------
-    def computing(self) -> None:
-        """Record that the lent graph is being computed: from now on its nodes hold computed values (an
-        observer reads them during the compute; a failed compute calls `compute_failed`)."""
-        self._computed = True
-        self._rewritten = set()
+    @contextmanager
+    def computing(self) -> Iterator[None]:
+        """The block computes the lent graph: after it, its nodes hold computed values (an exception out of the
+        block, or `compute_failed`, says they do not). Inside it an observer reads each node as ggml computes
+        it, before any later node can take its memory: reads are not checked there.
+
+        Yields:
+            Nothing.
+        """
+        self._computed, self._busy, self._rewritten = True, True, set()
+        try:
+            yield
+        except BaseException:
+            self._computed = False
+            raise
+        finally:
+            self._busy = False
 
     def compute_failed(self) -> None:
         """Record that the lent graph's compute failed: its nodes hold no value to read."""
@@ -606,6 +620,7 @@ class Lender:
                 start = _addr(n.data)
                 rows.setdefault(_addr(memory_buffer(n)), []).append((start, start + lib.ggml_nbytes(n), i, _addr(n)))
             self._writers = {b: np.array(r, dtype=np.uint64).T for b, r in rows.items()}
+            self._index = {_addr(n): i for i, n in enumerate(self._order)}
         return self._writers
 
     def check_current(self, p: Any, what: str) -> None:
@@ -637,14 +652,17 @@ class Lender:
         if not self._computed:
             if p.op not in _NO_WRITE or base.op not in _NO_WRITE:
                 raise StaleValue(
-                    f"{what}: {name} holds no computed value: its graph was allocated but not computed since "
-                    "(compute(graph) after writing the inputs, or run(...))"
+                    f"{what}: {name} holds no computed value: its graph was allocated and not computed since, "
+                    "or its compute failed or was stopped before the end (compute(graph) after writing the inputs, "
+                    "or run(...))"
                 )
+            return
+        if self._busy:
             return
         table = self._writer_table().get(_addr(memory_buffer(p)))
         if table is None or p.data == _NULL or _addr(p) in self._rewritten:
             return
-        index = {_addr(n): i for i, n in enumerate(self._order)} if len(self._order) else {}
+        index = self._index or {}
         when = index.get(
             _addr(p), index.get(_addr(base), -1)
         )  # a leaf (or a view of one) holds its value from the start

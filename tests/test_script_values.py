@@ -141,3 +141,27 @@ def test_the_script_fuzzer_catches_a_wrong_value():
     off[1, 2] += 0.01
     tally.compare("t", Node(), off.astype(np.float32), want)
     assert tally.wrong and "off by" in tally.wrong[0]
+
+
+def test_an_observer_reads_each_node_as_computed_and_a_stopped_compute_leaves_no_values():
+    """Inside the compute a node is read before any later node can take its memory; after a compute an observer
+    stopped, the nodes hold no computed value and are refused."""
+    ctx, a, y, v, g = _chain()
+    r = gg.Runner("cpu")
+    seen = {}
+
+    def watch(node, ask):
+        if ask:
+            return node.name == "y"
+        seen["y"] = node.numpy()
+        return True
+
+    r.sched.observe(watch)
+    r.run(g, {a: np.ones(4, np.float32)}, v)
+    np.testing.assert_array_equal(seen["y"], np.full(4, 2.0, np.float32))
+    r.sched.observe(lambda node, ask: ask or node.name != "y")  # stops the compute at y
+    r.allocate(g, [v, y])
+    a.set(np.ones(4, np.float32))
+    r.compute(g)
+    with pytest.raises(gg.StaleValue, match="stopped"):
+        v.numpy()
