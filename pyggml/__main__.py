@@ -588,6 +588,8 @@ def _analysis_commands(sub: Any) -> tuple[argparse.ArgumentParser, ...]:
 
 def _file_and_server_commands(sub: Any, chosen: str | None) -> argparse.ArgumentParser:
     """rpc-server, gguf, make-model, quantize and notebooks; the RPC server's parser (it takes --vk-devices)."""
+    from pyggml.testing import check_options
+
     p_rpc = _command(sub, "rpc-server", "serve one local device over ggml's RPC backend (TCP)")
     p_rpc.add_argument(
         "--host",
@@ -596,7 +598,12 @@ def _file_and_server_commands(sub: Any, chosen: str | None) -> argparse.Argument
         "ggml's RPC server is not secure)",
     )
     p_rpc.add_argument("--port", type=int, default=50052, help="port (default 50052)")
-    p_rpc.add_argument("--device", default="cpu", help="the device to serve: cpu, vulkan0, ... (default cpu)")
+    p_rpc.add_argument(
+        "--device",
+        default="cpu",
+        type=check_options.backend_name,
+        help="the device to serve: cpu, vulkan0, ... (default cpu)",
+    )
     p_rpc.add_argument("--threads", type=int, default=None, help="CPU threads (default: the machine's cores)")
     p_rpc.add_argument(
         "--trust-clients",

@@ -8,6 +8,7 @@ example).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -92,7 +93,22 @@ def of_device(name: str) -> BackendKind | None:
     Returns:
         The BackendKind, or None.
     """
-    return kind(name.rstrip("0123456789"))
+    return kind(split(name)[0])
+
+
+def split(name: str) -> tuple[str, int | None]:
+    """A device's name taken apart into its family and its index: `Vulkan1` -> (vulkan, 1), `CPU` -> (cpu, None),
+    `rpc10` -> (rpc, 10). The one place a device name is split (`pyggml.target` splits backend names with it).
+
+    Args:
+        name: a device name, with or without its index, in any case.
+
+    Returns:
+        (the name without its index, lower case; the index, None without one).
+    """
+    m = re.fullmatch(r"(.*?)(\d*)", name.strip().lower(), re.DOTALL)
+    assert m is not None  # the pattern matches every string
+    return m.group(1), int(m.group(2)) if m.group(2) else None
 
 
 def build_hint(k: BackendKind) -> str:

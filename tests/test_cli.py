@@ -298,3 +298,44 @@ def test_a_cpu_variant_ggml_has_not_is_refused_listing_those_built():
         assert "not one of the CPU variants built: " + ", ".join(cpu_variants.built()) in out.stderr
     else:
         assert "this build has no CPU variants" in out.stderr and "PYGGML_CPU_VARIANTS" in out.stderr
+
+
+# --- issue 59: a backend or device name is bad input wherever it is taken apart ------------------------------------
+@pytest.mark.parametrize(
+    ("args", "option", "name"),
+    [
+        (["check", "--backend", "meta:", "--op", "add"], "--backend", "meta:"),
+        (["check", "--backend", "meta:meta:cpu", "--op", "add"], "--backend", "meta:meta:cpu"),
+        (["check", "--backend", "", "--op", "add"], "--backend", "empty"),
+        (["compare", "m.gguf", "--backend", "meta:", "--backend", "cpu"], "--backend", "meta:"),
+        (["coverage", "--backend", "meta:"], "--backend", "meta:"),
+        (["findings", "--backend", "meta:"], "--backend", "meta:"),
+        (["script-fuzz", "--backend", "meta:"], "--backend", "meta:"),
+        (["gguf-fuzz", "--backend", "meta:"], "--backend", "meta:"),
+        (["meta-fuzz", "--devices", ","], "--devices", "','"),
+        (["meta-fuzz", "--devices", "meta:cpu,cpu"], "--devices", "meta:cpu,cpu"),
+        (["rpc-server", "--device", "meta:"], "--device", "meta:"),
+    ],
+)
+def test_a_name_that_is_no_backends_is_a_usage_error(args, option, name):
+    res = run("pyggml", *args)
+    assert "Traceback" not in res.stderr and res.returncode == 2, res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert "error: argument " + option in last and name in last and "cpu" in last, last
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["meta-fuzz", "--devices", "nonsense", "--trials", "1", "--layouts", "0"], "--devices"),
+        (["meta-fuzz", "--devices", "cpu,nonsense", "--trials", "1", "--layouts", "0"], "--devices"),
+        (["script-fuzz", "--backend", "nonsense", "--programs", "1"], "--backend"),
+        (["gguf-fuzz", "--backend", "nonsense", "--files", "1"], "--backend"),
+    ],
+)
+def test_a_fuzzer_refuses_a_backend_this_build_lacks_instead_of_failing_each_trial(args, option):
+    res = run("pyggml", *args)
+    assert "Traceback" not in res.stderr and res.returncode == 2, res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert f"error: {option} " in last and "no backend 'nonsense'" in last and "its devices: " in last, last
+    assert "fail" not in res.stdout and "pass:" not in res.stdout

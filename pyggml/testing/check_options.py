@@ -6,14 +6,87 @@ from __future__ import annotations
 import argparse
 
 
+def backend_name(value: str) -> str:
+    """An argparse type: a backend's name as `pyggml.target.Target.parse` takes it, as given; a name that is no
+    backend's (`meta:`, `meta:meta:cpu`, "") is the command line's error, one line naming it and the names there are.
+
+    Args:
+        value: the name on the command line.
+
+    Returns:
+        The name.
+
+    Raises:
+        argparse.ArgumentTypeError: a name Target.parse refuses.
+    """
+    from pyggml.target import Target
+
+    try:
+        Target.parse(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
+def meta_devices(value: str) -> str:
+    """An argparse type: a meta device's devices, comma-separated (`cpu,cpu`, `vulkan0,vulkan1`), as given.
+
+    Args:
+        value: the list on the command line.
+
+    Returns:
+        The list.
+
+    Raises:
+        argparse.ArgumentTypeError: a list that names no device, or names a meta device.
+    """
+    from pyggml.target import META_PREFIX, Target
+
+    try:
+        Target.parse(META_PREFIX + value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a list of single devices: DEV,DEV,..., e.g. cpu,cpu or vulkan0,vulkan1"
+        ) from None
+    return value
+
+
+def unavailable(names: list[str], provided: tuple[str, ...] = ()) -> str | None:
+    """Why a backend named on the command line cannot be had in this build (the first such), for a command that
+    would otherwise report each of its runs failed: `pyggml.testing.engine.session.backend_error`.
+
+    Args:
+        names: the backends' names (each one Target.parse takes).
+        provided: device families the command provides itself (`rpc`: script-fuzz starts local RPC servers).
+
+    Returns:
+        `NAME: why`, None when each can be had.
+    """
+    from pyggml import rpc
+    from pyggml.target import Target
+    from pyggml.testing.engine.session import backend_error
+
+    for name in names:
+        t = Target.parse(name)
+        for device, family in zip(t.devices, t.families):
+            if family in provided:
+                why = None if family != "rpc" or rpc.available() else "this pyggml was built without ggml's RPC backend"
+            else:
+                why = backend_error(device)
+            if why:
+                return f"{name}: " + "; ".join(line.strip().rstrip(".;") for line in why.splitlines() if line.strip())
+    return None
+
+
 def add_backend_option(p: argparse.ArgumentParser, text: str) -> None:
-    """Declare `--backend NAME` (repeatable), as check, compare, coverage and findings take it.
+    """Declare `--backend NAME` (repeatable), as check, compare, coverage and findings take it: a name that is no
+    backend's is a usage error (`backend_name`).
 
     Args:
         p: the command's parser.
         text: the option's help: what the command does with the backends, and its default.
     """
-    p.add_argument("--backend", action="append", metavar="NAME", help=text)
+    p.add_argument("--backend", action="append", metavar="NAME", type=backend_name, help=text)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -159,6 +232,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="--model: keep the CPU's weights out of its extra buffer types (CPU_REPACK, AMX), as llama.cpp's "
         "--no-repack; by default llama.cpp puts Q4_0, Q4_K, IQ4 ... weights there, and the checker reads them "
         "from the model file",
+    )
+    p.add_argument(
+        "--oracle",
+        choices=("full", "projected"),
+        default="full",
+        help="--model: how products are judged: full (default: every element against the oracle's product, "
+        "within its modelled rounding) or projected (each product's weight projected once, kept on disk: "
+        "python -m pyggml cache; cheaper, weaker against an error in one row; a node it fails is rechecked in full)",
     )
     p.add_argument(
         "--node-nmse",

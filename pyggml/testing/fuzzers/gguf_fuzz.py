@@ -32,6 +32,7 @@ from collections import Counter
 from typing import Any, TextIO
 
 from pyggml._args import at_least
+from pyggml.testing.check_options import backend_name, unavailable
 from pyggml.testing.engine import child
 
 SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF scalar types' sizes
@@ -357,13 +358,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--files", type=at_least(1), default=1000, help="how many mutated files")
     p.add_argument("--seed", type=at_least(0), default=0)
     p.add_argument("--batch", type=at_least(1), default=250, help="files per child process")
-    p.add_argument("--backend", default=None, help="load the tensors onto this device (default: host memory)")
+    p.add_argument(
+        "--backend",
+        default=None,
+        type=backend_name,
+        help="load the tensors onto this device (default: host memory)",
+    )
     p.add_argument("--keep", default=None, help="folder for the reproducers of deaths (default: the temp folder)")
     p.add_argument("--json", metavar="FILE", help="write the result here")
 
 
 def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Run `python -m pyggml gguf-fuzz` with its parsed options (parser: unused, every fuzzer's main takes it)."""
+    """Run `python -m pyggml gguf-fuzz` with its parsed options; parser reports a --backend this build lacks (each
+    file would be refused by it)."""
+    why = unavailable([args.backend]) if args.backend is not None else None
+    if why:
+        parser.error(f"--backend {why}")
     t = time.monotonic()
     res = run(args.files, args.seed, args.batch, args.backend, args.keep)
     c = res["counts"]

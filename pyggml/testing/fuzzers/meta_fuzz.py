@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pyggml._args import at_least
+from pyggml.target import META_PREFIX
+from pyggml.testing.check_options import meta_devices, unavailable
 from pyggml.testing.engine import child
 
 if TYPE_CHECKING:
@@ -332,7 +334,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `python -m pyggml meta-fuzz`."""
     parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument("--trials", type=at_least(0), default=20)
-    parser.add_argument("--devices", default="cpu,cpu", help="the meta device's devices (default cpu,cpu)")
+    parser.add_argument(
+        "--devices",
+        default="cpu,cpu",
+        type=meta_devices,
+        help="the meta device's devices, comma-separated (default cpu,cpu)",
+    )
     parser.add_argument(
         "--views",
         action="store_true",
@@ -356,7 +363,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Run `python -m pyggml meta-fuzz` with its parsed options; parser reports a bad --one."""
+    """Run `python -m pyggml meta-fuzz` with its parsed options; parser reports a bad --one, and --devices that
+    this build does not have (each trial would fail on them)."""
+    why = unavailable([META_PREFIX + args.devices])
+    if why:
+        parser.error(f"--devices {args.devices}: {why.split(': ', 1)[1]}")
     if args.one is not None:
         try:
             trial = parse_trial(args.one)

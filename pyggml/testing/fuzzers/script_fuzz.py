@@ -32,6 +32,7 @@ import numpy as np
 
 from pyggml._args import at_least
 from pyggml.target import Target
+from pyggml.testing.check_options import backend_name, unavailable
 from pyggml.testing.engine import child
 
 UNARY = {
@@ -206,7 +207,7 @@ class Tally:
     """What a program's reads gave: values checked, refusals by kind, wrong values (described)."""
 
     def __init__(self, backend: str) -> None:
-        self.tol = 1e-3 if backend in ("cpu",) or backend.startswith("meta:cpu") else 2e-2
+        self.tol = 1e-3 if backend == "cpu" or Target.parse(backend).matches("meta:cpu") else 2e-2
         self.checked = 0
         self.refused: dict[str, int] = {}
         self.wrong: list[str] = []
@@ -379,8 +380,7 @@ def run_batch(seeds: list[int], backend: str) -> list[dict]:
     from pyggml import rpc
 
     with contextlib.ExitStack() as stack:
-        wanted = [int(d[3:]) for d in backend.removeprefix("meta:").split(",") if d.startswith("rpc")]
-        for _ in range(max(wanted, default=-1) + 1):
+        for _ in range(max(Target.parse(backend).rpc_indices, default=-1) + 1):
             rpc.add_server(stack.enter_context(rpc.Server(threads=1)).endpoint)
         return _programs(seeds, backend)
 
@@ -442,6 +442,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backend",
         action="append",
         dest="backends",
+        type=backend_name,
         help="a runner name (cpu, vulkan0, meta:cpu,cpu, ...); repeat for several (default: cpu and meta:cpu,cpu)",
     )
     parser.add_argument("--in-process", action="store_true", help="run here (faster; a death ends the run)")
@@ -450,11 +451,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Run `python -m pyggml script-fuzz`; exit 1 when a program read a wrong value, died or failed."""
     backends = args.backends or ["cpu", "meta:cpu,cpu"]
-    for name in backends:
-        try:
-            Target.parse(name)
-        except ValueError as e:
-            parser.error(f"--backend {name}: {e}")
+    why = unavailable(backends, provided=("rpc",))  # RPC devices: local servers, started for each batch
+    if why:
+        parser.error(f"--backend {why}")
     records = fuzz(args.seed, args.programs, backends, args.in_process)
     for r in records:
         if r["status"] != "pass":
