@@ -13,6 +13,8 @@ process each (so that each peak resident size is its own):
 - the same decode under the node checker (`check --model --tokens N` as `run_model` does it), timed, with
   where the time goes: reading each node's sources before it runs (capture: ggml's reads, and the weights'
   bytes from the file for a repacked weight), the oracles, the comparison, and llama.cpp's compute (the rest).
+- with `--projected`, the same check with `--oracle projected` (pyggml.testing.engine.projected), twice on a
+  fresh projection cache: cold (every weight projected) and warm (every projection read back).
 The CPU's extra buffer types are off in both (`--no-repack`): the figures compare the same kernels, and those
 of earlier rows (native builds' AMX products died before ggml patch 0037, docs/findings.md 37). Prints one
 markdown table row, dated.
@@ -74,6 +76,7 @@ CHECK = """
 import json, resource, sys, time
 from pyggml.testing.engine import model_check, nodes, verdict
 path, n = sys.argv[1], int(sys.argv[2])
+oracle = sys.argv[3] if len(sys.argv) > 3 else "full"
 spent = {"capture": 0.0, "oracle and compare": 0.0}
 
 def timed(fn, key):
@@ -88,11 +91,12 @@ def timed(fn, key):
 nodes.capture = timed(nodes.capture, "capture")
 nodes.NodeChecker._judge = timed(nodes.NodeChecker._judge, "oracle and compare")
 t = time.perf_counter()
-run = model_check.run_model(path, "cpu", n_tokens=n, extra_bufts=False)
+run = model_check.run_model(path, "cpu", n_tokens=n, extra_bufts=False, oracle=oracle)
 seconds = time.perf_counter() - t
 kinds = run.by_kind().values()
 print(json.dumps({
     "seconds": seconds, "spent": spent, "error": run.error,
+    "projected": sum(v.oracle == "projected" for v in run.verdicts),
     "checked": sum(c["checked"] for c in kinds), "failed": sum(c["failed"] for c in kinds),
     "unread": sum(c["unread"] for c in kinds),
     "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -100,9 +104,12 @@ print(json.dumps({
 """
 
 
-def child(program: str, path: str, n: int, env: dict[str, str] | None = None) -> dict:
+def child(program: str, path: str, n: int, env: dict[str, str] | None = None, *more: str) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", program, path, str(n)], capture_output=True, text=True, env={**os.environ, **(env or {})}
+        [sys.executable, "-c", program, path, str(n), *more],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
     )
     if out.returncode != 0:
         raise SystemExit(f"failed ({out.returncode}): {out.stderr[-2000:]}")
@@ -115,6 +122,7 @@ def main() -> int:
     p.add_argument("--type", default="q4_k_m")
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--folder", default="bench-models")
+    p.add_argument("--projected", action="store_true", help="also the check with --oracle projected, cold and warm")
     args = p.parse_args()
     from pyggml.models.make_model import PRESETS
 
@@ -130,26 +138,35 @@ def main() -> int:
     floor = child(FLOOR, path, args.tokens)
     from pyggml.testing.engine.model_check import CHILD_ENV
 
-    check = child(CHECK, path, args.tokens, CHILD_ENV)  # the environment `check --model` gives its children
-    spent = check["spent"]
-    rest = check["seconds"] - sum(spent.values())
+    # the environment `check --model` gives its children
+    checks = [("full", child(CHECK, path, args.tokens, CHILD_ENV))]
+    if args.projected:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="pyggml-projections-") as cache:
+            env = {**CHILD_ENV, "PYGGML_CACHE_DIR": cache}
+            checks.append(("projected, cold cache", child(CHECK, path, args.tokens, env, "projected")))
+            checks.append(("projected, warm cache", child(CHECK, path, args.tokens, env, "projected")))
     print(
         f"# {datetime.date.today()}: python bench/model_check_cost.py {' '.join(sys.argv[1:])} ({os.cpu_count()} cores)"
     )
     print(
-        "| model | tokens | llama.cpp decode s | load s | floor s (ratio) | check s | ratio | capture s | oracles s | llama.cpp and the rest s"
-        " | nodes checked | failed | unread | peak MB decode / check |"
+        "| model | tokens | oracle | llama.cpp decode s | load s | floor s (ratio) | check s | ratio | capture s | oracles s |"
+        " llama.cpp and the rest s | nodes checked | by projection | failed | unread | peak MB decode / check |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    print(
-        f"| {args.like} {args.type} | {args.tokens} | {decode['seconds']:.2f} | {decode['load']:.2f} | "
-        f"{floor['seconds']:.2f} ({floor['seconds'] / decode['seconds']:.1f}x) | {check['seconds']:.1f} | "
-        f"{check['seconds'] / decode['seconds']:.0f}x | {spent['capture']:.1f} | {spent['oracle and compare']:.1f} | "
-        f"{rest:.1f} | {check['checked']} | {check['failed']} | {check['unread']} | "
-        f"{decode['peak_mb']:.0f} / {check['peak_mb']:.0f} |"
-    )
-    if check["error"]:
-        print(f"error: {check['error']}")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for oracle, check in checks:
+        spent = check["spent"]
+        rest = check["seconds"] - sum(spent.values())
+        print(
+            f"| {args.like} {args.type} | {args.tokens} | {oracle} | {decode['seconds']:.2f} | {decode['load']:.2f} | "
+            f"{floor['seconds']:.2f} ({floor['seconds'] / decode['seconds']:.1f}x) | {check['seconds']:.1f} | "
+            f"{check['seconds'] / decode['seconds']:.0f}x | {spent['capture']:.1f} | {spent['oracle and compare']:.1f} | "
+            f"{rest:.1f} | {check['checked']} | {check['projected']} | {check['failed']} | {check['unread']} | "
+            f"{decode['peak_mb']:.0f} / {check['peak_mb']:.0f} |"
+        )
+        if check["error"]:
+            print(f"error: {check['error']}")
     return 0
 
 

@@ -2,7 +2,8 @@
 a llama.cpp model against another, node by node), `coverage`, `findings` (which upstream bugs this build still
 has), `rpc-server` (serve a local device to other processes over ggml's RPC backend), `gguf` (summarize a GGUF
 file), `make-model` (write a small random-weight GGUF model that llama.cpp loads, quantized with `--type`),
-`quantize` (llama.cpp's quantizer), `notebooks` (execute the examples: compare or --refresh their outputs) and the
+`quantize` (llama.cpp's quantizer), `cache` (the weights' projections `check --model --oracle projected` keeps;
+`--clear`), `notebooks` (execute the examples: compare or --refresh their outputs) and the
 fuzzers `fuzz`, `meta-fuzz`, `script-fuzz`, `gguf-fuzz` and `rpc-fuzz` (docs/fuzzing.md)."""
 
 from __future__ import annotations
@@ -688,11 +689,29 @@ def _quantize_and_notebook_commands(sub: Any) -> None:
         "needs one: IQ1, IQ2, IQ3_XXS, IQ3_XS, Q2_K_S)",
     )
     p_q.add_argument("--imatrix-tokens", type=int, default=64, help="tokens decoded for the importance matrix")
+    p_cache = _command(
+        sub, "cache", "the projections `check --model --oracle projected` keeps on disk: where, how many, --clear"
+    )
+    p_cache.add_argument("--clear", action="store_true", help="remove every projection kept")
     p_nb = _command(
         sub, "notebooks", "execute the example notebooks: compare their outputs with the committed ones, or --refresh"
     )
     p_nb.add_argument("notebooks", nargs="+", type=Path)
     p_nb.add_argument("--refresh", action="store_true", help="store the fresh outputs in the notebooks")
+
+
+def cache_main(args: argparse.Namespace) -> int:
+    """`cache [--clear]`: the projection cache's folder, entries and bytes; --clear removes them."""
+    from pyggml.testing.engine.projected import ProjectionCache
+
+    cache = ProjectionCache()
+    if args.clear:
+        print(f"removed {cache.clear()} projections from {cache.folder}")
+        return 0
+    entries = cache.entries()
+    size = sum(p.stat().st_size for p in entries)
+    print(f"{cache.folder}: {len(entries)} projections, {size / 2**20:.1f} MiB (limit {cache.limit / 2**20:.0f} MiB)")
+    return 0
 
 
 def _fuzzer_commands(sub: Any, chosen: str | None) -> dict[str, tuple[ModuleType, argparse.ArgumentParser]]:
@@ -721,6 +740,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return notebooks.main(args)
     if args.command == "make-model":  # no device is used
         return make_model_main(args)
+    if args.command == "cache":
+        return cache_main(args)
     if args.command == "quantize":
         return quantize_main(args)
     if args.command in fuzzers:  # they pick their devices themselves: no --vk-devices default is imposed

@@ -142,6 +142,7 @@ INTERNAL = {
     "pyggml.testing.compare",
     "pyggml.testing.engine.model_check",
     "pyggml.testing.engine.repro",
+    "pyggml.testing.engine.projected",
     # the op oracles: the suite's NumPy side of each op spec (docs/suite.md); the models' references
     # (conv_state, delta_net) are public
     "pyggml.testing.engine.oracles",

@@ -407,3 +407,26 @@ def test_the_logits_of_a_quantized_model_are_compared_within_the_activations_rou
     q = tmp_path / "q8.gguf"
     llama.quantize(tiny["llama"], q, "q8_0")
     assert model_check.logits_bound(str(q)) == model_check.LOGITS_NMSE_QUANTIZED == opdb.NMSE_Q8_DOT
+
+
+def test_every_product_judged_by_its_weights_projection_passes(
+    tiny: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--oracle projected`: the products of a quantized model judged by their weights' projections, kept in the
+    cache folder and read back by the next run; each product's elements otherwise within their rounding units."""
+    from pyggml.testing.engine.projected import ProjectionCache
+
+    monkeypatch.setenv("PYGGML_CACHE_DIR", str(tmp_path))
+    path = tmp_path / "qwen35-q4_k_m.gguf"
+    llama.quantize(tiny["qwen35"], path, "q4_k_m")
+    kept = []
+    for _ in range(2):
+        run = model_check.run_model(str(path), "cpu", n_tokens=6, oracle="projected")
+        assert not run.error and not run.failed, [(v.kind, v.name, v.comparison) for v in run.failed]
+        projected = [v for v in run.verdicts if v.oracle == "projected"]
+        assert len(projected) >= 8 and all(v.comparison and 0 < v.comparison.units < 1 for v in projected)
+        kept.append(sorted(p.name for p in ProjectionCache().entries()))
+    assert kept[0] and kept[0] == kept[1]  # one per weight, the second run's read back
+    full = model_check.run_model(str(path), "cpu", n_tokens=6)
+    products = [v for v in full.verdicts if v.kind == "MUL_MAT"]
+    assert products and all(v.oracle == "full" and v.comparison and 0 < v.comparison.units < 4 for v in products)

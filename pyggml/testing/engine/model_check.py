@@ -156,11 +156,12 @@ def run_model(
     talk: Talk | None = None,
     follow: Any = None,
     n_threads: int | None = None,
+    oracle: str = "full",
 ) -> ModelRun:
     """Load `path` for `backend` and decode a conversation with every node checked (`talk`; None: n_tokens
     random ids in one batch); never raises for the model's sake: what went wrong is the run's `error`.
-    tolerance and keep: as NodeChecker's; extra_bufts: as `load_for`'s; follow: another run's transcript to
-    decode the very tokens of (pyggml.conversation.converse); n_threads: the CPU's (None: the cores)."""
+    tolerance, keep and oracle: as NodeChecker's; extra_bufts: as `load_for`'s; follow: another run's transcript
+    to decode the very tokens of (pyggml.conversation.converse); n_threads: the CPU's (None: the cores)."""
     from pyggml import conversation, llama
 
     talk = talk or Talk(tokens=n_tokens, seed=seed)
@@ -174,7 +175,12 @@ def run_model(
         # and 3.9-4.1 s (bench/model_check_cost.py)
         cache = WEIGHT_CACHE_BYTES if script.generate or script.speculative else 0
         checker = NodeChecker(
-            tolerance=tolerance, keep=keep, weights=file_weights(path), weight_cache_bytes=cache, backend=backend
+            tolerance=tolerance,
+            keep=keep,
+            weights=file_weights(path),
+            weight_cache_bytes=cache,
+            backend=backend,
+            oracle=oracle,
         )
         starts: list[tuple[int, str]] = []
         args = talk.context_args(script, model)
@@ -249,6 +255,7 @@ def run_in_child(
     talk: Talk | None = None,
     follow: Any = None,
     n_threads: int | None = None,
+    oracle: str = "full",
 ) -> ModelRun:
     """run_model in a child process (pyggml.testing.engine.child), with `--node-nmse`'s bound and `--save-node`'s
     patterns: llama.cpp's GGML_ASSERTs end the process they fail in (docs/llama.md), and one backend's must
@@ -270,6 +277,7 @@ def run_in_child(
             talk,
             follow,
             n_threads,
+            oracle,
         ),
         env=child_env(backend),
     )
@@ -297,6 +305,7 @@ def _child_run(
     talk: Talk | None = None,
     follow: Any = None,
     n_threads: int | None = None,
+    oracle: str = "full",
 ) -> ModelRun:
     if rpc_servers:
         from pyggml import rpc
@@ -314,6 +323,7 @@ def _child_run(
         talk=talk,
         follow=follow,
         n_threads=n_threads,
+        oracle=oracle,
     )
 
 
@@ -407,6 +417,13 @@ def table(runs: list[ModelRun]) -> str:
                 f"  {kind:<22} {c['checked']:>8} {c['passed']:>8} {c['failed']:>8}"
                 f" {c['no oracle'] + c['not modelled']:>10} {c['unread']:>7}{known}"
             )
+        projected = Counter(v.oracle for v in run.verdicts if v.oracle != "full")
+        if projected:
+            rechecked = projected["full, after the projection failed it"]
+            lines.append(
+                f"  products judged by their weight's projection: {projected['projected']}"
+                f"{f', failed by it and rechecked in full: {rechecked}' if rechecked else ''}"
+            )
         steps: dict[str, Counter] = {}
         for v in run.verdicts:
             c = steps.setdefault(v.step, Counter())
@@ -450,6 +467,7 @@ def not_applicable(args: argparse.Namespace, what: str) -> str | None:
             ("--save-node", args.save_node),
             ("--node-nmse", args.node_nmse is not None),
             ("--no-repack", getattr(args, "no_repack", False)),
+            ("--oracle projected", getattr(args, "oracle", "full") == "projected"),
         ]
     given = [flag for flag, value in flags if value]
     if not given:
@@ -668,12 +686,17 @@ def main(args: argparse.Namespace) -> int:
             for b in backends:
                 started = time.perf_counter()
                 repack = not getattr(args, "no_repack", False)
-                run = run_in_child(*common(path, b), repack, talk=talk, follow=follow, n_threads=args.threads)
+                oracle = getattr(args, "oracle", "full")
+                run = run_in_child(
+                    *common(path, b), repack, talk=talk, follow=follow, n_threads=args.threads, oracle=oracle
+                )
                 if run.error.startswith(DIED) and repack:
                     # a kernel of an extra buffer type that kills the process (AMX's did, docs/findings.md 37):
                     # check the nodes without the extra buffer types, and report the death as the run's own error
                     # record
-                    again = run_in_child(*common(path, b), False, talk=talk, follow=follow, n_threads=args.threads)
+                    again = run_in_child(
+                        *common(path, b), False, talk=talk, follow=follow, n_threads=args.threads, oracle=oracle
+                    )
                     if not again.error:
                         again.died_with_extra_bufts, run = run.error, again
                 run.seconds = time.perf_counter() - started

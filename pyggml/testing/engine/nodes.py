@@ -130,6 +130,8 @@ class NodeVerdict:
             outside one).
         known: why the backend that computed it is known to disagree with the oracle on it (the op's `Known`
             rules, by `verdict.policy` as for a case of the op); "" when it is not.
+        oracle: which oracle judged it: "full", "projected" (its weight's projection), or "full, after the
+            projection failed it".
     """
 
     index: int  # the node's place in the order ggml computed the graph
@@ -142,6 +144,7 @@ class NodeVerdict:
     capture: Capture | None = field(default=None, repr=False)  # its inputs, when the checker was asked to keep them
     step: str = ""  # the conversation's step it was computed in
     known: str = ""  # why its backend is known to disagree with the oracle on it (the op's Known), "" if not
+    oracle: str = "full"  # which oracle judged it: full, or projected (pyggml.testing.engine.projected)
 
     @property
     def ok(self) -> bool:
@@ -215,6 +218,11 @@ def span(t: Tensor) -> np.ndarray:
         lib.ggml_backend_tensor_get(t.ptr, ffi.from_buffer(out), 0, out.size)
     return out
 
+
+# the oracles a NodeChecker judges products by (`NodeChecker(oracle=...)`)
+ORACLES = ("full", "projected")
+# the bound a node judged by its projection records (its NMSE is an estimate: the projection's own bounds judge it)
+NMSE_PROJECTED = 1e-6
 
 # a node with a source in memory ggml cannot read back (a CPU extra buffer type such as CPU_REPACK) whose values
 # the checker was not given otherwise (NodeChecker's `weights`): counted unread, with the reason after this
@@ -610,6 +618,10 @@ class NodeChecker(NodeReader):
             (`SourceCache`).
         backend: the backend the run computes on ("vulkan0", "meta:cpu,cpu"): a node's bound is its op's on the
             backend that computed it (`node_policy`): the CPU for a node in CPU memory, else this one.
+        oracle: "full" (each node against its oracle's values), or "projected": a CPU product of a 2-D weight
+            judged by its weight's projection (pyggml.testing.engine.projected), a node it fails rechecked in full.
+        projections: where "projected" keeps its weights' projections (None: a `ProjectionCache` of the default
+            folder and limit).
 
     Attributes:
         verdicts: the `NodeVerdict`s, in compute order.
@@ -623,9 +635,18 @@ class NodeChecker(NodeReader):
         weights: Weights | None = None,
         weight_cache_bytes: int = WEIGHT_CACHE_BYTES,
         backend: str = "",
+        oracle: str = "full",
+        projections: Any = None,
     ) -> None:
         super().__init__()
-        self.backend = backend
+        if oracle not in ORACLES:
+            raise ValueError(f"oracle {oracle!r}: one of {', '.join(ORACLES)}")
+        self.backend, self.oracle = backend, oracle
+        if oracle == "projected" and projections is None:
+            from pyggml.testing.engine.projected import ProjectionCache
+
+            projections = ProjectionCache()
+        self.projections = projections
         opdb.load()
         self.tolerance, self.flush_denormals, self.keep, self.weights = tolerance, flush, keep, weights
         self.verdicts: list[NodeVerdict] = []
@@ -684,6 +705,11 @@ class NodeChecker(NodeReader):
         (s, captured), self._pending = self._pending, None
         verdict = self.verdicts[-1]
         assert s.from_node is not None
+        projected = self._projected(t, captured) if self.oracle == "projected" else None
+        if projected is not None and projected.ok:
+            verdict.comparison, verdict.nmse_bound = projected, NMSE_PROJECTED
+            verdict.oracle = "projected"
+            return True
         try:
             sources = captured.sources
             result = s.from_node(
@@ -694,8 +720,10 @@ class NodeChecker(NodeReader):
             return True
         rules = self._policy(s, t, backend_of(verdict.buffer, self.backend))
         verdict.known = rules.known or ""
+        elements = None
         if isinstance(result, opdb.Modeled):  # the oracle did what this backend does: its tighter bound
-            expected, bound = np.asarray(result.values), result.nmse
+            expected, elements = np.asarray(result.values), result.elements
+            bound = result.nmse if result.nmse is not None else rules.nmse
         else:
             expected, bound = np.asarray(result), rules.nmse
         if self.tolerance is not None:
@@ -704,10 +732,40 @@ class NodeChecker(NodeReader):
         actual, expected = values(t), as_stored(t, expected)
         if self.flush_denormals:
             actual, expected = flush_denormals(actual), flush_denormals(expected)
-        verdict.comparison, verdict.nmse_bound = compare(actual, expected, bound, max_err), bound
+        verdict.comparison, verdict.nmse_bound = compare(actual, expected, bound, max_err, elements), bound
+        if projected is not None:  # the projection failed it: rechecked in full, both said
+            verdict.oracle = "full, after the projection failed it"
+            c = verdict.comparison
+            c.message = "; ".join(x for x in (c.message, f"projected: {projected.message}") if x)
         if self.keep is not None and self.keep(verdict):
             verdict.capture = owned(captured)
         return True
+
+    def _projected(self, t: Tensor, captured: Capture) -> Comparison | None:
+        """The projected oracle's comparison of a product node it applies to (a MUL_MAT the CPU computed, a packed
+        2-D weight (`is_weight`: a KV cache's values change, and are not projected once) whose bytes were read,
+        F32 activations of one matrix, a dot type other than Q8_1, whose block sums it does not model); None for
+        any other node."""
+        from pyggml.testing.engine.opdb.matmul import dot_type_name, rounded_as_dot_type
+        from pyggml.testing.engine.projected import K_PROJECTIONS, SEED, judge
+
+        p = t.ptr
+        if captured.op != "MUL_MAT" or len(captured.sources) < 2:
+            return None
+        w, x = captured.sources[0], captured.sources[1]
+        if w is None or x is None or x.type != "F32" or p.ne[2] * p.ne[3] != 1 or len(w.ne) < 2:
+            return None
+        if not is_weight(p.src[0]):
+            return None
+        if any(n != 1 for n in w.ne[2:]) or not packed(w.type, w.ne, w.nb) or not packed(x.type, x.ne, x.nb):
+            return None
+        dot = dot_type_name(w.type)
+        if dot == "Q8_1" or not opdb.Node(t, []).computed_by_cpu():
+            return None
+        n_out, n_in = int(w.ne[1]), int(w.ne[0])
+        rw = self.projections.get(w.type, w.raw, n_out, n_in, SEED, K_PROJECTIONS)
+        x_dot = rounded_as_dot_type(x.values.reshape(-1, n_in), dot)
+        return judge(values(t).reshape(-1, n_out), x_dot, rw, SEED, K_PROJECTIONS)
 
     def _buffer_name(self, p: Any) -> str:
         """The name of the buffer type tensor p's memory is in (CPU, Vulkan0, RPC0[host:port], Meta...; "" for

@@ -18,7 +18,7 @@ import numpy as np
 
 from pyggml._native import ffi, lib, tree_version, user_tree
 from pyggml.errors import OpError, Unsplittable, Unsupported
-from pyggml.testing.engine.opdb import Bound, Known, Skip
+from pyggml.testing.engine.opdb import Bound, ElementBound, Known, Skip
 
 if TYPE_CHECKING:
     from pyggml.testing.engine.cases import Case
@@ -83,16 +83,105 @@ def max_error(actual: np.ndarray, expected: np.ndarray) -> float:
 
 @dataclass
 class Comparison:
+    """One output against its oracle.
+
+    Attributes:
+        ok: whether it held to its bounds.
+        nmse: its NMSE against the oracle, the whole output.
+        max_error: its largest error, of the output's scale (max |expected|).
+        message: what failed ("" when it held).
+        units: where an `ElementBound` judged it: its largest element error, in rounding units (0 otherwise).
+        row_units: likewise, its worst row's root mean square error in rounding units.
+    """
+
     ok: bool
     nmse: float = 0.0
     max_error: float = 0.0
     message: str = ""
+    units: float = 0.0
+    row_units: float = 0.0
 
 
-def compare(actual: np.ndarray, expected: np.ndarray, nmse_bound: float, max_error_bound: float) -> Comparison:
+def compare(
+    actual: np.ndarray,
+    expected: np.ndarray,
+    nmse_bound: float,
+    max_error_bound: float,
+    elements: ElementBound | None = None,
+) -> Comparison:
     """The suite's verdict on one output: same size, NaN and Inf in the same places, NMSE within
     nmse_bound and every element within max_error_bound of the output's scale (a single wrong element
-    of a large output can hide under an NMSE bound). Bounds of 0 mean bit-exact."""
+    of a large output can hide under an NMSE bound). Bounds of 0 mean bit-exact.
+
+    Args:
+        actual: the computed values.
+        expected: the oracle's.
+        nmse_bound: the NMSE bound (0 with max_error_bound 0: bit-exact).
+        max_error_bound: the largest error one element may have, of the output's scale.
+        elements: where the oracle models all but the kernel's order of float sums, the bound of every element
+            and row in units of that rounding (`ElementBound`, `within_units`): held after the NMSE's.
+
+    Returns:
+        The Comparison: the whole output's NMSE and largest error, and with `elements` its figures in units.
+    """
+    judged = _compare(actual, expected, nmse_bound, max_error_bound)
+    if elements is None or not judged.ok or (nmse_bound == 0 and max_error_bound == 0):
+        return judged
+    return within_units(np.asarray(actual), np.asarray(expected), elements, judged)
+
+
+def within_units(actual: np.ndarray, expected: np.ndarray, bound: ElementBound, judged: Comparison) -> Comparison:
+    """`judged` (the whole output's comparison, which held) with every element and every row held to `bound`:
+    |actual - expected| <= bound.element units for each element, the root mean square in units <= bound.row for
+    each row (along bound.axes). A unit is at least F32's smallest normal (a kernel may flush below it); finite
+    elements only (NaN and Inf were held to their places already).
+
+    Args:
+        actual: the computed values.
+        expected: the oracle's, same size.
+        bound: the element and row bounds.
+        judged: the comparison so far.
+
+    Returns:
+        `judged` with its figures in units (`units`, `row_units`), failed with the worst element or row where one
+        is off.
+    """
+    e = np.asarray(expected, dtype=np.float64)
+    a = np.asarray(actual, dtype=np.float64).reshape(e.shape)
+    unit = np.maximum(np.broadcast_to(np.asarray(bound.unit, dtype=np.float64), e.shape), np.finfo(np.float32).tiny)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ratio = np.abs(a - e) / unit
+    ratio = np.where(np.isfinite(ratio), ratio, 0.0)  # NaN and Inf: placed alike already
+    worst = float(ratio.max()) if ratio.size else 0.0
+    axes = tuple(x % e.ndim for x in bound.axes) if e.ndim else ()
+    rows = np.sqrt(np.mean(ratio**2, axis=axes)) if axes else ratio
+    row_worst = float(np.max(rows)) if rows.size else 0.0
+    out = replace(judged, units=worst, row_units=row_worst)
+    what = f" ({bound.why})" if bound.why else ""
+    if worst > bound.element:
+        at = np.unravel_index(int(np.argmax(ratio)), e.shape)
+        where = tuple(int(i) for i in at)
+        return replace(
+            out,
+            ok=False,
+            message=f"element {where}: {a[at]!r} vs {e[at]!r}, off by {worst:.3g} rounding units > {bound.element:g}"
+            f"{what}; NMSE {judged.nmse:.2e}",
+        )
+    if row_worst > bound.row:
+        at = np.unravel_index(int(np.argmax(rows)), rows.shape)
+        kept = [d for d in range(e.ndim) if d not in axes]
+        where = ", ".join(f"axis {d}: {int(i)}" for d, i in zip(kept, at))
+        return replace(
+            out,
+            ok=False,
+            message=f"row ({where}) off by {row_worst:.3g} rounding units (root mean square) > {bound.row:g}{what}; "
+            f"NMSE {judged.nmse:.2e}",
+        )
+    return out
+
+
+def _compare(actual: np.ndarray, expected: np.ndarray, nmse_bound: float, max_error_bound: float) -> Comparison:
+    """`compare` without an element bound."""
     a, e = np.asarray(actual), np.asarray(expected)
     if a.size != e.size:
         return Comparison(False, float("inf"), float("inf"), f"{a.size} elements, the oracle has {e.size}")

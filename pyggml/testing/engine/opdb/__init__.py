@@ -53,6 +53,7 @@ __all__ = [
     "Bound",
     "Columns",
     "EXACT",
+    "ElementBound",
     "Gen",
     "Grad",
     "In",
@@ -291,13 +292,41 @@ class Bad:
 
 
 @dataclass(frozen=True)
+class ElementBound:
+    """A bound on every element of a result, and on every row of it, in units of its modelled rounding: where the
+    oracle models what the kernel computes but the order of its float sums (a product whose activations it rounds
+    as the kernel does), what is left of the difference is that order's rounding, whose size each element's
+    `unit` states (for a product: u * |w_i| * |x_t|, pyggml.testing.engine.opdb.matmul). A node passes when every
+    |actual - expected| <= `element` units and, for every row (the values along `axes` at one index of the
+    others), the root mean square of the errors in units is <= `row`: a row off by a little, which one NMSE over a
+    whole node cannot see, is failed by its own figure.
+
+    Attributes:
+        unit: the rounding unit of each element, absolute, shaped as the expected values.
+        element: how many units one element may be off.
+        row: how many units (root mean square) one row may be off.
+        axes: the axes a row runs along (a product's columns: -2).
+        why: what the unit is, said in a failure's message.
+    """
+
+    unit: np.ndarray
+    element: float
+    row: float
+    axes: tuple[int, ...] = (-2,)
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class Modeled:
     """What a `from_node` returns when its oracle models what the backend computing the node does, beyond
     the op's definition (the CPU's rounding of activations to a quantized weight's dot type): the values
-    it expects, and the tighter NMSE bound that modeling earns (instead of the spec's plain one)."""
+    it expects, and the tighter NMSE bound that modeling earns (instead of the spec's plain one; None: the spec's
+    bound as its policy resolves it), and where the oracle models all but the order of the kernel's float sums,
+    the bound of each element and row (`ElementBound`; None: the NMSE bound alone)."""
 
     values: np.ndarray
-    nmse: float
+    nmse: float | None
+    elements: ElementBound | None = None
 
 
 @dataclass

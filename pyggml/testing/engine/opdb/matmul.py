@@ -52,6 +52,7 @@ from pyggml.testing.engine import oracles
 from pyggml.testing.engine.opdb import *  # noqa: F403 - the database's vocabulary, opdb.__all__
 from pyggml.testing.engine.opdb import hints
 from pyggml.testing.engine.oracles import dot_rounding
+from pyggml.testing.engine.oracles._common import _as4
 
 # the bad calls pass wrong types and argument counts on purpose: pyggml must raise on them
 ops: Any = _typed_ops
@@ -113,10 +114,10 @@ def _vulkan_f16acc_applies(n: Node) -> bool:
 BLOCK_OF_ROWS_VALUES = 1 << 22
 
 
-def _by_blocks_of_rows(n: Node, b: np.ndarray) -> np.ndarray | None:
+def _by_blocks_of_rows(n: Node, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """a @ b^T for a 2-D packed weight a of a type to decode, BLOCK_OF_ROWS_VALUES values decoded at a time from
-    its bytes, in float32 (as `oracles.mul_mat` computes a product of that size); None where a is not such a
-    weight or b not one matrix."""
+    its bytes, in float32 (as `oracles.mul_mat` computes a product of that size), with the norm of each of a's rows
+    (`_unit`'s |w_i|, float64); None where a is not such a weight or b not one matrix."""
     a, raw = n.tensor.ptr.src[0], n.raw[0] if n.raw else None
     t = types.Type(a.type)
     m, k = int(a.ne[1]), int(a.ne[0])
@@ -133,12 +134,14 @@ def _by_blocks_of_rows(n: Node, b: np.ndarray) -> np.ndarray | None:
     if b2.shape[0] != int(n.tensor.ptr.ne[1]) or n.tensor.ptr.ne[2] * n.tensor.ptr.ne[3] != 1:
         return None
     out = np.empty((b2.shape[0], m), dtype=np.float32)
+    norms = np.empty(m, dtype=np.float64)
     rows, width = max(1, BLOCK_OF_ROWS_VALUES // k), types.row_size(t, k)
     for r0 in range(0, m, rows):
         r1 = min(m, r0 + rows)
         block = types.decode(t, raw[r0 * width : r1 * width], (r1 - r0, k))
         out[:, r0:r1] = (block @ b2.T).T  # (a b^T)^T: BLAS's matrix-vector path for one row of b
-    return out.reshape(n.tensor.shape)
+        norms[r0:r1] = _row_norms(block)
+    return out.reshape(n.tensor.shape), norms
 
 
 # the last activations rounded to a dot type, with what they were rounded from: a layer's products read the same
@@ -160,23 +163,120 @@ def _as_dot_type(b: np.ndarray, dot_type: str) -> np.ndarray:
     return rounded
 
 
+# --- each element of a CPU product against its rounding ------------------------------------------------------------------
+# What is left between a CPU product and its oracle once the activations are rounded as the kernel rounds them
+# (`dot_rounding`) is the order of float32 sums and products: the kernel's (its SIMD lanes' partial sums, a block's
+# scale times its exact integer sum, the lanes added at the end) and the oracle's own (float32 BLAS for products of
+# more than oracles.matmul.FLOAT64_UP_TO multiply-adds, the weight decoded to float32). Each rounding of a partial
+# sum s errs by at most u |s| (u = 2^-24), and every partial sum of the dot product of w_i and x_t is at most
+# |w_i| |x_t| (Cauchy-Schwarz): the unit of element (t, i) is u |w_i| |x_t| (row norms of the decoded weight and of
+# the rounded activations: two cheap passes, where sum_k |w_ik x_tk| would cost a second product). Summed with
+# independent signs, as rounding errors of long sums are, the error stays within a few units: measured at most
+# ROUNDING_UNITS_SEEN for an element and ROW_UNITS_SEEN for a row, over llama.cpp's generated llama, qwen35 and
+# qwen3moe at F32, Q8_0 and Q4_K_M and the qwen35-0.8b preset at Q4_K_M (32 tokens, with and without the CPU's
+# repacked weights), and over random products of K = 256 to 16,384 (docs/llama.md, "Each element of a product").
+# Bounds: ELEMENT_UNITS for one element, ROW_UNITS for the root mean square over a weight row's columns (a row's
+# errors average out, so its bound can be tighter than an element's): 7x and 5x what was seen.
+ROUNDING_UNIT = 2.0**-24
+ELEMENT_UNITS = 16.0
+ROW_UNITS = 4.0
+ROUNDING_UNITS_SEEN = 2.1
+ROW_UNITS_SEEN = 0.69
+
+
+def _row_norms(a: np.ndarray) -> np.ndarray:
+    """The Euclidean norm of each row (last axis) of a, in float64."""
+    return np.sqrt(np.einsum("...k,...k->...", a, a, dtype=np.float64))
+
+
+def _unit_of_product(weight_norms: np.ndarray, b: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """u |w_i| |x_t| of every element of a MUL_MAT node: weight_norms [.., M] (ggml's dims 2 and 3 broadcast to b's
+    as the product does), b the activations as the kernel read them [.., N, K]; shaped as the node."""
+    w4 = _as4(np.asarray(weight_norms)[..., None])[..., 0][..., None, :]  # [A3, A2, 1, M]
+    x4 = _as4(_row_norms(np.asarray(b))[..., None])[..., 0][..., :, None]  # [B3, B2, N, 1]
+    r0, r1 = x4.shape[0] // w4.shape[0], x4.shape[1] // w4.shape[1]
+    w4 = np.repeat(np.repeat(w4, r0, axis=0), r1, axis=1)
+    return (ROUNDING_UNIT * x4 * w4).reshape(shape)
+
+
+def _unit_of_product_id(as_: np.ndarray, b: np.ndarray, ids: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """u |w_i| |x_t| of every element of a MUL_MAT_ID node (as_ [n_as, M, K], b [n_tokens, n_b, K], ids
+    [n_tokens, n_used]: out[t, e, i] reads expert ids[t, e]'s row i and b[t, e % n_b]); shaped as the node."""
+    wn = _row_norms(_as4(np.asarray(as_))[0])  # [n_as, M]
+    xn = _row_norms(_as4(np.asarray(b))[0])  # [n_tokens, n_b]
+    ids2 = _as4(np.asarray(ids))[0, 0]
+    n_used = ids2.shape[1]
+    x_used = xn[:, np.arange(n_used) % xn.shape[1]]  # [n_tokens, n_used]
+    return (ROUNDING_UNIT * x_used[..., None] * wn[ids2]).reshape(shape)
+
+
+def _element_bound(unit: np.ndarray, mixture: bool = False) -> ElementBound:
+    """The ElementBound of a CPU product node of `unit`s (a MUL_MAT_ID's rows run along its tokens)."""
+    if unit.ndim < 2:
+        axes: tuple[int, ...] = ()
+    else:
+        axes = (-3,) if mixture and unit.ndim >= 3 else (-2,)
+    return ElementBound(unit, ELEMENT_UNITS, ROW_UNITS, axes, "unit u*|w_i|*|x_t|, u = 2^-24")
+
+
+def dot_type_name(weight_type: str) -> str:
+    """The type the CPU converts a product's F32 activations to for a weight of `weight_type` (its vec_dot_type).
+
+    Args:
+        weight_type: the weight's ggml type name.
+
+    Returns:
+        The dot type's name (Q8_0, Q8_K, F16, F32, ...).
+    """
+    return types.Type(int(lib.ggml_get_type_traits_cpu(int(types.as_type(weight_type))).vec_dot_type)).name
+
+
+def rounded_as_dot_type(b: np.ndarray, dot_type: str) -> np.ndarray:
+    """b as the CPU's product kernel reads it after converting it to `dot_type` (`dot_rounding.as_dot_type`, the
+    last rounding reused when b holds the same bytes: a layer's products read the same activations in turn).
+
+    Args:
+        b: the activations, F32, [.., K].
+        dot_type: the weight's dot type (`dot_type_name`).
+
+    Returns:
+        The rounded activations, float32 (read-only when kept).
+    """
+    return _as_dot_type(b, dot_type)
+
+
 def _product_node(n: Node, product: Callable[..., np.ndarray]) -> np.ndarray | Modeled:
     """A MUL_MAT or MUL_MAT_ID node's expected values (`product` of its sources); on the CPU, with b as it
-    is rounded to the weight type's dot type first, and the tight bound that earns."""
+    is rounded to the weight type's dot type first, and the tight bounds that earns: NMSE_CPU_DOT over the node,
+    ELEMENT_UNITS and ROW_UNITS of its rounding unit per element and per row (`_element_bound`)."""
     a, b = n.tensor.ptr.src[0], n.tensor.ptr.src[1]
     dot_type = int(lib.ggml_get_type_traits_cpu(a.type).vec_dot_type)
-    rounds_b = n.computed_by_cpu() and b.type == int(types.Type.F32) and dot_type != int(types.Type.F32)
+    on_cpu = n.computed_by_cpu()
+    rounds_b = on_cpu and b.type == int(types.Type.F32) and dot_type != int(types.Type.F32)
     rounded = _as_dot_type(n.arg(1), types.Type(dot_type).name) if rounds_b else None
     if rounded is not None and product is oracles.mul_mat and dot_type != int(types.Type.Q8_1) and not n.decoded(0):
         by_blocks = _by_blocks_of_rows(n, rounded)
         if by_blocks is not None:
-            return Modeled(by_blocks, NMSE_CPU_DOT)
+            values, norms = by_blocks
+            unit = _unit_of_product(norms, rounded, values.shape)
+            return Modeled(values, NMSE_CPU_DOT, _element_bound(unit))
     args = [n.arg(i) for i in range(3 if product is oracles.mul_mat_id else 2)]
     if product is not oracles.mul_mat_id and _vulkan_f16acc_applies(n):
         a2 = np.reshape(args[0], (-1, np.shape(args[0])[-1]))
         b2 = np.reshape(args[1], (-1, np.shape(args[1])[-1]))
         return Modeled(dot_rounding.vulkan_f16acc(a2, b2).reshape(n.tensor.shape), NMSE_VULKAN_F16ACC)
+
+    def bounded(values: np.ndarray, x: np.ndarray, nmse: float | None = NMSE_CPU_DOT) -> Modeled:
+        values = np.asarray(values)
+        if product is oracles.mul_mat_id:
+            unit = _unit_of_product_id(args[0], x, args[2], values.shape)
+        else:
+            unit = _unit_of_product(_row_norms(np.asarray(args[0])), x, values.shape)
+        return Modeled(values, nmse, _element_bound(unit, product is oracles.mul_mat_id))
+
     if rounded is None:
+        if on_cpu and b.type == dot_type:  # the kernel reads b as it is (F32 with an F32 weight, F16 with F16):
+            return bounded(product(*args), args[1], None)  # the op's NMSE bound as stated, and each element's
         return product(*args)
     blocks = n.raw_blocks(0) if dot_type == int(types.Type.Q8_1) else None
     if dot_type == int(types.Type.Q8_1) and blocks is None:  # the weight's bytes were not read: no block minima
@@ -187,7 +287,7 @@ def _product_node(n: Node, product: Callable[..., np.ndarray]) -> np.ndarray | M
         minima = minima.reshape(*np.shape(args[0])[:-1], minima.shape[-1])
         extra = [minima, dot_rounding.q8_1_sum_error(args[1]), *args[2:]]
         expected = (expected.astype(np.float64) + product(*extra)).astype(np.float32)
-    return Modeled(expected, NMSE_CPU_DOT)
+    return bounded(expected, rounded)
 
 
 def _quantizable_dot_types(leave_out: frozenset[str] | set[str] = frozenset()) -> list[str]:
