@@ -209,7 +209,7 @@ def info(args: argparse.Namespace) -> int:
         mem = f", {d['memory_total'] / 2**30:.1f} GiB" if d["memory_total"] else ""
         print(f"  {d['name'].lower():<10} {d['type']:<5} {d['description']}{mem}")
     built = data["build"]["backends"]
-    listed = {d["name"].lower().rstrip("0123456789") for d in data["devices"]}
+    listed = {backend_kinds.split(d["name"])[0] for d in data["devices"]}
     for k in backend_kinds.KINDS:  # a kind built whose devices are missing: why (pyggml.backend_kinds)
         if k.family in built and k.missing and (k.family not in listed or k.family == "vulkan"):
             print(f"  (no {k.label} device: {k.missing})" if k.family not in listed else f"note: {k.missing}")

@@ -43,6 +43,7 @@ import numpy as np
 
 from pyggml import lifetime
 from pyggml.errors import ExportError
+from pyggml.target import Buffer
 from pyggml.types import Type
 
 if TYPE_CHECKING:
@@ -256,14 +257,22 @@ def dlpack_device(t: Tensor) -> tuple[int, int]:
         lifetime.check_shareable(t, "__dlpack_device__")  # raises, naming why
     if t.is_host:
         return (KDL_CPU, 0)
-    name = lifetime.buffer_name(t.ptr)
-    digits = "".join(c for c in name if c.isdigit())
-    index = int(digits) if digits else 0
-    if name.startswith("CUDA"):
-        return (KDL_CUDA, index)
-    if name.startswith("Vulkan"):
-        return (KDL_VULKAN, index)
-    return (KDL_EXT_DEV, index)
+    return device_memory(lifetime.buffer_name(t.ptr))
+
+
+def device_memory(buffer: str) -> tuple[int, int]:
+    """The DLPack device of a device buffer by its type's name (`dlpack_device`, for memory not on the host).
+
+    Args:
+        buffer: the buffer type's name (`CUDA0`, `Vulkan1`, `RPC0[127.0.0.1:50052]`, `Meta(Vulkan0,Vulkan1)`).
+
+    Returns:
+        (kDLCUDA=2 or kDLVulkan=7, the device's index); (kDLExtDev=12, the device's index, 0 without one) for any
+        other.
+    """
+    b = Buffer.parse(buffer)
+    index = b.index or 0
+    return ({"cuda": KDL_CUDA, "vulkan": KDL_VULKAN}.get(b.family, KDL_EXT_DEV), index)
 
 
 def dlpack(

@@ -38,6 +38,7 @@ from pyggml._native import cstr, ffi, lib
 from pyggml.backend import Buffer
 from pyggml.context import Context
 from pyggml.graph import Graph
+from pyggml.target import Buffer as BufferName  # a meta device is named as its buffers: Meta(DEV,DEV)
 from pyggml.tensor import Tensor
 
 __all__ = ["AdamW", "Optimizer", "SGD"]
@@ -351,7 +352,7 @@ def _params(who: str, params: object) -> list[Tensor]:
             )
         buft = lib.ggml_backend_buffer_get_type(lifetime.memory_buffer(p.ptr))
         dev = lib.ggml_backend_buft_get_device(buft)
-        if dev != ffi.NULL and cstr(lib.ggml_backend_dev_name(dev)).lower().startswith("meta"):
+        if dev != ffi.NULL and BufferName.parse(cstr(lib.ggml_backend_dev_name(dev))).family == "meta":
             raise ValueError(
                 f"{who}: parameter {name} lives on a meta device: its optimizer state would not be split as it "
                 "is; train on one device (Runner('cpu'), Runner('vulkan0'))"

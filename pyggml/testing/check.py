@@ -19,6 +19,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import TextIO
 
+from pyggml.target import Target
 from pyggml.testing.engine import cases as case_registry
 from pyggml.testing.engine import findings
 from pyggml.testing.engine.junit import write_report
@@ -198,7 +199,7 @@ def jobs_for(args: argparse.Namespace, backends: list[str]) -> int:
     from pyggml.testing.engine.workers import default_jobs
 
     jobs = args.jobs if explicit_jobs(args) else default_jobs()
-    if getattr(args, "rpc", None) or any("rpc" in b for b in backends):
+    if getattr(args, "rpc", None) or any(Target.parse(b).rpc for b in backends):
         return 0
     return jobs
 

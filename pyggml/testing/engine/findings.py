@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any
 
 from pyggml._native import build_info, version_key
+from pyggml.target import Target
 from pyggml.testing.engine import verdict
 from pyggml.testing.engine.verdict import Record, Status
 
@@ -241,7 +242,7 @@ def fixed_here(f: Finding) -> str | None:
 
 def covering(case: str, backend: str) -> list[Finding]:
     """The findings this build may have (it lacks their fixes) that show on this case and backend."""
-    kind = "meta" if backend.startswith("meta") else backend.rstrip("0123456789")
+    kind = Target.parse(backend).family  # cpu (its variants too), vulkan, meta, ...
     return [
         f
         for f in FINDINGS
@@ -286,11 +287,8 @@ def run(backends: list[str], run_check: Callable[..., list[Record]], jobs: int =
     """
     from pyggml.testing.engine import cases
 
-    def kind(backend: str) -> str:
-        return "meta" if backend.startswith("meta") else backend.rstrip("0123456789")
-
     def shows_on(f: Finding) -> list[str]:
-        return [b for b in backends if not f.backends or kind(b) in f.backends]
+        return [b for b in backends if not f.backends or Target.parse(b).family in f.backends]
 
     # one run per backend of every case some finding covers there (findings share cases: run each once)
     records: list[Record] = []

@@ -27,6 +27,7 @@ from pyggml import transport, types
 from pyggml._native import ffi, lib
 from pyggml.node_reader import NodeReader
 from pyggml.runner import Runner
+from pyggml.target import Buffer
 from pyggml.tensor import Tensor
 from pyggml.testing.engine import opdb
 from pyggml.testing.engine.opdb import Node, default_nmse
@@ -385,10 +386,7 @@ def backend_of(buffer: str, run_backend: str = "") -> str:
     Returns:
         The name, lower case.
     """
-    name = buffer.split("[")[0].lower()
-    if name == "cpu" or name.startswith(("vulkan", "cuda", "rpc")) and name[-1:].isdigit():
-        return name
-    return run_backend
+    return Buffer.parse(buffer).device or run_backend
 
 
 def is_weight(p: Any) -> bool:

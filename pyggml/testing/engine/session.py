@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
 
@@ -383,8 +382,7 @@ def backend_error(name: str) -> str | None:
         return None
     built = [b.lower() for b in build_info()["backends"]]
     have = f"this build's backends: {', '.join(built)}; its devices: {', '.join(names)}"
-    family = re.sub(r"\d+$", "", name)
-    k = backend_kinds.kind(family)
+    family, k = target.family, target.kinds[0]
     if k is not None and k.family not in built:
         return (
             f"no device {name!r}: this build of pyggml has no {k.label} backend ({have}).\n"

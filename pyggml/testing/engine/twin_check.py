@@ -33,6 +33,7 @@ from pyggml._native import ffi
 from pyggml.models.delta_net import DeltaNet
 from pyggml.models.llama_twin import TwinFile, load_twin
 from pyggml.runner import Runner
+from pyggml.target import Target
 from pyggml.tensor import Tensor
 from pyggml.testing.engine.nodes import values
 from pyggml.testing.engine.verdict import nmse
@@ -62,7 +63,8 @@ def twin_bound(backend: str) -> float:
     Returns:
         The bound; `TWIN_NMSE_OTHER` for kinds not measured here (CUDA, RPC).
     """
-    return next((b for kind, b in TWIN_NMSE.items() if backend.startswith(kind)), TWIN_NMSE_OTHER)
+    target = Target.parse(backend)
+    return next((b for kind, b in TWIN_NMSE.items() if target.matches(kind)), TWIN_NMSE_OTHER)
 
 
 @dataclass

@@ -18,6 +18,7 @@ import numpy as np
 
 from pyggml._native import ffi, lib, tree_version, user_tree
 from pyggml.errors import OpError, Unsplittable, Unsupported
+from pyggml.target import matches as backend_matches
 from pyggml.testing.engine.opdb import Bound, ElementBound, Known, Skip
 
 if TYPE_CHECKING:
@@ -265,7 +266,7 @@ def default_max_error(nmse_bound: float) -> float:
 
 
 def _matches(backend: str, types: frozenset[str], rule_backend: str, rule_types: Sequence[str]) -> bool:
-    return backend.startswith(rule_backend) and (not rule_types or bool(types & set(rule_types)))
+    return backend_matches(backend, rule_backend) and (not rule_types or bool(types & set(rule_types)))
 
 
 def _most_specific(rules: Sequence[Any], backend: str, types: frozenset[str]) -> Any:

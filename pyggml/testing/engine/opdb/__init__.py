@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pyggml import types
+from pyggml.target import Buffer
 
 if TYPE_CHECKING:
     from pyggml.context import Context
@@ -410,10 +411,7 @@ class Node:
         buffer = self.tensor.ptr.buffer
         if buffer == ffi.NULL:
             return False
-        name = ffi.string(lib.ggml_backend_buffer_name(buffer)).decode()
-        if name.startswith("Meta(") and name.endswith(")"):
-            return all(part.startswith("CPU") for part in name[5:-1].split(","))
-        return name.startswith("CPU")
+        return Buffer.parse(ffi.string(lib.ggml_backend_buffer_name(buffer)).decode()).on_cpu
 
     def value(self) -> np.ndarray:
         """The node's own output: only for ops whose result is defined up to an order ggml leaves open

@@ -48,6 +48,7 @@ from pyggml import ops as _typed_ops
 from pyggml import types
 from pyggml._native import ffi, lib
 from pyggml.errors import GraphError
+from pyggml.target import Buffer
 from pyggml.testing.engine import oracles
 from pyggml.testing.engine.opdb import *  # noqa: F403 - the database's vocabulary, opdb.__all__
 from pyggml.testing.engine.opdb import hints
@@ -90,11 +91,11 @@ def _vulkan_f16acc_applies(n: Node) -> bool:
     a, b = t.src[0], t.src[1]
     if t.buffer == ffi.NULL or t.op != lib.GGML_OP_MUL_MAT:
         return False
-    name = ffi.string(lib.ggml_backend_buffer_name(t.buffer)).decode()
-    if not name.startswith("Vulkan"):
+    buffer = Buffer.parse(ffi.string(lib.ggml_backend_buffer_name(t.buffer)).decode())
+    if buffer.family != "vulkan" or buffer.device is None:
         return False
     try:
-        device = device_named(name.lower())
+        device = device_named(buffer.device)
     except ValueError:
         return False
     quantized_or_f16 = a.type == int(types.Type.F16) or types.is_quantized(types.Type(a.type))
