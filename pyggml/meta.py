@@ -446,9 +446,16 @@ class MetaBackend(Backend):
 
     @property
     def rule_kinds(self) -> tuple[str, ...]:
-        """The CPU kernels' rules where a CPU is among its devices; the meta rules are checked apart
-        (`pyggml.preflight.meta`)."""
-        return ("cpu",) if self.runs_on_cpu else ()
+        """The rules of the kernels of every kind among its devices (the CPU's, Vulkan's: each device computes its
+        share of every node with them); the meta rules are checked apart (`pyggml.preflight.meta`)."""
+        from pyggml import backend_kinds
+
+        kinds = []
+        for d in self.meta.devices:
+            k = "cpu" if d.type == DeviceType.CPU else getattr(backend_kinds.of_device(d.name), "family", None)
+            if k is not None and k not in kinds:
+                kinds.append(k)
+        return tuple(kinds)
 
     def alloc_tensors(self, ctx: Context) -> Buffer:
         """Check the policy over the context's tensors, then allocate them as `Backend.alloc_tensors` does.

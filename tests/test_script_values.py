@@ -165,3 +165,18 @@ def test_an_observer_reads_each_node_as_computed_and_a_stopped_compute_leaves_no
     r.compute(g)
     with pytest.raises(gg.StaleValue, match="stopped"):
         v.numpy()
+
+
+@pytest.mark.device
+def test_a_meta_device_of_vulkan_devices_takes_vulkans_rules():
+    """Program 15 of the script fuzzer on meta:vulkan0,vulkan1 (a product of a view at a misaligned offset, its
+    weights in another runner's buffer) ended the process in ggml-vulkan (`misalign_bytes == 0`): the meta device
+    did not take its Vulkan devices' rules. Run in a child process: a regression dies there."""
+    from pyggml.testing.engine import child
+
+    if not {"vulkan0", "vulkan1"} <= {d.name.lower() for d in gg.devices()}:
+        pytest.skip("needs two Vulkan devices (GGML_VK_VISIBLE_DEVICES=0,0 lists Mesa's lavapipe twice)")
+    outcome = child.run("pyggml.testing.fuzzers.script_fuzz:run_batch", ([15], "meta:vulkan0,vulkan1"), timeout=900)
+    assert outcome.status == "returned", outcome.stderr[-2000:]
+    [record] = outcome.value
+    assert record["status"] == "pass", record
