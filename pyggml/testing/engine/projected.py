@@ -21,6 +21,7 @@ default.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -46,8 +47,9 @@ BLOCK_VALUES = 1 << 22
 CACHE_BYTES = 2 << 30
 
 
+@functools.lru_cache(maxsize=16)
 def projection(seed: int, k: int, n_out: int) -> np.ndarray:
-    """R: k x n_out standard Gaussian values, float64, drawn from (seed, n_out).
+    """R: k x n_out standard Gaussian values, float64, drawn from (seed, n_out); drawn once per process (read-only).
 
     Args:
         seed: the projection's seed.
@@ -57,7 +59,9 @@ def projection(seed: int, k: int, n_out: int) -> np.ndarray:
     Returns:
         R.
     """
-    return np.random.default_rng([seed, n_out]).standard_normal((k, n_out))
+    r = np.random.default_rng([seed, n_out]).standard_normal((k, n_out))
+    r.setflags(write=False)
+    return r
 
 
 @dataclass(frozen=True)
