@@ -155,7 +155,14 @@ def within_units(actual: np.ndarray, expected: np.ndarray, bound: ElementBound, 
     ratio = np.where(np.isfinite(ratio), ratio, 0.0)  # NaN and Inf: placed alike already
     worst = float(ratio.max()) if ratio.size else 0.0
     axes = tuple(x % e.ndim for x in bound.axes) if e.ndim else ()
-    rows = np.sqrt(np.mean(ratio**2, axis=axes)) if axes else ratio
+    if bound.rows is not None:  # rows by number: the root mean square of each number's elements
+        labels = np.broadcast_to(np.asarray(bound.rows), e.shape).ravel()
+        counts = np.bincount(labels)
+        sums = np.bincount(labels, weights=(ratio**2).ravel(), minlength=counts.size)
+        rows = np.sqrt(sums[counts > 0] / counts[counts > 0])
+        numbers = np.flatnonzero(counts)
+    else:
+        rows = np.sqrt(np.mean(ratio**2, axis=axes)) if axes else ratio
     row_worst = float(np.max(rows)) if rows.size else 0.0
     out = replace(judged, units=worst, row_units=row_worst)
     what = f" ({bound.why})" if bound.why else ""
@@ -169,9 +176,12 @@ def within_units(actual: np.ndarray, expected: np.ndarray, bound: ElementBound, 
             f"{what}; NMSE {judged.nmse:.2e}",
         )
     if row_worst > bound.row:
-        at = np.unravel_index(int(np.argmax(rows)), rows.shape)
-        kept = [d for d in range(e.ndim) if d not in axes]
-        where = ", ".join(f"axis {d}: {int(i)}" for d, i in zip(kept, at))
+        if bound.rows is not None:
+            where = f"number {int(numbers[int(np.argmax(rows))])}"
+        else:
+            at = np.unravel_index(int(np.argmax(rows)), rows.shape)
+            kept = [d for d in range(e.ndim) if d not in axes]
+            where = ", ".join(f"axis {d}: {int(i)}" for d, i in zip(kept, at))
         return replace(
             out,
             ok=False,

@@ -308,6 +308,8 @@ class ElementBound:
         row: how many units (root mean square) one row may be off.
         axes: the axes a row runs along (a product's columns: -2).
         why: what the unit is, said in a failure's message.
+        rows: instead of `axes`, the row of each element by number (shaped as the values, or broadcastable to
+            them): a mixture of experts' product, whose weight row (expert, i) is read by the tokens routed to it.
     """
 
     unit: np.ndarray
@@ -315,6 +317,7 @@ class ElementBound:
     row: float
     axes: tuple[int, ...] = (-2,)
     why: str = ""
+    rows: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -211,13 +211,16 @@ def _unit_of_product_id(as_: np.ndarray, b: np.ndarray, ids: np.ndarray, shape: 
     return (ROUNDING_UNIT * x_used[..., None] * wn[ids2]).reshape(shape)
 
 
-def _element_bound(unit: np.ndarray, mixture: bool = False) -> ElementBound:
-    """The ElementBound of a CPU product node of `unit`s (a MUL_MAT_ID's rows run along its tokens)."""
-    if unit.ndim < 2:
-        axes: tuple[int, ...] = ()
-    else:
-        axes = (-3,) if mixture and unit.ndim >= 3 else (-2,)
-    return ElementBound(unit, ELEMENT_UNITS, ROW_UNITS, axes, "unit u*|w_i|*|x_t|, u = 2^-24")
+def _element_bound(unit: np.ndarray, ids: np.ndarray | None = None) -> ElementBound:
+    """The ElementBound of a CPU product node of `unit`s; a MUL_MAT_ID's (its `ids`, [n_tokens, n_used]) rows are
+    its experts' weight rows, numbered expert * M + i, each over the tokens routed to that expert."""
+    why = "unit u*|w_i|*|x_t|, u = 2^-24"
+    if ids is not None:
+        m = unit.shape[-1]
+        ids2 = _as4(np.asarray(ids))[0, 0].astype(np.int64)
+        rows = (ids2[..., None] * m + np.arange(m)).reshape(unit.shape)
+        return ElementBound(unit, ELEMENT_UNITS, ROW_UNITS, (), why + "; rows: expert * M + i", rows)
+    return ElementBound(unit, ELEMENT_UNITS, ROW_UNITS, () if unit.ndim < 2 else (-2,), why)
 
 
 def dot_type_name(weight_type: str) -> str:
@@ -273,7 +276,7 @@ def _product_node(n: Node, product: Callable[..., np.ndarray]) -> np.ndarray | M
             unit = _unit_of_product_id(args[0], x, args[2], values.shape)
         else:
             unit = _unit_of_product(_row_norms(np.asarray(args[0])), x, values.shape)
-        return Modeled(values, nmse, _element_bound(unit, product is oracles.mul_mat_id))
+        return Modeled(values, nmse, _element_bound(unit, args[2] if product is oracles.mul_mat_id else None))
 
     if rounded is None:
         if on_cpu and b.type == dot_type:  # the kernel reads b as it is (F32 with an F32 weight, F16 with F16):
