@@ -149,6 +149,7 @@ def test_the_command_line(tiny: dict[str, Path], tmp_path: Path) -> None:
         (["--repro", str(tmp_path), "--arch", "llama"], "--arch does not apply"),
         (["--repro", str(tmp_path), "--model", str(tiny["llama"])], "--model does not apply"),
         (["--repro", str(tmp_path), "--node-nmse", "1e-9"], "--node-nmse does not apply"),
+        (["--repro", str(tmp_path), "--oracle", "projected"], "--oracle projected does not apply"),
         (["--repro", str(empty)], "no reproducer"),
         (["--repro", str(tmp_path / "none.json")], "no such file"),
         (["--repro", str(report)], "not a pyggml node reproducer"),
@@ -430,3 +431,26 @@ def test_every_product_judged_by_its_weights_projection_passes(
     full = model_check.run_model(str(path), "cpu", n_tokens=6)
     products = [v for v in full.verdicts if v.kind == "MUL_MAT"]
     assert products and all(v.oracle == "full" and v.comparison and 0 < v.comparison.units < 4 for v in products)
+
+
+def test_the_projected_oracle_and_its_cache_from_the_command_line(tiny: dict[str, Path], tmp_path: Path) -> None:
+    """`check --model --oracle projected` says how many products its projections judged; `cache` lists what it
+    kept, `cache --clear` removes it; a cache folder that cannot be written is said, and the check still passes."""
+    env = {**os.environ, "PYGGML_CACHE_DIR": str(tmp_path / "cache")}
+    model = tmp_path / "llama-q8_0.gguf"
+    llama.quantize(tiny["llama"], model, "q8_0")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pyggml", *args], capture_output=True, text=True, env=env)
+
+    res = run("check", "--model", str(model), "--tokens", "4", "--oracle", "projected")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "products judged by their weight's projection: " in res.stdout
+    listed = run("cache")
+    assert listed.returncode == 0 and " 0 projections" not in listed.stdout and "projections" in listed.stdout
+    cleared = run("cache", "--clear")
+    assert cleared.returncode == 0 and "removed" in cleared.stdout and " 0 projections" in run("cache").stdout
+    (tmp_path / "blocked").write_text("a file where the cache folder should be")
+    env["PYGGML_CACHE_DIR"] = str(tmp_path / "blocked")
+    res = run("check", "--model", str(model), "--tokens", "4", "--oracle", "projected")
+    assert res.returncode == 0 and "cannot be written" in res.stdout, res.stdout[-2000:]

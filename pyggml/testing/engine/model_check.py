@@ -195,6 +195,9 @@ def run_model(
             for v in checker.verdicts[begin:end]:
                 v.step = label
         run.verdicts, run.logits = checker.verdicts, run.transcript.logits()
+        said = checker.projections.said if checker.projections is not None else []
+        if said:  # a projection cache that could not be used: said in the report, the check ran without it
+            run.note = "; ".join(x for x in (run.note, *said) if x)
         if script.speculative:  # the logits after the rollback against a run that never drafted
             with llama.Context(model, **args) as plain:
                 again = conversation.no_draft(plain, run.transcript)

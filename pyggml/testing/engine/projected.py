@@ -136,12 +136,13 @@ class ProjectionCache:
         self.limit = limit
         self.writable = limit > 0
         self.hits = self.misses = 0
-        self._said: set[str] = set()
+        self.said: list[str] = []  # the warnings given, in order (a child's run reports them: its stderr is not shown)
 
     def _warn(self, what: str) -> None:
-        if what not in self._said:
-            self._said.add(what)
-            warnings.warn(f"projection cache {self.folder}: {what}; the check goes on without it", stacklevel=3)
+        message = f"projection cache {self.folder}: {what}; the check goes on without it"
+        if message not in self.said:
+            self.said.append(message)
+            warnings.warn(message, stacklevel=3)
 
     @staticmethod
     def key(type_name: str, raw: np.ndarray, n_out: int, n_in: int, seed: int, k: int) -> str:
