@@ -187,7 +187,7 @@ class Runner:
         # ggml's scheduler runs a node fed only by inputs (host memory) on the CPU: unpinned,
         # Runner("vulkan0") computed such graphs on the CPU, silently
         self.sched.alloc_graph(
-            graph, pin=self.backend, place={n: self.backends[-1] for n in on_cpu}
+            graph, pin=self.backend if self.meta is None else None, place={n: self.backends[-1] for n in on_cpu}
         )
 
     def _fall_back(self, graph: Graph) -> list[Tensor]:

@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike
 
 from pyggml import interop, lifetime, transport, types
 from pyggml._native import cstr, ffi, lib
-from pyggml.errors import ExportError
+from pyggml.errors import ExportError, StaleValue
 from pyggml.types import Op, Type
 
 if TYPE_CHECKING:
@@ -560,12 +560,13 @@ class Tensor:
             pyggml.rpc.RpcError: the tensor lives on an RPC server whose connection failed.
         """
         self._require_allocated("read")
-        lifetime.check_current(self.ptr, f"read of {self.name or 'a tensor'}")
         out = np.empty(self.nbytes, dtype=np.uint8)
         if self.ptr.buffer == ffi.NULL:
+            _check_current(self.ptr, f"read of {self.name or 'a tensor'}")
             ffi.memmove(ffi.from_buffer(out), self.ptr.data, self.nbytes)
         else:
             transport.before_read(self.ptr.buffer, f"read: tensor {self.name or '(unnamed)'}")
+            _check_current(self.ptr, f"read of {self.name or 'a tensor'}")
             lib.ggml_backend_tensor_get(self.ptr, ffi.from_buffer(out), 0, self.nbytes)
             transport.after_transfer(self.ptr.buffer)  # zeros, not its values, from a failed RPC server
         return out
@@ -597,17 +598,18 @@ class Tensor:
                 return types.decode(t, self.raw_bytes(), tuple(reversed(self.ne))).reshape(self.shape)
             # raw types: one copy, straight into the array
             self._require_allocated("read")  # also a view whose source's memory went
-            lifetime.check_current(p, "numpy")  # a node whose memory a later node took, or not computed yet
             out = np.empty(self.shape, dtype=types.host_dtype(t))
             if p.buffer == ffi.NULL:
+                _check_current(p, "numpy")  # a node whose memory a later node took, or not computed yet
                 ffi.memmove(ffi.from_buffer(out), p.data, out.nbytes)
             else:
                 transport.before_read(p.buffer, f"numpy: tensor {self.name or '(unnamed)'}")
+                _check_current(p, "numpy")
                 lib.ggml_backend_tensor_get(p, ffi.from_buffer(out), 0, out.nbytes)
                 transport.after_transfer(p.buffer)
             return out
         self._require_allocated("read")
-        lifetime.check_current(p, "numpy")
+        _check_current(p, "numpy")
         full = tuple(reversed(self.ne))
         # a strided view: read through its strides, on the host
         if not types.has_raw_dtype(self.type):
@@ -899,6 +901,18 @@ def _operators() -> Any:
 def _arith(op: str, t: Tensor, other: Any, reflected: bool = False) -> Any:
     """The arithmetic operators' one path into pyggml/_operators.py."""
     return _operators().binary(op, t, other, reflected)
+
+
+def _check_current(p: CData, what: str) -> None:
+    """`lifetime.check_current`, but memory on a device whose connection failed (an RPC server) raises that
+    failure (`pyggml.rpc.RpcError`) rather than StaleValue: its compute failed with the connection."""
+    try:
+        lifetime.check_current(p, what)
+    except StaleValue:
+        buf = lifetime.memory_buffer(p)
+        if buf != ffi.NULL:
+            transport.after_transfer(buf)
+        raise
 
 
 def _check_exact(arr: np.ndarray, t: Type, cast: bool, name: str):

@@ -423,6 +423,18 @@ _LINEAR_IN_PARTIAL = {
 }
 
 
+def _whole_on_one_device(src: "_State", dst: Any, node: Any) -> bool:
+    """A copy where each device holds all of both tensors or none of either (llama.cpp puts a layer whole on one
+    device: every split of it gives the others extents of 0): the devices' copies are the tensor's, whatever the
+    axes."""
+    if not isinstance(dst, _State):
+        return False
+    ext_s, ext_d = int(node.src[0].ne[src.axis]), int(node.src[1].ne[dst.axis])
+    return all(
+        (a == 0 and b == 0) or (a == ext_s and b == ext_d) for a, b in zip(src.totals(), dst.totals(), strict=True)
+    )
+
+
 def check_layouts(meta: Any, graph: Any, states: Any) -> None:
     """Refuse what ggml's meta code without patch 0039 passes and computes wrongly: a concat of a split source with
     a mirrored one that does not broadcast along the split axis, a copy into a destination laid out otherwise, and
@@ -442,8 +454,10 @@ def check_layouts(meta: Any, graph: Any, states: Any) -> None:
         elif node.op == lib.GGML_OP_CPY:
             s0, s1 = (_source_state(meta, node.src[k], states, index) for k in (0, 1))
             mine = _State.of(states[i], meta.n_devices)
-            if isinstance(s0, _State) and (
-                not isinstance(s1, _State) or mine is None or s1.axis != mine.axis or s1.totals() != mine.totals()
+            if (
+                isinstance(s0, _State)
+                and (not isinstance(s1, _State) or mine is None or s1.axis != mine.axis or s1.totals() != mine.totals())
+                and not _whole_on_one_device(s0, s1, node)
             ):
                 problem = "a copy into a destination laid out otherwise: each device writes its part into its own copy"
         elif states[i].axis == lib.GGML_BACKEND_SPLIT_AXIS_PARTIAL and node.op not in _LINEAR_IN_PARTIAL:
