@@ -43,7 +43,7 @@ import numpy as np
 
 from pyggml import lifetime
 from pyggml.errors import ExportError
-from pyggml.target import Buffer
+from pyggml.target import Buffer as BufferName
 from pyggml.types import Type
 
 if TYPE_CHECKING:
@@ -270,7 +270,7 @@ def device_memory(buffer: str) -> tuple[int, int]:
         (kDLCUDA=2 or kDLVulkan=7, the device's index); (kDLExtDev=12, the device's index, 0 without one) for any
         other.
     """
-    b = Buffer.parse(buffer)
+    b = BufferName.parse(buffer)
     index = b.index or 0
     return ({"cuda": KDL_CUDA, "vulkan": KDL_VULKAN}.get(b.family, KDL_EXT_DEV), index)
 

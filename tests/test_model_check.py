@@ -56,7 +56,7 @@ def test_a_products_weight_read_a_block_of_rows_at_a_time_passes_as_decoded_whol
     llama.quantize(tiny["llama"], path, qtype)
     taken: list[bool] = []
 
-    def by_blocks(n: opdb.Node, b: np.ndarray) -> np.ndarray | None:
+    def by_blocks(n: opdb.Node, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         out = by_blocks_of_rows(n, b)
         taken.append(out is not None)
         return out

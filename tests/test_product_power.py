@@ -89,11 +89,11 @@ class ProductNode:
         x[:, self.rng.integers(0, k, 4)] *= 50
         return Drawn(self.w, x, dot_rounding.as_dot_type(x, self.dot_type), self.rng)
 
-    def judged(self, fault: Fault | None, **checker: Any) -> NodeVerdict:
+    def judged(self, fault: Fault | None, **options: Any) -> NodeVerdict:
         """A draw computed by ggml, corrupted by `fault` (None: as computed), judged by the node checker (with
-        `checker`'s options: oracle="projected")."""
+        `options`: oracle="projected")."""
         drawn = self.draw()
-        checker = Corrupting(fault, drawn, **checker)
+        checker = Corrupting(fault, drawn, **options)
         with observing(self.runner, checker):
             self.runner.run(self.graph, {self.x: drawn.x}, self.y)
         (v,) = [v for v in checker.verdicts if v.kind == "MUL_MAT"]

@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from pyggml import transport
-from pyggml._native import ffi, has, lib
+from pyggml._native import cstr, ffi, has, lib
 from pyggml.errors import Unsplittable
 from pyggml.preflight.core import Rule
+from pyggml.target import Buffer
 from pyggml.tensor import MAX_DIMS, Tensor
 
 MAX_SRC = lib.GGML_MAX_SRC
@@ -373,7 +374,7 @@ def _advice(node: Any, srcs: list[tuple[str, Any]]) -> str:
 
 
 def _describe_node(meta: Any, node: Any, states: Any, index: dict[int, int]) -> str:
-    srcs = []
+    srcs: list[tuple[str, Any]] = []
     for k in range(MAX_SRC):
         src = node.src[k]
         if src != ffi.NULL and src != node and _name(src) not in [n for n, _ in srcs]:
@@ -409,7 +410,7 @@ def _writes_into_input(node: Any) -> bool:
         vs != ffi.NULL
         and node.op not in _VIEW_OPS
         and bool(vs.flags & lib.GGML_TENSOR_FLAG_INPUT)
-        and (vs.buffer == ffi.NULL or not lib.ggml_backend_buffer_is_meta(vs.buffer))
+        and (vs.buffer == ffi.NULL or Buffer.parse(cstr(lib.ggml_backend_buffer_name(vs.buffer))).family != "meta")
     )
 
 

@@ -147,7 +147,7 @@ class ProjectionCache:
     @staticmethod
     def key(type_name: str, raw: np.ndarray, n_out: int, n_in: int, seed: int, k: int) -> str:
         """The entry's name: the weight's contents, type, shape, the seed and k."""
-        digest = hashlib.blake2b(memoryview(np.ascontiguousarray(raw)), digest_size=20).hexdigest()
+        digest = hashlib.blake2b(np.ascontiguousarray(raw).tobytes(), digest_size=20).hexdigest()
         return f"{digest}-{type_name.lower()}-{n_out}x{n_in}-s{seed}-k{k}"
 
     def get(self, type_name: str, raw: np.ndarray, n_out: int, n_in: int, seed: int, k: int) -> Projected:

@@ -168,11 +168,11 @@ def within_units(actual: np.ndarray, expected: np.ndarray, bound: ElementBound, 
     what = f" ({bound.why})" if bound.why else ""
     if worst > bound.element:
         at = np.unravel_index(int(np.argmax(ratio)), e.shape)
-        where = tuple(int(i) for i in at)
+        element = tuple(int(i) for i in at)
         return replace(
             out,
             ok=False,
-            message=f"element {where}: {a[at]!r} vs {e[at]!r}, off by {worst:.3g} rounding units > {bound.element:g}"
+            message=f"element {element}: {a[at]!r} vs {e[at]!r}, off by {worst:.3g} rounding units > {bound.element:g}"
             f"{what}; NMSE {judged.nmse:.2e}",
         )
     if row_worst > bound.row:

@@ -437,8 +437,10 @@ _ROWS = np.array([3, 0, 2, 2], dtype=np.int32)
 def _layout_oracle(op: str, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     """The op's value in NumPy (ggml's dim 0 is NumPy's last axis)."""
     if op in ("add", "sub", "mul", "div"):
+        assert b is not None
         return {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[op](a, b)
     if op in ("concat0", "concat1"):
+        assert b is not None
         return np.concatenate([a, b], axis=1 if op == "concat0" else 0)
     if op == "cpy":
         return a
@@ -503,7 +505,7 @@ def layout_result(trial: dict, devices: str) -> dict:
         runner.backend.alloc_tensors(wctx)
         for nm in static:
             srcs[nm].set(values[nm])
-    a, b = srcs["a"], srcs.get("b")
+    a, b = srcs["a"], srcs.get("b", srcs["a"])  # b only for the ops of two sources
     if op in ("add", "sub", "mul", "div"):
         y = getattr(ctx, op)(a, b)
     elif op in ("concat0", "concat1"):
@@ -534,11 +536,11 @@ def layout_result(trial: dict, devices: str) -> dict:
         got = runner.run(graph, inputs, [y])[0]
     except Unsplittable as e:
         return {"status": "unsplittable", "message": str(e)}
-    got, want = [np.asarray(got, np.float64).ravel()], [want.astype(np.float64).ravel()]
+    gots, wants = [np.asarray(got, np.float64).ravel()], [want.astype(np.float64).ravel()]
     if op == "cpy" and layouts[1] != "input":
-        got.append(np.asarray(b.numpy(), np.float64).ravel())  # the destination holds the copy too
-        want.append(want[0])
-    g, w = np.concatenate(got), np.concatenate(want)
+        gots.append(np.asarray(b.numpy(), np.float64).ravel())  # the destination holds the copy too
+        wants.append(wants[0])
+    g, w = np.concatenate(gots), np.concatenate(wants)
     if g.shape != w.shape:
         return {"status": "fail", "error": None, "message": f"shape {g.shape}, expected {w.shape}"}
     err = float(nmse(g, w))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from pyggml.target import Target
 from pyggml.testing.check_options import backend_name, unavailable
 from pyggml.testing.engine import child
 
-UNARY = {
+UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "neg": np.negative,
     "sqr": np.square,
     "tanh": np.tanh,
