@@ -180,3 +180,15 @@ def test_a_meta_device_of_vulkan_devices_takes_vulkans_rules():
     assert outcome.status == "returned", outcome.stderr[-2000:]
     [record] = outcome.value
     assert record["status"] == "pass", record
+
+
+def test_a_view_of_a_cpu_node_after_a_meta_split_computes():
+    """Programs 116 and 160 of the script fuzzer on meta:cpu,cpu: a view of a node the CPU computed, expanded after
+    a product with a split weight, joined the meta device's split and ggml's meta backend aborted on it (ggml
+    patch 0041). Run in a child process: a regression dies there."""
+    from pyggml.testing.engine import child
+
+    outcome = child.run("pyggml.testing.fuzzers.script_fuzz:run_batch", ([116, 160], "meta:cpu,cpu"), timeout=300)
+    assert outcome.status == "returned", outcome.stderr[-2000:]
+    assert [r["status"] for r in outcome.value] == ["pass", "pass"], outcome.value
+    assert all(r["checked"] > 10 for r in outcome.value)
