@@ -52,7 +52,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyggml._native import cstr, ffi, lib
-from pyggml.errors import ExportError
+from pyggml.errors import ExportError, StaleValue
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -619,7 +619,16 @@ class Lender:
                     continue
                 start = _addr(n.data)
                 rows.setdefault(_addr(memory_buffer(n)), []).append((start, start + lib.ggml_nbytes(n), i, _addr(n)))
-            self._writers = {b: np.array(r, dtype=np.uint64).T for b, r in rows.items()}
+            self._writers = {}
+            for b, rs in rows.items():
+                starts, ends, times, owners = zip(*rs)
+                # addresses as uint64; compute indices as int64, compared with a leaf's -1
+                self._writers[b] = (
+                    np.array(starts, np.uint64),
+                    np.array(ends, np.uint64),
+                    np.array(times, np.int64),
+                    np.array(owners, np.uint64),
+                )
             self._index = {_addr(n): i for i, n in enumerate(self._order)}
         return self._writers
 
@@ -640,19 +649,11 @@ class Lender:
         """
         import numpy as np
 
-        from pyggml.errors import StaleValue
-
         base = p.view_src if p.view_src != _NULL else p
-        name = _describe(p)
-        t = cstr(p.name) or "t"
-        keep_it = (
-            f"Keep it: pass it among the run's outputs (runner.run(graph, inputs, [..., {t}])), or call "
-            f"{t}.set_output() before allocate/run, so that no other node takes its memory"
-        )
         if not self._computed:
             if p.op not in _NO_WRITE or base.op not in _NO_WRITE:
                 raise StaleValue(
-                    f"{what}: {name} holds no computed value: its graph was allocated and not computed since, "
+                    f"{what}: {_describe(p)} holds no computed value: its graph was allocated and not computed since, "
                     "or its compute failed or was stopped before the end (compute(graph) after writing the inputs, "
                     "or run(...))"
                 )
@@ -669,13 +670,16 @@ class Lender:
         start = _addr(p.data)
         end = start + max(int(lib.ggml_nbytes(p)), 1)
         starts, ends, times, owners = table
-        hit = (times.astype(np.int64) > when) & (starts < end) & (ends > start) & (owners != _addr(base))
-        if hit.any():
+        hit = (times > when) & (starts < end) & (ends > start) & (owners != _addr(base))
+        if hit.any():  # the message is built only here: reads that pass are on every numpy()'s path
             taker = self._order[int(times[int(np.argmax(hit))])]
             value = "the value written to it" if when < 0 else "the value its graph computed"
+            t = cstr(p.name) or "t"
             raise StaleValue(
-                f"{what}: {name} no longer holds {value}: ggml's graph allocator gave its memory to "
-                f"{_describe(taker)}, computed after it, once the nodes reading it had run. {keep_it}."
+                f"{what}: {_describe(p)} no longer holds {value}: ggml's graph allocator gave its memory to "
+                f"{_describe(taker)}, computed after it, once the nodes reading it had run. Keep it: pass it among "
+                f"the run's outputs (runner.run(graph, inputs, [..., {t}])), or call {t}.set_output() before "
+                "allocate/run, so that no other node takes its memory."
             )
 
 
