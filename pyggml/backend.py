@@ -404,11 +404,11 @@ class Backend(Closable):
         preflight.rpc.check_devices([self.device.ptr])
         self._threads_for(graph)
         lender = _current_lender(graph)
-        with lender.computing() if lender is not None else contextlib.nullcontext():
+        with lender._computing() if lender is not None else contextlib.nullcontext():
             status = lib.ggml_backend_graph_compute(self.ptr, graph.ptr)
             transport.after_device_call([self.device.ptr])  # a failed connection computes nothing, says SUCCESS
         if lender is not None and status != lib.GGML_STATUS_SUCCESS:
-            lender.compute_failed()
+            lender._compute_failed()
         _check_status(status, lambda: f"{self.name} graph compute")
 
     def synchronize(self) -> None:
@@ -897,13 +897,13 @@ class Scheduler(Lender, Closable):
                 held.enter_context(b.lock)
             for b in self.backends:
                 b._threads_for(graph)
-            held.enter_context(self.computing())
+            held.enter_context(self._computing())
             if self._observer is not None:
                 self._observer.stopped = False
             status = lib.ggml_backend_sched_graph_compute(self.ptr, graph.ptr)
             transport.after_device_call(self._devices)  # a failed connection computes nothing and says SUCCESS
         if status != lib.GGML_STATUS_SUCCESS or (self._observer is not None and self._observer.stopped):
-            self.compute_failed()
+            self._compute_failed()
         if self._observer is not None:  # what the observer raised: ggml stopped the compute at that node
             self._observer.raise_pending()
         _check_status(status, "scheduler graph compute")

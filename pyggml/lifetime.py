@@ -364,7 +364,7 @@ def _describe(p: Any) -> str:
 
 
 def check_current(p: Any, what: str) -> None:
-    """Raise StaleValue unless the C tensor `p` holds the value its graph computed (`Lender.check_current`);
+    """Raise StaleValue unless the C tensor `p` holds the value its graph computed (`Lender._check_current`);
     tensors whose memory no allocator lent (weights, a context's own memory) are not checked.
 
     Args:
@@ -379,7 +379,7 @@ def check_current(p: Any, what: str) -> None:
         ref = _lent.get(_addr(p.view_src))
     lender = ref() if ref is not None else None
     if lender is not None:
-        lender.check_current(p, what)
+        lender._check_current(p, what)
 
 
 def is_lent(p: Any) -> bool:
@@ -474,7 +474,7 @@ class Lender:
     _writers: dict | None = None  # buffer address -> what `_writer_table` found, built at the first read
     _computed = False  # whether the lent graph was computed since its allocation (set as its compute starts)
     _rewritten: set = set()  # addresses of tensors written from the host since the last compute
-    _busy = False  # inside `computing()`: an observer reads nodes as they are computed
+    _busy = False  # inside `_computing()`: an observer reads nodes as they are computed
     _index: dict | None = None  # node address -> compute index, built with `_writer_table`
 
     def _needs_plan(self, graph: Graph) -> bool:
@@ -585,9 +585,9 @@ class Lender:
 
     # --- what a node's memory holds after the compute -------------------------------------------------
     @contextmanager
-    def computing(self) -> Iterator[None]:
+    def _computing(self) -> Iterator[None]:
         """The block computes the lent graph: after it, its nodes hold computed values (an exception out of the
-        block, or `compute_failed`, says they do not). Inside it an observer reads each node as ggml computes
+        block, or `_compute_failed`, says they do not). Inside it an observer reads each node as ggml computes
         it, before any later node can take its memory: reads are not checked there.
 
         Yields:
@@ -602,7 +602,7 @@ class Lender:
         finally:
             self._busy = False
 
-    def compute_failed(self) -> None:
+    def _compute_failed(self) -> None:
         """Record that the lent graph's compute failed: its nodes hold no value to read."""
         self._computed = False
 
@@ -632,7 +632,7 @@ class Lender:
             self._index = {_addr(n): i for i, n in enumerate(self._order)}
         return self._writers
 
-    def check_current(self, p: Any, what: str) -> None:
+    def _check_current(self, p: Any, what: str) -> None:
         """Raise StaleValue unless the C tensor `p`, which holds memory this allocator lent, holds the value its
         graph computed (or, for a leaf, the value written to it).
 

@@ -84,3 +84,14 @@ def test_a_few_thousand_calls_raise_or_are_right(tmp_path):
     assert summary["calls"] == 3000 and summary["computed"] > 500
     assert (summary["deaths"], summary["wrong"], summary["off-contract"]) == (0, 0, 0), res.stdout[-6000:]
     assert res.returncode == 0
+
+
+def test_an_allocators_internal_bookkeeping_is_not_its_api(tmp_path):
+    """Lender's read check took a C tensor and was public: the fuzzer's `sched.check_current(1, -inf)` (seed 0)
+    raised AttributeError, an exception off every contract. The fuzzer's internal errors over those calls: none."""
+    res = fuzz("--calls", "800", "--seed", "0", timeout=900)
+    summary = parse_summary(res.stdout)
+    assert summary["internal"] == 0, res.stdout[-6000:]
+    from pyggml.backend import Scheduler
+
+    assert not any(hasattr(Scheduler, m) for m in ("check_current", "computing", "compute_failed"))
