@@ -262,3 +262,54 @@ def test_a_variant_checked_as_a_model_backend_runs_as_the_childs_cpu(monkeypatch
     llama.Model.for_backend("m.gguf", "cpu:zen4")
     llama.Model.for_backend("m.gguf", "cpu")
     assert loads[0] == loads[1] == {"n_gpu_layers": 0, "devices": [], "use_extra_bufts": True}
+
+
+def test_the_q8_rounding_modelled_is_each_cpus_own(monkeypatch):
+    """ggml converts a product's activations to Q8_0 with 127 / max|x| and ties to even where the CPU has AVX,
+    with 1 / (max|x| / 127) and roundf where it has not (ggml's x64 and sse42 variants: quantize_row_q8_0_ref, which
+    ggml's own quantizer runs too). The two differ in some values of most rows; the oracle had only the first, and
+    the x64 variant's Q5_0 products of a trained Gemma failed their element bounds by thousands of units."""
+    from pyggml import types
+    from pyggml.testing.engine.oracles import dot_rounding
+
+    x = np.random.default_rng(3).standard_normal((2048, 1024)).astype(np.float32) * 3  # 4 values differ
+    ggml_ref = types.decode("Q8_0", types.encode("Q8_0", x), x.shape)
+    monkeypatch.setattr(dot_rounding, "q8_scheme", lambda: "reference")
+    assert np.array_equal(dot_rounding.as_dot_type(x, "Q8_0"), ggml_ref)
+    monkeypatch.setattr(dot_rounding, "q8_scheme", lambda: "avx")
+    assert (dot_rounding.as_dot_type(x, "Q8_0") != ggml_ref).sum() > 0
+
+
+@_needs_variants
+def test_a_variant_without_avx_has_its_q8_products_judged_by_its_own_rounding():
+    """A Q5_0 product computed by the x64 variant, judged element by element in its own process."""
+    code = """
+import sys
+import numpy as np
+import pyggml as gg
+from pyggml._native import lib
+from pyggml.testing.engine.nodes import NodeChecker, observing
+from pyggml.testing.engine.oracles import dot_rounding
+assert dot_rounding.q8_scheme() == "reference", dot_rounding.q8_scheme()
+if sys.argv[1:] == ["avx"]:  # the rounding modelled before: this very product failed its element bounds
+    dot_rounding.q8_scheme = lambda: "avx"
+rng = np.random.default_rng(0)
+wctx = gg.Context()
+w = wctx.tensor("q5_0", (64, 640), "w")
+runner = gg.Runner("cpu")
+runner.backend.alloc_tensors(wctx)
+lib.ggml_backend_buffer_set_usage(w.ptr.buffer, lib.GGML_BACKEND_BUFFER_USAGE_WEIGHTS)
+w.set(rng.standard_normal((64, 640)).astype(np.float32))
+ctx = gg.Context()
+x = ctx.tensor("f32", (4096, 640), "x", input=True)
+y = ctx.mul_mat(w, x)
+g = gg.Graph(ctx).build_forward_expand(y)
+checker = NodeChecker()
+with observing(runner, checker):
+    runner.run(g, {x: rng.standard_normal((4096, 640)).astype(np.float32) * 4}, y)
+bad = [v.comparison.message for v in checker.verdicts if not v.ok]
+assert checker.verdicts and not bad, bad
+print("ok")
+"""
+    res = in_child(code, PYGGML_CPU_VARIANT="x64")
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]

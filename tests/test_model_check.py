@@ -454,3 +454,47 @@ def test_the_projected_oracle_and_its_cache_from_the_command_line(tiny: dict[str
     env["PYGGML_CACHE_DIR"] = str(tmp_path / "blocked")
     res = run("check", "--model", str(model), "--tokens", "4", "--oracle", "projected")
     assert res.returncode == 0 and "cannot be written" in res.stdout, res.stdout[-2000:]
+
+
+def test_the_logits_bound_follows_the_references_own_spread(tmp_path: Path, tiny: dict[str, Path]) -> None:
+    """The reference's conversation decoded again with each product's rounding realized anew (engine.spread):
+    its logits move (the spread), a run whose logits drift within SPREAD_FACTOR times that passes where the fixed
+    bound of its weights failed it, and one beyond it fails; the report says the figure and where it came from."""
+    from pyggml.testing.engine import spread
+
+    q = tmp_path / "q8.gguf"
+    llama.quantize(tiny["llama"], q, "q8_0")
+    ref = model_check.run_model(str(q), "cpu", n_tokens=6, spread=True)
+    assert not ref.error and ref.spread_nmse is not None, ref.error
+    assert 0 < ref.spread_nmse < 1  # the rounding realized again moves the logits, and by a rounding's size
+    floor = model_check.LOGITS_NMSE_QUANTIZED
+    assert model_check.logits_limit(str(q), ref) == max(floor, spread.SPREAD_FACTOR * ref.spread_nmse)
+
+    def other(drift: float) -> model_check.ModelRun:
+        assert ref.logits is not None
+        noise = np.random.default_rng(1).standard_normal(ref.logits.shape)
+        noise *= np.sqrt(drift * np.sum(ref.logits.astype(np.float64) ** 2) / np.sum(noise**2))
+        return model_check.ModelRun("cpu:x64", logits=ref.logits + noise.astype(np.float32))
+
+    ref.spread_nmse = 1e-3  # a trained model's sensitivity: 2e-3 allowed
+    within, beyond = other(1.5e-3), other(4e-3)
+    recs = {r.backend: r for r in model_check.records(str(q), [ref, within]) if r.case.endswith("/logits")}
+    assert not recs["cpu:x64"].status.bad, recs["cpu:x64"].message
+    assert "own spread 1.0e-03" in recs["cpu:x64"].message and "bound 2.0e-03" in recs["cpu:x64"].message
+    recs = {r.backend: r for r in model_check.records(str(q), [ref, beyond]) if r.case.endswith("/logits")}
+    assert recs["cpu:x64"].status.bad
+    ref.spread_nmse = None  # no spread measured: the fixed bound alone
+    recs = {r.backend: r for r in model_check.records(str(q), [ref, within]) if r.case.endswith("/logits")}
+    assert recs["cpu:x64"].status.bad and "own spread" not in recs["cpu:x64"].message
+
+
+def test_a_products_rounding_is_measured_on_its_dot_type() -> None:
+    """The noise the spread adds to a product: the NMSE of its activations rounded to the weight's dot type
+    (Q8_K for Q4_K, F16 for F16), F32's unit roundoff squared for an F32 weight."""
+    from pyggml.testing.engine import spread
+
+    x = np.random.default_rng(0).standard_normal((40, 512)).astype(np.float32)
+    q8 = spread.rounding_nmse("Q4_K", x)
+    f16 = spread.rounding_nmse("F16", x)
+    assert 1e-6 < q8 < 1e-4 and 1e-9 < f16 < 1e-7, (q8, f16)
+    assert spread.rounding_nmse("F32", x) == spread.UNIT2

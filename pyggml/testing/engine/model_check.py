@@ -101,6 +101,7 @@ class ModelRun:
     died_with_extra_bufts: str = ""  # the death of the run with the CPU's extra buffer types, rerun without them
     transcript: Any = None  # what it decoded (pyggml.conversation.Transcript): later backends follow it
     rollback_nmse: float | None = None  # the logits after the rollback against a run that never drafted
+    spread_nmse: float | None = None  # the logits with each product's rounding realized again (engine.spread)
     note: str = ""  # what the run could not do as asked (a prompt without a tokenizer)
     no_rollback: str = ""  # why the draft was left out: the model's memory cannot roll back
 
@@ -157,11 +158,14 @@ def run_model(
     follow: Any = None,
     n_threads: int | None = None,
     oracle: str = "full",
+    spread: bool = False,
 ) -> ModelRun:
     """Load `path` for `backend` and decode a conversation with every node checked (`talk`; None: n_tokens
     random ids in one batch); never raises for the model's sake: what went wrong is the run's `error`.
     tolerance, keep and oracle: as NodeChecker's; extra_bufts: as `load_for`'s; follow: another run's transcript
-    to decode the very tokens of (pyggml.conversation.converse); n_threads: the CPU's (None: the cores)."""
+    to decode the very tokens of (pyggml.conversation.converse); n_threads: the CPU's (None: the cores); spread:
+    decode the conversation once more with each product's rounding realized again (`engine.spread`), for the
+    logits' bound of the runs compared with this one."""
     from pyggml import conversation, llama
 
     talk = talk or Talk(tokens=n_tokens, seed=seed)
@@ -202,6 +206,12 @@ def run_model(
             with llama.Context(model, **args) as plain:
                 again = conversation.no_draft(plain, run.transcript)
             run.rollback_nmse = nmse(run.transcript.steps[-1].logits, again)
+        if spread:
+            from pyggml.testing.engine.spread import Perturb
+
+            with llama.Context(model, **args, observe=Perturb(), n_threads=n_threads) as ctx:
+                perturbed = conversation.converse(ctx, script, follow=run.transcript)
+            run.spread_nmse = nmse(perturbed.logits(), run.logits)
     except Exception as e:  # noqa: BLE001 - reported as the backend's error, the other backends still run
         run.error = f"{type(e).__name__}: {e}"
     return run
@@ -259,6 +269,7 @@ def run_in_child(
     follow: Any = None,
     n_threads: int | None = None,
     oracle: str = "full",
+    spread: bool = False,
 ) -> ModelRun:
     """run_model in a child process (pyggml.testing.engine.child), with `--node-nmse`'s bound and `--save-node`'s
     patterns: llama.cpp's GGML_ASSERTs end the process they fail in (docs/llama.md), and one backend's must
@@ -281,6 +292,7 @@ def run_in_child(
             follow,
             n_threads,
             oracle,
+            spread,
         ),
         env=child_env(backend),
     )
@@ -309,6 +321,7 @@ def _child_run(
     follow: Any = None,
     n_threads: int | None = None,
     oracle: str = "full",
+    spread: bool = False,
 ) -> ModelRun:
     if rpc_servers:
         from pyggml import rpc
@@ -327,6 +340,7 @@ def _child_run(
         follow=follow,
         n_threads=n_threads,
         oracle=oracle,
+        spread=spread,
     )
 
 
@@ -359,6 +373,26 @@ def logits_bound(path: str) -> float:
     return LOGITS_NMSE_QUANTIZED if quantized else LOGITS_NMSE
 
 
+def logits_limit(path: str, ref: ModelRun) -> float:
+    """The NMSE logits may differ from `ref`'s by: `logits_bound`, or SPREAD_FACTOR times the reference's own
+    spread (`engine.spread`) where that was measured and is larger."""
+    from pyggml.testing.engine import spread
+
+    return spread.bound(logits_bound(path), ref.spread_nmse)
+
+
+def logits_reason(path: str, ref: ModelRun) -> str:
+    """Where `logits_limit`'s figure comes from, for the report."""
+    from pyggml.testing.engine import spread
+
+    floor = logits_bound(path)
+    fixed = f"the bound of {'quantized' if floor == LOGITS_NMSE_QUANTIZED else 'float'} weights {floor:.1e}"
+    if ref.spread_nmse is None:
+        return f"bound: {fixed}"
+    own = f"{spread.SPREAD_FACTOR:g} x {ref.backend}'s own spread {ref.spread_nmse:.1e} (its products' rounding realized again)"
+    return f"bound {logits_limit(path, ref):.1e}: the larger of {fixed} and {own}"
+
+
 def records(path: str, runs: list[ModelRun]) -> list[Record]:
     """The runs as check's records: one per backend and op kind (failed, passed, or skipped for a kind
     with no oracle or only unread nodes), one per backend for its logits against the reference's."""
@@ -377,11 +411,12 @@ def records(path: str, runs: list[ModelRun]) -> list[Record]:
         if ref is not None and ref.logits is not None and run is not ref and run.logits is not None:
             from pyggml.drift import logit_stats
 
-            err, bound = nmse(run.logits, ref.logits), logits_bound(path)
+            err, bound = nmse(run.logits, ref.logits), logits_limit(path, ref)
             msg = f"against {ref.backend}"
             if run.logits.shape == ref.logits.shape:
                 st = logit_stats(ref.logits, run.logits)
                 msg += f": KLD mean {st['kld']['mean']:.3g}, max {st['kld']['max']:.3g}, same top-1 {100 * st['same_top1']:.1f} %"
+            msg += "; " + logits_reason(path, ref)
             rules = verdict.Policy(bound, float("inf"))
             out.append(
                 verdict.rule(f"{name}/logits", run.backend, [verdict.within(err, bound, "NMSE")], rules, note=msg)
@@ -391,8 +426,8 @@ def records(path: str, runs: list[ModelRun]) -> list[Record]:
         if run.rollback_nmse is not None:
             # a run that never drafted decodes the same tokens in other batches (matrix-vector products where the
             # draft had matrix-matrix ones): rounding of that size, within the bound of two backends' logits
-            bound = logits_bound(path)
-            msg = "the logits after the rollback against a run that never drafted"
+            bound = logits_limit(path, ref or run)
+            msg = "the logits after the rollback against a run that never drafted; " + logits_reason(path, ref or run)
             cmp = verdict.within(run.rollback_nmse, bound, "NMSE")
             out.append(
                 verdict.rule(f"{name}/rollback", run.backend, [cmp], verdict.Policy(bound, float("inf")), note=msg)
@@ -690,15 +725,30 @@ def main(args: argparse.Namespace) -> int:
                 started = time.perf_counter()
                 repack = not getattr(args, "no_repack", False)
                 oracle = getattr(args, "oracle", "full")
+                # the first backend is the reference the others' logits are held against: its own spread sets
+                # their bound (engine.spread), where there are others and the reference is a CPU's
+                spread = b == backends[0] and len(backends) > 1 and Target.parse(b).family == "cpu"
                 run = run_in_child(
-                    *common(path, b), repack, talk=talk, follow=follow, n_threads=args.threads, oracle=oracle
+                    *common(path, b),
+                    repack,
+                    talk=talk,
+                    follow=follow,
+                    n_threads=args.threads,
+                    oracle=oracle,
+                    spread=spread,
                 )
                 if run.error.startswith(DIED) and repack:
                     # a kernel of an extra buffer type that kills the process (AMX's did, docs/findings.md 37):
                     # check the nodes without the extra buffer types, and report the death as the run's own error
                     # record
                     again = run_in_child(
-                        *common(path, b), False, talk=talk, follow=follow, n_threads=args.threads, oracle=oracle
+                        *common(path, b),
+                        False,
+                        talk=talk,
+                        follow=follow,
+                        n_threads=args.threads,
+                        oracle=oracle,
+                        spread=spread,
                     )
                     if not again.error:
                         again.died_with_extra_bufts, run = run.error, again

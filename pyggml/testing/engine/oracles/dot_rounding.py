@@ -10,18 +10,53 @@ quantize_row_q8_K_ref, ggml_fp32_to_bf16), never by calling them.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numpy.typing import ArrayLike
 
 
+@functools.lru_cache(maxsize=1)
+def q8_scheme() -> str:
+    """How this process's CPU converts activations to Q8_0 / Q8_1 (the scale's inverse, and the rounding of a tie):
+
+    - "avx": x86 with AVX (ggml-cpu's arch/x86 quantize_row_q8_0 / q8_1): 127 / max|x|, ties to even;
+    - "reference": x86 without AVX, ggml's x64 and sse42 CPU variants (quantize_row_q8_0_ref / q8_1_ref):
+      1 / (max|x| / 127), roundf's ties away from zero;
+    - "neon": ARM (arch/arm): 1 / (max|x| / 127), ties to even.
+
+    The two inverses differ in their last bit for most blocks, and a value within that of a half rounds the other
+    way: one activation a quantum off, thousands of rounding units in an element of the product (the x64 variant's
+    Q5_0 products of a Gemma 3 270M, judged with AVX's scheme, failed their element bounds)."""
+    import platform
+
+    from pyggml import cpu_variants
+
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        return "neon"
+    variant = cpu_variants.in_use()
+    if variant is not None and "AVX" not in variant.features:
+        return "reference"
+    return "avx"
+
+
 def _q8_quantize(b: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """b's rows of whole blocks as int8 per block of `block` values: (q, d), d = max|x| / 127 as F32, q =
-    x * (127 / max|x|) rounded to nearest even (ggml-cpu's x86 quantize_row_q8_0 / q8_1: AVX's round; the
-    reference code's roundf differs only at exact ties)."""
+    """b's rows of whole blocks as int8 per block of `block` values: (q, d), d = max|x| / 127 as F32 and q = x times
+    d's inverse, rounded, both as this CPU computes them (`q8_scheme`)."""
     x = b.reshape(-1, block).astype(np.float32)
     amax = np.abs(x).max(axis=1, keepdims=True)
-    inv = np.divide(np.float32(127), amax, out=np.zeros_like(amax), where=amax != 0)
-    return np.clip(np.rint(x * inv), -127, 127), amax / np.float32(127)
+    d = amax / np.float32(127)
+    scheme = q8_scheme()
+    if scheme == "avx":
+        inv = np.divide(np.float32(127), amax, out=np.zeros_like(amax), where=amax != 0)
+    else:
+        inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    v = x * inv
+    if scheme == "reference":  # roundf: ties away from zero (in float64, where v + 0.5 is exact)
+        q = np.copysign(np.floor(np.abs(v.astype(np.float64)) + 0.5), v)
+    else:
+        q = np.rint(v)
+    return np.clip(q, -127, 127), d
 
 
 def _q8_blocks(b: np.ndarray, block: int) -> np.ndarray:
