@@ -219,8 +219,20 @@ def test_one_element_off_by_a_hundredth_of_a_percent_is_caught_where_it_is_large
 
 
 # --- the projected oracle (pyggml.testing.engine.projected) -------------------------------------------------------------
-# what the projection catches in every draw of both sizes: faults of a whole column, or spread over the node
-CAUGHT_BY_PROJECTION = ("column zeros", "column another's", "columns swapped", "activations F16, not Q8_K")
+# what the projection catches in every draw of both sizes (scripts/product_power.py, 2026-12-08: in 1,000 of 1,000
+# draws of the small node and 200 of 200 of the real-size one each; one element off by 1 % in 998 and 199: an
+# element near 0)
+CAUGHT_BY_PROJECTION = (
+    "row +1%",
+    "row +0.01%",
+    "block of 32 scale +1%",
+    "block of 256 scale +1%",
+    "sign flipped",
+    "column zeros",
+    "column another's",
+    "columns swapped",
+    "activations F16, not Q8_K",
+)
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +249,7 @@ def test_the_projection_passes_every_uncorrupted_draw(node: tuple[ProductNode, i
     bad = [v.comparison.message for v in verdicts if not v.ok]  # type: ignore[union-attr]
     assert not bad, bad[:3]
     worst = max(v.comparison.units for v in verdicts)  # type: ignore[union-attr]
-    assert 0 < worst < 1, worst  # the projected bound: 2 units (root mean square over a column)
+    assert 0 < worst < 1, worst  # the projected bound: 3 units (a bucket's root mean square over its combinations)
     assert projections.hits >= 3 * draws - 1  # the weight projected once
 
 
@@ -253,21 +265,38 @@ def test_the_projection_catches_column_faults_in_every_draw(
     assert all(v.oracle.startswith("full") and "projected:" in v.comparison.message for v in verdicts)  # type: ignore[union-attr]
 
 
-def test_the_projection_misses_one_row_off_by_3e_5_in_a_real_size_node_where_the_full_oracle_catches_it(
+def test_the_projection_misses_some_rows_off_by_3e_5_in_a_real_size_node_where_the_full_oracle_catches_each(
     projections: Any,
 ) -> None:
-    """Its limit: it weighs an error against the whole column's norm (|W|_F |x_t|), not the element's own, so one
-    row of 1,024 off by 3e-5 passes the projection where the full oracle's row bound fails it in every draw
-    (measured 40 of 40 draws, and the projection 0 of 40; by 5e-5: 40 and 11; by 1e-4: 100 of 100 and 45 of 50):
-    why the full oracle stays the default."""
+    """Its limit: it weighs a row's error against its bucket's 64 rows' rounding, not the row's own, so one row of
+    1,024 off by 3e-5 passes it in some draws where the full oracle's row bound fails it in every draw (measured
+    200 of 200 draws, and the projection 136 of 200; by 5e-5: 200 and 193; by 1e-4: 200 and 199): why the full
+    oracle stays the default."""
     m, k, t, draws = SIZES["real-size"]
     product = ProductNode("q4_k", m, k, t, seed=60)
     full = [not product.judged(_row(1.00003)).ok for _ in range(draws)]
     verdicts = [product.judged(_row(1.00003), oracle="projected", projections=projections) for _ in range(draws)]
     by_projection = [v.oracle != "projected" for v in verdicts]  # failed by the projection, then rechecked in full
     assert all(full), sum(full)
-    assert sum(by_projection) < draws / 2, sum(by_projection)
+    assert 0 < sum(by_projection) < draws, sum(by_projection)
     assert all(v.ok == (v.oracle == "projected") for v in verdicts)  # what it misses passes; the rest fail in full
+
+
+def test_a_repacked_weights_product_is_judged_by_its_kernels_bounds() -> None:
+    """The kernels of the CPU's extra buffer types (the repacked Q4_K GEMM) round more than ggml-cpu's own (a bucket
+    1.22 units where the others stay under 0.50): a weight in such a buffer is judged by their bounds."""
+    from pyggml.testing.engine import projected
+
+    plain, extra = projected.BUCKET_BOUNDS["plain"], projected.BUCKET_BOUNDS["extra"]
+    assert plain[0] >= 6 * 0.50 and plain[1] >= 6 * 0.22 and extra[0] >= 6 * 1.22 and extra[1] >= 6 * 0.51
+    rng = np.random.default_rng(5)
+    w, x = rng.standard_normal((128, 256)), rng.standard_normal((4, 256)).astype(np.float32)
+    p = projected.project("f32", w.astype(np.float32).view(np.uint8).reshape(-1), 128, 256)
+    unit = 2.0**-24 * np.linalg.norm(w, axis=1).mean() * np.linalg.norm(x, axis=1).mean()
+    y = x.astype(np.float64) @ w.T
+    y[:, 7] += 4 * 64**0.5 * unit  # a row off by about 4 of its bucket's units in every column
+    assert not projected.judge(y, x, p).ok
+    assert projected.judge(y, x, p, kernel="extra").ok
 
 
 def test_a_corrupt_or_unwritable_cache_is_said_and_the_check_goes_on(tmp_path: Path) -> None:
@@ -300,7 +329,7 @@ def test_a_changed_weight_never_reuses_anothers_projection_and_the_cache_keeps_t
     key = ProjectionCache.key("q8_0", raw, 4, 512, 1, 32)
     assert key != ProjectionCache.key("q8_0", changed, 4, 512, 1, 32)
     assert key != ProjectionCache.key("q8_0", raw, 4, 512, 2, 32)  # another seed
-    cache = ProjectionCache(tmp_path, limit=3 * (33 * 256 * 8 + 128))
+    cache = ProjectionCache(tmp_path, limit=3 * (4 * 257 * 8 + 128))  # an entry: one bucket, 4 combinations of 256
     for seed in range(5):
         cache.get("f32", np.zeros(4 * 256 * 4, np.uint8), 4, 256, seed, 32)
     assert 1 <= len(cache.entries()) <= 3 and cache.size() <= cache.limit

@@ -744,8 +744,8 @@ class NodeChecker(NodeReader):
         2-D weight (`is_weight`: a KV cache's values change, and are not projected once) whose bytes were read,
         F32 activations of one matrix, a dot type other than Q8_1, whose block sums it does not model); None for
         any other node."""
+        from pyggml.testing.engine import projected as _p
         from pyggml.testing.engine.opdb.matmul import dot_type_name, rounded_as_dot_type
-        from pyggml.testing.engine.projected import K_PROJECTIONS, SEED, judge
 
         p = t.ptr
         if captured.op != "MUL_MAT" or len(captured.sources) < 2:
@@ -761,9 +761,11 @@ class NodeChecker(NodeReader):
         if dot == "Q8_1" or not opdb.Node(t, []).computed_by_cpu():
             return None
         n_out, n_in = int(w.ne[1]), int(w.ne[0])
-        rw = self.projections.get(w.type, w.raw, n_out, n_in, SEED, K_PROJECTIONS)
+        projected = self.projections.get(w.type, w.raw, n_out, n_in, _p.SEED, _p.BUCKET_ROWS, _p.SETS)
         x_dot = rounded_as_dot_type(x.values.reshape(-1, n_in), dot)
-        return judge(values(t).reshape(-1, n_out), x_dot, rw, SEED, K_PROJECTIONS)
+        kernel = "extra" if transport.unreadable(p.src[0].buffer) else "plain"  # a repacked weight: its own kernels
+        y = values(t).reshape(-1, n_out)
+        return _p.judge(y, x_dot, projected, _p.SEED, _p.BUCKET_ROWS, _p.SETS, kernel)
 
     def _buffer_name(self, p: Any) -> str:
         """The name of the buffer type tensor p's memory is in (CPU, Vulkan0, RPC0[host:port], Meta...; "" for
