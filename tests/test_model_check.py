@@ -498,3 +498,33 @@ def test_a_products_rounding_is_measured_on_its_dot_type() -> None:
     f16 = spread.rounding_nmse("F16", x)
     assert 1e-6 < q8 < 1e-4 and 1e-9 < f16 < 1e-7, (q8, f16)
     assert spread.rounding_nmse("F32", x) == spread.UNIT2
+
+
+def test_the_projections_seed_is_given_once_and_keeps_its_own_projections(
+    tiny: dict[str, Path], tmp_path: Path
+) -> None:
+    """`--projection-seed N`: the projections drawn from N, kept apart from the default seed's; given twice (on the
+    command line, or against $PYGGML_PROJECTION_SEED), or without --oracle projected, a usage error (exit 2)."""
+    env = {**os.environ, "PYGGML_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("PYGGML_PROJECTION_SEED", None)
+    model = tmp_path / "llama-q8_0.gguf"
+    llama.quantize(tiny["llama"], model, "q8_0")
+
+    def run(*args: str, **more: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "pyggml", "check", *args], capture_output=True, text=True, env={**env, **more}
+        )
+
+    res = run("--model", str(model), "--tokens", "4", "--oracle", "projected", "--projection-seed", "7")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    kept = [p.name for p in (tmp_path / "cache" / "projections").glob("*.npy")]
+    assert kept and all("-s7-" in name for name in kept), kept
+    twice = run("--model", str(model), "--oracle", "projected", "--projection-seed", "7", "--projection-seed", "8")
+    assert twice.returncode == 2 and "given twice" in twice.stderr and "Traceback" not in twice.stderr
+    clash = run("--model", str(model), "--oracle", "projected", "--projection-seed", "7", PYGGML_PROJECTION_SEED="9")
+    assert clash.returncode == 2 and "given twice" in clash.stderr
+    alone = run("--model", str(model), "--projection-seed", "7")
+    assert alone.returncode == 2 and "add --oracle projected" in alone.stderr
+    for flags in (["--oracle", "projected"], ["--generate", "2"], ["--no-repack"]):
+        res = run(*flags)  # no model: the op cases would run and ignore them
+        assert res.returncode == 2 and "for --model or --arch runs only" in res.stderr, (flags, res.stderr[-500:])

@@ -400,3 +400,26 @@ def test_a_mixture_of_experts_product_is_judged_per_element_and_row_too() -> Non
     for fault in (_expert_row(1.01), _expert_row(1.0001), _wrong_expert):
         caught = [not node.judged(fault).ok for _ in range(50)]
         assert all(caught), (fault, sum(caught))
+
+
+def test_a_loaded_models_weights_are_hashed_once_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With fixed_weights (a model's run: its weights stay in place), a weight's entry is named by its memory after
+    the first hash; otherwise every get hashes the bytes again (an address may hold other bytes later)."""
+    from pyggml.testing.engine.projected import ProjectionCache
+
+    hashed: list[int] = []
+    real = ProjectionCache.key
+
+    def counting(*args: Any) -> str:
+        hashed.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(ProjectionCache, "key", staticmethod(counting))
+    raw = np.zeros(4 * 256 * 4, np.uint8)
+    raw.setflags(write=False)
+    for fixed, expected in ((True, 1), (False, 3)):
+        hashed.clear()
+        cache = ProjectionCache(tmp_path / str(fixed), fixed_weights=fixed)
+        for _ in range(3):
+            cache.get("f32", raw, 4, 256, 1, 64, 4)
+        assert len(hashed) == expected and cache.misses == 1

@@ -264,6 +264,11 @@ def _main(args: argparse.Namespace, pool: list | None) -> int:
         from pyggml.testing.engine import model_check
 
         return model_check.main(args)
+    from pyggml.testing.engine.model_check import model_only
+
+    given = model_only(args)
+    if given:  # ignored, the op cases would run in their place: hours where a model's check was meant
+        return _fail(f"{', '.join(given)}: for --model or --arch runs only; name a model (--model FILE.gguf)")
     grad = args.mode == "grad"
     if getattr(args, "jobs", None) is not None and args.jobs < 0:
         return _fail("-j takes 0 (this process) or a number of worker processes")

@@ -4,6 +4,18 @@ that `pyggml --help` and the other commands start fast); `pyggml.testing.check` 
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+
+class Once(argparse.Action):
+    """An option that may be given once: a second value is a usage error, not the last one silently winning."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option} given twice ({getattr(namespace, self.dest)} and {values}): give it once")
+        setattr(namespace, self.dest, values)
 
 
 def backend_name(value: str) -> str:
@@ -240,6 +252,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="--model: how products are judged: full (default: every element against the oracle's product, "
         "within its modelled rounding) or projected (each product's weight projected once, kept on disk: "
         "python -m pyggml cache; cheaper, weaker against an error in one row; a node it fails is rechecked in full)",
+    )
+    p.add_argument(
+        "--projection-seed",
+        type=int,
+        action=Once,
+        metavar="N",
+        help="--oracle projected: the seed of the weights' projections (default 58, or $PYGGML_PROJECTION_SEED); "
+        "each seed's projections are kept apart",
     )
     p.add_argument(
         "--node-nmse",

@@ -185,6 +185,7 @@ def run_model(
             weight_cache_bytes=cache,
             backend=backend,
             oracle=oracle,
+            projections=projected_cache() if oracle == "projected" else None,
         )
         starts: list[tuple[int, str]] = []
         args = talk.context_args(script, model)
@@ -215,6 +216,13 @@ def run_model(
     except Exception as e:  # noqa: BLE001 - reported as the backend's error, the other backends still run
         run.error = f"{type(e).__name__}: {e}"
     return run
+
+
+def projected_cache() -> Any:
+    """The projection cache of one model's run: its weights stay where llama.cpp loaded them while it runs."""
+    from pyggml.testing.engine.projected import ProjectionCache
+
+    return ProjectionCache(fixed_weights=True)
 
 
 def keeper(patterns: list[str], failures: int = repro.MAX_FAILURES) -> Callable[[NodeVerdict], bool]:
@@ -515,6 +523,38 @@ def not_applicable(args: argparse.Namespace, what: str) -> str | None:
     return f"{what} runs {runs}, not the op cases: {', '.join(given)} {verb} not apply"
 
 
+def projection_seed(args: argparse.Namespace) -> str | None:
+    """`--projection-seed N` for the runs (their children inherit it as $PYGGML_PROJECTION_SEED); why it cannot
+    apply, or None: without `--oracle projected`, or another seed already in the environment (given twice)."""
+    seed = getattr(args, "projection_seed", None)
+    if seed is None:
+        return None
+    if getattr(args, "oracle", "full") != "projected":
+        return "--projection-seed is the projected oracle's: add --oracle projected"
+    given = os.environ.get("PYGGML_PROJECTION_SEED", "").strip()
+    if given and given != str(seed):
+        return f"--projection-seed {seed} and PYGGML_PROJECTION_SEED={given}: the seed given twice; give it once"
+    os.environ["PYGGML_PROJECTION_SEED"] = str(seed)
+    return None
+
+
+def model_only(args: argparse.Namespace) -> list[str]:
+    """The options given that apply to `--model`/`--arch` runs only (the op cases would ignore them)."""
+    flags = [
+        ("--oracle projected", getattr(args, "oracle", "full") == "projected"),
+        ("--projection-seed", getattr(args, "projection_seed", None) is not None),
+        ("--node-nmse", getattr(args, "node_nmse", None) is not None),
+        ("--no-repack", getattr(args, "no_repack", False)),
+        ("--save-node", getattr(args, "save_node", None)),
+        ("--prompt", getattr(args, "prompt", None)),
+        ("--prompt-file", getattr(args, "prompt_file", None)),
+        ("--generate", getattr(args, "generate", 0)),
+        ("--speculative", getattr(args, "speculative", 0)),
+        ("--ctx-size", getattr(args, "ctx_size", 0)),
+    ]
+    return [flag for flag, value in flags if value]
+
+
 def made_models(archs: Sequence[str], file_types: Sequence[str], folder: str) -> list[tuple[str, str | None, str]]:
     """`--arch` x `--type`: each model written by `make-model ARCH FILE --type TYPE` (in a child: llama.cpp's
     generator and quantizer run there) into folder, as (label, path or None, why not)."""
@@ -660,6 +700,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
 
     why = not_applicable(args, "--model")
+    if why:
+        return fail(why)
+    why = projection_seed(args)
     if why:
         return fail(why)
     talk = talk_from(args)

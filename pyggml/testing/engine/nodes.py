@@ -761,11 +761,11 @@ class NodeChecker(NodeReader):
         if dot == "Q8_1" or not opdb.Node(t, []).computed_by_cpu():
             return None
         n_out, n_in = int(w.ne[1]), int(w.ne[0])
-        projected = self.projections.get(w.type, w.raw, n_out, n_in, _p.SEED, _p.BUCKET_ROWS, _p.SETS)
+        projected = self.projections.get(w.type, w.raw, n_out, n_in, _p.seed(), _p.BUCKET_ROWS, _p.SETS)
         x_dot = rounded_as_dot_type(x.values.reshape(-1, n_in), dot)
         kernel = "extra" if transport.unreadable(p.src[0].buffer) else "plain"  # a repacked weight: its own kernels
         y = values(t).reshape(-1, n_out)
-        return _p.judge(y, x_dot, projected, _p.SEED, _p.BUCKET_ROWS, _p.SETS, kernel)
+        return _p.judge(y, x_dot, projected, _p.seed(), _p.BUCKET_ROWS, _p.SETS, kernel)
 
     def _buffer_name(self, p: Any) -> str:
         """The name of the buffer type tensor p's memory is in (CPU, Vulkan0, RPC0[host:port], Meta...; "" for
