@@ -403,8 +403,10 @@ def test_a_mixture_of_experts_product_is_judged_per_element_and_row_too() -> Non
 
 
 def test_a_loaded_models_weights_are_hashed_once_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With fixed_weights (a model's run: its weights stay in place), a weight's entry is named by its memory after
-    the first hash; otherwise every get hashes the bytes again (an address may hold other bytes later)."""
+    """With fixed_weights (a model's run: its weight tensors keep their values), a weight's entry is named by the
+    tensor after the first hash; otherwise every get hashes the bytes again. Named by the bytes' address instead, a
+    repacked weight (read from the file into a fresh array each time) took another weight's projection: the
+    qwen35-0.8b preset's products failed by 1e6 units."""
     from pyggml.testing.engine.projected import ProjectionCache
 
     hashed: list[int] = []
@@ -421,5 +423,12 @@ def test_a_loaded_models_weights_are_hashed_once_a_run(tmp_path: Path, monkeypat
         hashed.clear()
         cache = ProjectionCache(tmp_path / str(fixed), fixed_weights=fixed)
         for _ in range(3):
-            cache.get("f32", raw, 4, 256, 1, 64, 4)
+            cache.get("f32", raw, 4, 256, 1, 64, 4, place=(1234, "w"))
         assert len(hashed) == expected and cache.misses == 1
+    # bytes with no tensor to name them (a weight read from the file): hashed each time, even where memory is reused
+    cache = ProjectionCache(tmp_path / "reused", fixed_weights=True)
+    buf = np.zeros(4 * 256 * 4, np.uint8)
+    first = cache.get("f32", buf, 4, 256, 1, 64, 4)
+    buf[:4] = np.frombuffer(np.float32(1.0).tobytes(), np.uint8)
+    again = cache.get("f32", buf, 4, 256, 1, 64, 4)
+    assert cache.misses == 2 and not np.array_equal(first.sw, again.sw)

@@ -761,7 +761,8 @@ class NodeChecker(NodeReader):
         if dot == "Q8_1" or not opdb.Node(t, []).computed_by_cpu():
             return None
         n_out, n_in = int(w.ne[1]), int(w.ne[0])
-        projected = self.projections.get(w.type, w.raw, n_out, n_in, _p.seed(), _p.BUCKET_ROWS, _p.SETS)
+        place = (int(ffi.cast("uintptr_t", p.src[0].data)), w.name)  # the weight tensor, loaded once
+        projected = self.projections.get(w.type, w.raw, n_out, n_in, _p.seed(), _p.BUCKET_ROWS, _p.SETS, place)
         x_dot = rounded_as_dot_type(x.values.reshape(-1, n_in), dot)
         kernel = "extra" if transport.unreadable(p.src[0].buffer) else "plain"  # a repacked weight: its own kernels
         y = values(t).reshape(-1, n_out)

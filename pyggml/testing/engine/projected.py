@@ -33,6 +33,7 @@ import hashlib
 import math
 import os
 import warnings
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,8 +206,8 @@ class ProjectionCache:
     Args:
         folder: where the entries are (None: `cache_dir()`).
         limit: the most bytes kept (None: $PYGGML_PROJECTION_CACHE_BYTES, else CACHE_BYTES; 0: nothing kept).
-        fixed_weights: the weights it is asked for keep their memory and values while it is used (one loaded
-            model's): a weight's entry is then named once, by its memory, not hashed at every step again.
+        fixed_weights: the weight tensors it is asked for keep their values while it is used (one loaded model's):
+            a weight's entry is then named once, by the tensor's `place`, not hashed at every step again.
     """
 
     def __init__(self, folder: str | Path | None = None, limit: int | None = None, fixed_weights: bool = False) -> None:
@@ -217,7 +218,7 @@ class ProjectionCache:
         self.writable = limit > 0
         self.hits = self.misses = 0
         self.fixed_weights = fixed_weights
-        self._names: dict[tuple, str] = {}  # with fixed_weights, the entries' names by the weights' memory
+        self._names: dict[tuple, str] = {}  # with fixed_weights, the entries' names by the weight tensors' place
         self.said: list[str] = []  # the warnings given, in order (a child's run reports them: its stderr is not shown)
 
     def _warn(self, what: str) -> None:
@@ -233,7 +234,15 @@ class ProjectionCache:
         return f"{digest}-{type_name.lower()}-{n_out}x{n_in}-s{seed}-b{rows}x{sets}"
 
     def get(
-        self, type_name: str, raw: np.ndarray, n_out: int, n_in: int, seed: int, rows: int, sets: int = SETS
+        self,
+        type_name: str,
+        raw: np.ndarray,
+        n_out: int,
+        n_in: int,
+        seed: int,
+        rows: int,
+        sets: int = SETS,
+        place: Hashable | None = None,
     ) -> Projected:
         """The weight's projection, from the cache or computed (and kept).
 
@@ -245,18 +254,20 @@ class ProjectionCache:
             seed: the sketch's seed.
             rows: rows per bucket.
             sets: combinations per bucket.
+            place: the weight tensor's identity while the weights are fixed (its ggml tensor's address and name).
 
         Returns:
             The Projected weight.
         """
-        # a model's weight is read in place, the same memory at every step of a conversation: with `fixed_weights`,
-        # hashed once (500 MB of the qwen35-0.8b preset's weights took 1.1 s at every step)
-        place = (raw.__array_interface__["data"][0], raw.nbytes, type_name, n_out, n_in, seed, rows, sets)
-        name = self._names.get(place) if self.fixed_weights else None
+        # a model's weight is the same tensor at every step of a conversation: with `fixed_weights` and its `place`,
+        # hashed once (500 MB of the qwen35-0.8b preset's weights took 1.1 s at every step). Not by the bytes'
+        # address: a weight read from the file (a repacked one) is a fresh array, whose memory the next one reuses
+        memo = (place, type_name, n_out, n_in, seed, rows, sets) if self.fixed_weights and place is not None else None
+        name = self._names.get(memo) if memo is not None else None
         if name is None:
             name = self.key(type_name, raw, n_out, n_in, seed, rows, sets)
-            if self.fixed_weights:
-                self._names[place] = name
+            if memo is not None:
+                self._names[memo] = name
         path = self.folder / f"{name}.npy"
         buckets = sketch(seed, n_out, rows, sets).buckets
         k = buckets * sets
