@@ -219,9 +219,9 @@ def test_one_element_off_by_a_hundredth_of_a_percent_is_caught_where_it_is_large
 
 
 # --- the projected oracle (pyggml.testing.engine.projected) -------------------------------------------------------------
-# what the projection catches in every draw of both sizes (scripts/product_power.py, 2026-12-08: in 1,000 of 1,000
-# draws of the small node and 200 of 200 of the real-size one each; one element off by 1 % in 998 and 199: an
-# element near 0)
+# what the projection catches in every draw of both sizes here (scripts/product_power.py, 2026-12-08, other draws: each
+# in every draw but one row off by 0.01 %, 999 of 1,000 on the small node and 198 of 200 on the real-size one; one
+# element off by 1 %, 999 and 197, is left out: an element near 0)
 CAUGHT_BY_PROJECTION = (
     "row +1%",
     "row +0.01%",
