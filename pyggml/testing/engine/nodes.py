@@ -187,10 +187,17 @@ def node_policy(s: opdb.OpSpec, t: Tensor, srcs: list[Tensor], backend: str = ""
         (`default_nmse`). Its `known`: the most specific of the spec's known disagreements that holds.
     """
     node_types = frozenset(x.type.name.lower() for x in [t, *srcs])
+    # as a case of the op gets its own (cases.Case): an exact spec is exact where no backend's or type's bound is
+    # stated, and the plain bound keeps its own largest error
+    rules = [b for b in s.bounds if b.backend or b.types]
     if s.exact:
-        return policy((), s.known, backend, node_types, (0.0, 0.0))
-    plain = next((b.nmse for b in s.bounds if not b.backend and not b.types), default_nmse(set(node_types)))
-    return policy(s.bounds, s.known, backend, node_types, (plain, default_max_error(plain)))
+        return policy(rules, s.known, backend, node_types, (0.0, 0.0))
+    plain = next((b for b in s.bounds if not b.backend and not b.types), None)
+    if plain is not None:
+        largest = plain.max_error if plain.max_error is not None else default_max_error(plain.nmse)
+        return policy(rules, s.known, backend, node_types, (plain.nmse, largest))
+    nmse = default_nmse(set(node_types))
+    return policy(rules, s.known, backend, node_types, (nmse, default_max_error(nmse)))
 
 
 def span(t: Tensor) -> np.ndarray:
@@ -719,14 +726,19 @@ class NodeChecker(NodeReader):
         rules = self._policy(s, t, backend_of(verdict.buffer, self.backend))
         verdict.known = rules.known or ""
         elements = None
-        if isinstance(result, opdb.Modeled):  # the oracle did what this backend does: its tighter bound
-            expected, elements = np.asarray(result.values), result.elements
-            bound = result.nmse if result.nmse is not None else rules.nmse
-        else:
-            expected, bound = np.asarray(result), rules.nmse
+        # the rule's bounds, as a case of the op gets them; an oracle that modelled this backend's rounding states a
+        # tighter NMSE (its largest error follows from it), and --node-nmse replaces the NMSE likewise
+        expected, bound, max_err = result, rules.nmse, rules.max_error
+        if isinstance(result, opdb.Modeled):
+            expected, elements = result.values, result.elements
+            if result.nmse is not None:
+                bound, max_err = result.nmse, default_max_error(result.nmse)
+        expected = np.asarray(expected)
         if self.tolerance is not None:
             bound = self.tolerance(t, bound)
-        max_err = 0.0 if bound == 0 else default_max_error(bound)
+            max_err = default_max_error(bound)
+        if bound == 0:
+            max_err = 0.0
         actual, expected = values(t), as_stored(t, expected)
         if self.flush_denormals:
             actual, expected = flush_denormals(actual), flush_denormals(expected)
