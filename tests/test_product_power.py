@@ -442,3 +442,19 @@ def test_a_loaded_models_weights_are_hashed_once_a_run(tmp_path: Path, monkeypat
     buf[:4] = np.frombuffer(np.float32(1.0).tobytes(), np.uint8)
     again = cache.get("f32", buf, 4, 256, 1, 64, 4)
     assert cache.misses == 2 and not np.array_equal(first.sw, again.sw)
+
+
+def test_a_finding_covers_a_failing_node_as_it_covers_a_case_of_its_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a build lacking a finding's fix, a model's node of the op and types the finding's cases name is `known`,
+    naming the finding, as `check`'s case of the same op says; another op's node stays failed."""
+    from pyggml.testing.engine import findings
+
+    planted = findings.Finding(999, "ggml-cpu Q4_K", "a planted bug", cases=r"^mul_mat/q4_k", backends=("cpu",))
+    monkeypatch.setattr(findings, "FINDINGS", (planted,))
+    monkeypatch.setattr(findings, "fixed_here", lambda f: None)
+    assert findings.node_case("mul_mat", ["Q4_K", "F32"]) == "mul_mat/q4_k_f32"
+    product = ProductNode("q4_k", 64, 256, 8, seed=63)
+    v = product.judged(_column_zero)
+    assert not v.ok and v.known.startswith("upstream bug, docs/findings.md 999: a planted bug"), v.known
+    other = ProductNode("q8_0", 64, 256, 8, seed=63).judged(_column_zero)
+    assert not other.ok and not other.known

@@ -256,6 +256,27 @@ def named(record: Record) -> list[int]:
     return [int(n) for n in m.group(1).split(" or ")] if record.status == Status.KNOWN and m else []
 
 
+def node_case(op: str, source_types: list[str]) -> str:
+    """The name a case of a node's op and sources' types has (`opdb.case_name` without a variant: "mul_mat/bf16_f32"),
+    for the findings' patterns: a finding covers a model's node as it covers a case of the same op and types."""
+    seen: list[str] = []
+    for t in source_types:
+        if t.lower() not in seen:
+            seen.append(t.lower())
+    return f"{op}/{'_'.join(seen) or 'f32'}"
+
+
+def covering_node(op: str, source_types: list[str], backend: str) -> str:
+    """Why a failing node of `op` with these sources' types, computed on `backend`, is known: the findings this build
+    may have that cover its case, said as `explain` says them for a case; "" none."""
+    found = covering(node_case(op, source_types), backend)
+    if not found:
+        return ""
+    numbers = " or ".join(str(f.number) for f in found)
+    lacks = ", ".join(f.patch or f"the upstream fix (ggml {f.fixed_in})" for f in found)
+    return f"upstream bug, docs/findings.md {numbers}: {found[0].what} (this build lacks {lacks})"
+
+
 def explain(records: list[Record]) -> list[Record]:
     """The records with each failure or death that findings of this build cover made `known`, naming them (all
     of them where several could explain it: the build lacks each one's fix)."""

@@ -743,6 +743,11 @@ class NodeChecker(NodeReader):
         if self.flush_denormals:
             actual, expected = flush_denormals(actual), flush_denormals(expected)
         verdict.comparison, verdict.nmse_bound = compare(actual, expected, bound, max_err, elements), bound
+        if not verdict.comparison.ok and not verdict.known:  # a finding covers a node as it covers a case of its op
+            from pyggml.testing.engine.findings import covering_node
+
+            types = [Tensor(q, t.ctx).type.name for q in t.ptr.src if q != ffi.NULL]
+            verdict.known = covering_node(s.op, types, backend_of(verdict.buffer, self.backend))
         if projected is not None:  # the projection failed it: rechecked in full, both said
             verdict.oracle = "full, after the projection failed it"
             c = verdict.comparison
