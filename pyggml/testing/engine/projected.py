@@ -230,7 +230,7 @@ class ProjectionCache:
     @staticmethod
     def key(type_name: str, raw: np.ndarray, n_out: int, n_in: int, seed: int, rows: int, sets: int = SETS) -> str:
         """The entry's name: the weight's contents, type, shape, the sketch's seed, rows per bucket and sets."""
-        digest = hashlib.blake2b(memoryview(np.ascontiguousarray(raw)), digest_size=20).hexdigest()  # no copy
+        digest = hashlib.blake2b(memoryview(np.ascontiguousarray(raw).data), digest_size=20).hexdigest()  # no copy
         return f"{digest}-{type_name.lower()}-{n_out}x{n_in}-s{seed}-b{rows}x{sets}"
 
     def get(
@@ -407,13 +407,16 @@ def judge(
     row_rms = np.sqrt(np.mean(units * units, axis=0))
     worst_row = float(row_rms.max())
     if worst > column_bound:
-        t, b = np.unravel_index(int(np.argmax(units)), units.shape)
-        why = f"bucket {b} (rows {_rows_of(s, int(b))}) of column {t} off by {worst:.3g} rounding units > {column_bound:g}"
+        column, bucket = (int(i) for i in np.unravel_index(int(np.argmax(units)), units.shape))
+        why = (
+            f"bucket {bucket} (rows {_rows_of(s, bucket)}) of column {column} off by {worst:.3g} rounding units > "
+            f"{column_bound:g}"
+        )
         return Comparison(False, nmse, 0.0, f"{why}; {said}", units=worst, row_units=worst_row)
     if worst_row > row_bound:
-        b = int(np.argmax(row_rms))
+        worst_bucket = int(np.argmax(row_rms))
         why = (
-            f"bucket {b} (rows {_rows_of(s, b)}) off by {worst_row:.3g} rounding units (root mean square over the "
+            f"bucket {worst_bucket} (rows {_rows_of(s, worst_bucket)}) off by {worst_row:.3g} rounding units (root mean square over the "
             f"columns) > {row_bound:g}"
         )
         return Comparison(False, nmse, 0.0, f"{why}; {said}", units=worst, row_units=worst_row)
