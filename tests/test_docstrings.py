@@ -143,6 +143,7 @@ INTERNAL = {
     "pyggml.testing.engine.model_check",
     "pyggml.testing.engine.repro",
     "pyggml.testing.engine.projected",
+    "pyggml.testing.engine.spread",
     # the op oracles: the suite's NumPy side of each op spec (docs/suite.md); the models' references
     # (conv_state, delta_net) are public
     "pyggml.testing.engine.oracles",
