@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from pyggml.testing.engine.opdb import NMSE_F32
-from pyggml.testing.engine.verdict import compare
+from pyggml.testing.engine.verdict import compare, default_max_error
 
 
 def assert_close(actual: Any, expected: Any, nmse: float = NMSE_F32, max_error: float | None = None) -> None:
@@ -26,7 +26,7 @@ def assert_close(actual: Any, expected: Any, nmse: float = NMSE_F32, max_error: 
     Raises:
         AssertionError: a bound is exceeded (the message gives the NMSE, the largest error and the bounds).
     """
-    bound = max_error if max_error is not None else 30 * nmse**0.5
+    bound = max_error if max_error is not None else default_max_error(nmse)
     verdict = compare(np.asarray(actual), np.asarray(expected), nmse, bound)
     if not verdict.ok:
         raise AssertionError(
