@@ -46,8 +46,9 @@ from pyggml.testing.engine.verdict import Comparison
 # of the product and a kept projection SETS / BUCKET_ROWS float64 per weight value (half a byte), an error in one row
 # is seen against BUCKET_ROWS rows' rounding, and the SETS combinations make a bucket's error estimate chi-square with
 # SETS degrees of freedom (a row whose coefficients are all small goes unseen with the probability that chi-square
-# falls that low). Measured on a 1,024 x 1,024 node, one row off by 5e-5 caught in 182 of 200 draws with these, 193
-# with 8 combinations, 154 with 128 rows and 8 (scripts/product_power.py; docs/llama.md)
+# falls that low). Measured on a 1,024 x 1,024 node, one row off by 5e-5 caught in 181 of 200 draws with these
+# (scripts/product_power.py; docs/llama.md); with rows dealt at random 182, with 8 combinations 193, with 128 rows
+# and 8 combinations 154
 BUCKET_ROWS = 64
 SETS = 4
 SEED = 58
