@@ -458,3 +458,35 @@ def test_a_finding_covers_a_failing_node_as_it_covers_a_case_of_its_op(monkeypat
     assert not v.ok and v.known.startswith("upstream bug, docs/findings.md 999: a planted bug"), v.known
     other = ProductNode("q8_0", 64, 256, 8, seed=63).judged(_column_zero)
     assert not other.ok and not other.known
+
+
+def test_a_kept_weights_row_norms_are_taken_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The element bounds' unit needs each weight row's norm; a weight the checker keeps across a conversation's
+    steps (read-only values) has them taken once, not at every step (0.5 s of a 0.94 s checked step of the
+    qwen3-0.6b preset); a writable array each time; a freed one's entry goes with it."""
+    import gc
+
+    from pyggml.testing.engine.opdb import matmul
+
+    taken: list[int] = []
+    real = matmul._row_norms
+
+    def counting(a: np.ndarray) -> np.ndarray:
+        taken.append(1)
+        return real(a)
+
+    monkeypatch.setattr(matmul, "_row_norms", counting)
+    kept = np.random.default_rng(0).standard_normal((8, 32)).astype(np.float32)
+    kept.setflags(write=False)
+    first = matmul._weight_row_norms(kept)
+    assert matmul._weight_row_norms(kept) is first and len(taken) == 1
+    assert np.allclose(first, np.linalg.norm(kept.astype(np.float64), axis=1))
+    fresh = kept.copy()
+    matmul._weight_row_norms(fresh)
+    matmul._weight_row_norms(fresh)
+    assert len(taken) == 3
+    key = id(kept)
+    assert key in matmul._WEIGHT_NORMS
+    del kept, first
+    gc.collect()
+    assert key not in matmul._WEIGHT_NORMS
