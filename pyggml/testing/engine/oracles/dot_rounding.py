@@ -25,7 +25,7 @@ def q8_scheme() -> str:
       1 / (max|x| / 127), roundf's ties away from zero;
     - "neon": ARM (arch/arm): 1 / (max|x| / 127), ties to even.
 
-    The two inverses differ in their last bit for most blocks, and a value within that of a half rounds the other
+    The two inverses differ in their last bit for many blocks, and a value within that of a half rounds the other
     way: one activation a quantum off, thousands of rounding units in an element of the product (the x64 variant's
     Q5_0 products of a Gemma 3 270M, judged with AVX's scheme, failed their element bounds)."""
     import platform
