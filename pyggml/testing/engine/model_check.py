@@ -775,28 +775,24 @@ def main(args: argparse.Namespace) -> int:
                 # the first backend is the reference the others' logits are held against: its own spread sets
                 # their bound (engine.spread), where there are others and the reference is a CPU's
                 spread = b == backends[0] and len(backends) > 1 and Target.parse(b).family == "cpu"
-                run = run_in_child(
-                    *common(path, b),
-                    repack,
-                    talk=talk,
-                    follow=follow,
-                    n_threads=args.threads,
-                    oracle=oracle,
-                    spread=spread,
-                )
-                if run.error.startswith(DIED) and repack:
-                    # a kernel of an extra buffer type that kills the process (AMX's did, docs/findings.md 37):
-                    # check the nodes without the extra buffer types, and report the death as the run's own error
-                    # record
-                    again = run_in_child(
+
+                def checked(extra_bufts: bool) -> ModelRun:
+                    return run_in_child(
                         *common(path, b),
-                        False,
+                        extra_bufts,
                         talk=talk,
                         follow=follow,
                         n_threads=args.threads,
                         oracle=oracle,
                         spread=spread,
                     )
+
+                run = checked(repack)
+                if run.error.startswith(DIED) and repack:
+                    # a kernel of an extra buffer type that kills the process (AMX's did, docs/findings.md 37):
+                    # check the nodes without the extra buffer types, and report the death as the run's own error
+                    # record
+                    again = checked(False)
                     if not again.error:
                         again.died_with_extra_bufts, run = run.error, again
                 run.seconds = time.perf_counter() - started
