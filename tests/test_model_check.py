@@ -523,6 +523,8 @@ def test_the_projections_seed_is_given_once_and_keeps_its_own_projections(
     assert twice.returncode == 2 and "given twice" in twice.stderr and "Traceback" not in twice.stderr
     clash = run("--model", str(model), "--oracle", "projected", "--projection-seed", "7", PYGGML_PROJECTION_SEED="9")
     assert clash.returncode == 2 and "given twice" in clash.stderr
+    unreadable = run("--model", str(model), "--oracle", "projected", PYGGML_PROJECTION_SEED="abc")
+    assert unreadable.returncode == 2 and "PYGGML_PROJECTION_SEED='abc'" in unreadable.stderr, unreadable.stderr[-500:]
     alone = run("--model", str(model), "--projection-seed", "7")
     assert alone.returncode == 2 and "add --oracle projected" in alone.stderr
     for flags in (["--oracle", "projected"], ["--generate", "2"], ["--no-repack"]):

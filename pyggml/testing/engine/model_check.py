@@ -532,6 +532,13 @@ def projection_seed(args: argparse.Namespace) -> str | None:
     apply, or None: without `--oracle projected`, or another seed already in the environment (given twice)."""
     seed = getattr(args, "projection_seed", None)
     if seed is None:
+        if getattr(args, "oracle", "full") == "projected":  # the environment's seed, read by every child
+            from pyggml.testing.engine import projected
+
+            try:
+                projected.seed()
+            except ValueError as e:
+                return str(e)
         return None
     if getattr(args, "oracle", "full") != "projected":
         return "--projection-seed is the projected oracle's: add --oracle projected"
